@@ -1,0 +1,42 @@
+# hpcdap: one entry point for building, the demo and the test suite.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+FUZZTIME ?= 10s
+# Packages whose tests exercise concurrency run under the race detector too.
+RACE_PKGS := ./cdti/... ./target/...
+
+.PHONY: all build deps test test-go test-race fuzz vet fmt-check demo clean
+
+all: build
+
+build:
+	$(GO) build -o bin/hpcdap ./cmd/hpcdap
+
+deps:
+	./scripts/install-deps.sh
+
+## test: install what the suite needs, then run every check CI runs.
+test: deps fmt-check vet test-go test-race fuzz
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+test-go:
+	$(GO) test -count=1 -timeout 20m ./...
+
+test-race:
+	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+demo: deps build
+	./bin/hpcdap demo
+
+clean:
+	rm -rf bin dist

@@ -1,0 +1,152 @@
+// Package target is the seam between the node agent, which gives processes the Blue Gene/Q
+// Compute Node Kernel's tool-control semantics, and the mechanisms that actually control them:
+// Linux ptrace (package target/ptrace) and the GDB remote serial protocol (package target/rsp).
+//
+// A back end owns only mechanism: reading and writing memory and registers, resuming, stepping
+// and interrupting threads, hardware watchpoints, and reporting what the kernel (or stub) says
+// happened. Policy — which signals suspend the whole process, breakpoint tables, stepping over a
+// planted trap, notification order, tools and their authority — belongs to the agent.
+package target
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+)
+
+// Info describes a controlled process.
+type Info struct {
+	Machine   elf.Machine      // EM_X86_64, EM_PPC64, ...
+	ByteOrder binary.ByteOrder // the target's byte order
+	PtrSize   int              // bytes in a pointer
+	Pid       int              // OS process id (under emulation: the emulator's pid, or 0 if unknown)
+	Exe       string           // absolute path of the executable
+	PageSize  int              // bytes in a page
+	Arch      Arch             // how breakpoints look on this machine
+}
+
+// Arch holds the machine facts the agent needs to plant and recognise software breakpoints.
+type Arch struct {
+	// BreakInstr is the trap instruction the agent writes for a breakpoint when the tool does not
+	// name one (x86_64: 0xCC; Power: the CNK's default trap word in target byte order).
+	BreakInstr []byte
+	// PCAfterBreak is how far past the breakpoint address the program counter stands when a
+	// software breakpoint traps (x86_64 int3: 1; Power: 0).
+	PCAfterBreak uint64
+	// WatchSlots is the number of hardware watchpoints available per thread.
+	WatchSlots int
+}
+
+// RegSet names an architecture-native register set, exchanged as the bytes the operating system
+// uses for it (x86_64: user_regs_struct and user_fpregs_struct; ppc64: pt_regs and the FPR set).
+type RegSet int
+
+const (
+	RegsGeneral RegSet = iota // general-purpose and special registers
+	RegsFloat                 // floating-point and vector registers
+)
+
+// WatchKind is the access that triggers a hardware watchpoint.
+type WatchKind int
+
+const (
+	WatchWrite     WatchKind = 1
+	WatchRead      WatchKind = 2 // hardware that cannot watch reads alone reports ErrUnsupported
+	WatchReadWrite WatchKind = 3
+)
+
+// EventKind classifies a stop or state change reported by a back end.
+type EventKind int
+
+const (
+	// EventSignal: a thread stopped because a signal is about to be delivered to it. SIGTRAP
+	// from a breakpoint, a single step or a watchpoint arrives as EventSignal with Trap set.
+	EventSignal EventKind = iota
+	// EventStopped: a thread stopped because the agent asked (Interrupt); nothing is pending.
+	EventStopped
+	// EventNewThread: a thread was created; Tid is the new thread, stopped; Parent made it.
+	EventNewThread
+	// EventThreadExit: a thread other than the last one exited; it no longer exists.
+	EventThreadExit
+	// EventExec: the process replaced its image; Tid is the leader, stopped. Software
+	// breakpoints are gone with the old image.
+	EventExec
+	// EventExit: the process is gone; Status is its POSIX wait status.
+	EventExit
+)
+
+// TrapKind says why a SIGTRAP happened, as far as the mechanism can tell.
+type TrapKind int
+
+const (
+	TrapNone       TrapKind = iota // not a SIGTRAP, or a SIGTRAP sent by kill/tgkill
+	TrapBreakpoint                 // a software breakpoint instruction executed
+	TrapStep                       // a single step completed
+	TrapWatch                      // a hardware watchpoint fired; Event.Addr is the data address
+	TrapOther                      // any other kernel-generated SIGTRAP
+)
+
+// Event is one thing that happened to a controlled process.
+type Event struct {
+	Kind   EventKind
+	Tid    int      // the thread concerned
+	Parent int      // for EventNewThread: the thread that created it
+	Signal int      // for EventSignal: the signal number (Linux numbering of the target)
+	Code   int      // for EventSignal: si_code
+	Addr   uint64   // for EventSignal: si_addr (faulting or watched data address)
+	PC     uint64   // program counter of Tid when it stopped (0 if not read)
+	Trap   TrapKind // for SIGTRAP: the cause
+	Slot   int      // for TrapWatch: which watchpoint slot fired
+	Status int      // for EventExit: POSIX wait status
+}
+
+// Process is one controlled process. Every method that names a thread requires that thread to
+// be stopped unless its documentation says otherwise. Implementations are safe for use by
+// several goroutines.
+type Process interface {
+	Info() Info
+	// Threads lists the live thread ids (LWPs), leader first.
+	Threads() ([]int, error)
+	// ReadMemory reads len(b) bytes at addr. It returns the bytes read before any error.
+	ReadMemory(addr uint64, b []byte) (int, error)
+	// WriteMemory writes b at addr, including read-only program text.
+	WriteMemory(addr uint64, b []byte) (int, error)
+	// Registers returns a register set of a thread in its native layout.
+	Registers(tid int, set RegSet) ([]byte, error)
+	// SetRegisters replaces a register set of a thread.
+	SetRegisters(tid int, set RegSet, regs []byte) error
+	// PC and SetPC read and write a thread's program counter.
+	PC(tid int) (uint64, error)
+	SetPC(tid int, pc uint64) error
+	// Resume lets a stopped thread run, delivering sig (0 for none).
+	Resume(tid int, sig int) error
+	// Step executes one instruction of a stopped thread, delivering sig first (0 for none);
+	// an EventSignal with Trap == TrapStep follows (or another event if something intervenes).
+	Step(tid int, sig int) error
+	// Interrupt stops a running thread; an EventStopped follows. Interrupting a stopped thread
+	// is a no-op.
+	Interrupt(tid int) error
+	// Kill sends a signal to one thread (tgkill) or, with tid 0, to the process (kill).
+	Kill(tid int, sig int) error
+	// SetWatchpoint programs hardware watchpoint slot (0 ≤ slot < Arch.WatchSlots) of a thread.
+	SetWatchpoint(tid, slot int, addr uint64, size int, kind WatchKind) error
+	// ClearWatchpoint disarms a slot.
+	ClearWatchpoint(tid, slot int) error
+	// Auxv returns the process's auxiliary vector in target byte order.
+	Auxv() ([]byte, error)
+	// Events delivers stops and state changes in the order they happened. It is closed after
+	// EventExit or Detach.
+	Events() <-chan Event
+	// Detach lets the process go, running, with every thread resumed.
+	Detach() error
+}
+
+// Errors a back end reports in a form the agent can map to CDTI return codes.
+var (
+	ErrNoThread    = errors.New("target: no such thread")
+	ErrRunning     = errors.New("target: thread is running")
+	ErrExited      = errors.New("target: process has exited")
+	ErrAddress     = errors.New("target: bad address")
+	ErrUnsupported = errors.New("target: not supported by this target")
+	ErrBusy        = errors.New("target: hardware resource in use")
+)
