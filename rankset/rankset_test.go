@@ -1,0 +1,184 @@
+package rankset
+
+import (
+	"encoding/json"
+	"math/rand"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		in   string
+		size int
+		want string
+	}{
+		{"", 8, ""},
+		{"3", 8, "3"},
+		{"1 2 4-6", 8, "1-2,4-6"},
+		{"1,2,4-6", 8, "1-2,4-6"},
+		{"7-$max:2", 16, "7,9,11,13,15"},
+		{"1 2 4-6 7-$max:2", 12, "1-2,4-7,9,11"},
+		{"$max", 4, "3"},
+		{"all", 4, "0-3"},
+		{"*", 3, "0-2"},
+		{"0-3 2-5", 8, "0-5"},
+		{"0-3,4-7", 8, "0-7"},
+		{"5 1 3 2 4", 8, "1-5"},
+		{"0-511,513-1023", 1024, "0-511,513-1023"},
+		{"10-20:5", -1, "10,15,20"},
+		{"  4  ,, 6 ", 8, "4,6"},
+	}
+	for _, tt := range tests {
+		got, err := Parse(tt.in, tt.size)
+		if err != nil {
+			t.Errorf("Parse(%q, %d): %v", tt.in, tt.size, err)
+			continue
+		}
+		if got.String() != tt.want {
+			t.Errorf("Parse(%q, %d) = %q, want %q", tt.in, tt.size, got, tt.want)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		in      string
+		size    int
+		wantErr string
+	}{
+		{"8", 8, "out of range"},
+		{"$max", -1, "needs the job size"},
+		{"all", -1, "needs the job size"},
+		{"5-3", 8, "reversed"},
+		{"a", 8, "bad rank"},
+		{"-3", 8, "bad rank"},
+		{"1-", 8, "bad rank"},
+		{"1-4:0", 8, "bad stride"},
+		{"1-4:x", 8, "bad stride"},
+		{"4:2", 8, "stride needs a range"},
+		{"99999999999", -1, "bad rank"},
+		{"0-2000000000:2", -1, "more than"},
+		{"$max", 0, "no ranks"},
+	}
+	for _, tt := range tests {
+		_, err := Parse(tt.in, tt.size)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("Parse(%q, %d) error = %v, want it to mention %q", tt.in, tt.size, err, tt.wantErr)
+		}
+	}
+}
+
+// TestAgainstBitmap checks the set algebra against a plain []bool model on random sets.
+func TestAgainstBitmap(t *testing.T) {
+	const n = 200
+	rng := rand.New(rand.NewSource(1))
+	random := func() ([]bool, Set) {
+		bits := make([]bool, n)
+		var ranks []int
+		for i := range bits {
+			if rng.Intn(3) == 0 {
+				bits[i] = true
+				ranks = append(ranks, i)
+			}
+		}
+		return bits, Of(ranks...)
+	}
+	check := func(name string, bits []bool, s Set) {
+		t.Helper()
+		count := 0
+		for r, in := range bits {
+			if s.Contains(r) != in {
+				t.Fatalf("%s: Contains(%d) = %v, want %v (set %s)", name, r, !in, in, s)
+			}
+			if in {
+				count++
+			}
+		}
+		if s.Len() != count {
+			t.Fatalf("%s: Len = %d, want %d", name, s.Len(), count)
+		}
+		back, err := Parse(s.String(), n)
+		if err != nil || !back.Equal(s) {
+			t.Fatalf("%s: Parse(String()) = %s, %v; want %s", name, back, err, s)
+		}
+	}
+	for i := 0; i < 500; i++ {
+		a, sa := random()
+		b, sb := random()
+		union, inter, minus := make([]bool, n), make([]bool, n), make([]bool, n)
+		for r := range a {
+			union[r] = a[r] || b[r]
+			inter[r] = a[r] && b[r]
+			minus[r] = a[r] && !b[r]
+		}
+		check("a", a, sa)
+		check("union", union, sa.Union(sb))
+		check("intersect", inter, sa.Intersect(sb))
+		check("minus", minus, sa.Minus(sb))
+	}
+}
+
+func TestAccessors(t *testing.T) {
+	s := MustParse("3-5,9", 10)
+	if s.Min() != 3 || s.Max() != 9 || s.Len() != 4 || s.Empty() {
+		t.Fatalf("Min/Max/Len/Empty of %s = %d %d %d %v", s, s.Min(), s.Max(), s.Len(), s.Empty())
+	}
+	if got := s.Ranks(); len(got) != 4 || got[0] != 3 || got[3] != 9 {
+		t.Fatalf("Ranks = %v", got)
+	}
+	if (Set{}).Min() != -1 || (Set{}).Max() != -1 || !(Set{}).Empty() {
+		t.Fatal("empty set accessors")
+	}
+	if got := All(4).Minus(Of(2)).Add(7).String(); got != "0-1,3,7" {
+		t.Fatalf("All(4) - 2 + 7 = %s", got)
+	}
+	if !Range(5, 4).Empty() || Range(-3, 1).String() != "0-1" {
+		t.Fatal("Range bounds")
+	}
+}
+
+func TestJSON(t *testing.T) {
+	var v struct{ Ranks Set }
+	if err := json.Unmarshal([]byte(`{"Ranks":"0-2 7"}`), &v); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(v)
+	if string(out) != `{"Ranks":"0-2,7"}` {
+		t.Fatalf("round trip = %s", out)
+	}
+	if err := json.Unmarshal([]byte(`{"Ranks":"x"}`), &v); err == nil {
+		t.Fatal("bad set accepted")
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"1 2 4-6 7-$max:2", "0-511,513-1023", "all", "3", "5-3", "0-9:3"} {
+		f.Add(s, 64)
+	}
+	f.Fuzz(func(t *testing.T, s string, size int) {
+		if size > 1<<20 {
+			size = 1 << 20
+		}
+		set, err := Parse(s, size)
+		if err != nil {
+			return
+		}
+		if size >= 0 && set.Max() >= size {
+			t.Fatalf("Parse(%q, %d) = %s holds a rank ≥ size", s, size, set)
+		}
+		back, err := Parse(set.String(), size)
+		if err != nil || !back.Equal(set) {
+			t.Fatalf("Parse(%q).String() = %q does not parse back: %v", s, set, err)
+		}
+	})
+}
+
+func BenchmarkParseCompressed(b *testing.B) {
+	s := All(100000).Minus(Of(513, 4097, 77777)).String()
+	for i := 0; i < b.N; i++ {
+		if _, err := Parse(s, 100000); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
