@@ -1,0 +1,132 @@
+// Package cdti speaks the Blue Gene/Q CDTI tool-control protocol, version 6, byte for byte as
+// IBM's toolctld and compute-node kernel (CNK) do, plus a few extensions for targets that are not
+// BG/Q. It holds the wire layer of hpcdap: the codec, a tool-side Client and an agent-side Server
+// framework. It uses only the standard library and knows nothing of Linux or ptrace.
+//
+// # Messages
+//
+// Every message is a struct that embeds Header (the 32-byte MessageHeader plus the toolId that
+// starts every tool message): ErrorAck, Attach, AttachAck, Detach, DetachAck, Query, QueryAck,
+// Update, UpdateAck, SetupJob, SetupJobAck, Notify, NotifyAck, Control, ControlAck, and the
+// extension messages Hello and HelloAck. Encode turns one into bytes; DecodeMessage turns bytes
+// back (types it does not know come back as *RawMessage). All integers are big-endian at the
+// offsets of IBM's header; padding is zero. ReadFrame and WriteFrame move whole messages over a
+// byte stream, reading exactly header.length bytes and refusing lengths outside [32, 65536].
+//
+// # Commands
+//
+// A Query or Update carries up to 16 commands; each command type (GetMemory, SetBreakpoint, ...)
+// is a struct implementing Command, and each ack type (GetMemoryAck, ...) a struct implementing
+// Ack. A command knows its type, its encoded size and the size of the ack it will produce, so
+// that requests can be sized before they are sent. DecodeCommand and DecodeAck find the decoder
+// of a type number in the registry; CommandTypes lists the registered types. Unknown command
+// types decode as *RawCommand, unknown ack types as *RawAck, and the 8-byte ack CNK sends for a
+// failed command as *BareAck.
+//
+// Ack payloads are located through their descriptors, never by position (CNK hands out ack
+// space in whatever order its hardware threads run). The header's return code is read first: a
+// failed Query or Update has no commands. Descriptors that point outside the message, overlap, or
+// claim less than the command's fixed ack are errors (wrapping ErrMalformed); decoders never
+// panic.
+//
+// # Building requests
+//
+// Builder accumulates the commands of one message and refuses what would make it wrong: a 17th
+// command, a command of the other message kind, anything after an action command
+// (ContinueProcess, StepThread, ReleaseControl: at most one per Update, and last), a memory
+// transfer over MaxMemorySize, or a message whose request or predicted ack exceeds
+// MaxRequestSize. Encode applies the same rules to Query and Update; EncodeLax skips them, to
+// test agents with requests a careless tool might send. Batch splits any list of commands into
+// as many valid messages as needed, in order; SplitGetMemory and SplitSetMemory cut memory
+// transfers into MaxMemorySize pieces.
+//
+// Size policy. Payloads start at offset 304, each at a multiple of 8; a descriptor's length is
+// the command's own. Requests and their predicted acks (304 + Σ ROUND8(ack sizes)) are kept at or
+// below SmallMessageDataSize (65472), the bound Dyninst asserts, rather than the 65536 of the raw
+// buffers; a single GetMemory or SetMemory of 65024 bytes still fits. The Server answers within
+// CNK's own 65536-byte ack buffer: an ack that does not fit gets CmdAllocErr without payload, as
+// in CNK.
+//
+// # Client
+//
+// A Client is the tool side of one connection: Dial (TCP to an hpcdap agent, then Hello) or
+// NewClient (any net.Conn, e.g. a toolctld Unix socket). Requests are pipelined and matched to
+// acks by sequence id; ClientOptions.Serialize keeps one request outstanding instead, as toolctld
+// serializes anyway. Every call takes a context; ClientOptions.Timeout bounds calls whose context
+// has none. Convenience calls: Attach, Detach, Control, Query, Update, QueryBatch, UpdateBatch,
+// ReadMemory and WriteMemory (any size), ThreadList, and the extension calls TargetInfo,
+// RegisterSet, SetRegisterSet and Traceback. RoundTrip sends any request message.
+//
+// Notifications. Notify messages arrive unsolicited among the acks and are delivered, in order,
+// on Client.Notifications. The reading goroutine never blocks on that channel: notifications wait
+// in a queue of up to ClientOptions.NotifyLimit entries, and a receiver that lets the queue
+// overflow gets the connection failed with ErrNotifyOverflow rather than a silent loss. When the
+// connection fails, queued notifications are still delivered before the channel closes; Close
+// discards them.
+//
+// ErrorAck. toolctld may echo a stale header in an ErrorAck, so its sequence id is not trusted:
+// an ErrorAck fails every request outstanding on the connection (with Serialize, exactly the one
+// in flight), and acks that arrive afterwards for those requests are discarded. An ErrorAck with
+// nothing outstanding (toolctld's "too many connections") is reported as the cause when the
+// connection then fails.
+//
+// Errors name the operation and the object: "cdti: query rank 3: read: connection reset by
+// peer". They are *OpError values wrapping the cause: a transport error (a lost connection fails
+// every waiter), a *ReturnCodeError for a message-level failure (errors.Is(err,
+// cdti.ToolControlConflict) works, since ReturnCode is an error value), a *CommandError for a
+// failed command (errors.Is(err, cdti.CmdAddrErr)), or ErrNotSupported.
+//
+// # Server
+//
+// Server is the agent side: it accepts connections, requires a Hello with the session token
+// (compared in constant time) as the first message, and hands decoded requests to a Handler that
+// implements some of AttachHandler, DetachHandler, ControlHandler, QueryHandler, UpdateHandler,
+// Checker, MessageHandler, OpenHandler and CloseHandler (or RelayHandler, which receives the raw
+// frames so that an agent on a real BG/Q can forward them unaltered to toolctld and send the
+// answers back with Conn.SendEncoded). Handlers receive command structs and
+// return ack structs; the framework encodes the acks in descriptor order with 8-aligned payloads,
+// answers unsupported message types with ErrorAck(UnsupportedType), unknown or misplaced commands
+// with an 8-byte CmdInval ack, more than 16 commands with ToolNumberOfCmdsExceeded and two action
+// commands with ToolConflictingCmds. Conn.Notify sends notifications from any goroutine;
+// Conn.AfterReply defers work until the current ack is written (CNK resumes the process after its
+// UpdateAck). CloseHandler learns when a connection ends: the agent must then drop that tool. A
+// malformed frame closes only its own connection.
+//
+// # Extensions
+//
+// Targets that are not BG/Q need facts the Power-specific commands cannot carry. The extensions
+// use type numbers BG/Q never assigned, so a real CNK answers the commands with CmdInval and
+// toolctld answers the messages with ErrorAck(UnsupportedType); the Client reports a CmdInval
+// answer to an extension command as ErrNotSupported, which tells a tool that it faces BG/Q.
+// ExtensionVersion (1) is exchanged in Hello and HelloAck.
+//
+//	type  name               in      layout after the 40-byte ToolMessage or the 8-byte ToolCommand
+//	5100  Hello              message extVersion u32 @40, token length u16 @44, token @48 (≤ 1024), padded to 8
+//	5101  HelloAck           message extVersion u32 @40, node length u16 @44, node name @48 (≤ 1024), padded to 8;
+//	                                 ReturnCode ToolAuthorityError = wrong token (the agent then closes)
+//	1101  GetTargetInfo      Query   (threadID only)
+//	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
+//	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24
+//	1103  GetRegisterSet     Query   set u32 @8 (1 general, 2 float), max length u32 @12 (0: 4096)
+//	1104  GetRegisterSetAck          set u32 @8, length u32 @12, native register-set bytes @16
+//	1105  GetTraceback       Query   max frames u32 @8 (0: 400, at most 4000)
+//	1106  GetTracebackAck            frame count u32 @8, frames @16: {pc u64, cfa u64}, innermost first
+//	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
+//	1202  SetRegisterSetAck          (threadID only)
+//
+// Register sets are the operating system's own layouts in the target's byte order: for
+// RegSetGeneral, x86_64 user_regs_struct or ppc64 pt_regs; for RegSetFloat, x86_64
+// user_fpregs_struct or the ppc64 floating-point registers and FPSCR. A set larger than the
+// request's bound is answered with CmdLngthErr (Client.RegisterSet then asks again with
+// MaxRegisterSetSize). In a traceback, frame 0's pc is the thread's program counter and every
+// outer pc is a return address; cfa is the frame's canonical frame address (or its frame address
+// where the agent walks a back chain).
+//
+// Breakpoint instructions on targets that are not Power. SetBreakpoint.Instruction and
+// ResetBreakpoint.Instruction are 32-bit fields sized for Power's fixed-width instructions. On
+// other targets they carry the trap (SetBreakpoint) or the original instruction bytes
+// (ResetBreakpoint) in their low-order bytes, as an integer in the target's byte order; the number
+// of bytes is implied by the target's architecture (GetTargetInfoAck.Machine): on x86_64 one byte,
+// the trap being 0xCC and the original the one byte it replaced. InstructionSize,
+// InstructionBytes and InstructionValue convert between the field and the bytes in memory.
+package cdti

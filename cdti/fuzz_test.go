@@ -1,0 +1,179 @@
+package cdti
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+)
+
+// seedMessages returns real encodings: the golden vectors and a message of every type,
+// including Query, Update and acks carrying every command and ack sample.
+func seedMessages(t testing.TB) [][]byte {
+	vecs, _ := loadVectors(t)
+	var seeds [][]byte
+	for _, id := range []string{"V1", "V2", "V3", "V4", "V6", "V7", "V8"} {
+		seeds = append(seeds, vecs[id].bytes)
+	}
+	var q, u []Command
+	for _, s := range commandSamples() {
+		if s.cmd.CommandType().Kind() == MsgQuery {
+			q = append(q, s.cmd)
+		} else if !s.cmd.CommandType().IsAction() {
+			u = append(u, s.cmd)
+		}
+	}
+	var rs []Result
+	for _, s := range ackSamples() {
+		if s.size < 4096 {
+			rs = append(rs, Result{Code: CmdSuccess, Ack: s.ack})
+		}
+	}
+	msgs := []Message{
+		&Query{Header: hdr(1), Commands: q[:8]}, &Query{Header: hdr(2), Commands: q[8:]},
+		&Update{Header: hdr(3), Commands: u[:16]}, &Update{Header: hdr(4), Commands: u[16:]},
+		&QueryAck{Header: hdr(5), Results: rs[:16]}, &UpdateAck{Header: hdr(6), Results: rs[16:32]},
+		&QueryAck{Header: hdr(7), Results: []Result{{Type: TypeGetMemoryAck, Code: CmdAllocErr},
+			{Code: CmdTIDinval, Ack: &BareAck{Type: TypeGetThreadListAck, ThreadID: 3}}}},
+		&AttachAck{Header: hdr(8), Ranks: []uint32{1, 2}}, &DetachAck{Header: hdr(9)},
+		&Hello{Header: hdr(10), Token: []byte("tok")}, &HelloAck{Header: hdr(11), Node: "n"},
+		&SetupJob{Header: hdr(12), Ranks: []uint32{3}}, &ErrorAck{hdr(13)},
+		&Notify{Header: hdr(14), Kind: NotifyTypeTermination, Exit: 256},
+	}
+	for _, m := range msgs {
+		b, err := EncodeLax(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds = append(seeds, b)
+	}
+	return seeds
+}
+
+// FuzzDecodeMessage: framing plus decoding never panic, and a decoded message re-encodes to
+// bytes that decode to the same message.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, s := range seedMessages(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if fr, err := ReadFrame(bytes.NewReader(b)); err == nil {
+			b = fr
+		}
+		checkMessageRoundTrip(t, b)
+	})
+}
+
+// checkMessageRoundTrip decodes b and, if that succeeds, checks the re-encoding.
+func checkMessageRoundTrip(t *testing.T, b []byte) Message {
+	m, err := DecodeMessage(b)
+	if err != nil {
+		return nil
+	}
+	out, err := EncodeLax(m)
+	if err != nil {
+		// Decoders accept payloads up to 4 bytes shorter than the encoders write (GetMemoryAck,
+		// SetMemory), and re-encoding aligns each payload: allow for that near the 64 KiB limit.
+		if len(b) <= MaxFrameSize-16*12 {
+			t.Fatalf("re-encode of a decoded %v: %v", m.MessageType(), err)
+		}
+		return m
+	}
+	m2, err := DecodeMessage(out)
+	if err != nil {
+		t.Fatalf("decode of a re-encoded %v: %v\n%x", m.MessageType(), err, out)
+	}
+	m.Hdr().Length = m2.Hdr().Length
+	if !reflect.DeepEqual(m, m2) {
+		t.Fatalf("round trip changed the message:\n%#v\n%#v", m, m2)
+	}
+	return m
+}
+
+// commandListMessage frames body as the body of a Query/Update or of its ack.
+func commandListMessage(t MessageType, rc ReturnCode, body []byte) []byte {
+	b := make([]byte, ToolMessageSize+len(body))
+	h := hdr(1)
+	h.ReturnCode = rc
+	h.put(b, t, len(b))
+	copy(b[ToolMessageSize:], body)
+	return b
+}
+
+// FuzzDecodeCommands fuzzes the command list of Query and Update requests: descriptors and
+// payloads as a server receives them.
+func FuzzDecodeCommands(f *testing.F) {
+	for _, s := range seedMessages(f) {
+		t := MessageType(be.Uint16(s[2:]))
+		if t == MsgQuery || t == MsgUpdate {
+			f.Add(t == MsgUpdate, s[ToolMessageSize:])
+		}
+	}
+	f.Fuzz(func(t *testing.T, update bool, body []byte) {
+		typ := MsgQuery
+		if update {
+			typ = MsgUpdate
+		}
+		m := checkMessageRoundTrip(t, commandListMessage(typ, Success, body))
+		if m == nil {
+			return
+		}
+		var cmds []Command
+		switch r := m.(type) {
+		case *Query:
+			cmds = r.Commands
+		case *Update:
+			cmds = r.Commands
+		}
+		for i, c := range cmds {
+			if c == nil {
+				t.Fatalf("command %d is nil", i)
+			}
+			if r, ok := c.(*RawCommand); ok && r.Err == nil {
+				t.Fatalf("command %d: raw command without a reason", i)
+			}
+			if _, raw := c.(*RawCommand); !raw && c.CommandType().Kind() != typ {
+				t.Fatalf("command %d: %v decoded in a %v", i, c.CommandType(), typ)
+			}
+		}
+	})
+}
+
+// FuzzParseAck fuzzes QueryAck/UpdateAck bodies and return codes: descriptors must be
+// checked, never trusted.
+func FuzzParseAck(f *testing.F) {
+	for _, s := range seedMessages(f) {
+		t := MessageType(be.Uint16(s[2:]))
+		if t == MsgQueryAck || t == MsgUpdateAck {
+			f.Add(t == MsgUpdateAck, uint32(0), s[ToolMessageSize:])
+			f.Add(t == MsgUpdateAck, uint32(ToolIdError), s[ToolMessageSize:])
+		}
+	}
+	f.Fuzz(func(t *testing.T, update bool, rc uint32, body []byte) {
+		typ := MsgQueryAck
+		if update {
+			typ = MsgUpdateAck
+		}
+		m := checkMessageRoundTrip(t, commandListMessage(typ, ReturnCode(rc), body))
+		if m == nil {
+			return
+		}
+		var rs []Result
+		switch r := m.(type) {
+		case *QueryAck:
+			rs = r.Results
+		case *UpdateAck:
+			rs = r.Results
+		}
+		if rc != 0 && len(rs) != 0 {
+			t.Fatal("results read from a failed message")
+		}
+		for i, r := range rs {
+			if r.Code == CmdSuccess && r.Ack == nil {
+				t.Fatalf("result %d: success without a payload", i)
+			}
+			if r.Ack != nil && r.Ack.EncodedSize() < 8 {
+				t.Fatalf("result %d: payload of %d bytes", i, r.Ack.EncodedSize())
+			}
+		}
+	})
+}

@@ -1,0 +1,516 @@
+package cdti
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Handler interfaces. Server.Handler implements any subset of them; a request type whose
+// interface is missing is answered with ErrorAck(UnsupportedType). Handlers never see bytes.
+//
+// Requests of one connection are handled one at a time, in arrival order, on the connection's
+// reading goroutine (as toolctld serializes them); different connections are handled
+// concurrently, so a handler shared by connections must lock its own state.
+//
+// Handlers answer message-level failures through the ack's Header.ReturnCode (and ErrorCode);
+// the framework fills the rest of the header from the request. A nil ack is answered with
+// RequestFailed.
+type (
+	// AttachHandler handles Attach.
+	AttachHandler interface {
+		Attach(c *Conn, m *Attach) *AttachAck
+	}
+	// DetachHandler handles Detach.
+	DetachHandler interface {
+		Detach(c *Conn, m *Detach) *DetachAck
+	}
+	// ControlHandler handles Control.
+	ControlHandler interface {
+		Control(c *Conn, m *Control) *ControlAck
+	}
+	// QueryHandler runs the commands of a Query. It returns one Result per command, in order
+	// (missing results are answered CmdInval), or a message-level ReturnCode other than Success
+	// (then the results are ignored and the ack carries no commands).
+	//
+	// The framework answers some commands itself, as a CNK does: unknown command types and
+	// commands of the other message kind (CmdInval), payloads that do not parse (CmdParmErr),
+	// GetMemory over MaxMemorySize (CmdLngthErr), SetMemory over MaxMemorySize (CmdParmErr).
+	// Those reach the handler as *RawCommand so that it can treat them as failed commands
+	// (CmdPrevCmdFail); whatever it returns for them is ignored.
+	//
+	// In a Result, a nil Ack with a Code other than CmdAllocErr is sent as the 8-byte
+	// ToolCommand ack with the command's threadID; return a *BareAck to send another threadID.
+	// Acks that do not fit the 64 KiB ack buffer become CmdAllocErr, as in CNK.
+	QueryHandler interface {
+		Query(c *Conn, m *Query) ([]Result, ReturnCode)
+	}
+	// UpdateHandler runs the commands of an Update, like QueryHandler. The framework has already
+	// refused Updates with more than one action command (ToolConflictingCmds).
+	UpdateHandler interface {
+		Update(c *Conn, m *Update) ([]Result, ReturnCode)
+	}
+	// Checker, when implemented, runs before the framework's own checks of a Query or Update
+	// (numCommands > 16, conflicting action commands), so that an agent can apply CNK's order:
+	// job id, rank, exiting process, attached tool, and for an Update control authority.
+	Checker interface {
+		Check(c *Conn, h *Header) ReturnCode
+	}
+	// MessageHandler handles every other message type (including unknown types, as
+	// *RawMessage). A nil reply sends nothing.
+	MessageHandler interface {
+		HandleMessage(c *Conn, m Message) Message
+	}
+	// RelayHandler, when implemented, receives every message after the Hello as its raw frame
+	// (exactly header.length bytes) instead of the handlers above: an agent on a real BG/Q
+	// forwards the frames unaltered to toolctld and writes toolctld's messages back with
+	// Conn.SendEncoded. An error closes the connection.
+	RelayHandler interface {
+		Relay(c *Conn, frame []byte) error
+	}
+	// OpenHandler is told about each connection once its Hello has been accepted.
+	OpenHandler interface {
+		Opened(c *Conn)
+	}
+	// CloseHandler is told when an accepted connection has ended (err is nil after a clean
+	// close by the peer). The agent must then drop the tool: release its control and remove its
+	// breakpoints.
+	CloseHandler interface {
+		Closed(c *Conn, err error)
+	}
+)
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("cdti: server closed")
+
+// Server is the agent side of CDTI: it accepts connections, authenticates them with Hello,
+// decodes requests for Handler and encodes its answers.
+//
+// A connection is closed, and only that connection, when a frame is malformed (length outside
+// [32, 65536], a known request that does not decode, a command list whose descriptors point
+// outside the message or overlap), when a write fails, or when the first message is not a Hello
+// with the right token.
+type Server struct {
+	// Handler implements the handler interfaces above.
+	Handler any
+	// Token is the session token every connection must present in its Hello. It is compared in
+	// constant time. An empty token accepts an empty Hello token only.
+	Token []byte
+	// Node is the node name reported in HelloAck.
+	Node string
+	// HandshakeTimeout bounds the wait for Hello; 0 means 10 s.
+	HandshakeTimeout time.Duration
+	// WriteTimeout bounds every write (acks and notifications); 0 means 30 s. A write that
+	// times out closes the connection, so a peer that stops reading cannot block the agent.
+	WriteTimeout time.Duration
+	// ErrorLog receives connection errors; nil discards them (CloseHandler still sees them).
+	ErrorLog *log.Logger
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*Conn]struct{}
+	closed    bool
+	wg        sync.WaitGroup
+	nextID    atomic.Uint64
+}
+
+// Serve accepts connections on l and serves each on its own goroutine, until l fails or Close
+// is called (then it returns ErrServerClosed).
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	if s.listeners == nil {
+		s.listeners = make(map[net.Listener]struct{})
+	}
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			return err
+		}
+		if !s.track() {
+			nc.Close()
+			return ErrServerClosed
+		}
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(nc)
+		}()
+	}
+}
+
+// ServeConn serves one connection and returns when it ends.
+func (s *Server) ServeConn(nc net.Conn) {
+	if !s.track() {
+		nc.Close()
+		return
+	}
+	defer s.wg.Done()
+	s.serveConn(nc)
+}
+
+// track counts a connection goroutine, unless the server is closed: Close waits for the count
+// to drop to zero, so no goroutine may be added once it has started waiting.
+func (s *Server) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// Close stops every listener and closes every connection, then waits until all connections
+// have been torn down (their CloseHandler calls included).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for l := range s.listeners {
+		l.Close()
+	}
+	for c := range s.conns {
+		c.nc.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.ErrorLog != nil {
+		s.ErrorLog.Printf(format, args...)
+	}
+}
+
+func (s *Server) writeTimeout() time.Duration {
+	if s.WriteTimeout > 0 {
+		return s.WriteTimeout
+	}
+	return 30 * time.Second
+}
+
+// Conn is one accepted connection, as handlers see it.
+type Conn struct {
+	srv    *Server
+	nc     net.Conn
+	id     uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+	hello  *Hello
+
+	wmu       sync.Mutex
+	notifySeq atomic.Uint32
+
+	amu       sync.Mutex
+	inRequest bool
+	after     []func()
+
+	vmu   sync.Mutex
+	value any
+}
+
+// ID is a number unique to this connection within its Server.
+func (c *Conn) ID() uint64 { return c.id }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// Context is cancelled when the connection ends.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Hello is the Hello the peer authenticated with.
+func (c *Conn) Hello() *Hello { return c.hello }
+
+// Value and SetValue hold one value of the handler's choosing (per-connection tool state).
+func (c *Conn) Value() any {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	return c.value
+}
+
+// SetValue sets the value returned by Value.
+func (c *Conn) SetValue(v any) {
+	c.vmu.Lock()
+	c.value = v
+	c.vmu.Unlock()
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// Notify sends an unsolicited Notify. It may be called from any goroutine at any time, also
+// concurrently with the acks the framework writes. Header fields left zero are filled: Service
+// (ServiceToolctl), SequenceID (a per-connection counter), and Version (ProtocolVersion) except
+// for a Termination notify, which CNK sends with version 0.
+func (c *Conn) Notify(n *Notify) error {
+	m := *n
+	if m.Service == 0 {
+		m.Service = ServiceToolctl
+	}
+	if m.SequenceID == 0 {
+		m.SequenceID = c.notifySeq.Add(1)
+	}
+	if m.Version == 0 && m.Kind != NotifyTypeTermination {
+		m.Version = ProtocolVersion
+	}
+	return c.Send(&m)
+}
+
+// Send writes any message as it is encoded. Like Notify it is safe for concurrent use.
+func (c *Conn) Send(m Message) error {
+	b, err := Encode(m)
+	if err != nil {
+		return err
+	}
+	return c.write(b)
+}
+
+// SendEncoded writes one encoded message as it is (a frame relayed from toolctld, for
+// instance), after checking its length field. Like Notify it is safe for concurrent use.
+func (c *Conn) SendEncoded(frame []byte) error {
+	if err := WriteFrame(io.Discard, frame); err != nil {
+		return err
+	}
+	return c.write(frame)
+}
+
+// AfterReply, called by a handler, runs f once the answer to the current request has been
+// written: CNK performs deferred actions (resuming the process, the next Notify) after its
+// UpdateAck. Called outside a handler, it runs f at once.
+func (c *Conn) AfterReply(f func()) {
+	c.amu.Lock()
+	if c.inRequest {
+		c.after = append(c.after, f)
+		c.amu.Unlock()
+		return
+	}
+	c.amu.Unlock()
+	f()
+}
+
+func (c *Conn) write(b []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
+	if _, err := c.nc.Write(b); err != nil {
+		c.nc.Close() // a partial write leaves the stream unusable
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Conn{srv: s, nc: nc, id: s.nextID.Add(1), ctx: ctx, cancel: cancel}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		nc.Close()
+		cancel()
+		return
+	}
+	if s.conns == nil {
+		s.conns = make(map[*Conn]struct{})
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+
+	r := bufio.NewReaderSize(nc, 64<<10)
+	opened := false
+	err := c.handshake(r)
+	if err == nil {
+		opened = true
+		if h, ok := s.Handler.(OpenHandler); ok {
+			h.Opened(c)
+		}
+		err = c.serve(r)
+	}
+	nc.Close()
+	cancel()
+	if err != nil {
+		s.logf("cdti: connection %d from %v: %v", c.id, nc.RemoteAddr(), err)
+	}
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+	if h, ok := s.Handler.(CloseHandler); ok && opened {
+		h.Closed(c, err)
+	}
+}
+
+// handshake reads the first message, which must be a Hello with the right token.
+func (c *Conn) handshake(r *bufio.Reader) error {
+	to := c.srv.HandshakeTimeout
+	if to <= 0 {
+		to = 10 * time.Second
+	}
+	c.nc.SetReadDeadline(time.Now().Add(to))
+	b, err := ReadFrame(r)
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	c.nc.SetReadDeadline(time.Time{})
+	h, _ := ParseHeader(b)
+	if h.Type != MsgHello {
+		c.Send(&ErrorAck{h.Reply(ToolAuthorityError)})
+		return fmt.Errorf("handshake: first message is %v, not Hello", h.Type)
+	}
+	m, err := DecodeMessage(b)
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	hello := m.(*Hello)
+	want, got := sha256.Sum256(c.srv.Token), sha256.Sum256(hello.Token)
+	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+		c.Send(&HelloAck{Header: h.Reply(ToolAuthorityError), ExtVersion: ExtensionVersion})
+		return fmt.Errorf("handshake: %w: wrong token", ErrAuthentication)
+	}
+	c.hello = hello
+	node := c.srv.Node[:min(len(c.srv.Node), MaxNodeNameSize)]
+	return c.Send(&HelloAck{Header: h.Reply(Success), ExtVersion: ExtensionVersion, Node: node})
+}
+
+func (c *Conn) serve(r *bufio.Reader) error {
+	for {
+		b, err := ReadFrame(r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if x, ok := c.srv.Handler.(RelayHandler); ok {
+			err = x.Relay(c, b)
+		} else {
+			err = c.handle(b)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// handle answers one request. An error closes the connection.
+func (c *Conn) handle(b []byte) error {
+	h, _ := ParseHeader(b)
+	if len(b) < ToolMessageSize {
+		return malformed(h.Type, "%d bytes, shorter than a ToolMessage", len(b))
+	}
+	c.amu.Lock()
+	c.inRequest = true
+	c.amu.Unlock()
+	reply, err := c.dispatch(h, b)
+	c.amu.Lock()
+	c.inRequest = false
+	after := c.after
+	c.after = nil
+	c.amu.Unlock()
+	if err == nil && reply != nil {
+		var out []byte
+		if out, err = Encode(reply); err == nil {
+			err = c.write(out)
+		} else {
+			err = fmt.Errorf("encode %v: %w", reply.MessageType(), err)
+		}
+	}
+	for _, f := range after {
+		f()
+	}
+	return err
+}
+
+// answer gives a handler's ack the request's header, keeping its return and error codes.
+func answer(h Header, ack Message) Message {
+	hd := ack.Hdr()
+	rc, ec := hd.ReturnCode, hd.ErrorCode
+	*hd = h.Reply(rc)
+	hd.ErrorCode = ec
+	return ack
+}
+
+var failedAck = Header{ReturnCode: RequestFailed}
+
+func (c *Conn) dispatch(h Header, b []byte) (Message, error) {
+	if h.Service != ServiceToolctl {
+		return &ErrorAck{h.Reply(WrongService)}, nil
+	}
+	hd := c.srv.Handler
+	switch h.Type {
+	case MsgAttach:
+		if x, ok := hd.(AttachHandler); ok {
+			m, err := DecodeMessage(b)
+			if err != nil {
+				return nil, err
+			}
+			a := x.Attach(c, m.(*Attach))
+			if a == nil {
+				a = &AttachAck{Header: failedAck}
+			}
+			return answer(h, a), nil
+		}
+	case MsgDetach:
+		if x, ok := hd.(DetachHandler); ok {
+			m, err := DecodeMessage(b)
+			if err != nil {
+				return nil, err
+			}
+			a := x.Detach(c, m.(*Detach))
+			if a == nil {
+				a = &DetachAck{Header: failedAck}
+			}
+			return answer(h, a), nil
+		}
+	case MsgControl:
+		if x, ok := hd.(ControlHandler); ok {
+			m, err := DecodeMessage(b)
+			if err != nil {
+				return nil, err
+			}
+			a := x.Control(c, m.(*Control))
+			if a == nil {
+				a = &ControlAck{Header: failedAck}
+			}
+			return answer(h, a), nil
+		}
+	case MsgQuery, MsgUpdate:
+		_, q := hd.(QueryHandler)
+		_, u := hd.(UpdateHandler)
+		if (h.Type == MsgQuery && q) || (h.Type == MsgUpdate && u) {
+			return c.commands(h, b)
+		}
+	default:
+		if x, ok := hd.(MessageHandler); ok {
+			m, err := DecodeMessage(b)
+			if err != nil {
+				return nil, err
+			}
+			return x.HandleMessage(c, m), nil
+		}
+	}
+	return &ErrorAck{h.Reply(UnsupportedType)}, nil
+}
