@@ -15,6 +15,7 @@ build:
 
 deps:
 	./scripts/install-deps.sh
+	./scripts/qemu-user.sh >/dev/null
 
 ## test: install what the suite needs, then run every check CI runs.
 test: deps fmt-check vet test-go test-race fuzz

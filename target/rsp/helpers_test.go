@@ -1,0 +1,238 @@
+package rsp
+
+import (
+	"bytes"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hpcdap/hpcdap/ppc64"
+	"github.com/hpcdap/hpcdap/target"
+)
+
+// crossArch is one of the two Power targets the tests build programs for.
+type crossArch struct {
+	name   string // qemu suffix: ppc64 or ppc64le
+	prefix string // cross tool prefix
+	gccPkg string
+	order  binary.ByteOrder
+}
+
+var (
+	archBE = crossArch{"ppc64", "powerpc64-linux-gnu-", "gcc-powerpc64-linux-gnu", binary.BigEndian}
+	archLE = crossArch{"ppc64le", "powerpc64le-linux-gnu-", "gcc-powerpc64le-linux-gnu", binary.LittleEndian}
+)
+
+// qemuCacheDir is where scripts/qemu-user.sh leaves QEMU ≥ 9: $HPCDAP_QEMU_DIR, else
+// $XDG_CACHE_HOME/hpcdap/qemu/bin (~/.cache/hpcdap/qemu/bin).
+func qemuCacheDir() string {
+	if d := os.Getenv("HPCDAP_QEMU_DIR"); d != "" {
+		return d
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "hpcdap", "qemu", "bin")
+}
+
+// qemu returns the emulator for a, preferring QEMU ≥ 9 from the cache. With only the
+// system's QEMU 7.2 it says so: trap words in text then become stub breakpoints.
+func (a crossArch) qemu(t testing.TB) (path string, modern bool) {
+	t.Helper()
+	p := filepath.Join(qemuCacheDir(), "qemu-"+a.name)
+	if _, err := os.Stat(p); err == nil {
+		return p, true
+	}
+	sys, err := exec.LookPath("qemu-" + a.name)
+	if err != nil {
+		t.Fatalf("qemu-%s not found in %s nor on PATH: run scripts/qemu-user.sh (QEMU ≥ 9) or install the Debian package qemu-user", a.name, qemuCacheDir())
+	}
+	t.Logf("QEMU ≥ 9 not in %s (scripts/qemu-user.sh puts it there): using %s, where trap words in text fall back to Z0 stub breakpoints", qemuCacheDir(), sys)
+	return sys, false
+}
+
+// compile builds a static program with the cross compiler.
+func (a crossArch) compile(t testing.TB, name, src string, flags ...string) string {
+	t.Helper()
+	gcc, err := exec.LookPath(a.prefix + "gcc")
+	if err != nil {
+		t.Fatalf("%sgcc not found: install the Debian package %s", a.prefix, a.gccPkg)
+	}
+	dir := t.TempDir()
+	c := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, name)
+	args := append([]string{"-g", "-static", "-o", exe, c}, flags...)
+	if out, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", gcc, err, out)
+	}
+	return exe
+}
+
+// resolve returns the breakpoint address of function fn in exe (descriptor or local entry).
+func resolve(t testing.TB, exe, fn string) uint64 {
+	t.Helper()
+	f, err := os.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := ppc64.NewResolver(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := r.Lookup(fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Breakpoint()
+}
+
+// symbolAddr returns the address of a data symbol.
+func symbolAddr(t testing.TB, exe, name string) uint64 {
+	t.Helper()
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range syms {
+		if s.Name == name {
+			return s.Value
+		}
+	}
+	t.Fatalf("%s: no symbol %s", exe, name)
+	return 0
+}
+
+// deterministic writes a wrapper that runs the emulator so that two runs of a program (one
+// under this client, one under gdb) get the same addresses. QEMU ≥ 9 places the program's
+// memory among its own host mappings, which vary from run to run even without address
+// randomisation; a reserved guest address space (-R) makes the layout fixed. QEMU 7.2 only
+// needs randomisation off (setarch -R).
+func deterministic(t testing.TB, emulator string) string {
+	t.Helper()
+	version, err := emulatorVersion(emulator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script string
+	if qemuMajor(version) >= 9 {
+		script = fmt.Sprintf("#!/bin/sh\nexec %s -R 0x8000000000 \"$@\"\n", emulator)
+	} else {
+		setarch, err := exec.LookPath("setarch")
+		if err != nil {
+			t.Fatal("setarch not found: install the Debian package util-linux")
+		}
+		script = fmt.Sprintf("#!/bin/sh\nexec %s -R %s \"$@\"\n", setarch, emulator)
+	}
+	w := filepath.Join(t.TempDir(), "qemu-fixed")
+	if err := os.WriteFile(w, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// launch starts exe under emulator and registers cleanup.
+func launch(t testing.TB, emulator string, args []string, o Options) *Process {
+	t.Helper()
+	if o.Stdout == nil {
+		o.Stdout = &bytes.Buffer{}
+	}
+	p, err := LaunchWith(emulator, args, []string{"PATH=/usr/bin:/bin"}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// next waits for the next event.
+func next(t testing.TB, p *Process) target.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-p.Events():
+		if !ok {
+			t.Fatalf("event stream closed: %v", p.Err())
+		}
+		return ev
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event within 30 s")
+	}
+	return target.Event{}
+}
+
+// leader returns the first thread.
+func leader(t testing.TB, p *Process) int {
+	t.Helper()
+	ths, err := p.Threads()
+	if err != nil || len(ths) == 0 {
+		t.Fatalf("threads: %v %v", ths, err)
+	}
+	return ths[0]
+}
+
+// gdbMultiarch returns the path of gdb-multiarch, the oracle.
+func gdbMultiarch(t testing.TB) string {
+	t.Helper()
+	g, err := exec.LookPath("gdb-multiarch")
+	if err != nil {
+		t.Fatal("gdb-multiarch not found: install the Debian package gdb-multiarch")
+	}
+	return g
+}
+
+// underGDB runs exe under a second emulator with gdb-multiarch attached through the stub,
+// runs gdb's commands, and returns gdb's output.
+func underGDB(t testing.TB, a crossArch, emulator string, args []string, commands ...string) string {
+	t.Helper()
+	gdb := gdbMultiarch(t)
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	emu := exec.Command(emulator, append([]string{"-g", fmt.Sprint(port)}, args...)...)
+	emu.Env = []string{"PATH=/usr/bin:/bin"}
+	if err := emu.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = emu.Process.Kill(); _ = emu.Wait() }()
+	endian := "big"
+	if a.order == binary.LittleEndian {
+		endian = "little"
+	}
+	gargs := []string{"-nx", "-batch", "-ex", "set architecture powerpc:common64", "-ex", "set endian " + endian,
+		"-ex", "set confirm off", "-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port)}
+	for _, c := range commands {
+		gargs = append(gargs, "-ex", c)
+	}
+	gargs = append(gargs, "-ex", "kill")
+	// gdb retries connecting until the stub listens (set tcp auto-retry, on by default).
+	out, err := exec.Command(gdb, gargs...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb-multiarch: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// traceOut returns stderr when RSP_TRACE is set, for following a test's packets.
+func traceOut() io.Writer {
+	if os.Getenv("RSP_TRACE") != "" {
+		return os.Stderr
+	}
+	return nil
+}

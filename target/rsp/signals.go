@@ -1,0 +1,67 @@
+package rsp
+
+// The protocol numbers signals its own way (gdb's signals.def), not as the target's kernel
+// does: T1e is SIGUSR1 (30), not signal 30. These tables translate between the protocol and
+// Linux numbering on Power (the generic Linux numbers).
+
+// gdbSignals maps a protocol signal number to the Linux one.
+var gdbSignals = map[int]int{
+	1: 1, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, // HUP INT QUIT ILL TRAP ABRT
+	8: 8, 9: 9, 10: 7, 11: 11, 12: 31, 13: 13, 14: 14, 15: 15, // FPE KILL BUS SEGV SYS PIPE ALRM TERM
+	16: 23, 17: 19, 18: 20, 19: 18, 20: 17, 21: 21, 22: 22, 23: 29, // URG STOP TSTP CONT CHLD TTIN TTOU IO
+	24: 24, 25: 25, 26: 26, 27: 27, 28: 28, 30: 10, 31: 12, 32: 30, // XCPU XFSZ VTALRM PROF WINCH USR1 USR2 PWR
+}
+
+// Protocol numbers of the real-time signals: 33–63 are 45–75, 32 is 77, 64–127 are 78–141.
+const (
+	gdbRealtime33 = 45
+	gdbRealtime32 = 77
+	gdbRealtime64 = 78
+	gdbUnknown    = 143
+)
+
+// linuxSignals is the inverse of gdbSignals.
+var linuxSignals = func() map[int]int {
+	m := make(map[int]int, len(gdbSignals))
+	for g, l := range gdbSignals {
+		m[l] = g
+	}
+	return m
+}()
+
+// toLinuxSignal translates a protocol signal number to Linux's (0 stays 0; unknown numbers
+// give -1).
+func toLinuxSignal(g int) int {
+	switch {
+	case g == 0:
+		return 0
+	case g >= gdbRealtime33 && g <= gdbRealtime33+30:
+		return 33 + g - gdbRealtime33
+	case g == gdbRealtime32:
+		return 32
+	case g >= gdbRealtime64 && g <= gdbRealtime64+63:
+		return 64 + g - gdbRealtime64
+	}
+	if l, ok := gdbSignals[g]; ok {
+		return l
+	}
+	return -1
+}
+
+// toGDBSignal translates a Linux signal number to the protocol's.
+func toGDBSignal(l int) int {
+	switch {
+	case l == 0:
+		return 0
+	case l >= 33 && l <= 63:
+		return gdbRealtime33 + l - 33
+	case l == 32:
+		return gdbRealtime32
+	case l >= 64 && l <= 127:
+		return gdbRealtime64 + l - 64
+	}
+	if g, ok := linuxSignals[l]; ok {
+		return g
+	}
+	return gdbUnknown // SIGSTKFLT (16) has no protocol number
+}
