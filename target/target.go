@@ -123,8 +123,9 @@ type Process interface {
 	// Step executes one instruction of a stopped thread, delivering sig first (0 for none);
 	// an EventSignal with Trap == TrapStep follows (or another event if something intervenes).
 	Step(tid int, sig int) error
-	// Interrupt stops a running thread; an EventStopped follows. Interrupting a stopped thread
-	// is a no-op.
+	// Interrupt stops a running thread; an EventStopped follows, or another stop event of that
+	// thread if one arrives first (any stop satisfies the interrupt). Interrupting a stopped
+	// thread is a no-op.
 	Interrupt(tid int) error
 	// Kill sends a signal to one thread (tgkill) or, with tid 0, to the process (kill).
 	Kill(tid int, sig int) error
@@ -135,7 +136,8 @@ type Process interface {
 	// Auxv returns the process's auxiliary vector in target byte order.
 	Auxv() ([]byte, error)
 	// Events delivers stops and state changes in the order they happened. It is closed after
-	// EventExit or Detach.
+	// EventExit or Detach. Events are queued without bound rather than dropped, so the consumer
+	// must read until the channel closes.
 	Events() <-chan Event
 	// Detach lets the process go, running, with every thread resumed.
 	Detach() error

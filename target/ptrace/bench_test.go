@@ -1,0 +1,152 @@
+//go:build linux && amd64
+
+package ptrace
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hpcdap/hpcdap/target"
+)
+
+func benchmarkRead(b *testing.B, size int) {
+	tr := newTracer(b)
+	p := spawn(b, tr, "count", "-1")
+	addr := symAddr(b, p.Info().Pid, progPath, "big_buffer")
+	buf := make([]byte, size)
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if n, err := p.ReadMemory(addr, buf); err != nil || n != size {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+// BenchmarkReadMemory8 and BenchmarkReadMemory64K: latency and throughput of ReadMemory.
+func BenchmarkReadMemory8(b *testing.B)   { benchmarkRead(b, 8) }
+func BenchmarkReadMemory64K(b *testing.B) { benchmarkRead(b, 64<<10) }
+
+// BenchmarkBreakpointCycle: one iteration is a breakpoint hit handled the way the agent does
+// it: the hit is reported, the original byte restored, the PC moved back, one instruction
+// stepped, the int3 re-inserted and the thread resumed.
+func BenchmarkBreakpointCycle(b *testing.B) {
+	tr := newTracer(b)
+	p := spawn(b, tr, "count", "-1")
+	pid := p.Info().Pid
+	addr := symAddr(b, pid, progPath, "target_fn")
+	orig := make([]byte, 1)
+	p.ReadMemory(addr, orig)
+	p.WriteMemory(addr, []byte{0xcc})
+	p.Resume(pid, 0)
+	trap := []byte{0xcc}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev := <-p.Events()
+		if ev.Trap != target.TrapBreakpoint {
+			b.Fatalf("event %+v", ev)
+		}
+		p.WriteMemory(addr, orig)
+		p.SetPC(pid, addr)
+		p.Step(pid, 0)
+		if ev = <-p.Events(); ev.Trap != target.TrapStep {
+			b.Fatalf("event %+v", ev)
+		}
+		p.WriteMemory(addr, trap)
+		p.Resume(pid, 0)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+}
+
+// BenchmarkBreakpointCycleGDB: the same loop under gdb (break target_fn with commands silent;
+// continue). One iteration is one hit; gdb's start-up and the program's run without hits are
+// measured separately and subtracted. Use a fixed -benchtime (e.g. 2000x): each run starts gdb.
+func BenchmarkBreakpointCycleGDB(b *testing.B) {
+	needPrograms(b)
+	gdb := needTool(b, "gdb", "gdb")
+	script := filepath.Join(b.TempDir(), "cycle.gdb")
+	os.WriteFile(script, []byte("set startup-with-shell off\nbreak target_fn\ncommands\nsilent\ncontinue\nend\nrun\n"), 0o644)
+	run := func(n int) time.Duration {
+		start := time.Now()
+		out, err := exec.Command(gdb, "-batch", "-nx", "-x", script, "--args", progPath, "count", fmt.Sprint(n)).CombinedOutput()
+		if err != nil {
+			b.Fatalf("gdb: %v\n%s", err, out)
+		}
+		return time.Since(start)
+	}
+	b.StopTimer()
+	base := run(0)
+	b.StartTimer()
+	total := run(b.N)
+	b.StopTimer()
+	per := (total - base).Seconds() / float64(b.N)
+	b.ReportMetric(per*1e9, "ns/hit")
+	b.ReportMetric(1/per, "hits/s")
+}
+
+// BenchmarkAttach64: time to attach every thread of 64 processes (4 threads each, blocked in
+// pause()), one goroutine per process on one Tracer, until all 64 Attach calls have returned.
+func BenchmarkAttach64(b *testing.B) {
+	needPrograms(b)
+	const n = 64
+	cmds := make([]*exec.Cmd, n)
+	for i := range cmds {
+		cmds[i] = exec.Command(progPath, "idle", "4")
+		if err := cmds[i].Start(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, c := range cmds {
+			c.Process.Kill()
+			c.Wait()
+		}
+	}()
+	for _, c := range cmds {
+		for {
+			tids, _ := taskList(c.Process.Pid)
+			if len(tids) == 4 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	tr := newTracer(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		procs := make([]target.Process, n)
+		var wg sync.WaitGroup
+		for j, c := range cmds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := tr.Attach(c.Process.Pid)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				procs[j] = p
+			}()
+		}
+		wg.Wait()
+		b.StopTimer()
+		for _, p := range procs {
+			if p == nil {
+				b.FailNow()
+			}
+			if tids, _ := p.Threads(); len(tids) != 4 {
+				b.Fatalf("%d threads", len(tids))
+			}
+			if err := p.Detach(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+	}
+}

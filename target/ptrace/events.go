@@ -1,0 +1,278 @@
+//go:build linux && amd64
+
+package ptrace
+
+import (
+	"strconv"
+
+	"github.com/hpcdap/hpcdap/target"
+	"golang.org/x/sys/unix"
+)
+
+// dispatch handles one wait status. Runs on the tracer's thread.
+func (t *Tracer) dispatch(tid int, ws unix.WaitStatus) {
+	th := t.threads[tid]
+	if th == nil {
+		t.unknown(tid, ws)
+		return
+	}
+	switch {
+	case ws.Exited() || ws.Signaled():
+		t.gone(th, ws)
+	case ws.Stopped():
+		t.stopped(th, ws)
+	}
+}
+
+// unknown handles a status of a tid the tracer has no record of: the first stop of a thread
+// whose parent's clone event has not been reaped yet, a process created by clone without
+// CLONE_THREAD (auto-attached by PTRACE_O_TRACECLONE; it is let go), or the exit of a child
+// spawned earlier and since detached (reaping it leaves no zombie behind).
+func (t *Tracer) unknown(tid int, ws unix.WaitStatus) {
+	if !ws.Stopped() {
+		return
+	}
+	st, err := readStatus(tid)
+	if err != nil {
+		return // gone already; its exit status follows
+	}
+	p := t.procs[st.Tgid]
+	if p == nil {
+		ptraceRaw(unix.PTRACE_DETACH, tid, 0, 0)
+		return
+	}
+	th := p.addThread(tid, tsNew)
+	t.stopped(th, ws)
+}
+
+func (t *Tracer) stopped(th *thread, ws unix.WaitStatus) {
+	sig := int(ws.StopSignal())
+	switch waitEvent(ws) {
+	case 0:
+		t.signalStop(th, sig)
+	case unix.PTRACE_EVENT_STOP:
+		t.trapStop(th, sig)
+	case unix.PTRACE_EVENT_CLONE:
+		th.setStopped(stopEvent)
+		if msg, err := eventMsg(th.tid); err == nil {
+			t.cloned(th, int(msg))
+		}
+		t.unasked(th)
+	case unix.PTRACE_EVENT_EXEC:
+		t.execed(th)
+	default:
+		th.setStopped(stopEvent)
+		t.unasked(th)
+	}
+}
+
+// signalStop handles a signal-delivery stop.
+func (t *Tracer) signalStop(th *thread, sig int) {
+	p := th.p
+	si, err := getSiginfo(th.tid)
+	if err != nil {
+		// Killed while stopping: the exit status follows.
+		th.setStopped(stopSignal)
+		th.sig = sig
+		return
+	}
+	if th.injectSig != 0 && si.Signo == th.injectSig && si.Code == siTkill && si.Pid == t.self {
+		// The signal a resume queued with tgkill: deliver it now, as asked, without a report.
+		th.injectSig = 0
+		th.setStopped(stopSignal)
+		th.sig = sig
+		if p.phase == phaseDetaching {
+			return // stays stopped; Detach delivers it
+		}
+		if th.resume(sig, th.step) == nil && th.wantStop {
+			// This stop consumed the pending interrupt; ask again.
+			ptraceRaw(unix.PTRACE_INTERRUPT, th.tid, 0, 0)
+		}
+		return
+	}
+	if sig == int(unix.SIGCONT) {
+		p.jobStopped = false
+	}
+	isNew := th.state == tsNew
+	th.setStopped(stopSignal)
+	th.sig = sig
+	th.wantStop = false
+	ev := target.Event{Kind: target.EventSignal, Tid: th.tid, Signal: sig, Code: si.Code}
+	if si.Code > 0 {
+		ev.Addr = si.Addr
+	}
+	if sig == int(unix.SIGTRAP) {
+		var addr uint64
+		ev.Trap, ev.Slot, addr = th.classifyTrap(si)
+		if ev.Trap == target.TrapWatch {
+			ev.Addr = addr
+		}
+		th.trap = ev.Trap
+	}
+	if isNew {
+		th.firstStopSeen = true
+		t.announce(th)
+	}
+	if p.phase == phaseDetaching {
+		return // Detach decides what becomes of th.sig
+	}
+	ev.PC = th.pc()
+	th.stopPC = ev.PC
+	p.push(ev)
+}
+
+// trapStop handles PTRACE_EVENT_STOP: an interrupt, a new thread's first stop, a group stop, or
+// the notification that a group stop ended.
+func (t *Tracer) trapStop(th *thread, sig int) {
+	group := isStopSignal(sig)
+	// The kernel reports the stop signal exactly while a group stop is in effect.
+	th.p.jobStopped = group
+	kind := stopInterrupt
+	if group {
+		kind = stopGroup
+	}
+	th.setStopped(kind)
+	if th.state == tsNew {
+		th.firstStopSeen = true
+		t.announce(th)
+		return
+	}
+	t.unasked(th)
+}
+
+// unasked decides what becomes of a stop the agent may not have asked for.
+func (t *Tracer) unasked(th *thread) {
+	p := th.p
+	switch {
+	case th.state == tsNew:
+	case p.phase != phaseLive:
+		// Attach and Detach want every thread stopped.
+		th.wantStop = false
+	case th.wantStop:
+		th.wantStop = false
+		th.stopPC = th.pc()
+		p.push(target.Event{Kind: target.EventStopped, Tid: th.tid, PC: th.stopPC})
+	case th.kind == stopGroup:
+		// A job-control stop: stay stopped the way an untraced thread would, until SIGCONT.
+		if ptraceRaw(unix.PTRACE_LISTEN, th.tid, 0, 0) == nil {
+			th.state = tsListening
+		}
+	default:
+		// A clone event, a stale interrupt, the end of a group stop: carry on as before.
+		th.resume(0, th.step)
+	}
+}
+
+// cloned handles the parent's side of thread creation.
+func (t *Tracer) cloned(parent *thread, tid int) {
+	p := parent.p
+	if th := t.threads[tid]; th != nil {
+		th.parent = parent.tid
+		th.cloneSeen = true
+		t.announce(th)
+		return
+	}
+	if st, err := readStatus(tid); err == nil && st.Tgid != p.pid {
+		return // a new process, not a thread: let go when its first stop arrives (unknown)
+	}
+	th := p.addThread(tid, tsNew)
+	th.parent = parent.tid
+	th.cloneSeen = true
+}
+
+// announce makes a new thread known to the agent once both its parent's clone event and its own
+// first stop have been seen. While attaching or detaching the parent does not matter and no
+// event is sent: Attach reports every thread through Threads, Detach lets them all go.
+func (t *Tracer) announce(th *thread) {
+	p := th.p
+	if th.state != tsNew || !th.firstStopSeen || (!th.cloneSeen && p.phase == phaseLive) {
+		return
+	}
+	th.state = tsStopped
+	if p.phase != phaseLive {
+		return
+	}
+	th.stopPC = th.pc()
+	p.push(target.Event{Kind: target.EventNewThread, Tid: th.tid, Parent: th.parent, PC: th.stopPC})
+}
+
+// execed handles PTRACE_EVENT_EXEC, always reported with the leader's tid. The thread that
+// called execve took over the leader's tid (PTRACE_GETEVENTMSG gives its former one); every
+// other thread is gone. The new image has no watchpoints and a new address space.
+func (t *Tracer) execed(th *thread) {
+	p := th.p
+	former, _ := eventMsg(th.tid)
+	for tid, o := range p.threads {
+		if o == th {
+			continue
+		}
+		delete(p.threads, tid)
+		if tid == int(former) {
+			delete(t.threads, tid) // its tid vanished; the kernel reports nothing more for it
+		} else {
+			o.orphan = true // its exit report is still to be reaped
+		}
+		if o.state != tsNew && p.phase == phaseLive {
+			p.push(target.Event{Kind: target.EventThreadExit, Tid: tid})
+		}
+	}
+	th.setStopped(stopEvent)
+	th.state = tsStopped
+	th.wantStop = false
+	th.step = false
+	th.injectSig = 0
+	th.watch = watchState{}
+	p.openMem()
+	p.refreshInfo()
+	if p.phase == phaseLive {
+		th.stopPC = th.pc()
+		p.push(target.Event{Kind: target.EventExec, Tid: th.tid, PC: th.stopPC})
+	}
+}
+
+// gone handles a thread's exit. The leader's exit is the process's: the kernel reports it only
+// once every other thread has been reaped.
+func (t *Tracer) gone(th *thread, ws unix.WaitStatus) {
+	p := th.p
+	delete(t.threads, th.tid)
+	if th.orphan {
+		return
+	}
+	delete(p.threads, th.tid)
+	if th.tid == p.pid {
+		p.push(target.Event{Kind: target.EventExit, Tid: p.pid, Status: int(ws)})
+		t.forget(p, target.ErrExited)
+		if r := p.pendingReq; r != nil {
+			p.pendingReq = nil
+			op := "detach"
+			if p.phase == phaseAttaching {
+				op = "attach"
+			}
+			r.finish(wrapErr(op, "pid "+strconv.Itoa(p.pid), target.ErrExited, nil))
+		}
+		return
+	}
+	if th.state != tsNew && p.phase == phaseLive {
+		p.push(target.Event{Kind: target.EventThreadExit, Tid: th.tid})
+	}
+}
+
+// forget drops a process from the tracer: it exited, or it was detached.
+func (t *Tracer) forget(p *process, why error) {
+	for tid, th := range p.threads {
+		if t.threads[tid] == th {
+			delete(t.threads, tid)
+		}
+	}
+	for tid, th := range t.threads {
+		if th.p == p && th.orphan {
+			delete(t.threads, tid)
+		}
+	}
+	p.threads = map[int]*thread{}
+	delete(t.procs, p.pid)
+	delete(t.busy, p)
+	p.gone.Store(&why)
+	p.events.end()
+	p.closeMem()
+}

@@ -1,0 +1,327 @@
+//go:build linux && amd64
+
+package ptrace
+
+import (
+	"fmt"
+
+	"github.com/hpcdap/hpcdap/target"
+	"golang.org/x/sys/unix"
+)
+
+type tstate int
+
+const (
+	tsNew       tstate = iota // traced, but its clone event or first stop is still outstanding; unknown to the agent
+	tsRunning                 // executing
+	tsListening               // in a job-control stop under PTRACE_LISTEN: to the agent, running
+	tsStopped                 // in a ptrace stop the agent knows about
+)
+
+// stopKind says which kind of ptrace stop a thread is in. It decides how the thread can be
+// resumed: only a signal-delivery stop can deliver a signal by PTRACE_CONT's data argument, and
+// only a group stop can be resumed with PTRACE_LISTEN.
+type stopKind int
+
+const (
+	stopInterrupt stopKind = iota // PTRACE_EVENT_STOP with SIGTRAP: PTRACE_INTERRUPT, a new thread, the end of a group stop
+	stopGroup                     // PTRACE_EVENT_STOP with a stop signal: the thread takes part in a group stop
+	stopEvent                     // PTRACE_EVENT_CLONE, PTRACE_EVENT_EXEC
+	stopSignal                    // signal-delivery stop
+)
+
+// thread is one traced thread. All fields are owned by the tracer's thread.
+type thread struct {
+	tid   int
+	p     *process
+	state tstate
+	kind  stopKind
+
+	sig    int             // stopSignal: the signal delivered on resume unless replaced
+	ourSig bool            // sig was raised by the back end itself (Spawn's SIGCONT) and is never delivered
+	trap   target.TrapKind // cause of the SIGTRAP stop the thread is in
+	stopPC uint64          // PC reported with the stop (0 if not read)
+
+	wantStop  bool // Interrupt was asked and its stop has not been reported yet
+	step      bool // the thread was last resumed with PTRACE_SINGLESTEP
+	injectSig int  // queued with tgkill on resume from a stop that cannot carry a signal
+
+	parent        int  // tsNew: the thread that created it
+	cloneSeen     bool // tsNew: the parent's PTRACE_EVENT_CLONE was seen
+	firstStopSeen bool // tsNew: the thread's own first stop was seen
+	orphan        bool // killed by another thread's exec: its exit report is swallowed
+
+	regs   [gregsSize]byte // general registers, valid while regsOK
+	regsOK bool
+	watch  watchState
+}
+
+// setStopped records a ptrace stop of a known thread.
+func (th *thread) setStopped(kind stopKind) {
+	if th.state != tsNew {
+		th.state = tsStopped
+	}
+	th.kind = kind
+	th.sig = 0
+	th.ourSig = false
+	th.trap = target.TrapNone
+	th.stopPC = 0
+	th.regsOK = false
+}
+
+// loadRegs fills the register cache.
+func (th *thread) loadRegs() error {
+	if th.regsOK {
+		return nil
+	}
+	if err := getRegs(th.tid, target.RegsGeneral, th.regs[:]); err != nil {
+		return err
+	}
+	th.regsOK = true
+	return nil
+}
+
+// pc is the thread's program counter, or 0 if it cannot be read.
+func (th *thread) pc() uint64 {
+	if th.loadRegs() != nil {
+		return 0
+	}
+	return regsPC(th.regs[:])
+}
+
+// resume restarts a stopped thread. Only a signal-delivery stop can deliver a signal through
+// PTRACE_CONT; from any other stop the kernel ignores it, so the signal is queued with tgkill
+// and, when it comes back as a signal-delivery stop, delivered without a report. A thread in a
+// group stop is resumed with PTRACE_LISTEN: like an untraced process it stays stopped until
+// SIGCONT, so job control keeps working under the debugger.
+func (th *thread) resume(sig int, step bool) error {
+	req := unix.PTRACE_CONT
+	if step {
+		req = unix.PTRACE_SINGLESTEP
+	}
+	data := 0
+	switch {
+	case th.kind == stopSignal:
+		data = sig
+	case th.kind == stopGroup && !step:
+		if err := th.inject(sig); err != nil {
+			return err
+		}
+		if err := ptraceRaw(unix.PTRACE_LISTEN, th.tid, 0, 0); err != nil {
+			return err
+		}
+		th.state = tsListening
+		th.step = false
+		th.regsOK = false
+		return nil
+	default:
+		if err := th.inject(sig); err != nil {
+			return err
+		}
+	}
+	if err := ptraceRaw(req, th.tid, 0, uintptr(data)); err != nil {
+		return err
+	}
+	th.state = tsRunning
+	th.step = step
+	th.regsOK = false
+	return nil
+}
+
+func (th *thread) inject(sig int) error {
+	if sig == 0 {
+		return nil
+	}
+	if err := unix.Tgkill(th.p.pid, th.tid, unix.Signal(sig)); err != nil {
+		return err
+	}
+	th.injectSig = sig
+	return nil
+}
+
+// Registers returns a register set: RegsGeneral is the kernel's user_regs_struct and RegsFloat
+// its user_fpregs_struct, as little-endian bytes.
+func (p *process) Registers(tid int, set target.RegSet) ([]byte, error) {
+	var out []byte
+	err := p.t.call(func() error {
+		th, err := p.stopped("registers", tid)
+		if err != nil {
+			return err
+		}
+		if set == target.RegsGeneral {
+			if err := th.loadRegs(); err != nil {
+				return p.fail("registers", tid, err)
+			}
+			out = append([]byte(nil), th.regs[:]...)
+			return nil
+		}
+		n, ok := regSetSize(set)
+		if !ok {
+			return wrapErr("registers", p.obj(tid), target.ErrUnsupported, fmt.Errorf("register set %d", set))
+		}
+		out = make([]byte, n)
+		if err := getRegs(tid, set, out); err != nil {
+			return p.fail("registers", tid, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetRegisters replaces a register set; regs must have the set's exact size.
+func (p *process) SetRegisters(tid int, set target.RegSet, regs []byte) error {
+	n, ok := regSetSize(set)
+	if !ok {
+		return wrapErr("set registers", p.obj(tid), target.ErrUnsupported, fmt.Errorf("register set %d", set))
+	}
+	if len(regs) != n {
+		return wrapErr("set registers", p.obj(tid), nil, fmt.Errorf("register set %d is %d bytes, got %d: %w", set, n, len(regs), unix.EINVAL))
+	}
+	buf := append([]byte(nil), regs...)
+	return p.t.call(func() error {
+		th, err := p.stopped("set registers", tid)
+		if err != nil {
+			return err
+		}
+		th.regsOK = false
+		if err := setRegs(tid, set, buf); err != nil {
+			return p.fail("set registers", tid, err)
+		}
+		return nil
+	})
+}
+
+// PC reads a thread's program counter.
+func (p *process) PC(tid int) (uint64, error) {
+	var pc uint64
+	err := p.t.call(func() error {
+		th, err := p.stopped("pc", tid)
+		if err != nil {
+			return err
+		}
+		if err := th.loadRegs(); err != nil {
+			return p.fail("pc", tid, err)
+		}
+		pc = regsPC(th.regs[:])
+		return nil
+	})
+	return pc, err
+}
+
+// SetPC moves a thread's program counter. Like gdb, it also cancels the restart of a system
+// call the thread was interrupted in, which would otherwise move the new PC back.
+func (p *process) SetPC(tid int, pc uint64) error {
+	return p.t.call(func() error {
+		th, err := p.stopped("set pc", tid)
+		if err != nil {
+			return err
+		}
+		if err := th.loadRegs(); err != nil {
+			return p.fail("set pc", tid, err)
+		}
+		regs := th.regs
+		setRegsPC(regs[:], pc)
+		th.regsOK = false
+		if err := setRegs(tid, target.RegsGeneral, regs[:]); err != nil {
+			return p.fail("set pc", tid, err)
+		}
+		return nil
+	})
+}
+
+// Resume lets a stopped thread run, delivering sig (0 for none).
+func (p *process) Resume(tid int, sig int) error {
+	return p.restart("resume", tid, sig, false)
+}
+
+// Step executes one instruction of a stopped thread, delivering sig first.
+func (p *process) Step(tid int, sig int) error {
+	return p.restart("step", tid, sig, true)
+}
+
+func (p *process) restart(op string, tid, sig int, step bool) error {
+	if sig < 0 || sig > 64 {
+		return wrapErr(op, p.obj(tid), nil, fmt.Errorf("signal %d: %w", sig, unix.EINVAL))
+	}
+	return p.t.call(func() error {
+		th, err := p.stopped(op, tid)
+		if err != nil {
+			return err
+		}
+		if err := th.resume(sig, step); err != nil {
+			return p.fail(op, tid, err)
+		}
+		return nil
+	})
+}
+
+// Interrupt stops a running thread with PTRACE_INTERRUPT; EventStopped follows unless another
+// stop (a signal, a breakpoint) is reported first, which then satisfies the request.
+func (p *process) Interrupt(tid int) error {
+	return p.t.call(func() error {
+		th, err := p.thread("interrupt", tid)
+		if err != nil {
+			return err
+		}
+		if th.state == tsStopped || th.wantStop {
+			return nil
+		}
+		if err := ptraceRaw(unix.PTRACE_INTERRUPT, tid, 0, 0); err != nil {
+			return p.fail("interrupt", tid, err)
+		}
+		th.wantStop = true
+		return nil
+	})
+}
+
+// Kill sends sig to one thread (tgkill) or, with tid 0, to the process (kill). It does not
+// need the thread to be stopped; a traced thread reports the signal as EventSignal.
+func (p *process) Kill(tid int, sig int) error {
+	return p.t.call(func() error {
+		var err error
+		if tid == 0 {
+			if err = p.usable(); err != nil {
+				return wrapErr("kill", fmt.Sprintf("pid %d signal %d", p.pid, sig), nil, err)
+			}
+			err = unix.Kill(p.pid, unix.Signal(sig))
+		} else {
+			if _, err = p.thread("kill", tid); err != nil {
+				return err
+			}
+			err = unix.Tgkill(p.pid, tid, unix.Signal(sig))
+		}
+		if err != nil {
+			return wrapErr("kill", fmt.Sprintf("pid %d tid %d signal %d", p.pid, tid, sig), errClass(err, p.exited(), false), err)
+		}
+		return nil
+	})
+}
+
+// SetWatchpoint programs a hardware watchpoint slot of a stopped thread.
+func (p *process) SetWatchpoint(tid, slot int, addr uint64, size int, kind target.WatchKind) error {
+	return p.t.call(func() error {
+		th, err := p.stopped("set watchpoint", tid)
+		if err != nil {
+			return err
+		}
+		if err := th.setWatch(slot, addr, size, kind); err != nil {
+			obj := fmt.Sprintf("%s slot %d at %#x", p.obj(tid), slot, addr)
+			return wrapErr("set watchpoint", obj, errClass(err, p.exited(), false), err)
+		}
+		return nil
+	})
+}
+
+// ClearWatchpoint disarms a slot of a stopped thread.
+func (p *process) ClearWatchpoint(tid, slot int) error {
+	return p.t.call(func() error {
+		th, err := p.stopped("clear watchpoint", tid)
+		if err != nil {
+			return err
+		}
+		if err := th.clearWatch(slot); err != nil {
+			return wrapErr("clear watchpoint", fmt.Sprintf("%s slot %d", p.obj(tid), slot), errClass(err, p.exited(), false), err)
+		}
+		return nil
+	})
+}
