@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency run under the race detector too.
-RACE_PKGS := ./cdti/... ./target/...
+RACE_PKGS := ./cdti/... ./target/... ./agent/...
 
 .PHONY: all build deps test test-go test-race fuzz vet fmt-check demo clean
 
