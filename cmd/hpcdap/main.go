@@ -29,6 +29,7 @@ var errUsage = errors.New("usage")
 
 func commands() []command {
 	return []command{
+		{"agent", "serve the ranks of one node over CDTI (the node daemon)", runAgent},
 		{"help", "show this help, or the help of a subcommand", runHelp},
 		{"version", "print the hpcdap version", runVersion},
 	}

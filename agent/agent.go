@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/target"
+)
+
+// Backend creates controlled processes: package target/ptrace's Tracer implements it.
+type Backend interface {
+	// Spawn starts argv held before its first instruction (see ptrace.Tracer.Spawn).
+	Spawn(argv, env []string, dir string, stdio []*os.File) (target.Process, error)
+	// Attach takes control of a running process, every thread stopped.
+	Attach(pid int) (target.Process, error)
+}
+
+// Config configures an Agent.
+type Config struct {
+	// Token is the session token every connection must present (CDTI Hello, management hello).
+	// New refuses an empty token.
+	Token string
+	// Backend controls the processes.
+	Backend Backend
+	// JobID is the job id CDTI messages must carry (0 accepts 0 only, like any other value).
+	JobID uint64
+	// Node is the node name reported to clients; "" means the host name.
+	Node string
+	// Version is the agent's build version, reported by hello.
+	Version string
+	// StagingDir is the session's staging directory, the only place the file commands
+	// (GetFilenames, GetFileStatData, GetFileContents) read from; "" disables them.
+	StagingDir string
+	// Logger receives diagnostics; nil discards them.
+	Logger *log.Logger
+	// WaitTimeout bounds how long the agent waits for threads it has interrupted to stop
+	// before a command fails with CmdTimeout; 0 means 10 s.
+	WaitTimeout time.Duration
+}
+
+// Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
+// semantics and the JSON-RPC management plane, both on one listener (see Serve).
+type Agent struct {
+	token      string
+	backend    Backend
+	jobID      uint64
+	node       string
+	version    string
+	staging    string
+	logger     *log.Logger
+	waitLimit  time.Duration
+	started    time.Time
+	srv        *cdti.Server
+	done       chan struct{}
+	doneOnce   sync.Once
+	shutOnce   sync.Once
+	shutdownWG sync.WaitGroup
+
+	mu    sync.Mutex
+	procs map[uint32]*proc // by rank
+	ranks []uint32         // sorted
+	tools map[uint32]*toolConn
+}
+
+// New returns an Agent without ranks; add them with SpawnRanks or AttachRanks.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Token == "" {
+		return nil, errors.New("agent: no session token")
+	}
+	if cfg.Backend == nil {
+		return nil, errors.New("agent: no back end")
+	}
+	node := cfg.Node
+	if node == "" {
+		node, _ = os.Hostname()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = log.New(io.Discard, "", 0)
+	}
+	wait := cfg.WaitTimeout
+	if wait <= 0 {
+		wait = 10 * time.Second
+	}
+	a := &Agent{
+		token: cfg.Token, backend: cfg.Backend, jobID: cfg.JobID, node: node, version: cfg.Version,
+		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
+		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
+	}
+	a.srv = &cdti.Server{Handler: (*handler)(a), Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
+	return a, nil
+}
+
+func (a *Agent) logf(format string, args ...any) { a.logger.Printf(format, args...) }
+
+// Done is closed once Shutdown has finished.
+func (a *Agent) Done() <-chan struct{} { return a.done }
+
+// SpawnSpec describes the ranks SpawnRanks starts.
+type SpawnSpec struct {
+	Argv      []string
+	Env       []string   // nil: the agent's environment, without HPCDAP_TOKEN
+	Dir       string     // working directory ("" for the agent's)
+	Stdio     []*os.File // standard files of every rank (index = fd; nil: /dev/null)
+	FirstRank int        // rank of the first process
+	Count     int        // processes to start
+	JobSize   int        // the job's number of ranks, HPCDAP_NP (0: FirstRank+Count)
+}
+
+// SpawnRanks starts spec.Count ranks, each held before its first instruction like a job that
+// is loaded but not started. Rank r gets HPCDAP_RANK=r and HPCDAP_NP in its environment. The
+// session token is never passed on.
+func (a *Agent) SpawnRanks(spec SpawnSpec) error {
+	if spec.Count <= 0 || spec.Count > cdti.MaxRanksPerNode {
+		return fmt.Errorf("agent: spawn %d ranks: between 1 and %d per node", spec.Count, cdti.MaxRanksPerNode)
+	}
+	if len(spec.Argv) == 0 {
+		return errors.New("agent: spawn: no program")
+	}
+	env := spec.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = withoutVar(env, "HPCDAP_TOKEN")
+	np := spec.JobSize
+	if np == 0 {
+		np = spec.FirstRank + spec.Count
+	}
+	for i := range spec.Count {
+		rank := spec.FirstRank + i
+		renv := append(withoutVar(withoutVar(env, "HPCDAP_RANK"), "HPCDAP_NP"),
+			"HPCDAP_RANK="+strconv.Itoa(rank), "HPCDAP_NP="+strconv.Itoa(np))
+		tp, err := a.backend.Spawn(spec.Argv, renv, spec.Dir, spec.Stdio)
+		if err != nil {
+			return fmt.Errorf("agent: spawn rank %d: %w", rank, err)
+		}
+		if err := a.addProc(newProc(a, uint32(rank), tp.Info().Pid, tp, true)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withoutVar returns env without the variable name.
+func withoutVar(env []string, name string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// AttachRanks registers running processes (rank → pid, as a launcher's proctable gives them).
+// The agent traces a process only while a tool is attached to it: here it checks that each
+// process exists.
+func (a *Agent) AttachRanks(pids map[uint32]int) error {
+	ranks := make([]uint32, 0, len(pids))
+	for r := range pids {
+		ranks = append(ranks, r)
+	}
+	sort.Slice(ranks, func(i, j int) bool { return ranks[i] < ranks[j] })
+	if len(ranks) > cdti.MaxRanksPerNode {
+		return fmt.Errorf("agent: attach %d ranks: at most %d per node", len(ranks), cdti.MaxRanksPerNode)
+	}
+	for _, r := range ranks {
+		pid := pids[r]
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); pid <= 0 || err != nil {
+			return fmt.Errorf("agent: attach rank %d: pid %d: no such process", r, pid)
+		}
+		if err := a.addProc(newProc(a, r, pid, nil, false)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *Agent) addProc(p *proc) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, dup := a.procs[p.rank]; dup {
+		p.stop()
+		return fmt.Errorf("agent: rank %d given twice", p.rank)
+	}
+	if len(a.procs) >= cdti.MaxRanksPerNode {
+		p.stop()
+		return fmt.Errorf("agent: rank %d: at most %d ranks per node", p.rank, cdti.MaxRanksPerNode)
+	}
+	a.procs[p.rank] = p
+	a.ranks = append(a.ranks, p.rank)
+	sort.Slice(a.ranks, func(i, j int) bool { return a.ranks[i] < a.ranks[j] })
+	go p.loop()
+	return nil
+}
+
+// proc returns the process of a rank, or nil.
+func (a *Agent) proc(rank uint32) *proc {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.procs[rank]
+}
+
+// allProcs returns every process, by rank.
+func (a *Agent) allProcs() []*proc {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ps := make([]*proc, 0, len(a.ranks))
+	for _, r := range a.ranks {
+		ps = append(ps, a.procs[r])
+	}
+	return ps
+}
+
+// RankInfos describes every rank, by rank.
+func (a *Agent) RankInfos() []RankInfo {
+	ps := a.allProcs()
+	out := make([]RankInfo, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.snapshot())
+	}
+	return out
+}
+
+// Health reports the agent's condition.
+func (a *Agent) Health() HealthResult {
+	h := HealthResult{UptimeSeconds: a.uptime().Seconds()}
+	for _, p := range a.allProcs() {
+		s := p.snapshot()
+		h.Ranks++
+		if s.State != "exited" {
+			h.Alive++
+		}
+		h.Tools += p.toolCount()
+	}
+	return h
+}
+
+// Shutdown ends the agent: every tool is detached (its breakpoints and watchpoints removed,
+// held threads released, a suspended process continued) and every process is let go running
+// (kill false) or killed with SIGKILL (kill true). It closes every connection and then Done.
+// It is safe to call more than once; later calls wait for the first.
+func (a *Agent) Shutdown(kill bool) {
+	a.shutOnce.Do(func() {
+		a.srv.Close()
+		var wg sync.WaitGroup
+		for _, p := range a.allProcs() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.shutdown(kill)
+			}()
+		}
+		wg.Wait()
+		a.doneOnce.Do(func() { close(a.done) })
+	})
+	<-a.done
+}
+
+// serveCDTI serves one CDTI connection whose first byte has been seen.
+func (a *Agent) serveCDTI(ctx context.Context, conn *peekedConn) {
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	a.srv.ServeConn(conn)
+}
+
+// ParseAttachList parses a rank↔pid list as --attach takes it: "0=4242,1=4243".
+func ParseAttachList(s string) (map[uint32]int, error) {
+	out := make(map[uint32]int)
+	for _, pair := range strings.Split(s, ",") {
+		r, p, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			return nil, fmt.Errorf("agent: attach list: %q is not RANK=PID", pair)
+		}
+		rank, err := strconv.ParseUint(r, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("agent: attach list: rank %q: %w", r, err)
+		}
+		pid, err := strconv.Atoi(p)
+		if err != nil || pid <= 0 {
+			return nil, fmt.Errorf("agent: attach list: pid %q is not a process id", p)
+		}
+		if _, dup := out[uint32(rank)]; dup {
+			return nil, fmt.Errorf("agent: attach list: rank %d given twice", rank)
+		}
+		out[uint32(rank)] = pid
+	}
+	return out, nil
+}

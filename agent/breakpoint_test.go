@@ -1,0 +1,273 @@
+package agent
+
+import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+// A breakpoint at a function found with nm stops the process with the PC there (read through
+// GetRegisterSet), the Notify reports it, and the traceback walks into the callers.
+func TestBreakpointAtFunction(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "3")
+	tt, first := startStopped(t, h, 1)
+	pid := h.rankPid(0)
+
+	// The spawned process is held at its first instruction: ld.so's entry point.
+	interp := interpreterEntry(t, pid)
+	if first.InstAddress != interp {
+		t.Errorf("first stop at %#x, want ld.so's entry %#x", first.InstAddress, interp)
+	}
+
+	hit, inner, main := sym(t, progBin, "hit"), sym(t, progBin, "inner"), sym(t, progBin, "main")
+	tt.setBreak(0, hit)
+	// The text shows the trap to the process, the original to the tool.
+	if got := procMem(t, pid, hit, 1)[0]; got != 0xCC {
+		t.Errorf("/proc/%d/mem at hit = %#x, want the int3 0xCC", pid, got)
+	}
+	_, text := textBytes(t, progBin)
+	f, _ := elf.Open(progBin)
+	sec := f.Section(".text")
+	f.Close()
+	if got, want := tt.memory(0, hit, 4), text[hit-sec.Addr:hit-sec.Addr+4]; !bytes.Equal(got, want) {
+		t.Errorf("GetMemory at hit = % x, want the original % x", got, want)
+	}
+
+	tt.cont(0)
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalBreakpoint || n.InstAddress != hit || n.Signal != uint32(syscall.SIGTRAP) {
+		t.Fatalf("notify %+v, want Breakpoint SIGTRAP at hit %#x", n, hit)
+	}
+	if n.ThreadID != uint32(pid) {
+		t.Errorf("notify thread %d, want the leader %d", n.ThreadID, pid)
+	}
+	if pc := tt.pc(0, 0); pc != hit {
+		t.Errorf("PC after the hit (threadID 0 = the notified thread) = %#x, want %#x", pc, hit)
+	}
+	frames, err := tt.c.Traceback(ctx(), 0, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) < 3 || frames[0].PC != hit || !inFunc(t, progBin, "inner", frames[1].PC) ||
+		!inFunc(t, progBin, "main", frames[2].PC) {
+		t.Errorf("traceback %+v: want hit %#x, then a return address in inner (%#x), then in main (%#x)",
+			frames, hit, inner, main)
+	}
+	// GetThreadData's stackInfo: the saved return addresses of the same walk.
+	td := tt.query(0, &cdti.GetThreadData{}).Ack.(*cdti.GetThreadDataAck)
+	if len(td.Frames) < 2 || td.Frames[0].SavedLR != frames[1].PC || td.Frames[1].SavedLR != frames[2].PC {
+		t.Errorf("stackInfo %+v does not match the traceback %+v", td.Frames, frames)
+	}
+	if td.ToolState != cdti.ToolSuspend {
+		t.Errorf("toolState %v, want Suspend", td.ToolState)
+	}
+	if sp := binary64(tt.regs(0, 0), x86RSP); td.StackCurrent != sp || td.StackStart <= sp {
+		t.Errorf("stack current %#x start %#x, want SP %#x below the start", td.StackCurrent, td.StackStart, sp)
+	}
+
+	// The other two hits, then the end.
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != hit {
+		t.Fatalf("second hit %+v", n)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: hit, Instruction: uint32(text[hit-sec.Addr])})
+	tt.cont(0)
+	if st := tt.waitTermination(0); !st.Exited() || st.ExitCode() != 0 {
+		t.Errorf("exit status %v", st)
+	}
+	out.waitFor(t, "iterations 3 counter 3")
+}
+
+func binary64(b []byte, off int) uint64 { return le.Uint64(b[off:]) }
+
+// interpreterEntry computes ld.so's entry point in a process: AT_BASE + the interpreter's
+// e_entry (read from the ELF file, the oracle).
+func interpreterEntry(t testing.TB, pid int) uint64 {
+	t.Helper()
+	auxv, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/auxv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base uint64
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if le.Uint64(auxv[i:]) == 7 { // AT_BASE
+			base = le.Uint64(auxv[i+8:])
+		}
+	}
+	f, err := elf.Open(progBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var interp string
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b := make([]byte, p.Filesz)
+			p.ReadAt(b, 0)
+			interp = strings.TrimRight(string(b), "\x00")
+		}
+	}
+	ld, err := elf.Open(interp)
+	if err != nil {
+		t.Fatalf("open interpreter %q: %v", interp, err)
+	}
+	defer ld.Close()
+	return base + ld.Entry
+}
+
+// Memory read through the agent equals the executable's bytes, for the whole text section.
+func TestMemoryEqualsELF(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "loop", "1")
+	tt, _ := startStopped(t, h, 1)
+	addr, want := textBytes(t, progBin)
+	got := tt.memory(0, addr, len(want)) // split into several GetMemory by the client
+	if !bytes.Equal(got, want) {
+		t.Fatalf("text read through the agent differs from the ELF file (%d bytes)", len(want))
+	}
+	// An address outside the process: CmdParmErr.
+	r := tt.query(0, &cdti.GetMemory{Addr: 8, Length: 8})
+	if r.Code != cdti.CmdParmErr {
+		t.Errorf("GetMemory at 8: %v, want CmdParmErr", r.Code)
+	}
+	// Longer than MaxMemorySize: CmdLngthErr (sent with EncodeLax's rules through a raw query).
+	rs := rawQuery(t, tt, 0, &cdti.GetMemory{Addr: addr, Length: cdti.MaxMemorySize + 1})
+	if rs[0].Code != cdti.CmdLngthErr {
+		t.Errorf("GetMemory of %d bytes: %v, want CmdLngthErr", cdti.MaxMemorySize+1, rs[0].Code)
+	}
+}
+
+// Hitting a breakpoint 1,000 times in a loop is counted exactly, and the program confirms its
+// 1,000 iterations.
+func TestThousandHits(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "1000")
+	tt, _ := startStopped(t, h, 1)
+	hit := sym(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	tt.cont(0)
+	hits := 0
+	for {
+		n := tt.notify()
+		if n.Kind == cdti.NotifyTypeTermination {
+			if !n.Exit.Exited() || n.Exit.ExitCode() != 0 {
+				t.Errorf("exit %v", n.Exit)
+			}
+			break
+		}
+		if n.Signal.Reason != cdti.SignalBreakpoint || n.Signal.InstAddress != hit {
+			t.Fatalf("notify %+v", n.Signal)
+		}
+		hits++
+		tt.cont(0)
+	}
+	if hits != 1000 {
+		t.Errorf("%d breakpoint hits, want 1000", hits)
+	}
+	out.waitFor(t, "iterations 1000 counter 499500")
+}
+
+// Stepping from a planted breakpoint executes the original instruction: the thread arrives at
+// the next instruction (objdump), the trap stays planted and is hit again on the next call.
+func TestStepOverBreakpoint(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "loop", "2")
+	tt, _ := startStopped(t, h, 1)
+	pid := h.rankPid(0)
+	hit := sym(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != hit {
+		t.Fatalf("hit %+v", n)
+	}
+	next := nextInstruction(t, progBin, "hit", hit)
+	tt.mustUpdate(0, &cdti.StepThread{})
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalStepComplete || n.InstAddress != next {
+		t.Fatalf("step notify %+v, want StepComplete at %#x", n, next)
+	}
+	if pc := tt.pc(0, 0); pc != next {
+		t.Errorf("pc %#x after the step, want %#x", pc, next)
+	}
+	if b := procMem(t, pid, hit, 1)[0]; b != 0xCC {
+		t.Errorf("trap not re-inserted after the step: %#x", b)
+	}
+	// A second step from an ordinary instruction.
+	next2 := nextInstruction(t, progBin, "hit", next)
+	tt.mustUpdate(0, &cdti.StepThread{})
+	if n := tt.signalNotify(); n.Reason != cdti.SignalStepComplete || n.InstAddress != next2 {
+		t.Fatalf("second step %+v, want %#x", n, next2)
+	}
+	tt.cont(0)
+	if n := tt.signalNotify(); n.Reason != cdti.SignalBreakpoint || n.InstAddress != hit {
+		t.Fatalf("second hit %+v", n)
+	}
+	tt.cont(0)
+	if st := tt.waitTermination(0); st.ExitCode() != 0 {
+		t.Errorf("exit %v", st)
+	}
+}
+
+// Continuing from a breakpoint on an instruction the agent does not emulate (the store in
+// hit()) steps over it for real, 50 times; the program's result proves each store happened
+// exactly once.
+func TestContinueOverStore(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "50")
+	tt, _ := startStopped(t, h, 1)
+	store := objdumpStore(t, progBin, "hit", "counter")
+	tt.setBreak(0, store)
+	tt.cont(0)
+	hits := 0
+	for {
+		n := tt.notify()
+		if n.Kind == cdti.NotifyTypeTermination {
+			break
+		}
+		if n.Signal.InstAddress != store {
+			t.Fatalf("%+v", n)
+		}
+		hits++
+		tt.cont(0)
+	}
+	if hits != 50 {
+		t.Errorf("%d hits, want 50", hits)
+	}
+	out.waitFor(t, "iterations 50 counter 1225")
+}
+
+// SetRegisterSet changes a thread's registers: the argument of hit() (rdi) is replaced at the
+// first call, and the program's total shows it.
+func TestSetRegisterSet(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "3")
+	tt, _ := startStopped(t, h, 1)
+	hit := sym(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	tt.cont(0)
+	tt.signalNotify()
+	regs := tt.regs(0, 0)
+	if got := binary64(regs, x86RDI); got != 0 {
+		t.Fatalf("first call's argument %d, want 0", got)
+	}
+	le.PutUint64(regs[x86RDI:], 1000)
+	if err := tt.c.SetRegisterSet(ctx(), 0, 0, cdti.RegSetGeneral, regs); err != nil {
+		t.Fatal(err)
+	}
+	if r := tt.update(0, &cdti.SetRegisterSet{Set: cdti.RegSetGeneral, Data: regs[:10]})[0]; r.Code != cdti.CmdLngthErr {
+		t.Errorf("SetRegisterSet of 10 bytes: %v, want CmdLngthErr", r.Code)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: hit, Instruction: uint32(origByte(t, progBin, hit))})
+	tt.cont(0)
+	if st := tt.waitTermination(0); st.ExitCode() != 0 {
+		t.Errorf("exit %v", st)
+	}
+	out.waitFor(t, "iterations 3 counter 1003")
+}

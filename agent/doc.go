@@ -1,0 +1,175 @@
+// Package agent is hpcdap's node daemon: it controls the ranks of one node and serves them to
+// tools over the Blue Gene/Q CDTI protocol v6 with the Compute Node Kernel's semantics
+// (shared/spec/cdti-v6.md §8–9), through a target.Process back end (target/ptrace on Linux).
+//
+// # Planes and authentication
+//
+// One TCP listener serves both planes (Serve): a connection whose first byte is 0x05 (the
+// ToolctlService id that starts every CDTI header) speaks CDTI, any other the JSON-RPC 2.0
+// management plane (hello, ranks, health, shutdown; see mgmt.go). Both are authenticated by
+// the session token, which the agent takes from its environment (HPCDAP_TOKEN), never from its
+// command line: a CDTI connection must open with a Hello carrying it, a management connection
+// with a "hello" call; anything else is answered with a refusal and the connection is closed.
+// Spawned ranks do not inherit the token.
+//
+// # Rendezvous (--connect)
+//
+// An agent started by a workload manager does not know where its front end listens until told:
+// `hpcdap agent --connect HOST:PORT` listens on an ephemeral port of every interface, then dials
+// HOST:PORT and sends one JSON-RPC notification, agent.register, with RegisterParams: the
+// session token (so that the front end can tell its agents from strays), the node name, the
+// address it listens on (the local address of that very connection, which the front end can
+// reach, with the listener's port), its pid and its ranks. It then hangs up; the front end
+// connects to the announced address for both planes, authenticating as usual. Registration is
+// retried with backoff until it succeeds, so that agents may start before the front end.
+//
+// # Modes
+//
+// Spawn mode (SpawnRanks): each rank is started held before its first instruction, at the
+// entry point of ld.so: loaded but not started, as the CNK's ProcessState_Active. A rank starts
+// when a tool is granted control of it: the Control message's sndSignal is delivered at the
+// first ld.so instruction (DynamicNotifyDLoader, where it already stands) or at the program's
+// entry point AT_ENTRY (DynamicNotifyStart, reached through an internal breakpoint that is
+// removed when hit); with sndSignal 0 the rank simply starts. A rank whose last tool leaves
+// before it was started starts then, so that no job stays held. The agent is the ranks' parent
+// and keeps tracing them (at no cost while no signal arrives) to report their exit status.
+//
+// Attach mode (AttachRanks, from a launcher's rank↔pid table): a process is traced only while
+// at least one tool is attached to it: the first Attach traces every thread (each is stopped
+// and let run again), the last Detach lets the process go untraced, as if never touched.
+//
+// # Concurrency
+//
+// Each process has one goroutine (proc.loop) that owns all of its CNK state: tools, control,
+// threads, notifications, breakpoints, watchpoints. It handles the back end's events and runs
+// the requests of the CDTI connections, which reach it as functions (proc.do) from the
+// connections' goroutines; the CDTI framework (package cdti) reads and answers each
+// connection's requests in order on that connection's goroutine. What the CNK does after an
+// ack (resume the process, send the next Notify, tell a tool that control is available) is
+// queued to the process's goroutine once the framework has written the ack, and nothing moves
+// before that. Notifications are queued per connection and written by a goroutine of their
+// own, so a tool that stops reading never blocks a process (past 16384 queued notifications it
+// is disconnected, which drops its tools). A command that needs a running thread stopped
+// (registers, watchpoints, an injected call) interrupts it and handles the process's events
+// until it stops, within Config.WaitTimeout (CmdTimeout after). Every goroutine that runs agent
+// code recovers from a panic: a process goroutine logs it and serves on, a connection
+// goroutine closes that connection only. The test suite runs under the race detector.
+//
+// # Signals, notifications and continuation
+//
+// A signal in the notify set of the tool holding control stops every thread of the process:
+// running threads are interrupted and, once all are stopped, one Notify(Signal) is sent.
+// Further stops (other threads hitting breakpoints meanwhile) queue and are sent one at a time:
+// ContinueProcess on the notified thread sends the next queued Notify and resumes nothing;
+// the process runs again when none is left. threadID 0 names the thread last notified to the
+// tool (else the leader); ContinueProcess and SetContinuationSignal must name the notified
+// thread (CmdTIDinval otherwise). StepThread satisfies the notification and steps one
+// suspended thread while the others stay stopped; its completion is Notify(SIGTRAP,
+// StepComplete). ReleaseControl continues the notified thread first, and answers
+// CmdPendingNotify (keeping control) while other notifications are queued.
+//
+// Signal reasons: a hit of a planted breakpoint is Breakpoint (instAddress = the breakpoint,
+// where the thread's PC is put back), a watchpoint WatchpointRead or WatchpointWrite (with the
+// data address), a tool's step StepComplete, anything else Generic (instAddress = the PC).
+// Exec is reported as SIGTRAP Generic at the new image's first instruction (when SIGTRAP is in
+// the notify set); breakpoints and watchpoints do not survive it. New threads are traced from
+// their first instruction, stopped with the process when it is suspended, and given the
+// propagated watchpoints.
+//
+// The continuation signal, delivered to the notified thread when it runs again, defaults to:
+// none for traps the tools caused (breakpoints, watchpoints, steps, and exec); none for
+// SIGSTOP, which tools send to stop a process (delivering it would put the process in a
+// job-control stop); the signal itself for every other signal, so that continuing delivers
+// what the program was sent. SetContinuationSignal replaces it (0 suppresses). Note: the CNK
+// itself defaults to 0 for every signal (ToolControl.cc: notify() sets continuationSignal = 0);
+// a tool written for BG/Q that continues a SIGSEGV without SetContinuationSignal therefore sees
+// the program receive it here.
+//
+// Signals not in the notify set, and all signals while no tool holds control, reach the
+// program as if it were not traced. Traps the tools caused that nobody can be told about (a
+// breakpoint hit while the controlling tool does not watch SIGTRAP, or while no tool holds
+// control) are invisible: the thread executes the original instruction and goes on.
+//
+// # Tools and control
+//
+// Attach admits up to four tools per process, with distinct nonzero priorities and a nonzero
+// tool id unique on the agent (RanksInNode attaches every rank or none). Control is granted if
+// no other tool holds it; otherwise ToolControlConflict describes the holder, the holder gets
+// Notify(Control, Conflict) describing the requester, and the requester is remembered as
+// conflicting: when the holder releases, the highest-priority conflicting tool gets
+// Notify(Control, Available) and must send Control again (ReleaseControl with notify Active
+// asks for the same when the next holder releases). An Update needs control
+// (ToolControlRequired); message-level checks follow the CNK's order (job id, rank, exiting
+// process, attached tool, control, number of commands, conflicting actions); after a failed
+// command, a later action command answers CmdPrevCmdFail.
+//
+// Nothing is lost. Detach removes the tool's breakpoints and watchpoints and releases the
+// threads it held (a tool in control must release it first: ToolControlReleaseRequired). A
+// tool whose connection drops is detached the same way, and more: it loses control, what it
+// left suspended runs on, and its queued notifications are dropped (the threads keep their
+// continuation signals). When the last tool leaves an attached process, it is let go untraced.
+// Shutdown (management "shutdown", or SIGTERM/SIGINT/SIGHUP to the command) does all of this
+// for every tool and process. If the agent is killed outright, the kernel lets every thread go
+// (the back end seizes without PTRACE_O_EXITKILL): no process is left stopped, but what the
+// agent had done stays: int3 bytes remain in the text and kill the process with SIGTRAP when
+// executed, a thread that was stopped on a breakpoint receives that SIGTRAP at once, and armed
+// debug registers stay armed.
+//
+// # Commands on x86_64
+//
+// Memory: GetMemory reads the program's view (planted traps read as the original bytes);
+// SetMemory writes read-only text too, and bytes that fall on a planted trap become its
+// original instruction while the trap stays; a write into a MAP_SHARED mapping needs
+// SharedMemoryAccess_Allow. Over MaxMemorySize: CmdLngthErr (GetMemory), CmdParmErr
+// (SetMemory); an address outside the process: CmdParmErr.
+//
+// Breakpoints: SetBreakpoint plants int3; its Instruction carries the trap in its low byte
+// (0xCC, the convention of cdti.InstructionBytes); ResetBreakpoint must present the original
+// byte (else CmdParmErr) and removes only the requesting tool's trap. The agent keeps a
+// per-process table (several tools may share an address). Continuing or stepping from a
+// planted address executes the original instruction transparently: a function's first
+// instructions (push of a register, mov %rsp,%rbp, endbr64, nop) are emulated in the
+// registers and stack, and any other instruction is single-stepped with the trap lifted and
+// every other thread stopped, then the trap is put back. A hit whose breakpoint was removed
+// while the thread was on its way is undone (the thread re-executes the restored instruction).
+// Limit: a step over a planted system call instruction that blocks keeps the other threads
+// stopped until it returns.
+//
+// Watchpoints: two pairs per thread as on the CNK (watch[0], watch[1] of the acks), each
+// watching a naturally aligned power-of-two range of up to 16 bytes (two x86 debug registers);
+// the CNK's checks in its order: length (CmdLngthErr), address zero, misaligned or outside the
+// process (CmdAddrErr), overlap with the thread's other pair (CmdWatchConflict), no free pair
+// or range too long for the hardware (CmdHwdUnavail); ResetWatchpoint of an unknown address:
+// CmdAddrErr. With watchpoint policy Propagate (the default, and forced for tools older than
+// protocol version 5), a watchpoint is set on every thread and on each new one. x86 cannot
+// watch reads alone: a read watchpoint watches reads and writes and the agent tells them apart
+// by the watched value (a write that changes it is not reported; a read, or a write of the
+// same value, is). x86 traps after the access: with DAC trap mode TrapAfterDAC (Control or
+// SetPreferences) instAddress is the PC after the accessing instruction; otherwise the agent
+// finds that instruction by decoding backward and checking each candidate's memory operand
+// against the watched range, falling back to the PC when none matches (push, string moves,
+// loads that overwrite their own address register).
+//
+// Stacks: GetThreadData reports the core (/proc), the scheduler state (Run; Sleep or FutexWait
+// for a thread blocked in a system call), the tool state (Active, Hold, Suspend, HoldSuspend),
+// the stack (stackStartAddr: the high end of the mapping holding the stack pointer;
+// stackCurrentAddr: the stack pointer; guard: the PROT_NONE mapping right below, if any) and
+// stackInfo from a frame-pointer walk: frameAddr is where a frame's saved rbp and return
+// address are (its CFA−16), savedLR the return address into its caller. GetTraceback returns
+// the same walk as (PC, CFA) pairs. The agent reads no DWARF: the walk is exact for code with
+// frame pointers and at a function's first instructions; a function without frame pointers
+// (libc's, -O2 code) hides its caller, and the walk stops at the first implausible frame
+// pointer. The front end unwinds with CFI when it needs exact frames.
+//
+// Others: GetThreadList lists every LWP, leader first; GetAuxVectors gives the auxiliary
+// vector as uint64 words, its first 15 pairs and AT_NULL when longer than the ack holds;
+// GetProcessData gives the rank, the pid as tgid, the [heap] mapping (end and break) and the
+// span of the other mappings as the mmap range (end addresses inclusive, as the CNK's), and the
+// time since the process started as jobTime; GetTargetInfo, GetRegisterSet and SetRegisterSet
+// (user_regs_struct, user_fpregs_struct) and GetTraceback are the extensions of DESIGN decision
+// 2; AllocateMemory and FreeMemory inject mmap (private, anonymous, read-write-execute) and
+// munmap into a stopped thread, restoring its registers and code; SetPreferences is stored
+// for GetPreferences (its DAC mode is used as above). The file commands serve the session's
+// staging directory (Config.StagingDir) and nothing outside it. The Power register commands
+// (Get/Set{General,Special,Float,Debug}Reg(s)) and the trap-handler commands answer CmdInval.
+package agent

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"syscall"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/target"
+)
+
+// injectSyscall runs one system call in thread th, as AllocateMemory and FreeMemory need: with
+// the thread stopped, it saves its registers and the bytes at its PC, writes a syscall
+// instruction there, sets the call's registers, single-steps the thread, reads the result and
+// restores the bytes and the registers. Every other thread stays as it was (the agent does not
+// run them meanwhile). A signal that arrives first is kept for the thread and the step retried.
+func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdti.CmdReturnCode) {
+	if p.mach == nil {
+		return 0, cdti.CmdInval
+	}
+	var result int64
+	code := p.pause([]int{th.tid}, func() cdti.CmdReturnCode {
+		regs, err := p.tp.Registers(th.tid, target.RegsGeneral)
+		if err != nil {
+			return cdti.CmdTIDinval
+		}
+		pc := p.mach.pc(regs)
+		saved := make([]byte, len(syscallInsn))
+		if n, err := p.tp.ReadMemory(pc, saved); err != nil || n != len(saved) {
+			return cdti.CmdMemUnavail
+		}
+		if n, err := p.tp.WriteMemory(pc, syscallInsn); err != nil || n != len(syscallInsn) {
+			return cdti.CmdMemUnavail
+		}
+		restore := func() {
+			if _, err := p.tp.WriteMemory(pc, saved); err != nil {
+				p.a.logf("agent: rank %d: tid %d: restore code at %#x after injected call: %v", p.rank, th.tid, pc, err)
+			}
+			if err := p.tp.SetRegisters(th.tid, target.RegsGeneral, regs); err != nil {
+				p.a.logf("agent: rank %d: tid %d: restore registers after injected call: %v", p.rank, th.tid, err)
+			}
+			th.pc = 0
+		}
+		for attempt := 0; attempt < 4; attempt++ {
+			call := p.mach.syscallRegs(regs, pc, nr, args...)
+			if err := p.tp.SetRegisters(th.tid, target.RegsGeneral, call); err != nil {
+				restore()
+				return cdti.CmdMemUnavail
+			}
+			p.capture, p.captured = th.tid, nil
+			if err := p.tp.Step(th.tid, 0); err != nil {
+				p.capture = 0
+				restore()
+				return cdti.CmdMemUnavail
+			}
+			th.stopped = false
+			err := p.pump(func() bool { return p.captured != nil })
+			p.capture = 0
+			ev := p.captured
+			p.captured = nil
+			if err != nil || ev == nil || ev.Kind == target.EventThreadExit || p.exited {
+				if !p.exited && p.threads[th.tid] != nil {
+					restore()
+				}
+				return cdti.CmdProcessExiting
+			}
+			after, err := p.tp.Registers(th.tid, target.RegsGeneral)
+			if err != nil {
+				restore()
+				return cdti.CmdMemUnavail
+			}
+			if p.mach.pc(after) == pc && ev.Kind == target.EventSignal && ev.Trap != target.TrapStep {
+				// A signal stopped the thread before the instruction ran: keep it for the
+				// thread (delivered when it next runs) and try again.
+				if ev.Signal != int(syscall.SIGTRAP) && th.sig == 0 {
+					th.sig = ev.Signal
+				}
+				continue
+			}
+			result = p.mach.syscallResult(after)
+			restore()
+			return cdti.CmdSuccess
+		}
+		restore()
+		return cdti.CmdMemUnavail
+	})
+	return result, code
+}
+
+// Arguments of the injected mmap: private anonymous memory the tool can write code into.
+const (
+	protRWX    = syscall.PROT_READ | syscall.PROT_WRITE | syscall.PROT_EXEC
+	mapPrivAnn = syscall.MAP_PRIVATE | syscall.MAP_ANONYMOUS
+)
+
+// allocateMemory answers AllocateMemory: size bytes (rounded up to pages) of private,
+// readable, writable and executable memory, mapped by the process itself.
+func (p *proc) allocateMemory(th *pthread, size uint64) (uint64, cdti.CmdReturnCode) {
+	if size == 0 || size > 1<<46 {
+		return 0, cdti.CmdParmErr
+	}
+	page := uint64(p.info.PageSize)
+	if page == 0 {
+		page = 4096
+	}
+	size = (size + page - 1) &^ (page - 1)
+	r, code := p.injectSyscall(th, x86SysMmap, 0, size, protRWX, mapPrivAnn, ^uint64(0), 0)
+	if code != cdti.CmdSuccess {
+		return 0, code
+	}
+	if r < 0 && r > -4096 {
+		return 0, cdti.CmdMemUnavail
+	}
+	return uint64(r), cdti.CmdSuccess
+}
+
+// freeMemory answers FreeMemory with munmap in the process.
+func (p *proc) freeMemory(th *pthread, addr, size uint64) cdti.CmdReturnCode {
+	if size == 0 || addr == 0 {
+		return cdti.CmdParmErr
+	}
+	r, code := p.injectSyscall(th, x86SysMunmap, addr, size)
+	if code != cdti.CmdSuccess {
+		return code
+	}
+	if r != 0 {
+		return cdti.CmdParmErr
+	}
+	return cdti.CmdSuccess
+}

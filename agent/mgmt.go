@@ -1,0 +1,251 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// The management plane is JSON-RPC 2.0 with Content-Length framing. Its first call must be
+// "hello" carrying the session token; every other call before that fails and closes the
+// connection. Process control never travels here: it is CDTI only (DESIGN decision 6).
+
+// HelloParams authenticates a management connection.
+type HelloParams struct {
+	Token  string `json:"token"`
+	Client string `json:"client,omitempty"` // free-form name of the caller, for logs
+}
+
+// HelloResult identifies the agent.
+type HelloResult struct {
+	Node    string `json:"node"`    // host name of the node
+	Pid     int    `json:"pid"`     // the agent's own process id
+	Version string `json:"version"` // agent build version
+	Ranks   int    `json:"ranks"`   // how many ranks the agent serves
+}
+
+// RankInfo describes one rank the agent serves.
+type RankInfo struct {
+	Rank       int    `json:"rank"`
+	Pid        int    `json:"pid"`
+	Executable string `json:"executable"`
+	State      string `json:"state"`                // "running", "stopped", "exited"
+	ExitStatus *int   `json:"exitStatus,omitempty"` // POSIX wait status once exited
+	Threads    int    `json:"threads"`
+}
+
+// HealthResult reports the agent's condition.
+type HealthResult struct {
+	UptimeSeconds float64 `json:"uptimeSeconds"`
+	Ranks         int     `json:"ranks"`
+	Alive         int     `json:"alive"`
+	Tools         int     `json:"tools"` // attached CDTI tools over all processes
+}
+
+// ShutdownParams asks the agent to end: every tool is detached (its traps removed) and the
+// processes are killed (Kill) or left running untouched.
+type ShutdownParams struct {
+	Kill bool `json:"kill"`
+}
+
+// maxMgmtMessage bounds one management message; the calls are small.
+const maxMgmtMessage = 1 << 20
+
+// serveManagement runs the JSON-RPC plane on conn until it closes.
+func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
+	m := &mgmtConn{agent: a}
+	stream := jsonrpc2.NewBufferedStream(conn, boundedCodec{})
+	rpc := jsonrpc2.NewConn(ctx, stream, m, jsonrpc2.SetLogger(a.logger))
+	select {
+	case <-rpc.DisconnectNotify():
+	case <-ctx.Done():
+		rpc.Close()
+	}
+}
+
+type mgmtConn struct {
+	agent  *Agent
+	mu     sync.Mutex
+	authed bool
+}
+
+// Handle answers one call. The answer is written before the connection is closed, so that a
+// refused peer learns why.
+func (m *mgmtConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.agent.logf("agent: management %s: internal error: %v\n%s", req.Method, r, debug.Stack())
+			conn.Close()
+		}
+	}()
+	result, hangUp, err := m.handle(req)
+	var then func()
+	if sd, ok := result.(shutdownAccepted); ok {
+		result, then = struct{}{}, sd.run
+	}
+	if !req.Notif {
+		if err != nil {
+			e, ok := err.(*jsonrpc2.Error)
+			if !ok {
+				e = &jsonrpc2.Error{Code: jsonrpc2.CodeInternalError, Message: err.Error()}
+			}
+			conn.ReplyWithError(ctx, req.ID, e)
+		} else {
+			conn.Reply(ctx, req.ID, result)
+		}
+	}
+	if hangUp {
+		conn.Close()
+	}
+	if then != nil {
+		then()
+	}
+}
+
+// shutdownAccepted is handle's answer to "shutdown": Handle replies first, then starts the
+// shutdown, so that the caller learns the request was accepted before the agent goes away.
+type shutdownAccepted struct{ run func() }
+
+func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err error) {
+	m.mu.Lock()
+	authed := m.authed
+	m.mu.Unlock()
+	if !authed {
+		// Refuse and hang up: an unauthenticated peer gets nothing more.
+		if req.Method != "hello" {
+			return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: first call must be hello"}
+		}
+		var p HelloParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, true, err
+		}
+		if !m.agent.tokenOK(p.Token) {
+			return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: hello: bad token"}
+		}
+		m.mu.Lock()
+		m.authed = true
+		m.mu.Unlock()
+		return m.agent.hello(), false, nil
+	}
+	switch req.Method {
+	case "hello":
+		return m.agent.hello(), false, nil
+	case "ranks":
+		return m.agent.RankInfos(), false, nil
+	case "health":
+		return m.agent.Health(), false, nil
+	case "shutdown":
+		var p ShutdownParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, false, err
+		}
+		return shutdownAccepted{run: func() { go m.agent.Shutdown(p.Kill) }}, false, nil
+	}
+	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
+}
+
+// codeUnauthorized is the JSON-RPC error code for a missing or wrong session token.
+const codeUnauthorized = -32001
+
+func decodeParams(req *jsonrpc2.Request, v any) error {
+	if req.Params == nil {
+		return nil
+	}
+	if err := json.Unmarshal(*req.Params, v); err != nil {
+		return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf("agent: %s: bad params: %v", req.Method, err)}
+	}
+	return nil
+}
+
+// tokenOK compares a presented token with the session's in constant time.
+func (a *Agent) tokenOK(tok string) bool {
+	return a.token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a.token)) == 1
+}
+
+func (a *Agent) hello() HelloResult {
+	return HelloResult{Node: a.node, Pid: os.Getpid(), Version: a.version, Ranks: len(a.RankInfos())}
+}
+
+// boundedCodec is Content-Length framing (as the Language Server Protocol uses) that refuses
+// header lines and bodies beyond fixed bounds, so an unauthenticated peer cannot make the agent
+// buffer without limit.
+type boundedCodec struct{}
+
+func (boundedCodec) WriteObject(w io.Writer, obj any) error {
+	data, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "Content-Length: %d\r\n\r\n", len(data)); err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
+}
+
+func (boundedCodec) ReadObject(r *bufio.Reader, v any) error {
+	length := -1
+	for {
+		line, err := readHeaderLine(r)
+		if err != nil {
+			return err
+		}
+		if line == "" {
+			break
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			return fmt.Errorf("agent: management header %q: missing colon", line)
+		}
+		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
+			n, err := strconv.Atoi(strings.TrimSpace(value))
+			if err != nil || n <= 0 || n > maxMgmtMessage {
+				return fmt.Errorf("agent: management message: bad Content-Length %q (limit %d)", strings.TrimSpace(value), maxMgmtMessage)
+			}
+			length = n
+		}
+	}
+	if length < 0 {
+		return errors.New("agent: management message: no Content-Length header")
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	return json.Unmarshal(body, v)
+}
+
+// readHeaderLine reads one CRLF-terminated header line of at most 256 bytes.
+func readHeaderLine(r *bufio.Reader) (string, error) {
+	var b []byte
+	for len(b) <= 256 {
+		c, err := r.ReadByte()
+		if err != nil {
+			return "", err
+		}
+		if c == '\n' {
+			if len(b) == 0 || b[len(b)-1] != '\r' {
+				return "", errors.New(`agent: management header: line endings must be \r\n`)
+			}
+			return string(b[:len(b)-1]), nil
+		}
+		b = append(b, c)
+	}
+	return "", errors.New("agent: management header: line too long")
+}
+
+// uptime is how long the agent has been serving.
+func (a *Agent) uptime() time.Duration { return time.Since(a.started) }

@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// RegisterParams is the agent.register notification an agent started with --connect sends to
+// the front end (see the package documentation for the rendezvous).
+type RegisterParams struct {
+	Token   string     `json:"token"`   // the session token: proves the agent belongs to the session
+	Node    string     `json:"node"`    // the node name
+	Address string     `json:"address"` // host:port of the agent's listener, both planes
+	Pid     int        `json:"pid"`     // the agent's process id
+	Ranks   []RankInfo `json:"ranks"`   // the ranks it serves
+}
+
+// RegisterMethod is the JSON-RPC method of the registration notification.
+const RegisterMethod = "agent.register"
+
+// Register tells the front end listening at frontEnd where this agent listens: it dials
+// frontEnd, sends one agent.register notification and hangs up. listen is the agent's own
+// listener address; when its host is unspecified (0.0.0.0 or ::), the address is taken from
+// the local side of the connection to the front end, the interface the front end can reach.
+// Connection failures are retried until ctx ends, so that agents may start before the front
+// end listens.
+func (a *Agent) Register(ctx context.Context, frontEnd string, listen net.Addr) error {
+	tcp, ok := listen.(*net.TCPAddr)
+	if !ok {
+		return fmt.Errorf("agent: register with %s: listener %v is not TCP", frontEnd, listen)
+	}
+	delay := 50 * time.Millisecond
+	for {
+		err := a.registerOnce(ctx, frontEnd, tcp)
+		if err == nil {
+			return nil
+		}
+		a.logf("agent: register with %s: %v", frontEnd, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agent: register with %s: %w (last error: %v)", frontEnd, ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+func (a *Agent) registerOnce(ctx context.Context, frontEnd string, listen *net.TCPAddr) error {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", frontEnd)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	host := listen.IP
+	if host == nil || host.IsUnspecified() {
+		if la, ok := nc.LocalAddr().(*net.TCPAddr); ok {
+			host = la.IP
+		}
+	}
+	params := RegisterParams{
+		Token:   a.token,
+		Node:    a.node,
+		Address: net.JoinHostPort(host.String(), strconv.Itoa(listen.Port)),
+		Pid:     os.Getpid(),
+		Ranks:   a.RankInfos(),
+	}
+	rpc := jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(nc, boundedCodec{}), jsonrpc2.HandlerWithError(
+		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
+	defer rpc.Close()
+	nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	return rpc.Notify(ctx, RegisterMethod, params)
+}
