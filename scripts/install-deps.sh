@@ -13,6 +13,8 @@ packages=(
   debian-archive-keyring
   # a peer DAP adapter to compare against
   lldb-15
+  # MPI launchers and a workload manager for the launcher tests (a local 4-node Slurm cluster)
+  openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge bc
 )
 
 missing=()

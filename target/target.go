@@ -73,6 +73,12 @@ const (
 	EventExec
 	// EventExit: the process is gone; Status is its POSIX wait status.
 	EventExit
+	// EventFork: a thread of a process whose back end follows forks created a new process
+	// (fork, vfork, or clone without CLONE_THREAD). Tid is the parent thread, which carries on
+	// as after a clone; Child is the new process's pid. The child is held stopped at its first
+	// instruction, traced, until the agent takes it over (with target/ptrace: Tracer.Adopt)
+	// or lets it go; a vfork parent stays blocked in the kernel until then.
+	EventFork
 )
 
 // TrapKind says why a SIGTRAP happened, as far as the mechanism can tell.
@@ -98,6 +104,7 @@ type Event struct {
 	Trap   TrapKind // for SIGTRAP: the cause
 	Slot   int      // for TrapWatch: which watchpoint slot fired
 	Status int      // for EventExit: POSIX wait status
+	Child  int      // for EventFork: the new process's pid
 }
 
 // Process is one controlled process. Every method that names a thread requires that thread to

@@ -37,6 +37,12 @@ func (t *Tracer) unknown(tid int, ws unix.WaitStatus) {
 		return // gone already; its exit status follows
 	}
 	p := t.procs[st.Tgid]
+	if p == nil && st.Tgid == tid {
+		// The first stop of a followed process's child, ahead of its parent's fork event.
+		if parent := t.procs[st.PPid]; parent != nil && parent.follow && st.TracerPid == t.tid {
+			p = t.heldChild(tid, parent)
+		}
+	}
 	if p == nil {
 		ptraceRaw(unix.PTRACE_DETACH, tid, 0, 0)
 		return
@@ -60,6 +66,12 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus) {
 		t.unasked(th)
 	case unix.PTRACE_EVENT_EXEC:
 		t.execed(th)
+	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
+		th.setStopped(stopEvent)
+		if msg, err := eventMsg(th.tid); err == nil && th.p.follow {
+			t.forked(th, int(msg))
+		}
+		t.unasked(th)
 	default:
 		th.setStopped(stopEvent)
 		t.unasked(th)
@@ -166,6 +178,13 @@ func (t *Tracer) unasked(th *thread) {
 // cloned handles the parent's side of thread creation.
 func (t *Tracer) cloned(parent *thread, tid int) {
 	p := parent.p
+	if th := t.threads[tid]; th != nil && th.p != p {
+		// A new process (not a thread) whose first stop came first: a followed child.
+		if p.follow {
+			t.forked(parent, tid)
+		}
+		return
+	}
 	if th := t.threads[tid]; th != nil {
 		th.parent = parent.tid
 		th.cloneSeen = true
@@ -173,6 +192,9 @@ func (t *Tracer) cloned(parent *thread, tid int) {
 		return
 	}
 	if st, err := readStatus(tid); err == nil && st.Tgid != p.pid {
+		if p.follow {
+			t.forked(parent, tid) // followed: held like a fork child
+		}
 		return // a new process, not a thread: let go when its first stop arrives (unknown)
 	}
 	th := p.addThread(tid, tsNew)

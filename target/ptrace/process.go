@@ -23,6 +23,7 @@ const (
 	phaseAttaching phase = iota // seizing threads; Attach has not returned
 	phaseLive                   // under the agent's control
 	phaseDetaching              // stopping every thread so that it can be detached
+	phaseHeld                   // a followed fork child, stopped, waiting for Adopt
 )
 
 // process is one traced process. It implements target.Process.
@@ -45,6 +46,7 @@ type process struct {
 	pendingReq *request // Attach or Detach waiting for every thread to stop
 	pendingErr error    // a failed Attach: detach what was seized, then report this
 	jobStopped bool     // a group (job-control) stop was in effect at the latest report
+	follow     bool     // forks are followed (PTRACE_O_TRACEFORK|TRACEVFORK): see SpawnWith
 }
 
 var _ target.Process = (*process)(nil)

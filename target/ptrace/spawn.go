@@ -29,6 +29,10 @@ import (
 // traced exactly as an attached process is, and stopped at its first instruction.
 // No helper binary and no hook in the program's main function are needed.
 func (t *Tracer) Spawn(argv, env []string, dir string, stdio []*os.File) (target.Process, error) {
+	return t.spawn(argv, env, dir, stdio, SpawnOptions{})
+}
+
+func (t *Tracer) spawn(argv, env []string, dir string, stdio []*os.File, opts SpawnOptions) (target.Process, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("ptrace: spawn: empty argv: %w", unix.EINVAL)
 	}
@@ -74,7 +78,7 @@ func (t *Tracer) Spawn(argv, env []string, dir string, stdio []*os.File) (target
 		if err != nil {
 			return fmt.Errorf("ptrace: spawn %s: %w", path, err)
 		}
-		th, err := t.hold(pid)
+		th, err := t.holdWith(pid, opts.ptraceOptions())
 		if err != nil {
 			unix.Kill(pid, unix.SIGKILL)
 			var ws unix.WaitStatus
@@ -82,6 +86,7 @@ func (t *Tracer) Spawn(argv, env []string, dir string, stdio []*os.File) (target
 			return fmt.Errorf("ptrace: spawn %s: pid %d: %w", path, pid, err)
 		}
 		p = newProcess(t, pid, phaseLive)
+		p.follow = opts.FollowForks
 		// Without /proc/PID/mem, memory still works through process_vm_readv and PTRACE_POKEDATA.
 		p.openMem()
 		p.refreshInfo()
@@ -102,8 +107,9 @@ func (t *Tracer) Spawn(argv, env []string, dir string, stdio []*os.File) (target
 	return p, nil
 }
 
-// hold turns the PTRACE_TRACEME child stopped after execve into a seized, stopped thread.
-func (t *Tracer) hold(pid int) (*thread, error) {
+// holdWith turns the PTRACE_TRACEME child stopped after execve into a thread seized with the
+// given ptrace options, stopped.
+func (t *Tracer) holdWith(pid int, options uintptr) (*thread, error) {
 	wait := func(flags int) (unix.WaitStatus, error) {
 		var ws unix.WaitStatus
 		for {
@@ -126,7 +132,7 @@ func (t *Tracer) hold(pid int) (*thread, error) {
 	if ws, err = wait(unix.WUNTRACED); err != nil || !ws.Stopped() {
 		return nil, fmt.Errorf("job-control stop: wait status %#x: %v", int(ws), err)
 	}
-	if err := seize(pid); err != nil {
+	if err := ptraceRaw(unix.PTRACE_SEIZE, pid, 0, options); err != nil {
 		return nil, fmt.Errorf("seize: %w", err)
 	}
 	if ws, err = wait(0); err != nil || !ws.Stopped() {

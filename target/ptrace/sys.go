@@ -128,6 +128,7 @@ type procStatus struct {
 	Tgid      int
 	TracerPid int
 	SigBlk    uint64
+	PPid      int // parent process id (0 if the line is absent)
 }
 
 func readStatus(tid int) (procStatus, error) {
@@ -171,6 +172,11 @@ func parseStatus(b []byte) (procStatus, error) {
 		case "SigBlk":
 			st.SigBlk, err = strconv.ParseUint(string(v), 16, 64)
 			seen |= 8
+		case "PPid":
+			// Optional: a malformed value leaves it 0, as an absent line does.
+			if n, e := strconv.Atoi(string(v)); e == nil {
+				st.PPid = n
+			}
 		}
 		if err != nil {
 			return st, fmt.Errorf("status: %s: %w", k, err)

@@ -189,7 +189,7 @@ func (t *Tracer) reap() {
 func (t *Tracer) shutdown() {
 	for _, p := range t.procs {
 		switch p.phase {
-		case phaseLive:
+		case phaseLive, phaseHeld:
 			t.startDetach(p, nil)
 		case phaseAttaching:
 			t.abortAttach(p, fmt.Errorf("ptrace: attach pid %d: %w", p.pid, errClosed))

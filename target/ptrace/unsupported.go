@@ -23,6 +23,14 @@ func (t *Tracer) Spawn(argv, env []string, dir string, stdio []*os.File) (target
 	return nil, errPlatform
 }
 
+// SpawnWith is not available on this platform.
+func (t *Tracer) SpawnWith(argv, env []string, dir string, stdio []*os.File, opts SpawnOptions) (target.Process, error) {
+	return nil, errPlatform
+}
+
+// Adopt is not available on this platform.
+func (t *Tracer) Adopt(pid int, opts AdoptOptions) (target.Process, error) { return nil, errPlatform }
+
 // Attach is not available on this platform.
 func (t *Tracer) Attach(pid int) (target.Process, error) { return nil, errPlatform }
 

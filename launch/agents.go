@@ -1,0 +1,277 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AgentEndpoint is one node agent and the ranks it serves.
+type AgentEndpoint struct {
+	Host  string // the agent's node name
+	Addr  string // host:port of its listener (CDTI and management)
+	Token string // the session token it requires
+	Pid   int    // the agent's process id on its node
+	Ranks []int  // ranks served, ascending
+}
+
+// Agents are the node agents of an App, started in one session.
+type Agents struct {
+	Endpoints []AgentEndpoint // in host order of the placement
+	Session   *Session
+	Daemons   *DaemonSet
+	Token     string
+}
+
+// Stop ends the agents (they detach from every rank, removing their traps).
+func (g *Agents) Stop() {
+	if g.Daemons != nil {
+		g.Daemons.Stop(10 * time.Second)
+	}
+}
+
+// registration is the agent.register notification of an agent started with --connect
+// (package agent's RegisterParams, read here from the wire).
+type registration struct {
+	Token   string `json:"token"`
+	Node    string `json:"node"`
+	Address string `json:"address"`
+	Pid     int    `json:"pid"`
+	Ranks   []struct {
+		Rank int `json:"rank"`
+		Pid  int `json:"pid"`
+	} `json:"ranks"`
+}
+
+// maxRegistration bounds a registration message: it lists at most 64 ranks.
+const maxRegistration = 64 << 10
+
+// readRegistration reads one JSON-RPC 2.0 notification with Content-Length framing and
+// decodes an agent.register call. Every size is bounded: the listener accepts anyone.
+func readRegistration(r *bufio.Reader) (*registration, error) {
+	length := -1
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil {
+			return nil, fmt.Errorf("header: %w", err)
+		}
+		s := strings.TrimRight(string(line), "\r\n")
+		if s == "" {
+			break
+		}
+		if v, ok := strings.CutPrefix(strings.ToLower(s), "content-length:"); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 || n > maxRegistration {
+				return nil, fmt.Errorf("content length %q", strings.TrimSpace(v))
+			}
+			length = n
+		}
+	}
+	if length < 0 {
+		return nil, errors.New("no Content-Length")
+	}
+	body := make([]byte, length)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, fmt.Errorf("body: %w", err)
+	}
+	var msg struct {
+		Version string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}
+	if err := json.Unmarshal(body, &msg); err != nil {
+		return nil, err
+	}
+	if msg.Version != "2.0" || msg.Method != "agent.register" {
+		return nil, fmt.Errorf("unexpected call %q (jsonrpc %q)", msg.Method, msg.Version)
+	}
+	var reg registration
+	if err := json.Unmarshal(msg.Params, &reg); err != nil {
+		return nil, fmt.Errorf("agent.register params: %w", err)
+	}
+	return &reg, nil
+}
+
+// rendezvous collects agent registrations carrying the right token.
+type rendezvous struct {
+	l     net.Listener
+	token string
+	regs  chan *registration
+	wg    sync.WaitGroup
+}
+
+func listenRendezvous(token string) (*rendezvous, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return nil, fmt.Errorf("launch: rendezvous listener: %w", err)
+	}
+	rv := &rendezvous{l: l, token: token, regs: make(chan *registration, 64)}
+	rv.wg.Go(rv.accept)
+	return rv, nil
+}
+
+func (rv *rendezvous) accept() {
+	for {
+		nc, err := rv.l.Accept()
+		if err != nil {
+			return
+		}
+		rv.wg.Go(func() {
+			defer nc.Close()
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			reg, err := readRegistration(bufio.NewReaderSize(io.LimitReader(nc, maxRegistration+4096), 4096))
+			if err != nil || subtle.ConstantTimeCompare([]byte(reg.Token), []byte(rv.token)) != 1 {
+				return
+			}
+			select {
+			case rv.regs <- reg:
+			default:
+			}
+		})
+	}
+}
+
+func (rv *rendezvous) port() int { return rv.l.Addr().(*net.TCPAddr).Port }
+
+func (rv *rendezvous) close() {
+	rv.l.Close()
+	rv.wg.Wait()
+}
+
+// advertiseHost is the address agents use to reach this front end.
+func (fe *Frontend) advertiseHost() string {
+	if fe.opts.AdvertiseHost != "" {
+		return fe.opts.AdvertiseHost
+	}
+	if fe.wlm.Name() == "local" {
+		return "127.0.0.1"
+	}
+	if h, err := os.Hostname(); err == nil {
+		if addrs, err := net.LookupHost(h); err == nil && len(addrs) > 0 {
+			return addrs[0]
+		}
+	}
+	return "127.0.0.1"
+}
+
+// StartAgents starts one hpcdap agent per node of the job, each serving its node's ranks in
+// attach mode (the agents trace a rank only once a tool attaches to it). The hpcdap binary is
+// shipped into a new session, the agents go through the workload manager, and each registers
+// with a rendezvous listener of this front end. StartAgents returns when every node's agent
+// has registered; otherwise it returns the agents that did and an error naming the nodes
+// that did not within the time limit.
+func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
+	if err := a.check(); err != nil {
+		return nil, err
+	}
+	place := a.Placement()
+	if place.Size == 0 {
+		return nil, errors.New("launch: start agents: the job has no ranks")
+	}
+	s, err := a.NewSession(ctx)
+	if err != nil {
+		return nil, err
+	}
+	token := newToken()
+	rv, err := listenRendezvous(token)
+	if err != nil {
+		return nil, err
+	}
+	defer rv.close()
+	m := s.NewManifest()
+	if err := m.AddBinary(a.fe.opts.AgentPath); err != nil {
+		return nil, err
+	}
+	byHost := map[string]HostPlacement{}
+	for _, h := range place.Hosts {
+		byHost[h.Host] = h
+	}
+	front := net.JoinHostPort(a.fe.advertiseHost(), strconv.Itoa(rv.port()))
+	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir}
+	perHost := func(host string) []string {
+		var pairs []string
+		h := byHost[host]
+		for i, r := range h.Ranks {
+			pairs = append(pairs, strconv.Itoa(r)+"="+strconv.Itoa(h.Pids[i]))
+		}
+		return []string{"--attach", strings.Join(pairs, ",")}
+	}
+	t0 := time.Now()
+	d, err := s.ExecToolDaemon(ctx, m, argv, DaemonOptions{Env: []string{"HPCDAP_TOKEN=" + token}, Args: perHost,
+		Hosts: place.HostNames()})
+	if err != nil {
+		return nil, err
+	}
+	g := &Agents{Session: s, Daemons: d, Token: token}
+	got := map[string]AgentEndpoint{}
+	deadline := time.NewTimer(a.fe.opts.Timeout)
+	defer deadline.Stop()
+	var why string
+wait:
+	for len(got) < len(place.Hosts) {
+		select {
+		case reg := <-rv.regs:
+			h, ok := byHost[reg.Node]
+			if !ok {
+				a.fe.logf("launch: %s: agent registered from unexpected node %q", a.ID(), reg.Node)
+				continue
+			}
+			ep := AgentEndpoint{Host: reg.Node, Addr: reg.Address, Token: token, Pid: reg.Pid}
+			for _, r := range reg.Ranks {
+				ep.Ranks = append(ep.Ranks, r.Rank)
+			}
+			sort.Ints(ep.Ranks)
+			if fmt.Sprint(ep.Ranks) != fmt.Sprint(h.Ranks) {
+				a.fe.logf("launch: %s: agent on %s serves ranks %v, expected %v", a.ID(), reg.Node, ep.Ranks, h.Ranks)
+			}
+			got[reg.Node] = ep
+		case <-d.Done():
+			// Every daemon ended: nobody else will register.
+			why = "the daemons ended"
+			break wait
+		case <-deadline.C:
+			why = fmt.Sprintf("time limit %v", a.fe.opts.Timeout)
+			break wait
+		case <-ctx.Done():
+			why = ctx.Err().Error()
+			break wait
+		}
+	}
+	for _, h := range place.Hosts {
+		if ep, ok := got[h.Host]; ok {
+			g.Endpoints = append(g.Endpoints, ep)
+		}
+	}
+	a.fe.logf("launch: %s: %d of %d agents registered in %v", a.ID(), len(got), len(place.Hosts), time.Since(t0))
+	if len(got) < len(place.Hosts) {
+		var missing []string
+		for _, h := range place.Hosts {
+			if _, ok := got[h.Host]; !ok {
+				missing = append(missing, fmt.Sprintf("%s (ranks %v)", h.Host, h.Ranks))
+			}
+		}
+		return g, fmt.Errorf("launch: %s: %d of %d node agents registered (%s); missing: %s\ndaemon output:\n%s",
+			a.ID(), len(got), len(place.Hosts), why, strings.Join(missing, ", "), tail(d.Log(), 20))
+	}
+	return g, nil
+}
+
+// tail returns the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,127 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DaemonSet is a set of tool daemons, one per host, started by a workload manager: local
+// children or the tasks of one srun step. Their standard output and error go to a log file.
+type DaemonSet struct {
+	Hosts   []string
+	LogPath string
+
+	cmds []*exec.Cmd
+	// terminate, when set, asks the daemons themselves to end (for a Slurm step: scancel
+	// --signal=TERM, since srun itself ends a step with SIGKILL).
+	terminate func() error
+	done      chan struct{}
+	mu        sync.Mutex
+	errs      []error
+}
+
+// startDaemonCmds starts the commands (each with its output in logPath) and watches them.
+func startDaemonCmds(hosts []string, cmds []*exec.Cmd, logPath string) (*DaemonSet, error) {
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("launch: daemon log: %w", err)
+	}
+	defer log.Close()
+	d := &DaemonSet{Hosts: hosts, LogPath: logPath, cmds: cmds, done: make(chan struct{})}
+	var wg sync.WaitGroup
+	for i, c := range cmds {
+		c.Stdout, c.Stderr = log, log
+		if c.SysProcAttr == nil {
+			// The daemons end with the front end.
+			c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+		}
+		if err := c.Start(); err != nil {
+			for _, started := range cmds[:i] {
+				started.Process.Kill()
+			}
+			wg.Wait()
+			return nil, fmt.Errorf("launch: start daemon %s: %w", c.Path, err)
+		}
+		wg.Go(func() {
+			if err := c.Wait(); err != nil {
+				d.mu.Lock()
+				d.errs = append(d.errs, fmt.Errorf("%s: %w", strings.Join(c.Args, " "), err))
+				d.mu.Unlock()
+			}
+		})
+	}
+	go func() { wg.Wait(); close(d.done) }()
+	return d, nil
+}
+
+// Done is closed when every daemon (or the step that runs them) has ended.
+func (d *DaemonSet) Done() <-chan struct{} { return d.done }
+
+// Wait waits for the daemons to end and returns their failures.
+func (d *DaemonSet) Wait(ctx context.Context) error {
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return errors.Join(d.errs...)
+}
+
+// Signal sends sig to the daemon processes (for srun: to srun, which forwards most signals to
+// its tasks).
+func (d *DaemonSet) Signal(sig syscall.Signal) {
+	for _, c := range d.cmds {
+		if c.Process != nil {
+			c.Process.Signal(sig)
+		}
+	}
+}
+
+// Stop asks the daemons to end (SIGTERM), then kills what is left after grace.
+func (d *DaemonSet) Stop(grace time.Duration) {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	if d.terminate != nil {
+		// Signalling srun itself while its job ends can kill it before slurmstepd has
+		// reported the tasks' exit, which then holds the job for a minute: if terminate
+		// fails (the job is gone), srun is left to end on its own within grace.
+		d.terminate()
+	} else {
+		d.Signal(syscall.SIGTERM)
+	}
+	select {
+	case <-d.done:
+		return
+	case <-time.After(grace):
+	}
+	d.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		return
+	case <-time.After(grace):
+	}
+	for _, c := range d.cmds {
+		if c.Process != nil {
+			c.Process.Kill()
+		}
+	}
+	<-d.done
+}
+
+// Log returns the daemons' combined output so far.
+func (d *DaemonSet) Log() string {
+	b, _ := os.ReadFile(d.LogPath)
+	return string(b)
+}

@@ -1,0 +1,257 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func init() { RegisterWLM("local", func() WLM { return localWLM{} }) }
+
+// localWLM runs jobs on this host with Open MPI's mpirun or MPICH's mpiexec.hydra; the host is
+// the only node, reached without any remote execution.
+type localWLM struct{}
+
+func (localWLM) Name() string     { return "local" }
+func (localWLM) Available() error { return nil }
+
+// Launch starts the launcher under an agent and drives it through MPIR: Open MPI's mpirun by
+// its exported symbols (ranks held in MPI_Init), hydra by the offsets known for its build
+// (ranks not held).
+func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier bool) (Job, error) {
+	name := spec.Launcher
+	if name == "" {
+		name = "mpirun"
+	}
+	path, family, err := launcherPath(name)
+	if err != nil {
+		return nil, err
+	}
+	var hold Hold
+	switch family {
+	case "openmpi":
+		hold = HoldInInit
+	case "hydra":
+		hold = HoldNone
+	case "srun":
+		return nil, fmt.Errorf("launch: launcher %s: srun needs the slurm workload manager", name)
+	default:
+		return nil, fmt.Errorf("launch: launcher %s (%s): not a launcher the local workload manager knows (mpirun, mpiexec.hydra)", name, path)
+	}
+	argv := append(append(append([]string{path}, spec.Args...), spec.Program), spec.ProgramArgs...)
+	j, err := launchMPIR(ctx, fe, family, argv, spec)
+	if err != nil {
+		return nil, err
+	}
+	j.hold = hold
+	ln, err := newLocalNodes(fe)
+	if err != nil {
+		j.Kill(ctx, syscall.SIGKILL)
+		j.Close()
+		return nil, err
+	}
+	j.nodes = ln
+	if err := ln.checkLocal(j.procs); err != nil {
+		j.Kill(ctx, syscall.SIGKILL)
+		j.Close()
+		return nil, fmt.Errorf("launch: %s: %w", j.id, err)
+	}
+	if family == "hydra" {
+		// hydra reports pids right after fork: a rank may still be the forked proxy image.
+		if err := waitExec(ctx, j.procs, spec.Program, 5*time.Second); err != nil {
+			fe.logf("launch: %s: %v", j.id, err)
+		}
+	}
+	if !barrier {
+		if err := j.Release(ctx); err != nil {
+			j.Close()
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+// Attach registers a running mpirun or mpiexec.hydra of this host by its pid.
+func (localWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error) {
+	if ref.LauncherPid == 0 {
+		return nil, errors.New("launch: the local workload manager attaches by launcher pid only")
+	}
+	j, err := attachMPIR(ctx, fe, ref.LauncherPid)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := newLocalNodes(fe)
+	if err != nil {
+		j.Close()
+		return nil, err
+	}
+	j.nodes = ln
+	if err := ln.checkLocal(j.procs); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("launch: %s: %w", j.id, err)
+	}
+	return j, nil
+}
+
+// waitExec waits until every rank runs the program (its /proc/PID/exe), up to limit.
+func waitExec(ctx context.Context, procs []Proc, program string, limit time.Duration) error {
+	want, err := filepath.EvalSymlinks(program)
+	if err != nil {
+		return err
+	}
+	if abs, err := filepath.Abs(want); err == nil {
+		want = abs
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		var late []int
+		for _, p := range procs {
+			if exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe"); err != nil || exe != want {
+				late = append(late, p.Rank)
+			}
+		}
+		if len(late) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("ranks %v do not run %s after %v", late, want, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// localNodes is this host as the only node.
+type localNodes struct {
+	fe   *Frontend
+	host string
+}
+
+func newLocalNodes(fe *Frontend) (*localNodes, error) {
+	h, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("launch: host name: %w", err)
+	}
+	return &localNodes{fe: fe, host: h}, nil
+}
+
+// checkLocal makes sure every rank runs on this host.
+func (n *localNodes) checkLocal(procs []Proc) error {
+	for _, p := range procs {
+		if p.Host != n.host {
+			return fmt.Errorf("rank %d runs on %s: the local workload manager reaches only %s", p.Rank, p.Host, n.host)
+		}
+	}
+	return nil
+}
+
+func (n *localNodes) hosts() []string { return []string{n.host} }
+
+func (n *localNodes) checkHosts(hosts []string) error {
+	for _, h := range hosts {
+		if h != n.host {
+			return fmt.Errorf("launch: host %s: the local workload manager reaches only %s", h, n.host)
+		}
+	}
+	return nil
+}
+
+// localStaging is a directory of this host.
+type localStaging struct{ dir string }
+
+func (n *localNodes) stage(_ context.Context, dir string) (Staging, error) {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("launch: staging directory: %w", err)
+	}
+	for _, sub := range []string{"bin", "lib", "tmp"} {
+		if err := os.Mkdir(dir+"/"+sub, 0o700); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("launch: staging directory: %w", err)
+		}
+	}
+	return localStaging{dir}, nil
+}
+
+func (l localStaging) Remove(context.Context) error {
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("launch: remove %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+func (n *localNodes) exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
+	out := make([]NodeResult, len(hosts))
+	for i, h := range hosts {
+		out[i].Host = h
+		if err := n.checkHosts([]string{h}); err != nil {
+			out[i].Err = err
+			continue
+		}
+		b, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
+		out[i].Output = string(b)
+		if err != nil {
+			out[i].Err = fmt.Errorf("launch: %s on %s: %w", argv[0], h, err)
+		}
+	}
+	return out
+}
+
+// ship copies src to dst on this host, keeping its permission bits.
+func (n *localNodes) ship(_ context.Context, src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("launch: ship %s: %w", src, err)
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return fmt.Errorf("launch: ship %s: %w", src, err)
+	}
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, st.Mode().Perm())
+	if err != nil {
+		return fmt.Errorf("launch: ship %s to %s: %w", src, dst, err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("launch: ship %s to %s: %w", src, dst, err)
+	}
+	return out.Close()
+}
+
+func (n *localNodes) start(_ context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
+	if err := n.checkHosts(hosts); err != nil {
+		return nil, err
+	}
+	var cmds []*exec.Cmd
+	for _, h := range hosts {
+		a := argv(h)
+		c := exec.Command(a[0], a[1:]...)
+		c.Env = mergeEnv(os.Environ(), env)
+		cmds = append(cmds, c)
+	}
+	logPath, err := n.fe.workFile("daemons-*.log")
+	if err != nil {
+		return nil, err
+	}
+	return startDaemonCmds(hosts, cmds, logPath)
+}
+
+func (n *localNodes) killRanks(_ context.Context, procs []Proc, sig syscall.Signal) error {
+	var errs []error
+	for _, p := range procs {
+		if err := syscall.Kill(p.Pid, sig); err != nil && err != syscall.ESRCH {
+			errs = append(errs, fmt.Errorf("launch: kill rank %d (pid %d): %w", p.Rank, p.Pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,266 @@
+package launch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+// driveRanks is what the adapter does with a held job: attach every rank through its node
+// agent, plant a breakpoint on after_init, continue the ranks, release the launcher, check
+// that every rank stops there with its own rank in the first argument register, continue them,
+// and collect their exit codes. It reports every rank that failed, not only the first.
+func driveRanks(t *testing.T, app *App, g *Agents, prog string, sigcont bool) map[int]int {
+	t.Helper()
+	rt := dialAgents(t, g)
+	entry, fn := elfEntry(t, prog, "after_init")
+	procs := app.Procs()
+	var failed []string
+	for _, p := range procs {
+		// A rank held at exec is in a job-control stop: the agent does not report a SIGSTOP
+		// sent to a process already stopped, so take control without stopping it; it cannot
+		// run before its SIGCONT anyway.
+		if err := rt.takeRank(p.Rank, !sigcont); err != nil {
+			failed = append(failed, err.Error())
+			continue
+		}
+		bias, err := rt.loadBias(p.Rank, entry)
+		if err == nil {
+			err = rt.update(p.Rank, &cdti.SetBreakpoint{Addr: bias + fn, Instruction: 0xCC})
+		}
+		if err == nil && sigcont {
+			// Held at exec in a job-control stop: the traced rank needs its SIGCONT from us.
+			err = rt.update(p.Rank, &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGCONT)})
+		}
+		if err == nil && !sigcont {
+			err = rt.update(p.Rank, &cdti.ContinueProcess{})
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("rank %d: %v", p.Rank, err))
+		}
+	}
+	if len(failed) > 0 {
+		app.Release(context.Background())
+		t.Fatalf("%d of %d ranks attached and held; failures:\n%s", len(procs)-len(failed), len(procs), strings.Join(failed, "\n"))
+	}
+	t.Logf("all %d ranks attached and held", len(procs))
+	if err := app.Release(context.Background()); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	for _, p := range procs {
+		n, err := rt.next(p.Rank, 60*time.Second)
+		if err == nil && (n.Kind != cdti.NotifyTypeSignal || n.Signal.Reason != cdti.SignalBreakpoint) {
+			err = fmt.Errorf("rank %d: notification %+v, want the breakpoint", p.Rank, n)
+		}
+		if err == nil {
+			var rdi uint64
+			if rdi, err = rt.rdi(p.Rank, 0); err == nil && rdi != uint64(p.Rank) {
+				err = fmt.Errorf("rank %d: after_init's argument is %d", p.Rank, rdi)
+			}
+		}
+		if err == nil {
+			err = rt.update(p.Rank, &cdti.ContinueProcess{})
+		}
+		if err != nil {
+			failed = append(failed, err.Error())
+		}
+	}
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d ranks stopped at after_init; failures:\n%s", len(procs)-len(failed), len(procs), strings.Join(failed, "\n"))
+	}
+	codes := map[int]int{}
+	for _, p := range procs {
+		n, err := rt.next(p.Rank, 60*time.Second)
+		switch {
+		case err != nil:
+			failed = append(failed, err.Error())
+		case n.Kind != cdti.NotifyTypeTermination:
+			failed = append(failed, fmt.Sprintf("rank %d: notification %+v, want its end", p.Rank, n))
+		default:
+			codes[p.Rank] = n.Exit.ExitCode()
+		}
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d ranks ended; failures:\n%s", len(codes), len(procs), strings.Join(failed, "\n"))
+	}
+	return codes
+}
+
+// Open MPI's mpirun -np 4 through the local workload manager: the table matches the process
+// tree, the ranks are held in MPI_Init while the launcher sits in MPIR_Breakpoint, one agent
+// serves them, all four stop at a breakpoint after MPI_Init once released, and each exits with
+// its own code.
+func TestLocalOpenMPIEndToEnd(t *testing.T) {
+	prog := program(t, "ompi")
+	needTool(t, "mpirun.openmpi", "openmpi-bin")
+	fe := newFrontend(t, "local", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "mpirun.openmpi", Args: []string{"-np", "4"}, Program: prog, Env: ompiEnv})
+	if err != nil {
+		t.Fatalf("LaunchBarrier: %v", err)
+	}
+	if app.Hold() != HoldInInit {
+		t.Errorf("hold %v, want in MPI_Init", app.Hold())
+	}
+	host, _ := os.Hostname()
+	tree := ranksRunning(t, prog, "OMPI_COMM_WORLD_RANK", nil)
+	pl := app.Placement()
+	if pl.Size != 4 || len(pl.Hosts) != 1 || pl.Hosts[0].Host != host || pl.Hosts[0].PEs() != 4 {
+		t.Fatalf("placement %+v, want 4 ranks on %s", pl, host)
+	}
+	for _, p := range app.Procs() {
+		if tree[p.Rank] != p.Pid {
+			t.Errorf("rank %d: pid %d, the process tree says %d", p.Rank, p.Pid, tree[p.Rank])
+		}
+		if pp := procStatus(p.Pid, "PPid"); pp != fmt.Sprint(app.LauncherPid()) {
+			t.Errorf("rank %d: parent %s, launcher pid %d", p.Rank, pp, app.LauncherPid())
+		}
+	}
+	g, err := app.StartAgents(ctx)
+	if err != nil {
+		app.Release(ctx)
+		t.Fatalf("StartAgents: %v", err)
+	}
+	if len(g.Endpoints) != 1 || fmt.Sprint(g.Endpoints[0].Ranks) != "[0 1 2 3]" {
+		t.Fatalf("agents %+v", g.Endpoints)
+	}
+	sessionDir := g.Session.Dir
+	if _, err := os.Stat(filepath.Join(sessionDir, "bin", filepath.Base(program(t, "hpcdap")))); err != nil {
+		t.Errorf("the agent binary is not staged: %v", err)
+	}
+	codes := driveRanks(t, app, g, prog, false)
+	for r := range 4 {
+		if codes[r] != 10+r {
+			t.Errorf("rank %d exit code %d, want %d", r, codes[r], 10+r)
+		}
+	}
+	st, err := app.Wait(ctx)
+	// With orte_abort_on_non_zero_status off, mpirun reports success once every rank ended.
+	if err != nil || !st.Exited() {
+		t.Errorf("mpirun: %v, %v; want a normal exit", st, err)
+	}
+	if err := app.Deregister(); err != nil {
+		t.Errorf("Deregister: %v", err)
+	}
+	if _, err := os.Stat(sessionDir); !os.IsNotExist(err) {
+		t.Errorf("session directory %s still there after Deregister: %v", sessionDir, err)
+	}
+	out, _ := os.ReadFile(app.OutputPath())
+	if n := strings.Count(string(out), "/4 on "); n != 4 {
+		t.Errorf("%d rank lines in the launcher output:\n%s", n, out)
+	}
+}
+
+// MPICH's mpiexec.hydra (no exported MPIR symbols: known build offsets): the table matches
+// the process tree (PMI_RANK), and the ranks, accidentally held while hydra is stopped, all
+// reach after_init once it is released.
+func TestLocalHydraEndToEnd(t *testing.T) {
+	prog := program(t, "mpich")
+	needTool(t, "mpiexec.hydra", "mpich")
+	fe := newFrontend(t, "local", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "mpiexec.hydra", Args: append([]string{"-n", "4"}, hydraArgs...), Program: prog,
+		Env: []string{"UCX_HANDLE_ERRORS=none"}})
+	if err != nil {
+		t.Fatalf("LaunchBarrier: %v", err)
+	}
+	if app.Hold() != HoldNone {
+		t.Errorf("hold %v, want none", app.Hold())
+	}
+	tree := ranksRunning(t, prog, "PMI_RANK", nil)
+	for _, p := range app.Procs() {
+		if tree[p.Rank] != p.Pid {
+			t.Errorf("rank %d: pid %d, the process tree says %d", p.Rank, p.Pid, tree[p.Rank])
+		}
+	}
+	if len(app.Procs()) != 4 {
+		t.Fatalf("%d ranks", len(app.Procs()))
+	}
+	g, err := app.StartAgents(ctx)
+	if err != nil {
+		app.Release(ctx)
+		t.Fatalf("StartAgents: %v", err)
+	}
+	codes := driveRanks(t, app, g, prog, false)
+	for r := range 4 {
+		if codes[r] != 10+r {
+			t.Errorf("rank %d exit code %d, want %d", r, codes[r], 10+r)
+		}
+	}
+	if _, err := app.Wait(ctx); err != nil {
+		t.Errorf("Wait: %v", err)
+	}
+}
+
+// Attach to a running mpirun by pid: the table is read without a breakpoint (mpirun fills it
+// on every launch) and equals the process tree; the job is left running.
+func TestLocalAttachMpirun(t *testing.T) {
+	prog := program(t, "ompi")
+	mpirun := needTool(t, "mpirun.openmpi", "openmpi-bin")
+	out := filepath.Join(t.TempDir(), "out")
+	f, _ := os.Create(out)
+	cmd := exec.Command(mpirun, "-np", "3", prog, "30")
+	cmd.Env = append(os.Environ(), ompiEnv...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait(); f.Close() })
+	// The table is complete once every rank exists and has registered with mpirun.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(ranksRunning(t, prog, "OMPI_COMM_WORLD_RANK", nil)) < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let mpirun register them (REGISTERED state)
+	fe := newFrontend(t, "local", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	app, err := fe.Attach(ctx, JobRef{LauncherPid: cmd.Process.Pid})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	tree := ranksRunning(t, prog, "OMPI_COMM_WORLD_RANK", nil)
+	if len(app.Procs()) != 3 {
+		t.Fatalf("%d ranks: %+v", len(app.Procs()), app.Procs())
+	}
+	for _, p := range app.Procs() {
+		if tree[p.Rank] != p.Pid {
+			t.Errorf("rank %d: pid %d, the process tree says %d", p.Rank, p.Pid, tree[p.Rank])
+		}
+	}
+	if err := app.Deregister(); err != nil {
+		t.Errorf("Deregister: %v", err)
+	}
+	// Deregister leaves an attached job running, the launcher untraced.
+	if st := procStatus(cmd.Process.Pid, "TracerPid"); st != "0" {
+		t.Errorf("mpirun TracerPid %q after Deregister, want 0", st)
+	}
+	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+		t.Errorf("mpirun gone after Deregister: %v", err)
+	}
+}
+
+// A launcher that is not one (the program itself) is refused before anything runs, and so is
+// srun without Slurm.
+func TestLocalLaunchErrors(t *testing.T) {
+	fe := newFrontend(t, "local", "")
+	ctx := context.Background()
+	if _, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: program(t, "serial"), Program: program(t, "serial")}); err == nil ||
+		!strings.Contains(err.Error(), "not a launcher") {
+		t.Errorf("launch with a non-launcher: %v", err)
+	}
+	if _, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "srun", Program: program(t, "serial")}); err == nil ||
+		!strings.Contains(err.Error(), "slurm") {
+		t.Errorf("srun under the local WLM: %v", err)
+	}
+}

@@ -1,0 +1,383 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/launch/mpir"
+)
+
+// newToken returns a random session token.
+func newToken() string {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// launcherAgent is the `hpcdap agent` child that serves the launcher process, on this host.
+type launcherAgent struct {
+	cmd     *exec.Cmd
+	client  *cdti.Client
+	logPath string
+	done    chan struct{}
+	pid     int // the launcher's pid
+}
+
+// startLauncherAgent starts an agent that spawns argv held before its first instruction
+// (attachPid 0) or that serves the running process attachPid, and connects to it.
+func startLauncherAgent(ctx context.Context, fe *Frontend, argv, env []string, dir, output string, attachPid int) (*launcherAgent, error) {
+	logPath, err := fe.workFile("launcher-agent-*.log")
+	if err != nil {
+		return nil, fmt.Errorf("launch: launcher agent log: %w", err)
+	}
+	token := newToken()
+	args := []string{"agent", "--listen", "127.0.0.1:0", "--log", logPath}
+	if attachPid != 0 {
+		args = append(args, "--attach", "0="+strconv.Itoa(attachPid))
+	} else {
+		args = append(args, "--output", output, "--np", "1", "--")
+		args = append(args, argv...)
+	}
+	la := &launcherAgent{logPath: logPath, done: make(chan struct{})}
+	la.cmd = exec.Command(fe.opts.AgentPath, args...)
+	la.cmd.Env = append(append(withoutVars(os.Environ(), "HPCDAP_TOKEN"), env...), "HPCDAP_TOKEN="+token)
+	la.cmd.Dir = dir
+	// If the front end dies, the agent is told to go: it removes its traps and detaches, so
+	// the launcher is never left stopped.
+	la.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	stdout, err := la.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := la.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("launch: start the launcher agent %s: %w", fe.opts.AgentPath, err)
+	}
+	go func() { la.cmd.Wait(); close(la.done) }()
+	addrCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				addrCh <- strings.TrimSpace(a)
+			}
+		}
+		close(addrCh)
+	}()
+	fail := func(err error) (*launcherAgent, error) {
+		la.kill()
+		return nil, fmt.Errorf("launch: launcher agent: %w%s", err, la.logTail())
+	}
+	var addr string
+	select {
+	case a, ok := <-addrCh:
+		if !ok {
+			<-la.done
+			return fail(fmt.Errorf("exited before listening (%v)", la.cmd.ProcessState))
+		}
+		addr = a
+	case <-ctx.Done():
+		return fail(fmt.Errorf("did not start listening: %w", ctx.Err()))
+	}
+	c, err := cdti.Dial(ctx, "tcp", addr, cdti.ClientOptions{ToolID: 1, Token: []byte(token), Timeout: fe.opts.Timeout})
+	if err != nil {
+		return fail(err)
+	}
+	la.client = c
+	la.pid = attachPid
+	if la.pid == 0 {
+		// The agent spawns the launcher before it listens: it is the agent's only child.
+		kids := childPids(la.cmd.Process.Pid)
+		if len(kids) != 1 {
+			return fail(fmt.Errorf("the agent has %d children, want the launcher alone", len(kids)))
+		}
+		la.pid = kids[0]
+	}
+	return la, nil
+}
+
+// childPids lists a process's children (/proc/PID/task/*/children).
+func childPids(pid int) []int {
+	var out []int
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, _ := os.ReadDir(dir)
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// logTail returns the end of the agent's log, for error messages.
+func (la *launcherAgent) logTail() string {
+	b, err := os.ReadFile(la.logPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 8 {
+		lines = lines[len(lines)-8:]
+	}
+	return "\nagent log:\n" + strings.Join(lines, "\n")
+}
+
+// stop asks the agent to go (it detaches from the launcher, which runs on) and waits for it.
+func (la *launcherAgent) stop() {
+	if la.client != nil {
+		la.client.Close()
+	}
+	la.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-la.done:
+	case <-time.After(10 * time.Second):
+		la.kill()
+	}
+}
+
+func (la *launcherAgent) kill() {
+	if la.client != nil {
+		la.client.Close()
+	}
+	la.cmd.Process.Kill()
+	<-la.done
+}
+
+// mpirJob is a job whose ranks come from its launcher's MPIR table, the launcher running
+// under a local agent. Node operations are supplied by the workload manager (nodeOps).
+type mpirJob struct {
+	fe     *Frontend
+	id     string
+	family string
+	hold   Hold
+	la     *launcherAgent
+	sess   *mpir.Session
+	procs  []Proc
+	nodes  nodeOps
+
+	mu       sync.Mutex  // serialises use of the CDTI session (its notifications)
+	released atomic.Bool // the launcher has left MPIR_Breakpoint
+	exited   atomic.Bool // Wait has seen the launcher end
+	closed   bool
+}
+
+// nodeOps reach the nodes of a job.
+type nodeOps interface {
+	hosts() []string
+	stage(ctx context.Context, dir string) (Staging, error)
+	exec(ctx context.Context, hosts []string, argv []string) []NodeResult
+	ship(ctx context.Context, src, dst string) error
+	start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error)
+	killRanks(ctx context.Context, procs []Proc, sig syscall.Signal) error
+}
+
+// launchMPIR starts argv under a launcher agent and runs MPIR launch mode until the table is
+// filled. The launcher is left stopped at MPIR_Breakpoint; on any failure it is let go and
+// ended, and the error says which phase failed.
+func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string, spec LaunchSpec) (*mpirJob, error) {
+	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
+	defer cancel()
+	env := append([]string(nil), spec.Env...)
+	if family == "openmpi" {
+		env = append(env, "OMPI_MPIR_DO_NOT_WARN=1")
+	}
+	la, err := startLauncherAgent(ctx, fe, argv, env, spec.Dir, spec.Output, 0)
+	if err != nil {
+		return nil, err
+	}
+	j := &mpirJob{fe: fe, family: family, la: la, id: fmt.Sprintf("%s pid %d", filepath.Base(argv[0]), la.pid)}
+	fail := func(phase string, err error) (*mpirJob, error) {
+		if j.sess != nil {
+			if aerr := j.sess.Abandon(); aerr != nil {
+				fe.logf("launch: %s: resume the launcher: %v", j.id, aerr)
+			}
+		}
+		// End the launcher: a failed launch must not leave a job behind.
+		syscall.Kill(la.pid, syscall.SIGTERM)
+		la.stop()
+		return nil, fmt.Errorf("launch: %s: %s: %w%s", j.id, phase, err, outputTail(spec.Output))
+	}
+	j.sess, err = mpir.Launch(ctx, la.client, mpir.Options{})
+	if err != nil {
+		return fail("MPIR set-up at the launcher's entry point", err)
+	}
+	procs, err := j.sess.WaitSpawned(ctx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("MPIR_Breakpoint not reached within %v: %w", fe.opts.Timeout, err)
+		}
+		return fail("waiting for the rank table", err)
+	}
+	for _, p := range procs {
+		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
+	}
+	fe.logf("launch: %s: %d ranks in the MPIR table (%v)", j.id, len(procs), j.sess.Timings)
+	return j, nil
+}
+
+// attachMPIR runs MPIR attach mode on a running launcher of this host.
+func attachMPIR(ctx context.Context, fe *Frontend, pid int) (*mpirJob, error) {
+	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
+	defer cancel()
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	if err != nil {
+		return nil, fmt.Errorf("launch: attach to launcher pid %d: %w", pid, err)
+	}
+	_, family, _ := launcherPath(exe)
+	la, err := startLauncherAgent(ctx, fe, nil, nil, "", "", pid)
+	if err != nil {
+		return nil, err
+	}
+	j := &mpirJob{fe: fe, family: family, la: la, id: fmt.Sprintf("%s pid %d", filepath.Base(exe), pid)}
+	sess, procs, err := mpir.Attach(ctx, la.client, mpir.Options{Exe: exe})
+	j.sess = sess
+	if err != nil {
+		if sess != nil {
+			sess.Abandon()
+		}
+		la.stop()
+		return nil, fmt.Errorf("launch: attach to %s: %w", j.id, err)
+	}
+	for _, p := range procs {
+		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
+	}
+	// The ranks of a running job are not held: let the launcher go now.
+	if err := j.Release(ctx); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// outputTail returns the end of the launcher's output file, for error messages.
+func outputTail(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return "\nlauncher output:\n" + strings.Join(lines, "\n")
+}
+
+// The Job methods of an MPIR-driven job.
+
+func (j *mpirJob) ID() string       { return j.id }
+func (j *mpirJob) Procs() []Proc    { return append([]Proc(nil), j.procs...) }
+func (j *mpirJob) Hosts() []string  { return j.nodes.hosts() }
+func (j *mpirJob) Hold() Hold       { return j.hold }
+func (j *mpirJob) LauncherPid() int { return j.la.pid }
+
+// Release continues the launcher out of MPIR_Breakpoint.
+func (j *mpirJob) Release(ctx context.Context) error {
+	if j.released.Load() {
+		return nil // without the lock: a Wait in progress holds it
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.released.Load() {
+		return nil
+	}
+	if err := j.sess.Release(ctx); err != nil {
+		if _, gone := j.sess.Exited(); !gone {
+			return fmt.Errorf("launch: release %s: %w", j.id, err)
+		}
+	}
+	j.released.Store(true)
+	return nil
+}
+
+// Kill signals the ranks first and then ends the launcher: a launcher killed while it sits
+// in MPIR_Breakpoint would orphan ranks blocked in their start-up.
+func (j *mpirJob) Kill(ctx context.Context, sig syscall.Signal) error {
+	if j.exited.Load() {
+		return nil // the job ended with its launcher
+	}
+	err := j.nodes.killRanks(ctx, j.procs, sig)
+	if rerr := j.Release(ctx); rerr != nil && err == nil {
+		err = rerr
+	}
+	if !j.exited.Load() {
+		if kerr := syscall.Kill(j.la.pid, syscall.SIGTERM); kerr != nil && kerr != syscall.ESRCH && err == nil {
+			err = fmt.Errorf("launch: kill launcher pid %d: %w", j.la.pid, kerr)
+		}
+	}
+	return err
+}
+
+// Wait waits for the launcher to exit.
+func (j *mpirJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if st, ok := j.sess.Exited(); ok {
+		return st, nil
+	}
+	if !j.released.Load() {
+		return 0, fmt.Errorf("launch: wait for %s: the ranks are still held (Release first)", j.id)
+	}
+	st, err := j.sess.Wait(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("launch: wait for %s: %w", j.id, err)
+	}
+	j.exited.Store(true)
+	return st, nil
+}
+
+func (j *mpirJob) Stage(ctx context.Context, dir string) (Staging, error) {
+	return j.nodes.stage(ctx, dir)
+}
+
+func (j *mpirJob) Exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
+	return j.nodes.exec(ctx, hosts, argv)
+}
+
+func (j *mpirJob) Ship(ctx context.Context, src, dst string) error {
+	return j.nodes.ship(ctx, src, dst)
+}
+
+func (j *mpirJob) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
+	return j.nodes.start(ctx, hosts, argv, env)
+}
+
+// Close releases a launcher still held and lets the launcher agent go.
+func (j *mpirJob) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	released := j.released.Load()
+	j.mu.Unlock()
+	var err error
+	if !released {
+		err = j.sess.Abandon()
+	}
+	j.la.stop()
+	return err
+}

@@ -1,0 +1,500 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+func init() { RegisterWLM("slurm", func() WLM { return slurmWLM{} }) }
+
+// slurmWLM runs jobs with srun: launch through srun's MPIR interface (ranks held at exec),
+// attach by an srun's pid or by a job step id, and reach the nodes with job steps that overlap
+// the job's allocation (srun --overlap) and sbcast.
+type slurmWLM struct{}
+
+func (slurmWLM) Name() string { return "slurm" }
+
+// Available checks for a working srun and a configuration to talk to a controller.
+func (slurmWLM) Available() error {
+	p, err := lookPath("srun")
+	if err != nil {
+		return fmt.Errorf("srun not found: %w", err)
+	}
+	out, err := exec.Command(p, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "slurm") {
+		return fmt.Errorf("%s --version: %q, %v", p, strings.TrimSpace(string(out)), err)
+	}
+	conf := os.Getenv("SLURM_CONF")
+	if conf == "" {
+		conf = "/etc/slurm/slurm.conf"
+	}
+	if _, err := os.Stat(conf); err != nil {
+		return fmt.Errorf("no Slurm configuration: %w", err)
+	}
+	return nil
+}
+
+// Launch runs srun under MPIR: its tasks are held stopped at their first instruction until
+// Release.
+func (slurmWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier bool) (Job, error) {
+	name := spec.Launcher
+	if name == "" {
+		name = "srun"
+	}
+	path, family, err := launcherPath(name)
+	if err != nil {
+		return nil, err
+	}
+	if family != "srun" {
+		return nil, fmt.Errorf("launch: launcher %s: the slurm workload manager launches with srun", name)
+	}
+	argv := append(append(append([]string{path}, spec.Args...), spec.Program), spec.ProgramArgs...)
+	j, err := launchMPIR(ctx, fe, family, argv, spec)
+	if err != nil {
+		return nil, err
+	}
+	j.hold = HoldAtExec
+	if err := j.slurmNodes(ctx); err != nil {
+		j.Release(ctx)
+		j.Close()
+		return nil, err
+	}
+	if !barrier {
+		if err := j.Release(ctx); err != nil {
+			j.Close()
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+// slurmNodes reads srun's job and step ids and sets up the node operations.
+func (j *mpirJob) slurmNodes(ctx context.Context) error {
+	job, step, err := j.sess.JobID(ctx)
+	if err != nil {
+		return fmt.Errorf("launch: %s: %w", j.id, err)
+	}
+	if job == "" {
+		return fmt.Errorf("launch: %s: srun did not fill totalview_jobid", j.id)
+	}
+	j.id = "slurm " + job + "." + step
+	j.nodes = newSlurmNodes(j.fe, job, step, hostsOf(j.procs))
+	return nil
+}
+
+// hostsOf lists the distinct hosts of a table in rank order.
+func hostsOf(procs []Proc) []string {
+	return placementOf(procs).HostNames()
+}
+
+// Attach registers a running srun (by pid, through MPIR) or a job step by its id (ranks from
+// scontrol listpids on each of the step's nodes).
+func (slurmWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error) {
+	if ref.LauncherPid != 0 {
+		j, err := attachMPIR(ctx, fe, ref.LauncherPid)
+		if err != nil {
+			return nil, err
+		}
+		if err := j.slurmNodes(ctx); err != nil {
+			j.Close()
+			return nil, err
+		}
+		return j, nil
+	}
+	return attachStep(ctx, fe, ref.SlurmJob)
+}
+
+// slurmNodes reach the nodes of a Slurm job.
+type slurmNodes struct {
+	fe        *Frontend
+	job, step string
+	hostList  []string
+}
+
+func newSlurmNodes(fe *Frontend, job, step string, hosts []string) *slurmNodes {
+	return &slurmNodes{fe: fe, job: job, step: step, hostList: hosts}
+}
+
+func (n *slurmNodes) hosts() []string { return append([]string(nil), n.hostList...) }
+
+// stepEnv is this process's environment without the variables that would give an enclosing
+// job step's geometry to the steps the front end starts.
+func stepEnv(extra []string) []string {
+	env := withoutVars(os.Environ(), "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_JOB_NUM_NODES",
+		"SLURM_CPUS_PER_TASK", "SLURM_DISTRIBUTION", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE",
+		"SLURM_CPU_BIND", "SLURM_MEM_PER_CPU", "SLURM_MEM_PER_NODE", "SLURM_TASK_PROLOG", "SLURM_BCAST",
+		"SLURM_SEND_LIBS", "SLURM_STEP_ID", "SLURM_STEPID", "SLURM_NODELIST", "SLURM_JOB_NODELIST",
+		"SLURM_GRES", "SLURM_MPI_TYPE", "SLURM_OVERLAP", "SLURM_EXCLUSIVE")
+	return mergeEnv(env, extra)
+}
+
+// stepArgs are the srun arguments of a step that runs one task on each of hosts inside the job's
+// allocation, sharing its resources (--overlap: without it the step waits for the job's CPUs).
+func (n *slurmNodes) stepArgs(hosts []string) []string {
+	return []string{"--jobid=" + n.job, "--overlap", "-N", strconv.Itoa(len(hosts)), "--ntasks-per-node=1",
+		"--nodelist=" + strings.Join(hosts, ","), "--mpi=none", "--kill-on-bad-exit=0", "--quiet"}
+}
+
+// stagingScript runs as one task per node for as long as a staging directory lives: it makes
+// the directory, says so, and removes it when signalled, by the front end (SIGUSR1, which srun
+// forwards to its tasks) or by slurmstepd when the job ends (SIGTERM, KillWait seconds before
+// SIGKILL). So the directory goes with the job even if the front end is gone.
+const stagingScript = `echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"
+umask 077
+mkdir "$0" "$0/bin" "$0/lib" "$0/tmp" || exit 1
+trap 'rm -rf --one-file-system "$0"; echo "removed $SLURMD_NODENAME"; exit 0' TERM INT HUP USR1
+echo "staged $SLURMD_NODENAME"
+while :; do sleep 3600 & wait $!; done`
+
+// slurmStaging is a staging directory kept by one step of the job.
+type slurmStaging struct {
+	d     *DaemonSet
+	hosts []string
+	dir   string
+}
+
+func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
+	args := append(n.stepArgs(n.hostList), "--label", "sh", "-c", stagingScript, dir)
+	cmd := exec.Command("srun", args...)
+	cmd.Env = stepEnv(nil)
+	// No parent-death signal: if the front end dies, this step lives on until the job ends
+	// and then removes the directory.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logPath, err := n.fe.workFile("staging-*.log")
+	if err != nil {
+		return nil, err
+	}
+	d, err := startDaemonCmds(n.hostList, []*exec.Cmd{cmd}, logPath)
+	if err != nil {
+		return nil, err
+	}
+	d.terminate = scancelStep(d, "USR1")
+	st := &slurmStaging{d: d, hosts: n.hosts(), dir: dir}
+	for {
+		missing := st.missing("staged")
+		if len(missing) == 0 {
+			return st, nil
+		}
+		select {
+		case <-d.Done():
+			return nil, fmt.Errorf("launch: staging directory %s: not created on %v:\n%s", dir, missing, tail(d.Log(), 20))
+		case <-ctx.Done():
+			d.Stop(10 * time.Second)
+			return nil, fmt.Errorf("launch: staging directory %s: not created on %v: %w", dir, missing, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// missing lists the hosts whose task has not printed "what HOST".
+func (st *slurmStaging) missing(what string) []string {
+	log := st.d.Log()
+	var out []string
+	for _, h := range st.hosts {
+		if !strings.Contains(log, what+" "+h+"\n") {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Remove signals the keeping step; each task removes the directory on its node.
+func (st *slurmStaging) Remove(ctx context.Context) error {
+	select {
+	case <-st.d.Done():
+		return nil // the job ended: slurmstepd had the tasks remove the directory
+	default:
+	}
+	if err := st.d.terminate(); err != nil {
+		// The job is gone (its end made the tasks remove the directory) or the step id is
+		// unknown: let srun end on its own.
+		st.d.Stop(10 * time.Second)
+		return nil
+	}
+	select {
+	case <-st.d.Done():
+	case <-ctx.Done():
+		return fmt.Errorf("launch: remove %s: %w", st.dir, ctx.Err())
+	}
+	if missing := st.missing("removed"); len(missing) > 0 {
+		return fmt.Errorf("launch: remove %s: not confirmed on %v:\n%s", st.dir, missing, tail(st.d.Log(), 20))
+	}
+	return nil
+}
+
+// exec runs argv on each host with its own one-task step, 16 at a time.
+func (n *slurmNodes) exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
+	out := make([]NodeResult, len(hosts))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			args := append(n.stepArgs([]string{h}), argv...)
+			cmd := exec.CommandContext(ctx, "srun", args...)
+			cmd.Env = stepEnv(nil)
+			b, err := cmd.CombinedOutput()
+			out[i] = NodeResult{Host: h, Output: string(b)}
+			if err != nil {
+				out[i].Err = fmt.Errorf("srun %s on %s: %w", argv[0], h, err)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// ship broadcasts a file to every node of the job with sbcast (one copy per node).
+func (n *slurmNodes) ship(ctx context.Context, src, dst string) error {
+	cmd := exec.CommandContext(ctx, "sbcast", "--jobid="+n.job, "-f", src, dst)
+	cmd.Env = stepEnv([]string{"SBCAST_SEND_LIBS=no"})
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("launch: sbcast %s to %s in job %s: %w: %s", src, dst, n.job, err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// shellQuote quotes a word for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// start runs one daemon per host as the tasks of one step. Per-host arguments are chosen by a
+// small sh script on $SLURMD_NODENAME, the name slurmd gives each task's node.
+func (n *slurmNodes) start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
+	if len(hosts) == 0 {
+		return nil, errors.New("launch: start daemons: no hosts")
+	}
+	var script strings.Builder
+	// The step id lets Stop signal the daemons through Slurm.
+	script.WriteString(`echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"` + "\n" + `case "$SLURMD_NODENAME" in` + "\n")
+	for _, h := range hosts {
+		words := argv(h)
+		q := make([]string, len(words))
+		for i, w := range words {
+			q[i] = shellQuote(w)
+		}
+		fmt.Fprintf(&script, "%s) exec %s ;;\n", shellQuote(h), strings.Join(q, " "))
+	}
+	script.WriteString(`*) echo "no daemon for node $SLURMD_NODENAME" >&2; exit 1 ;;` + "\nesac\n")
+	args := append(n.stepArgs(hosts), "--label", "sh", "-c", script.String())
+	cmd := exec.Command("srun", args...)
+	cmd.Env = stepEnv(env)
+	logPath, err := n.fe.workFile("daemons-*.log")
+	if err != nil {
+		return nil, err
+	}
+	d, err := startDaemonCmds(hosts, []*exec.Cmd{cmd}, logPath)
+	if err != nil {
+		return nil, err
+	}
+	d.terminate = scancelStep(d, "TERM")
+	return d, nil
+}
+
+// scancelStep returns a function that sends sig to the tasks of the step a daemon set runs
+// (its id is the first line the tasks print), through slurmctld rather than to srun.
+func scancelStep(d *DaemonSet, sig string) func() error {
+	return func() error {
+		m := stepLine.FindStringSubmatch(d.Log())
+		if m == nil {
+			return errors.New("step id not known")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c := exec.CommandContext(ctx, "scancel", "--signal="+sig, m[1])
+		c.Env = stepEnv(nil)
+		if b, err := c.CombinedOutput(); err != nil {
+			return fmt.Errorf("scancel --signal=%s %s: %w: %s", sig, m[1], err, strings.TrimSpace(string(b)))
+		}
+		return nil
+	}
+}
+
+// stepLine is the line the daemon script prints first: "TASK: step JOB.STEP".
+var stepLine = regexp.MustCompile(`(?m)^\d+: step (\d+\.\d+)$`)
+
+// killRanks signals the job step; termination signals end the step.
+func (n *slurmNodes) killRanks(ctx context.Context, _ []Proc, sig syscall.Signal) error {
+	step := n.job + "." + n.step
+	cmd := exec.CommandContext(ctx, "scancel", "--signal="+strconv.Itoa(int(sig)), step)
+	cmd.Env = stepEnv(nil)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		if strings.Contains(string(b), "Invalid job id") {
+			return nil // the step has ended already
+		}
+		return fmt.Errorf("launch: scancel --signal=%d %s: %w: %s", sig, step, err, strings.TrimSpace(string(b)))
+	}
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM {
+		cmd := exec.CommandContext(ctx, "scancel", step)
+		cmd.Env = stepEnv(nil)
+		if b, err := cmd.CombinedOutput(); err != nil && !strings.Contains(string(b), "Invalid job id") {
+			return fmt.Errorf("launch: scancel %s: %w: %s", step, err, strings.TrimSpace(string(b)))
+		}
+	}
+	return nil
+}
+
+// stepJob is a job step found by its id: no launcher of ours, no hold.
+type stepJob struct {
+	id    string
+	procs []Proc
+	nodes *slurmNodes
+}
+
+// attachStep finds a step's nodes (scontrol show step) and its tasks on each node (scontrol
+// listpids J.S NODE: PID JOBID STEPID LOCALID GLOBALID).
+func attachStep(ctx context.Context, fe *Frontend, ref string) (*stepJob, error) {
+	job, step, ok := strings.Cut(ref, ".")
+	if !ok || job == "" || step == "" {
+		return nil, fmt.Errorf("launch: Slurm job step %q: want JOB.STEP", ref)
+	}
+	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
+	defer cancel()
+	out, err := slurmOutput(ctx, "scontrol", "show", "step", ref)
+	if err != nil {
+		return nil, err
+	}
+	nodeList := ""
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "NodeList="); ok {
+			nodeList = v
+		}
+	}
+	if nodeList == "" {
+		return nil, fmt.Errorf("launch: Slurm job step %s: no NodeList in scontrol show step:\n%s", ref, out)
+	}
+	out, err = slurmOutput(ctx, "scontrol", "show", "hostnames", nodeList)
+	if err != nil {
+		return nil, err
+	}
+	hosts := strings.Fields(out)
+	var procs []Proc
+	for _, h := range hosts {
+		out, err := slurmOutput(ctx, "scontrol", "listpids", ref, h)
+		if err != nil {
+			return nil, err
+		}
+		ps, err := parseListPids(out, h)
+		if err != nil {
+			return nil, fmt.Errorf("launch: Slurm job step %s on %s: %w", ref, h, err)
+		}
+		procs = append(procs, ps...)
+	}
+	sort.Slice(procs, func(i, k int) bool { return procs[i].Rank < procs[k].Rank })
+	for i, p := range procs {
+		if p.Rank != i {
+			return nil, fmt.Errorf("launch: Slurm job step %s: ranks %v are not 0..%d", ref, ranksOf(procs), len(procs)-1)
+		}
+	}
+	if len(procs) == 0 {
+		return nil, fmt.Errorf("launch: Slurm job step %s: no tasks", ref)
+	}
+	return &stepJob{id: "slurm " + ref, procs: procs, nodes: newSlurmNodes(fe, job, step, hosts)}, nil
+}
+
+func ranksOf(procs []Proc) []int {
+	out := make([]int, len(procs))
+	for i, p := range procs {
+		out[i] = p.Rank
+	}
+	return out
+}
+
+// parseListPids reads scontrol listpids output, keeping the task processes (those with a
+// global task id).
+func parseListPids(out, host string) ([]Proc, error) {
+	var procs []Proc
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 5 || f[0] == "PID" {
+			continue
+		}
+		pid, err1 := strconv.Atoi(f[0])
+		rank, err2 := strconv.Atoi(f[4])
+		if err1 != nil || err2 != nil {
+			continue // "-": a process of the step that is not a task
+		}
+		procs = append(procs, Proc{Rank: rank, Host: host, Pid: pid})
+	}
+	return procs, nil
+}
+
+func slurmOutput(ctx context.Context, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = stepEnv(nil)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("launch: %s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(b)))
+	}
+	return string(b), nil
+}
+
+// The Job methods of a step found by its id.
+
+func (j *stepJob) ID() string                    { return j.id }
+func (j *stepJob) Procs() []Proc                 { return append([]Proc(nil), j.procs...) }
+func (j *stepJob) Hosts() []string               { return j.nodes.hosts() }
+func (j *stepJob) Hold() Hold                    { return HoldNone }
+func (j *stepJob) Release(context.Context) error { return nil }
+func (j *stepJob) Close() error                  { return nil }
+
+func (j *stepJob) Kill(ctx context.Context, sig syscall.Signal) error {
+	return j.nodes.killRanks(ctx, j.procs, sig)
+}
+
+// Wait polls until the step has left the queue.
+func (j *stepJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
+	step := j.nodes.job + "." + j.nodes.step
+	for {
+		cmd := exec.CommandContext(ctx, "squeue", "-h", "-s", "-o", "%i")
+		cmd.Env = stepEnv(nil)
+		out, err := cmd.Output()
+		if err == nil && !containsLine(string(out), step) {
+			return 0, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("launch: wait for %s: %w", j.id, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func containsLine(s, line string) bool {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) == line {
+			return true
+		}
+	}
+	return false
+}
+
+func (j *stepJob) Stage(ctx context.Context, dir string) (Staging, error) {
+	return j.nodes.stage(ctx, dir)
+}
+
+func (j *stepJob) Exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
+	return j.nodes.exec(ctx, hosts, argv)
+}
+
+func (j *stepJob) Ship(ctx context.Context, src, dst string) error {
+	return j.nodes.ship(ctx, src, dst)
+}
+
+func (j *stepJob) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
+	return j.nodes.start(ctx, hosts, argv, env)
+}

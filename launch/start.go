@@ -1,0 +1,98 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Request is what a debug session asks of the job layer: launch a program through a launcher,
+// or attach to a running job. It mirrors the DAP launch and attach arguments.
+type Request struct {
+	// Launch: Launcher is "mpirun", "mpiexec.hydra" or "srun" (or a path to one of them).
+	Launcher     string
+	LauncherArgs []string // extra launcher arguments, before the program
+	NP           int      // number of ranks (0: leave it to LauncherArgs)
+	Program      string
+	Args         []string
+	Env          []string // "K=V" added to the launcher's environment (and so the ranks')
+	Dir          string
+	Output       string // file for the launcher's output ("" : one in the front end's directory)
+
+	// Attach: exactly one, instead of a program.
+	LauncherPid int    // a running mpirun, mpiexec.hydra or srun on this host
+	SlurmJob    string // a Slurm job step "J.S"
+}
+
+// WLMFor names the workload manager a request needs: "slurm" for srun or a Slurm step, else
+// HPCDAP_WLM if set, else "local".
+func WLMFor(req Request) string {
+	if req.SlurmJob != "" || filepath.Base(req.Launcher) == "srun" {
+		return "slurm"
+	}
+	if req.LauncherPid != 0 {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(req.LauncherPid) + "/exe"); err == nil && filepath.Base(exe) == "srun" {
+			return "slurm"
+		}
+	}
+	if w := os.Getenv("HPCDAP_WLM"); w != "" {
+		return w
+	}
+	return "local"
+}
+
+// npArgs are the launcher arguments that ask for np ranks.
+func npArgs(launcher string, np int) ([]string, error) {
+	if np <= 0 {
+		return nil, nil
+	}
+	_, family, err := launcherPath(launcher)
+	if err != nil {
+		return nil, err
+	}
+	switch family {
+	case "openmpi":
+		return []string{"-np", strconv.Itoa(np)}, nil
+	case "hydra", "srun":
+		return []string{"-n", strconv.Itoa(np)}, nil
+	}
+	return nil, fmt.Errorf("launch: launcher %s: unknown family, cannot ask for %d ranks", launcher, np)
+}
+
+// Start carries out a request on fe: it launches the job with its ranks held (or attaches to
+// it) and starts one node agent per node of the job. The ranks stay held until App.Release,
+// which the caller sends once it has attached to every rank through the agents (for
+// HoldAtExec ranks, a traced rank also needs SIGCONT from the tool). On error nothing is left
+// behind but what the returned App (if not nil) still owns: Deregister it.
+func Start(ctx context.Context, fe *Frontend, req Request) (*App, *Agents, error) {
+	var app *App
+	var err error
+	switch {
+	case req.LauncherPid != 0 || req.SlurmJob != "":
+		if req.LauncherPid != 0 && req.SlurmJob != "" {
+			return nil, nil, errors.New("launch: give one of a launcher pid and a Slurm job step, not both")
+		}
+		app, err = fe.Attach(ctx, JobRef{LauncherPid: req.LauncherPid, SlurmJob: req.SlurmJob})
+	default:
+		if req.Launcher == "" {
+			return nil, nil, errors.New("launch: no launcher")
+		}
+		np, nerr := npArgs(req.Launcher, req.NP)
+		if nerr != nil {
+			return nil, nil, nerr
+		}
+		app, err = fe.LaunchBarrier(ctx, LaunchSpec{Launcher: req.Launcher, Args: append(append([]string(nil), req.LauncherArgs...), np...),
+			Program: req.Program, ProgramArgs: req.Args, Env: req.Env, Dir: req.Dir, Output: req.Output})
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := app.StartAgents(ctx)
+	if err != nil {
+		return app, g, err
+	}
+	return app, g, nil
+}

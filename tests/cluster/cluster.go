@@ -1,0 +1,280 @@
+// Package cluster starts a real multi-node Slurm cluster on this machine for tests: one munged,
+// one slurmctld and one slurmd per node, each slurmd in its own UTS and mount namespace so that
+// gethostname() says node1, node2, ... in every task, and each node sees a private directory at
+// the same path (LocalDir) backed by NodeDir(node). The cluster is driven by the shell recipe
+// slurm-local-cluster.sh next to this file (embedded), on ports picked free at start.
+//
+// Typical use, one cluster per test package:
+//
+//	var slurm = cluster.Lazy(cluster.Config{})
+//	func TestMain(m *testing.M) { code := m.Run(); slurm.Stop(); os.Exit(code) }
+//	func TestX(t *testing.T) { c := slurm.Need(t); out, err := c.Command("srun", "-N4", "hostname").Output() ... }
+//
+// It needs root (namespaces, munged, slurmd) and the Debian packages slurm-wlm (slurmctld,
+// slurmd, slurm-client), munge, bc and util-linux.
+package cluster
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+//go:embed slurm-local-cluster.sh
+var script []byte
+
+// Config sizes a cluster. Zero values take the defaults.
+type Config struct {
+	Dir         string // working directory (default: a new temporary directory, removed by Stop)
+	Nodes       int    // default 4
+	CPUsPerNode int    // default 4
+	ExtraConf   string // extra slurm.conf lines
+}
+
+// Cluster is a running cluster.
+type Cluster struct {
+	Dir   string   // the cluster's directory (configuration, state, logs, node-local storage)
+	Conf  string   // the slurm.conf path: SLURM_CONF for every client
+	Nodes []string // node names, node1..nodeN
+	CPUs  int      // CPUs per node
+	// Startup is how long `start` took until every node was idle.
+	Startup time.Duration
+
+	script  string
+	env     []string
+	ownsDir bool
+}
+
+// Required programs and the Debian packages that provide them.
+var required = [][2]string{
+	{"slurmctld", "slurmctld (slurm-wlm)"}, {"slurmd", "slurmd (slurm-wlm)"}, {"srun", "slurm-client"},
+	{"sinfo", "slurm-client"}, {"munged", "munge"}, {"mungekey", "munge"}, {"unshare", "util-linux"},
+	{"bc", "bc"},
+}
+
+// Start writes the configuration and starts munged, slurmctld and the slurmds, and waits until
+// every node is idle.
+func Start(cfg Config) (*Cluster, error) {
+	for _, r := range required {
+		if _, err := exec.LookPath(r[0]); err != nil {
+			return nil, fmt.Errorf("cluster: %s not found: install the Debian package %s", r[0], r[1])
+		}
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("cluster: needs root (slurmd, munged and namespaces)")
+	}
+	if cfg.Nodes <= 0 {
+		cfg.Nodes = 4
+	}
+	if cfg.CPUsPerNode <= 0 {
+		cfg.CPUsPerNode = 4
+	}
+	c := &Cluster{Dir: cfg.Dir, CPUs: cfg.CPUsPerNode}
+	if c.Dir == "" {
+		d, err := os.MkdirTemp("", "slurm-cluster-")
+		if err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
+		c.Dir, c.ownsDir = d, true
+	}
+	c.Conf = filepath.Join(c.Dir, "etc", "slurm.conf")
+	c.script = filepath.Join(c.Dir, "slurm-local-cluster.sh")
+	if err := os.WriteFile(c.script, script, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	base, err := freePorts(cfg.Nodes + 2)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	for i := 1; i <= cfg.Nodes; i++ {
+		c.Nodes = append(c.Nodes, "node"+strconv.Itoa(i))
+	}
+	c.env = append(withoutSlurm(os.Environ()), "SLURM_TEST_DIR="+c.Dir, "NNODES="+strconv.Itoa(cfg.Nodes),
+		"CPUS_PER_NODE="+strconv.Itoa(cfg.CPUsPerNode), "CTLD_PORT="+strconv.Itoa(base),
+		"SLURMD_BASE_PORT="+strconv.Itoa(base+1), "SLURM_EXTRA_CONF="+cfg.ExtraConf, "SLURM_CONF="+c.Conf)
+	t0 := time.Now()
+	out, err := c.run(60*time.Second, "start")
+	c.Startup = time.Since(t0)
+	if err != nil {
+		c.run(30*time.Second, "stop")
+		return nil, fmt.Errorf("cluster: start: %v\n%s", err, out)
+	}
+	return c, nil
+}
+
+// withoutSlurm drops SLURM_* variables inherited from an enclosing job or cluster.
+func withoutSlurm(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "SLURM_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// freePorts finds n consecutive free TCP ports on the loopback interface and returns the
+// first. Ports are taken from a range outside the usual ephemeral range.
+func freePorts(n int) (int, error) {
+	start := 20000 + (os.Getpid()*7)%20000
+	for try := 0; try < 200; try++ {
+		base := 20000 + (start-20000+try*(n+3))%20000
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			l, err := net.Listen("tcp", "0.0.0.0:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				continue
+			}
+			l.Close()
+		}
+		if ok {
+			return base, nil
+		}
+	}
+	return 0, errors.New("no block of free ports")
+}
+
+func (c *Cluster) run(limit time.Duration, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{c.script}, args...)...)
+	cmd.Env = c.env
+	return cmd.CombinedOutput()
+}
+
+// Env is the environment for Slurm clients: this process's, with SLURM_CONF set and no other
+// SLURM_* variable.
+func (c *Cluster) Env() []string {
+	return append(withoutSlurm(os.Environ()), "SLURM_CONF="+c.Conf)
+}
+
+// Command returns a command run with the cluster's environment.
+func (c *Cluster) Command(name string, args ...string) *exec.Cmd {
+	cmd := exec.Command(name, args...)
+	cmd.Env = c.Env()
+	return cmd
+}
+
+// CommandContext is Command with a context that kills the command.
+func (c *Cluster) CommandContext(ctx context.Context, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = c.Env()
+	return cmd
+}
+
+// LocalDir is the node-local directory as tasks see it: the same path on every node, backed
+// by a different directory (NodeDir) on each.
+func (c *Cluster) LocalDir() string { return filepath.Join(c.Dir, "local") }
+
+// NodeDir is where node's LocalDir really lives, as the host sees it.
+func (c *Cluster) NodeDir(node string) string { return filepath.Join(c.Dir, "nodelocal", node) }
+
+// IdleNodes returns how many nodes sinfo reports idle.
+func (c *Cluster) IdleNodes() (int, error) {
+	out, err := c.Command("sinfo", "-h", "-t", "idle", "-o", "%D").Output()
+	if err != nil {
+		return 0, fmt.Errorf("cluster: sinfo: %w", err)
+	}
+	s := strings.TrimSpace(string(out))
+	if s == "" {
+		return 0, nil
+	}
+	return strconv.Atoi(s)
+}
+
+// WaitIdle waits until no job is left in the queue and every node is idle, so that the next
+// test gets the whole cluster.
+func (c *Cluster) WaitIdle(ctx context.Context) error {
+	for {
+		q, err := c.Command("squeue", "-h", "-o", "%i").Output()
+		n, err2 := c.IdleNodes()
+		if err == nil && err2 == nil && len(bytes.TrimSpace(q)) == 0 && n == len(c.Nodes) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("cluster: not idle (queue %q, %d idle nodes): %w", bytes.TrimSpace(q), n, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Logs returns the tail of every daemon log, for failure reports.
+func (c *Cluster) Logs() string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(c.Dir, "log", "*.log"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(lines) > 15 {
+			lines = lines[len(lines)-15:]
+		}
+		fmt.Fprintf(&b, "==> %s <==\n%s\n", f, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// Stop cancels every job, shuts the daemons down (only the processes this cluster started)
+// and removes the directory if Start created it.
+func (c *Cluster) Stop() error {
+	out, err := c.run(60*time.Second, "stop")
+	if err != nil {
+		return fmt.Errorf("cluster: stop: %v\n%s", err, out)
+	}
+	if c.ownsDir {
+		return os.RemoveAll(c.Dir)
+	}
+	return nil
+}
+
+// Shared is a cluster started on first use and stopped by Stop: one per test package.
+type Shared struct {
+	cfg  Config
+	once sync.Once
+	c    *Cluster
+	err  error
+}
+
+// Lazy returns a Shared cluster with the given configuration; nothing starts yet.
+func Lazy(cfg Config) *Shared { return &Shared{cfg: cfg} }
+
+// Get starts the cluster on the first call and returns it.
+func (s *Shared) Get() (*Cluster, error) {
+	s.once.Do(func() { s.c, s.err = Start(s.cfg) })
+	return s.c, s.err
+}
+
+// Need returns the cluster, failing the test if it cannot run, and waits until it is idle.
+func (s *Shared) Need(t testing.TB) *Cluster {
+	t.Helper()
+	c, err := s.Get()
+	if err != nil {
+		t.Fatalf("slurm test cluster: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitIdle(ctx); err != nil {
+		t.Fatalf("%v\n%s", err, c.Logs())
+	}
+	return c
+}
+
+// Stop stops the cluster if it was started.
+func (s *Shared) Stop() error {
+	if s.c == nil {
+		return nil
+	}
+	return s.c.Stop()
+}
