@@ -6,7 +6,7 @@ FUZZTIME ?= 10s
 # Packages whose tests exercise concurrency run under the race detector too.
 RACE_PKGS := ./cdti/... ./target/... ./agent/...
 
-.PHONY: all build deps test test-go test-race fuzz vet fmt-check demo clean
+.PHONY: all build deps test test-go test-race fuzz vet fmt-check test-extension test-e2e demo clean
 
 all: build
 
@@ -18,7 +18,7 @@ deps:
 	./scripts/qemu-user.sh >/dev/null
 
 ## test: install what the suite needs, then run every check CI runs.
-test: deps fmt-check vet test-go test-race fuzz
+test: deps fmt-check vet test-go test-race fuzz test-extension test-e2e
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -35,6 +35,15 @@ test-race:
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## test-extension: the VS Code extension's unit tests and its DAP tests against bin/hpcdap.
+test-extension: build
+	cd vscode-extension && npm ci --no-audit --no-fund && HPCDAP_BIN=$(CURDIR)/bin/hpcdap npm test
+
+## test-e2e: the extension in a real VS Code (code-server in headless Chromium).
+test-e2e: build
+	./vscode-extension/e2e/setup.sh
+	cd vscode-extension && HPCDAP_BIN=$(CURDIR)/bin/hpcdap npm run test:e2e
 
 demo: deps build
 	./bin/hpcdap demo
