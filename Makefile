@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
-FUZZTIME ?= 10s
+FUZZTIME ?= 8s
 # Packages whose tests exercise concurrency run under the race detector too.
 RACE_PKGS := ./cdti/... ./target/... ./agent/...
 
@@ -45,7 +45,8 @@ test-e2e: build
 	./vscode-extension/e2e/setup.sh
 	cd vscode-extension && HPCDAP_BIN=$(CURDIR)/bin/hpcdap npm run test:e2e
 
-demo: deps build
+demo: build
+	./scripts/install-deps.sh demo
 	./bin/hpcdap demo
 
 clean:

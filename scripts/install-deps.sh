@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what hpcdap's build, demo and test suite need on Debian 12, as root. Idempotent:
+# Installs what hpcdap's build, demo and test suite need on Debian 12, as root
+# (`install-deps.sh demo`: only what the demo needs). Idempotent:
 # packages already present are not touched, and apt-get runs only when something is missing.
 set -euo pipefail
 
@@ -16,6 +17,11 @@ packages=(
   # MPI launchers and a workload manager for the launcher tests (a local 4-node Slurm cluster)
   openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge bc
 )
+
+# "demo" installs only what `make demo` needs: a C compiler for the bundled program.
+if [[ ${1:-} == demo ]]; then
+  packages=(gcc libc6-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
