@@ -65,11 +65,14 @@ type Agent struct {
 	doneOnce   sync.Once
 	shutOnce   sync.Once
 	shutdownWG sync.WaitGroup
+	output     *outputHub // the ranks' captured output (SpawnSpec.CaptureOutput)
 
 	mu    sync.Mutex
 	procs map[uint32]*proc // by rank
 	ranks []uint32         // sorted
 	tools map[uint32]*toolConn
+	// capturing is set once ranks were spawned with CaptureOutput: output.subscribe is served.
+	capturing bool
 }
 
 // New returns an Agent without ranks; add them with SpawnRanks or AttachRanks.
@@ -97,6 +100,7 @@ func New(cfg Config) (*Agent, error) {
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
 	}
+	a.output = newOutputHub(a.logf)
 	a.srv = &cdti.Server{Handler: (*handler)(a), Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
 	return a, nil
 }
@@ -115,6 +119,9 @@ type SpawnSpec struct {
 	FirstRank int        // rank of the first process
 	Count     int        // processes to start
 	JobSize   int        // the job's number of ranks, HPCDAP_NP (0: FirstRank+Count)
+	// CaptureOutput gives each rank pipes of its own as stdout and stderr (stdin /dev/null,
+	// Stdio ignored); the agent drains them and serves them through output.subscribe.
+	CaptureOutput bool
 }
 
 // SpawnRanks starts spec.Count ranks, each held before its first instruction like a job that
@@ -140,9 +147,27 @@ func (a *Agent) SpawnRanks(spec SpawnSpec) error {
 		rank := spec.FirstRank + i
 		renv := append(withoutVar(withoutVar(env, "HPCDAP_RANK"), "HPCDAP_NP"),
 			"HPCDAP_RANK="+strconv.Itoa(rank), "HPCDAP_NP="+strconv.Itoa(np))
-		tp, err := a.backend.Spawn(spec.Argv, renv, spec.Dir, spec.Stdio)
+		stdio := spec.Stdio
+		var pipes *capturePipes
+		if spec.CaptureOutput {
+			var err error
+			if pipes, err = newCapturePipes(rank); err != nil {
+				return err
+			}
+			stdio = pipes.stdio()
+			a.mu.Lock()
+			a.capturing = true
+			a.mu.Unlock()
+		}
+		tp, err := a.backend.Spawn(spec.Argv, renv, spec.Dir, stdio)
 		if err != nil {
+			if pipes != nil {
+				pipes.close()
+			}
 			return fmt.Errorf("agent: spawn rank %d: %w", rank, err)
+		}
+		if pipes != nil {
+			pipes.start(a.output)
 		}
 		if err := a.addProc(newProc(a, uint32(rank), tp.Info().Pid, tp, true)); err != nil {
 			return err

@@ -6,7 +6,7 @@
 //
 // One TCP listener serves both planes (Serve): a connection whose first byte is 0x05 (the
 // ToolctlService id that starts every CDTI header) speaks CDTI, any other the JSON-RPC 2.0
-// management plane (hello, ranks, health, shutdown; see mgmt.go). Both are authenticated by
+// management plane (hello, ranks, health, output.subscribe, shutdown; see mgmt.go). Both are authenticated by
 // the session token, which the agent takes from its environment (HPCDAP_TOKEN), never from its
 // command line: a CDTI connection must open with a Hello carrying it, a management connection
 // with a "hello" call; anything else is answered with a refusal and the connection is closed.
@@ -37,6 +37,31 @@
 // Attach mode (AttachRanks, from a launcher's rank↔pid table): a process is traced only while
 // at least one tool is attached to it: the first Attach traces every thread (each is stopped
 // and let run again), the last Detach lets the process go untraced, as if never touched.
+//
+// # Output capture (--capture-output)
+//
+// By default every spawned rank shares the files SpawnSpec.Stdio names (the command's stderr
+// or --output FILE). With SpawnSpec.CaptureOutput (`hpcdap agent --capture-output`) each rank
+// gets pipes of its own as fd 1 and fd 2 (stdin stays /dev/null), which the agent drains
+// continuously, so a rank never blocks on its output whoever reads it. The management call
+// output.subscribe (params {}, result {}; hello then lists "output" in capabilities, and
+// without capture the call fails) makes a connection a subscriber: after the result it gets
+// JSON-RPC notifications "output" (OutputParams) on that connection:
+//
+//	{"rank":3,"stream":"stdout","text":"rank 3 of 4\n"}
+//	{"rank":3,"stream":"stdout","eof":true}
+//
+// text is what one read of the pipe returned (at most 64 KiB) as valid UTF-8: each invalid
+// byte becomes U+FFFD, and an incomplete multi-byte sequence at the end of a read is held back
+// and completed by the next read, so a character split across writes arrives whole. eof comes
+// once per stream when the pipe closes, after all of that stream's text, so that a front end
+// can print everything before it reports the rank's exit (which reaches it on CDTI). The
+// agent keeps the last 1 MiB of every rank's output; each new subscriber first gets that
+// history (rank by rank, in order, the eof markers included), preceded by one
+// "[hpcdap: N bytes of output dropped]\n" chunk for a rank whose older output was discarded,
+// and then every later chunk. Each subscriber has its own queue; one whose queue holds more
+// than 8 MiB beyond its replay (it stopped reading) is disconnected and logged, never
+// slowing the ranks or the other subscribers.
 //
 // # Concurrency
 //

@@ -30,6 +30,7 @@ var (
 	buildErr   error
 	progBin    string // testdata/prog.c, -O0, frame pointers, no PIE
 	threadsBin string // testdata/threads.c
+	outputBin  string // testdata/output.c
 )
 
 const testToken = "s3cret-session-token"
@@ -43,6 +44,7 @@ func TestMain(m *testing.M) {
 	buildDir = dir
 	progBin = filepath.Join(dir, "prog")
 	threadsBin = filepath.Join(dir, "threads")
+	outputBin = filepath.Join(dir, "output")
 	buildErr = buildPrograms()
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -54,7 +56,7 @@ func buildPrograms() error {
 		return errors.New("gcc not found: install the Debian packages gcc and libc6-dev")
 	}
 	flags := []string{"-g", "-O0", "-fno-omit-frame-pointer", "-fno-stack-protector", "-no-pie"}
-	for _, b := range []struct{ out, src string }{{progBin, "prog.c"}, {threadsBin, "threads.c"}} {
+	for _, b := range []struct{ out, src string }{{progBin, "prog.c"}, {threadsBin, "threads.c"}, {outputBin, "output.c"}} {
 		args := append(append([]string(nil), flags...), "-pthread", "-o", b.out, filepath.Join("testdata", b.src))
 		if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("gcc %s: %v\n%s", b.src, err, out)

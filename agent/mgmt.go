@@ -35,6 +35,9 @@ type HelloResult struct {
 	Pid     int    `json:"pid"`     // the agent's own process id
 	Version string `json:"version"` // agent build version
 	Ranks   int    `json:"ranks"`   // how many ranks the agent serves
+	// Capabilities lists optional calls the agent serves: "output" (output.subscribe) when
+	// the ranks' output is captured.
+	Capabilities []string `json:"capabilities,omitempty"`
 }
 
 // RankInfo describes one rank the agent serves.
@@ -66,7 +69,12 @@ const maxMgmtMessage = 1 << 20
 
 // serveManagement runs the JSON-RPC plane on conn until it closes.
 func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
-	m := &mgmtConn{agent: a}
+	m := &mgmtConn{agent: a, name: conn.RemoteAddr().String()}
+	if pc, ok := conn.(*peekedConn); ok {
+		if tc, ok := pc.Conn.(*net.TCPConn); ok && a.output.sendBufferSize() > 0 {
+			tc.SetWriteBuffer(a.output.sendBufferSize())
+		}
+	}
 	stream := jsonrpc2.NewBufferedStream(conn, boundedCodec{})
 	rpc := jsonrpc2.NewConn(ctx, stream, m, jsonrpc2.SetLogger(a.logger))
 	select {
@@ -74,12 +82,20 @@ func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
 	case <-ctx.Done():
 		rpc.Close()
 	}
+	m.mu.Lock()
+	sub := m.sub
+	m.mu.Unlock()
+	if sub != nil {
+		a.output.unsubscribe(sub)
+	}
 }
 
 type mgmtConn struct {
 	agent  *Agent
+	name   string // the peer's address, for logs
 	mu     sync.Mutex
 	authed bool
+	sub    *outputSub // set by output.subscribe
 }
 
 // Handle answers one call. The answer is written before the connection is closed, so that a
@@ -93,8 +109,12 @@ func (m *mgmtConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc
 	}()
 	result, hangUp, err := m.handle(req)
 	var then func()
-	if sd, ok := result.(shutdownAccepted); ok {
-		result, then = struct{}{}, sd.run
+	switch acc := result.(type) {
+	case shutdownAccepted:
+		result, then = struct{}{}, acc.run
+	case subscribeAccepted:
+		// Subscribe after the answer is written: the notifications follow the result.
+		result, then = struct{}{}, func() { m.subscribe(conn) }
 	}
 	if !req.Notif {
 		if err != nil {
@@ -147,6 +167,12 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		return m.agent.RankInfos(), false, nil
 	case "health":
 		return m.agent.Health(), false, nil
+	case "output.subscribe":
+		if !m.agent.capturingOutput() {
+			return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
+				Message: "agent: output.subscribe: the ranks' output is not captured (spawn with --capture-output)"}
+		}
+		return subscribeAccepted{}, false, nil
 	case "shutdown":
 		var p ShutdownParams
 		if err := decodeParams(req, &p); err != nil {
@@ -155,6 +181,18 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		return shutdownAccepted{run: func() { go m.agent.Shutdown(p.Kill) }}, false, nil
 	}
 	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
+}
+
+// subscribeAccepted is handle's answer to "output.subscribe": Handle replies, then subscribes.
+type subscribeAccepted struct{}
+
+// subscribe makes conn an output subscriber, once.
+func (m *mgmtConn) subscribe(conn *jsonrpc2.Conn) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sub == nil {
+		m.sub = m.agent.output.subscribe(conn, m.name)
+	}
 }
 
 // codeUnauthorized is the JSON-RPC error code for a missing or wrong session token.
@@ -176,7 +214,18 @@ func (a *Agent) tokenOK(tok string) bool {
 }
 
 func (a *Agent) hello() HelloResult {
-	return HelloResult{Node: a.node, Pid: os.Getpid(), Version: a.version, Ranks: len(a.RankInfos())}
+	h := HelloResult{Node: a.node, Pid: os.Getpid(), Version: a.version, Ranks: len(a.RankInfos())}
+	if a.capturingOutput() {
+		h.Capabilities = []string{CapabilityOutput}
+	}
+	return h
+}
+
+// capturingOutput reports whether ranks were spawned with their output captured.
+func (a *Agent) capturingOutput() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.capturing
 }
 
 // boundedCodec is Content-Length framing (as the Language Server Protocol uses) that refuses

@@ -27,6 +27,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	staging := fs.String("staging", "", "the session's staging `DIR`, served by the CDTI file commands")
 	jobID := fs.Uint64("job-id", 0, "job id CDTI messages carry")
 	output := fs.String("output", "", "spawn mode: append the ranks' stdout and stderr to `FILE` (default: the agent's stderr)")
+	capture := fs.Bool("capture-output", false, "spawn mode: give each rank its own stdout and stderr pipes, served by the management call output.subscribe (--output is then unused)")
 	logFile := fs.String("log", "", "write diagnostics to `FILE` (default: stderr)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS...)")
@@ -97,7 +98,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 			out = f
 		}
 		spec := agent.SpawnSpec{Argv: argv, Stdio: []*os.File{nil, out, out}, FirstRank: *firstRank,
-			Count: *np, JobSize: *jobSize}
+			Count: *np, JobSize: *jobSize, CaptureOutput: *capture}
 		if err := a.SpawnRanks(spec); err != nil {
 			a.Shutdown(true)
 			return err
