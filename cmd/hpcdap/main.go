@@ -30,6 +30,9 @@ var errUsage = errors.New("usage")
 func commands() []command {
 	return []command{
 		{"agent", "serve the ranks of one node over CDTI (the node daemon)", runAgent},
+		{"dap", "serve one Debug Adapter Protocol session on stdin/stdout", runDAP},
+		{"demo", "build a bundled 4-rank program and run a scripted debug session of it", runDemo},
+		{"serve", "serve Debug Adapter Protocol sessions over TCP", runServe},
 		{"help", "show this help, or the help of a subcommand", runHelp},
 		{"version", "print the hpcdap version", runVersion},
 	}

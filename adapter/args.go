@@ -1,0 +1,301 @@
+package adapter
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/hpcdap/hpcdap/rankset"
+)
+
+// LaunchArgs are the launch request's arguments (README, "DAP interface").
+type LaunchArgs struct {
+	Program      string             `json:"program"`
+	Args         []string           `json:"args"`
+	Cwd          string             `json:"cwd"`
+	Env          map[string]*string `json:"env"` // a null value removes the variable
+	Np           *int               `json:"np"`
+	Launcher     string             `json:"launcher"`
+	LauncherArgs []string           `json:"launcherArgs"`
+	StopAtEntry  bool               `json:"stopAtEntry"`
+	StopMode     string             `json:"stopMode"`
+	Ranks        string             `json:"ranks"`
+	CoreFile     string             `json:"coreFile"`
+	Emulator     string             `json:"emulator"`
+	// DisableASLR runs local ranks without address-space randomisation (default true), so that
+	// every rank of one binary has the same addresses, as gdb and lldb do by default.
+	DisableASLR *bool `json:"disableASLR"`
+	// NoDebug runs the program without debugging (VS Code's "Run Without Debugging").
+	NoDebug bool `json:"noDebug"`
+}
+
+// AttachArgs are the attach request's arguments.
+type AttachArgs struct {
+	Pid         *int           `json:"pid"`
+	Pids        map[string]int `json:"pids"`
+	LauncherPid *int           `json:"launcherPid"`
+	SlurmJob    string         `json:"slurmJob"`
+	Program     string         `json:"program"`
+	StopMode    string         `json:"stopMode"`
+	Ranks       string         `json:"ranks"`
+	StopAtEntry bool           `json:"stopAtEntry"`
+}
+
+// stopMode says what stops when one thread stops.
+type stopMode int
+
+const (
+	stopAll    stopMode = iota // the whole job
+	stopRank                   // the thread's rank
+	stopThread                 // only the thread
+)
+
+func parseStopMode(s string) (stopMode, error) {
+	switch s {
+	case "", "all":
+		return stopAll, nil
+	case "rank":
+		return stopRank, nil
+	case "thread":
+		return stopThread, nil
+	}
+	return 0, fmt.Errorf(`stopMode %q: want "all", "rank" or "thread"`, s)
+}
+
+// errNotYet marks an argument whose back end comes later; the error response says so.
+var errNotYet = errors.New("not yet supported")
+
+// launchPlan is a validated launch request.
+type launchPlan struct {
+	program     string
+	args        []string
+	cwd         string
+	env         []string
+	np          int
+	stopAtEntry bool
+	mode        stopMode
+	focus       string
+	coreFile    string
+	noASLR      bool
+	noDebug     bool
+}
+
+// decodeArgs unmarshals launch or attach arguments, naming a field with a wrong type.
+func decodeArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return errors.New("missing arguments")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errors.New(jsonError(err))
+	}
+	return nil
+}
+
+// planLaunch validates launch arguments against the README contract.
+func planLaunch(raw json.RawMessage) (*launchPlan, error) {
+	var a LaunchArgs
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	if a.Program == "" {
+		return nil, errors.New(`"program" is required`)
+	}
+	prog, err := filepath.Abs(a.Program)
+	if err != nil {
+		return nil, fmt.Errorf("program %q: %v", a.Program, err)
+	}
+	st, err := os.Stat(prog)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("program %s: %v", prog, errors.Unwrap(err))
+	case st.IsDir():
+		return nil, fmt.Errorf("program %s is a directory", prog)
+	case a.CoreFile == "" && st.Mode()&0o111 == 0:
+		return nil, fmt.Errorf("program %s is not executable", prog)
+	}
+	p := &launchPlan{program: prog, args: a.Args, stopAtEntry: a.StopAtEntry, coreFile: a.CoreFile, noDebug: a.NoDebug}
+	p.np = 1
+	if a.Np != nil {
+		if *a.Np < 1 {
+			return nil, fmt.Errorf(`"np" must be at least 1, not %d`, *a.Np)
+		}
+		if *a.Np > maxLocalRanks {
+			return nil, fmt.Errorf(`"np" %d exceeds the local launcher's limit of %d ranks`, *a.Np, maxLocalRanks)
+		}
+		p.np = *a.Np
+	}
+	switch a.Launcher {
+	case "", "local":
+	case "mpirun", "mpiexec.hydra", "srun":
+		return nil, fmt.Errorf("launcher %q: %w (use \"local\", or start the job yourself and attach with \"pids\")", a.Launcher, errNotYet)
+	default:
+		return nil, fmt.Errorf(`launcher %q: want "local", "mpirun", "mpiexec.hydra" or "srun"`, a.Launcher)
+	}
+	if len(a.LauncherArgs) > 0 && (a.Launcher == "" || a.Launcher == "local") {
+		return nil, errors.New(`"launcherArgs" has no meaning for the local launcher`)
+	}
+	switch a.Emulator {
+	case "":
+	case "qemu-ppc64", "qemu-ppc64le":
+		return nil, fmt.Errorf("emulator %q: %w", a.Emulator, errNotYet)
+	default:
+		return nil, fmt.Errorf(`emulator %q: want "qemu-ppc64" or "qemu-ppc64le"`, a.Emulator)
+	}
+	if p.mode, err = parseStopMode(a.StopMode); err != nil {
+		return nil, err
+	}
+	p.focus = a.Ranks
+	if _, err := parseFocus(a.Ranks, p.np); err != nil {
+		return nil, err
+	}
+	if a.CoreFile != "" {
+		cf, err := filepath.Abs(a.CoreFile)
+		if err == nil {
+			_, err = os.Stat(cf)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("coreFile %s: %v", a.CoreFile, err)
+		}
+		p.coreFile = cf
+	}
+	p.cwd = a.Cwd
+	if p.cwd == "" {
+		p.cwd = filepath.Dir(prog)
+	}
+	if st, err := os.Stat(p.cwd); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("cwd %s is not a directory", p.cwd)
+	}
+	p.env = mergeEnv(os.Environ(), a.Env)
+	p.noASLR = a.DisableASLR == nil || *a.DisableASLR
+	return p, nil
+}
+
+// maxLocalRanks bounds np for the local launcher (one agent per 64 ranks).
+const maxLocalRanks = 4096
+
+// parseFocus reads a focus set; "" means every rank.
+func parseFocus(s string, size int) (rankset.Set, error) {
+	if s == "" {
+		return rankset.All(size), nil
+	}
+	set, err := rankset.Parse(s, size)
+	if err != nil {
+		return rankset.Set{}, fmt.Errorf("ranks %q: %v", s, err)
+	}
+	if set.Empty() {
+		return rankset.Set{}, fmt.Errorf("ranks %q names no rank", s)
+	}
+	return set, nil
+}
+
+// mergeEnv applies launch.json's env to an environment: a value sets, null removes.
+func mergeEnv(base []string, env map[string]*string) []string {
+	out := make([]string, 0, len(base)+len(env))
+	for _, kv := range base {
+		name := kv
+		if i := indexByte(kv, '='); i >= 0 {
+			name = kv[:i]
+		}
+		if _, overridden := env[name]; overridden || name == "HPCDAP_TOKEN" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if v := env[k]; v != nil {
+			out = append(out, k+"="+*v)
+		}
+	}
+	return out
+}
+
+func indexByte(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// attachPlan is a validated attach request.
+type attachPlan struct {
+	pids        map[int]int // rank → pid
+	program     string
+	mode        stopMode
+	focus       string
+	stopAtEntry bool
+}
+
+// planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob.
+func planAttach(raw json.RawMessage) (*attachPlan, error) {
+	var a AttachArgs
+	if err := decodeArgs(raw, &a); err != nil {
+		return nil, err
+	}
+	given := 0
+	for _, set := range []bool{a.Pid != nil, a.Pids != nil, a.LauncherPid != nil, a.SlurmJob != ""} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, errors.New(`give exactly one of "pid", "pids", "launcherPid" and "slurmJob"`)
+	}
+	p := &attachPlan{pids: map[int]int{}, stopAtEntry: a.StopAtEntry}
+	var err error
+	if p.mode, err = parseStopMode(a.StopMode); err != nil {
+		return nil, err
+	}
+	switch {
+	case a.LauncherPid != nil:
+		return nil, fmt.Errorf("attach by launcherPid (MPIR proctable): %w", errNotYet)
+	case a.SlurmJob != "":
+		return nil, fmt.Errorf("attach to Slurm job step %q: %w", a.SlurmJob, errNotYet)
+	case a.Pid != nil:
+		if *a.Pid <= 0 {
+			return nil, fmt.Errorf(`"pid" %d is not a process id`, *a.Pid)
+		}
+		p.pids[0] = *a.Pid
+	default:
+		if len(a.Pids) == 0 {
+			return nil, errors.New(`"pids" names no process`)
+		}
+		seen := map[int]int{}
+		for k, pid := range a.Pids {
+			r, err := strconv.Atoi(k)
+			if err != nil || r < 0 {
+				return nil, fmt.Errorf(`"pids": key %q is not a rank`, k)
+			}
+			if pid <= 0 {
+				return nil, fmt.Errorf(`"pids": rank %d: %d is not a process id`, r, pid)
+			}
+			if o, dup := seen[pid]; dup {
+				return nil, fmt.Errorf(`"pids": pid %d given for ranks %d and %d`, pid, o, r)
+			}
+			seen[pid] = r
+			p.pids[r] = pid
+		}
+	}
+	for r, pid := range p.pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+			return nil, fmt.Errorf("rank %d: pid %d: no such process", r, pid)
+		}
+	}
+	if a.Program != "" {
+		if p.program, err = filepath.Abs(a.Program); err != nil {
+			return nil, err
+		}
+	}
+	p.focus = a.Ranks
+	return p, nil
+}

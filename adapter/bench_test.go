@@ -1,0 +1,158 @@
+package adapter
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/adapter/dapclient"
+)
+
+// Benchmarks (go test -run '^$' -bench . ./adapter):
+//
+//	BenchmarkRequestLatency   stackTrace, scopes, variables and evaluate at one stop, hpcdap
+//	                          beside lldb-vscode-15 on the same program; p50/p99 per request.
+//	BenchmarkLaunchToStop     launch → every rank stopped at a breakpoint, for 1, 16, 64 ranks.
+//	BenchmarkMemoryPerRank    the adapter's heap per rank of a stopped job with its stacks read.
+
+// latency records request durations and reports percentiles.
+type latency struct{ d []time.Duration }
+
+func (l *latency) time(f func()) {
+	t0 := time.Now()
+	f()
+	l.d = append(l.d, time.Since(t0))
+}
+
+func (l *latency) report(b *testing.B) {
+	sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
+	p := func(q float64) float64 {
+		if len(l.d) == 0 {
+			return 0
+		}
+		return float64(l.d[min(len(l.d)-1, int(q*float64(len(l.d))))].Microseconds())
+	}
+	b.ReportMetric(p(0.5), "p50-µs")
+	b.ReportMetric(p(0.99), "p99-µs")
+	b.ReportMetric(0, "ns/op")
+}
+
+// stoppedRequests issues the requests a client sends at every stop, on thread tid.
+func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l *latency) {
+	var st dap.StackTraceResponseBody
+	if err := c.Call("stackTrace", map[string]any{"threadId": tid}, &st); err != nil {
+		b.Fatal(err)
+	}
+	fid := st.StackFrames[0].Id
+	var sc dap.ScopesResponseBody
+	if err := c.Call("scopes", map[string]any{"frameId": fid}, &sc); err != nil {
+		b.Fatal(err)
+	}
+	ref := sc.Scopes[0].VariablesReference
+	call := func(cmd string, args any) {
+		l.time(func() {
+			if err := c.Call(cmd, args, nil); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+	for i := 0; i < b.N; i++ {
+		switch which {
+		case "stackTrace":
+			call("stackTrace", map[string]any{"threadId": tid})
+		case "scopes":
+			call("scopes", map[string]any{"frameId": fid})
+		case "variables":
+			call("variables", map[string]any{"variablesReference": ref})
+		case "evaluate":
+			call("evaluate", map[string]any{"expression": "s->corner[1].x + depth", "frameId": fid, "context": "watch"})
+		}
+	}
+}
+
+func BenchmarkRequestLatency(b *testing.B) {
+	p := compileC(b, "stacks")
+	line := p.line(b, "leaf-write")
+	for _, req := range []string{"stackTrace", "scopes", "variables", "evaluate"} {
+		b.Run("hpcdap/"+req, func(b *testing.B) {
+			d := newDAP(b, viaStdio)
+			defer d.close()
+			d.launch(map[string]any{"program": p.bin})
+			d.setBreakpoints(p.src, line)
+			d.call("configurationDone", nil, nil)
+			st := d.stopped()
+			var l latency
+			b.ResetTimer()
+			stoppedRequests(b, d.c, st.ThreadId, req, &l)
+			b.StopTimer()
+			l.report(b)
+		})
+		b.Run("lldb-vscode/"+req, func(b *testing.B) {
+			lp := startLLDB(b, p, line, []string{"HPCDAP_RANK=0"})
+			var l latency
+			b.ResetTimer()
+			stoppedRequests(b, lp.c, lp.thread, req, &l)
+			b.StopTimer()
+			l.report(b)
+			lp.c.Call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+		})
+	}
+}
+
+func BenchmarkLaunchToStop(b *testing.B) {
+	p := compileC(b, "stacks")
+	line := p.line(b, "leaf-write")
+	for _, np := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("np=%d", np), func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				d := newDAP(b, viaPipe)
+				d.initialize()
+				t0 := time.Now()
+				d.call("launch", map[string]any{"program": p.bin, "np": np}, nil)
+				d.event("initialized")
+				d.setBreakpoints(p.src, line)
+				d.call("configurationDone", nil, nil)
+				d.stopped()
+				for _, r := range d.ranks().Ranks {
+					if r.State != "stopped" {
+						b.Fatalf("rank %d is %s", r.Rank, r.State)
+					}
+				}
+				total += time.Since(t0)
+				d.close()
+			}
+			// The symbol cache is shared across iterations (as in a long-running hpcdap
+			// serve): after the first, the binaries' DWARF is not read again.
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms-to-all-stopped")
+		})
+	}
+}
+
+func BenchmarkMemoryPerRank(b *testing.B) {
+	p := compileC(b, "spin")
+	heap := func(np int) uint64 {
+		d := newDAP(b, viaPipe)
+		defer d.close()
+		d.launch(map[string]any{"program": p.bin, "np": np})
+		d.setBreakpoints(p.src, p.line(b, "tick"))
+		d.call("configurationDone", nil, nil)
+		d.stopped()
+		var ps ParallelStacksBody
+		d.call("hpcdap/parallelStacks", map[string]any{}, &ps)
+		var threads dap.ThreadsResponseBody
+		d.call("threads", nil, &threads)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	for i := 0; i < b.N; i++ {
+		h1 := heap(1)
+		h64 := heap(64)
+		b.ReportMetric(float64(int64(h64)-int64(h1))/63/1024, "KiB/rank")
+	}
+}

@@ -1,0 +1,46 @@
+// Package adapter is hpcdap's Debug Adapter Protocol server: it turns DAP requests into
+// operations on a parallel job — one process or thousands of MPI ranks — and the agents'
+// notifications into DAP events. `hpcdap dap` serves one session on stdio, `hpcdap serve`
+// many sessions over TCP; both are a Server.
+//
+// # Sessions and jobs
+//
+// A Server owns what sessions share (the symbol cache: each distinct binary's DWARF is read
+// once) and hands every connection to a Session. A Session reads and decodes DAP messages on
+// one goroutine — framing is bounded (MaxMessageSize), and malformed input of any kind is
+// answered with an error response while the session goes on — and handles requests in order
+// on another (the onXxxRequest methods). Each session debugs one Job.
+//
+// A Job is the rank table of the README's contract: rank → (agent connection, pid, host,
+// executable), with DAP threads as (rank, LWP) pairs of stable ids named
+// "rank 3 · main (LWP 4242)". A Launcher produces the table: the local launcher starts this
+// very binary as `hpcdap agent` in spawn mode (one agent per 64 ranks, a random token in
+// HPCDAP_TOKEN, CDTI over loopback); attach by pid starts agents in attach mode; launchers
+// for mpirun, hydra and Slurm supply the same Placement later.
+//
+// # Run control
+//
+// The agents give every rank the Blue Gene/Q CNK's contract over CDTI: a signal in the
+// adapter's notify set suspends the whole rank and sends one Notify; ContinueProcess and
+// StepThread resume it. The job builds DAP stops on top (runctl.go): all-stop by default (the
+// first rank to stop is the primary; every other running rank is sent SIGSTOP and the stopped
+// event goes out once all have reported), or per rank or per thread (stopMode). Continue,
+// pause and steps apply to the focus set (hpcdap/focus); a step steps every focus rank's main
+// thread, gdb's way (step.go). Breakpoints are resolved once per binary and planted at each
+// rank's load bias with batched SetBreakpoint Updates; conditions, hit counts and log points
+// are evaluated on the front end when a rank reports the trap. Data breakpoints are CDTI
+// watchpoints propagated to every thread.
+//
+// # Symbols
+//
+// The front end reads symbols (package symbols): each rank's modules come from its auxiliary
+// vector and the dynamic linker's link map, read through CDTI; memory is read through a
+// per-stop page cache (read-only file segments come from the files); registers through
+// GetRegisterSet; thread-local storage through package threaddb. hpcdap/parallelStacks takes
+// the bulk of its work from the agents' GetTraceback and unwinds one representative per
+// distinct traceback on the front end (pstacks.go). A core file is debugged as a stopped rank 0
+// with the same code (core.go).
+//
+// Frames, scopes and variables are handles that belong to one rank's stop and die when that
+// rank resumes (handles.go).
+package adapter

@@ -1,0 +1,195 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/symbols"
+)
+
+// maxThreads caps the threads request (VS Code draws one row per thread); the stopped and
+// main threads of every rank come first.
+const maxThreads = 4096
+
+func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
+	s.mu.Lock()
+	j := s.job
+	s.mu.Unlock()
+	resp := &dap.ThreadsResponse{Response: newResponse(&req.Request)}
+	if j == nil {
+		resp.Body.Threads = []dap.Thread{}
+		s.send(resp)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	// Refresh the thread lists of stopped ranks (once per stop each), in parallel.
+	done := make(chan struct{}, len(j.ranks))
+	n := 0
+	for _, r := range j.ranks {
+		j.mu.Lock()
+		stale := r.state == rankStopped && r.threadsGen != r.gen
+		j.mu.Unlock()
+		if stale {
+			n++
+			go func() { j.refreshThreads(ctx, r); done <- struct{}{} }()
+		}
+	}
+	for range n {
+		<-done
+	}
+	j.mu.Lock()
+	var list []dap.Thread
+	for _, r := range j.ranks {
+		if r.state == rankExited && j.core == nil {
+			continue // its threads are gone
+		}
+		for _, t := range r.threads {
+			if len(list) >= maxThreads && t.LWP != r.Pid {
+				continue
+			}
+			list = append(list, dap.Thread{Id: t.ID, Name: t.Name})
+		}
+	}
+	j.mu.Unlock()
+	if list == nil {
+		list = []dap.Thread{}
+	}
+	resp.Body.Threads = list
+	s.send(resp)
+}
+
+// stoppedThread returns the thread named by a request if its rank is stopped, else answers
+// the request with an error.
+func (s *Session) stoppedThread(r *dap.Request, j *Job, id int) *Thread {
+	t := j.thread(id)
+	if t == nil {
+		s.sendError(r, errBadArguments, fmt.Sprintf("%s: unknown thread %d", r.Command, id))
+		return nil
+	}
+	j.mu.Lock()
+	st := t.Rank.state
+	held := t.Rank.sym.held[t.LWP] // stop mode thread: this thread is stopped, others run
+	j.mu.Unlock()
+	if st != rankStopped && !held {
+		s.sendError(r, errRunning, fmt.Sprintf("%s: rank %d is %s", r.Command, t.Rank.Num, st))
+		return nil
+	}
+	return t
+}
+
+func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	t := s.stoppedThread(&req.Request, j, req.Arguments.ThreadId)
+	if t == nil {
+		return
+	}
+	j.mu.Lock()
+	j.viewRank = t.Rank
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	ts, err := t.Rank.sym.stack(ctx, t.LWP)
+	if err != nil {
+		s.sendError(&req.Request, errStackTrace, fmt.Sprintf("stack of %s: %v", t.Name, err))
+		return
+	}
+	resp := &dap.StackTraceResponse{Response: newResponse(&req.Request)}
+	resp.Body.StackFrames = s.stackFrames(j, t, ts, req.Arguments.StartFrame, req.Arguments.Levels)
+	resp.Body.TotalFrames = len(ts.frames)
+	s.send(resp)
+}
+
+// stackFrames builds DAP frames for a page of a thread's stack.
+func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels int) []dap.StackFrame {
+	out := []dap.StackFrame{}
+	if start < 0 {
+		start = 0
+	}
+	end := len(ts.frames)
+	if levels > 0 && start+levels < end {
+		end = start + levels
+	}
+	for i := start; i < end; i++ {
+		f := ts.frames[i]
+		id := j.handles.add(t.Rank, &frameRef{thread: t, level: i, frame: f, ts: ts})
+		out = append(out, s.dapFrame(id, f))
+	}
+	return out
+}
+
+// dapFrame converts one frame.
+func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
+	df := dap.StackFrame{Id: id, Name: frameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
+	if f.HasLine && f.Line.File != "" {
+		df.Source = &dap.Source{Name: filepath.Base(f.Line.File), Path: f.Line.File}
+		df.Line = s.lineOut(f.Line.Line)
+		df.Column = s.colOut(max(f.Line.Column, 1))
+	} else {
+		df.PresentationHint = "subtle"
+	}
+	if f.Kind == symbols.FrameSignal {
+		df.PresentationHint = "label"
+	}
+	if f.Module != nil {
+		df.ModuleId = f.Module.Path
+	}
+	return df
+}
+
+// frameName is the frame's function as gdb names it, or "??" with the address.
+func frameName(f *symbols.Frame) string {
+	switch {
+	case f.Kind == symbols.FrameSignal:
+		return "<signal handler called>"
+	case f.Name != "":
+		return f.Name
+	}
+	return fmt.Sprintf("?? (%#x)", f.PC)
+}
+
+// frame returns the frame a frame id stands for, or answers with an error.
+func (s *Session) frame(r *dap.Request, j *Job, id int) *frameRef {
+	v, ok := j.handles.get(id)
+	fr, isFrame := v.(*frameRef)
+	if !ok || !isFrame {
+		s.sendError(r, errBadArguments, fmt.Sprintf("%s: frame %d is not a frame of a current stop", r.Command, id))
+		return nil
+	}
+	return fr
+}
+
+func (s *Session) onScopesRequest(req *dap.ScopesRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	fr := s.frame(&req.Request, j, req.Arguments.FrameId)
+	if fr == nil {
+		return
+	}
+	r := fr.thread.Rank
+	resp := &dap.ScopesResponse{Response: newResponse(&req.Request)}
+	locals := j.handles.add(r, &varRef{kind: varLocals, frame: fr})
+	args := j.handles.add(r, &varRef{kind: varArgs, frame: fr})
+	regs := j.handles.add(r, &varRef{kind: varRegisters, frame: fr})
+	globals := j.handles.add(r, &varRef{kind: varGlobals, frame: fr})
+	scopes := []dap.Scope{
+		{Name: "Locals", PresentationHint: "locals", VariablesReference: locals},
+		{Name: "Arguments", PresentationHint: "arguments", VariablesReference: args},
+		{Name: "Registers", PresentationHint: "registers", VariablesReference: regs, Expensive: true},
+		{Name: "Globals", VariablesReference: globals, Expensive: true},
+	}
+	if f := fr.frame; f.HasLine && f.Line.File != "" {
+		for i := range scopes[:2] {
+			scopes[i].Source = &dap.Source{Name: filepath.Base(f.Line.File), Path: f.Line.File}
+		}
+	}
+	resp.Body.Scopes = scopes
+	s.send(resp)
+}

@@ -1,0 +1,442 @@
+package adapter
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/adapter/dapclient"
+	"github.com/hpcdap/hpcdap/symbols"
+)
+
+// hpcdapBin is the hpcdap binary built for the tests: the agent the adapter starts, and the
+// `hpcdap dap` the stdio tests talk to.
+var hpcdapBin string
+
+// testSymbols is shared by the tests' in-process servers: libc's debugging information is
+// read once for the whole run, as one long-lived `hpcdap serve` would.
+var testSymbols = symbols.NewCache(nil)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hpcdap-adapter-test-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	hpcdapBin = filepath.Join(dir, "hpcdap")
+	build := exec.Command("go", "build", "-o", hpcdapBin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build hpcdap for the tests: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// needTool fails the test when a program it needs is missing.
+func needTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s is required by this test and was not found in PATH (install it: make deps)", name)
+	}
+	return p
+}
+
+// program is a C test program compiled into a test directory.
+type program struct {
+	bin, src string
+	dir      string
+	marks    map[string]int
+}
+
+var buildMu sync.Mutex
+
+// compileC builds testdata/<name>.c with gcc and finds its MARK: lines.
+func compileC(t testing.TB, name string, flags ...string) *program {
+	t.Helper()
+	needTool(t, "gcc")
+	dir := t.TempDir()
+	srcData, err := os.ReadFile(filepath.Join("testdata", name+".c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(src, srcData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, name)
+	args := append([]string{"-g", "-O0", "-o", bin, src}, flags...)
+	if strings.Contains(string(srcData), "pthread") {
+		args = append(args, "-pthread")
+	}
+	buildMu.Lock()
+	out, err := exec.Command("gcc", args...).CombinedOutput()
+	buildMu.Unlock()
+	if err != nil {
+		t.Fatalf("gcc %s: %v\n%s", name, err, out)
+	}
+	p := &program{bin: bin, src: src, dir: dir, marks: map[string]int{}}
+	for i, l := range strings.Split(string(srcData), "\n") {
+		if k := strings.Index(l, "MARK:"); k >= 0 {
+			name := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(l[k+5:]), "*/"))
+			p.marks[name] = i + 1
+		}
+	}
+	return p
+}
+
+func (p *program) line(t testing.TB, mark string) int {
+	t.Helper()
+	l, ok := p.marks[mark]
+	if !ok {
+		t.Fatalf("no MARK:%s in %s", mark, p.src)
+	}
+	return l
+}
+
+// oracleFrame and oracleDump are gdb's view (testdata/gdboracle.py).
+type oracleFrame struct {
+	Name string `json:"name"`
+	File string `json:"file"`
+	Line int    `json:"line"`
+	PC   uint64 `json:"pc"`
+}
+
+type oracleDump struct {
+	Frames []oracleFrame     `json:"frames"`
+	Locals map[string]string `json:"locals"`
+	Args   map[string]string `json:"args"`
+	Signal int               `json:"signal"`
+	SiAddr *uint64           `json:"siaddr"`
+	Exprs  map[string]string `json:"exprs"`
+	Error  string            `json:"error"`
+}
+
+// gdbOracle runs the program under gdb with commands (use "oracle-dump" to record a state)
+// and returns the states in order.
+func gdbOracle(t testing.TB, p *program, env []string, args []string, cmds ...string) []oracleDump {
+	t.Helper()
+	needTool(t, "gdb")
+	script, _ := filepath.Abs(filepath.Join("testdata", "gdboracle.py"))
+	gargs := []string{"-batch", "-nx", "-x", script}
+	for _, c := range cmds {
+		gargs = append(gargs, "-ex", c)
+	}
+	gargs = append(gargs, "--args", p.bin)
+	gargs = append(gargs, args...)
+	cmd := exec.Command("gdb", gargs...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = p.dir
+	out, err := cmd.CombinedOutput()
+	var dumps []oracleDump
+	for _, l := range strings.Split(string(out), "\n") {
+		if j, ok := strings.CutPrefix(l, "ORACLE "); ok {
+			var d oracleDump
+			if err := json.Unmarshal([]byte(j), &d); err != nil {
+				t.Fatalf("gdb oracle output %q: %v", j, err)
+			}
+			dumps = append(dumps, d)
+		}
+	}
+	if len(dumps) == 0 {
+		t.Fatalf("gdb produced no oracle dump (err %v):\n%s", err, out)
+	}
+	return dumps
+}
+
+// dapSession is a scripted conversation with the adapter.
+type dapSession struct {
+	t    testing.TB
+	c    *dapclient.Client
+	end  func()
+	pids map[int]bool // rank processes seen, killed at the end if a test left them behind
+}
+
+// transport names how a test talks to the adapter.
+type transport string
+
+const (
+	viaPipe  transport = "pipe"  // in-process Server, net.Pipe
+	viaTCP   transport = "tcp"   // in-process Server, hpcdap serve's accept loop on loopback
+	viaStdio transport = "stdio" // the built `hpcdap dap` as a child process
+)
+
+// newDAP starts a session over a transport.
+func newDAP(t testing.TB, tr transport) *dapSession {
+	t.Helper()
+	logger := testLogger(t)
+	logDir := t.TempDir()
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		logs, _ := filepath.Glob(filepath.Join(logDir, "agent-*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			t.Logf("%s:\n%s", filepath.Base(l), b)
+		}
+	})
+	switch tr {
+	case viaPipe:
+		srv := NewServer(Config{AgentPath: hpcdapBin, Log: logger, LogDir: logDir, Symbols: testSymbols})
+		a, b := net.Pipe()
+		done := make(chan struct{})
+		go func() { srv.ServeConn(a); close(done) }()
+		c := dapclient.New(b, b)
+		return &dapSession{t: t, c: c, end: func() {
+			b.Close()
+			waitOrFail(t, done, "session end")
+		}}
+	case viaTCP:
+		srv := NewServer(Config{AgentPath: hpcdapBin, Log: logger, LogDir: logDir, Symbols: testSymbols})
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(l) }()
+		conn, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := dapclient.New(conn, conn)
+		return &dapSession{t: t, c: c, end: func() {
+			conn.Close()
+			srv.Close()
+			if err := <-served; err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		}}
+	case viaStdio:
+		cmd := exec.Command(hpcdapBin, "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
+		in, _ := cmd.StdinPipe()
+		out, _ := cmd.StdoutPipe()
+		cmd.Stderr = newTestWriter(t)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		c := dapclient.New(out, in)
+		return &dapSession{t: t, c: c, end: func() {
+			in.Close()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				cmd.Process.Kill()
+				t.Errorf("hpcdap dap did not exit after its stdin closed")
+			}
+		}}
+	}
+	t.Fatalf("unknown transport %q", tr)
+	return nil
+}
+
+func waitOrFail(t testing.TB, ch <-chan struct{}, what string) {
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Errorf("%s: timed out\n%s", what, buf[:n])
+	}
+}
+
+// testWriter sends diagnostics to the test log while the test runs (goroutines that outlive
+// it must not call t.Log).
+type testWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func newTestWriter(t testing.TB) *testWriter {
+	w := &testWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.done = true
+		w.mu.Unlock()
+	})
+	return w
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *log.Logger { return log.New(newTestWriter(t), "", log.Lmicroseconds) }
+
+// call sends a request and fails the test on an error response.
+func (d *dapSession) call(command string, args any, out any) {
+	d.t.Helper()
+	if err := d.c.Call(command, args, out); err != nil {
+		d.t.Fatalf("%s: %v", command, err)
+	}
+}
+
+// callErr sends a request that must fail and returns its message.
+func (d *dapSession) callErr(command string, args any) string {
+	d.t.Helper()
+	m, err := d.c.Request(command, args)
+	if err != nil {
+		d.t.Fatalf("%s: %v", command, err)
+	}
+	if m.Success {
+		d.t.Fatalf("%s succeeded, want an error response", command)
+	}
+	return m.Message
+}
+
+func (d *dapSession) initialize() {
+	d.t.Helper()
+	d.call("initialize", map[string]any{"adapterID": "hpcdap", "clientID": "test", "linesStartAt1": true,
+		"columnsStartAt1": true, "pathFormat": "path", "supportsProgressReporting": true,
+		"supportsVariableType": true, "supportsInvalidatedEvent": true}, nil)
+}
+
+// launch initializes and launches; configurationDone is left to the caller.
+func (d *dapSession) launch(args map[string]any) {
+	d.t.Helper()
+	d.initialize()
+	d.call("launch", args, nil)
+	d.event("initialized")
+}
+
+// event waits for the next event of a kind.
+func (d *dapSession) event(name string) *dapclient.Message {
+	d.t.Helper()
+	m, err := d.c.WaitEvent(name, 60*time.Second, nil)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return m
+}
+
+// stopped waits for the next stopped event.
+func (d *dapSession) stopped() dap.StoppedEventBody {
+	d.t.Helper()
+	var b dap.StoppedEventBody
+	if err := d.event("stopped").Decode(&b); err != nil {
+		d.t.Fatal(err)
+	}
+	return b
+}
+
+func (d *dapSession) setBreakpoints(src string, lines ...int) []Breakpoint {
+	d.t.Helper()
+	var bps []map[string]any
+	for _, l := range lines {
+		bps = append(bps, map[string]any{"line": l})
+	}
+	var body struct{ Breakpoints []Breakpoint }
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": src}, "breakpoints": bps}, &body)
+	return body.Breakpoints
+}
+
+func (d *dapSession) stackTrace(tid int) []dap.StackFrame {
+	d.t.Helper()
+	var b dap.StackTraceResponseBody
+	d.call("stackTrace", map[string]any{"threadId": tid}, &b)
+	return b.StackFrames
+}
+
+// scopeVars returns a frame's variables of one scope by name.
+func (d *dapSession) scopeVars(frameID int, scope string) map[string]dap.Variable {
+	d.t.Helper()
+	var sc dap.ScopesResponseBody
+	d.call("scopes", map[string]any{"frameId": frameID}, &sc)
+	for _, s := range sc.Scopes {
+		if s.Name == scope {
+			return d.vars(s.VariablesReference)
+		}
+	}
+	d.t.Fatalf("no scope %q", scope)
+	return nil
+}
+
+func (d *dapSession) vars(ref int) map[string]dap.Variable {
+	d.t.Helper()
+	var vb dap.VariablesResponseBody
+	d.call("variables", map[string]any{"variablesReference": ref}, &vb)
+	out := map[string]dap.Variable{}
+	for _, v := range vb.Variables {
+		out[v.Name] = v
+	}
+	return out
+}
+
+func (d *dapSession) ranks() RanksBody {
+	d.t.Helper()
+	var b RanksBody
+	d.call("hpcdap/ranks", map[string]any{}, &b)
+	if d.pids == nil {
+		d.pids = map[int]bool{}
+		d.t.Cleanup(d.reap)
+	}
+	for _, r := range b.Ranks {
+		d.pids[r.Pid] = true
+	}
+	return b
+}
+
+// reap kills rank processes a failed test left running (the agent detaches, not kills, when
+// its front end disappears).
+func (d *dapSession) reap() {
+	for pid := range d.pids {
+		if st := procStatus(pid, "State"); st != "" && !strings.HasPrefix(st, "Z") {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// close disconnects (killing launched ranks) and ends the session.
+func (d *dapSession) close() {
+	d.t.Helper()
+	d.c.Request("disconnect", map[string]any{})
+	d.end()
+}
+
+// readLines collects lines from r in the background.
+type lineCollector struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func collectLines(r io.Reader) *lineCollector {
+	lc := &lineCollector{}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lc.mu.Lock()
+			lc.lines = append(lc.lines, sc.Text())
+			lc.mu.Unlock()
+		}
+	}()
+	return lc
+}
+
+func (lc *lineCollector) count() int {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return len(lc.lines)
+}

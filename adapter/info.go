@@ -1,0 +1,235 @@
+package adapter
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/symbols"
+	"golang.org/x/arch/x86/x86asm"
+)
+
+func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	t := s.stoppedThread(&req.Request, j, req.Arguments.ThreadId)
+	if t == nil {
+		return
+	}
+	r := t.Rank
+	j.mu.Lock()
+	n := r.notif
+	reason := r.stopReason
+	j.mu.Unlock()
+	if n == nil || (reason != "exception" && reason != "signal") {
+		s.sendError(&req.Request, errExceptionInfo, fmt.Sprintf("exceptionInfo: rank %d did not stop for a signal", r.Num))
+		return
+	}
+	sig := int(n.Signal)
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	desc := fmt.Sprintf("%s (%s) on rank %d, thread LWP %d, at pc %#x", signalName(sig), signalDescription(sig),
+		r.Num, n.ThreadID, n.InstAddress)
+	addr, known := n.DataAddress, n.DataAddress != 0
+	if !known && (sig == 11 || sig == 7) {
+		addr, known = faultAddress(ctx, r, int(n.ThreadID))
+	}
+	if known && (sig == 11 || sig == 7) {
+		desc += fmt.Sprintf(": invalid access to address %#x", addr)
+	}
+	resp := &dap.ExceptionInfoResponse{Response: newResponse(&req.Request)}
+	resp.Body.ExceptionId = signalName(sig)
+	resp.Body.Description = desc
+	resp.Body.BreakMode = "always"
+	details := &dap.ExceptionDetails{Message: desc, TypeName: "signal", FullTypeName: signalName(sig)}
+	if ts, err := r.sym.stack(ctx, int(n.ThreadID)); err == nil {
+		var b []byte
+		for _, f := range ts.frames {
+			line := fmt.Sprintf("#%d %#x in %s", f.Level, f.PC, frameName(f))
+			if f.HasLine {
+				line += fmt.Sprintf(" at %s:%d", f.Line.File, f.Line.Line)
+			}
+			b = append(b, line+"\n"...)
+		}
+		details.StackTrace = string(b)
+	}
+	resp.Body.Details = details
+	s.send(resp)
+}
+
+// faultAddress computes the address a faulting x86-64 instruction accessed from its memory
+// operand and the thread's registers (the CDTI Notify carries a data address for watchpoints
+// only).
+func faultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
+	ts, err := r.sym.stack(ctx, lwp)
+	if err != nil || ts.proc.Arch.Machine != elf.EM_X86_64 || len(ts.gp) < 27*8 {
+		return 0, false
+	}
+	pc, _ := ts.regs.PC()
+	var code [16]byte
+	n, _ := ts.proc.Mem.ReadAt(code[:], pc)
+	inst, err := x86asm.Decode(code[:n], 64)
+	if err != nil {
+		return 0, false
+	}
+	reg := func(rg x86asm.Reg) (uint64, bool) {
+		off, ok := gpOffsets[rg]
+		if !ok {
+			if rg == x86asm.RIP {
+				return pc + uint64(inst.Len), true
+			}
+			return 0, rg == 0
+		}
+		return binary.LittleEndian.Uint64(ts.gp[off:]), true
+	}
+	for _, a := range inst.Args {
+		m, ok := a.(x86asm.Mem)
+		if !ok {
+			continue
+		}
+		base, ok1 := reg(m.Base)
+		idx, ok2 := reg(m.Index)
+		if !ok1 || !ok2 {
+			return 0, false
+		}
+		addr := base + idx*uint64(m.Scale) + uint64(m.Disp)
+		switch m.Segment {
+		case x86asm.FS:
+			addr += binary.LittleEndian.Uint64(ts.gp[21*8:])
+		case x86asm.GS:
+			addr += binary.LittleEndian.Uint64(ts.gp[22*8:])
+		}
+		return addr, true
+	}
+	return 0, false
+}
+
+// gpOffsets places the 64-bit registers in user_regs_struct.
+var gpOffsets = map[x86asm.Reg]int{
+	x86asm.R15: 0, x86asm.R14: 8, x86asm.R13: 16, x86asm.R12: 24, x86asm.RBP: 32, x86asm.RBX: 40,
+	x86asm.R11: 48, x86asm.R10: 56, x86asm.R9: 64, x86asm.R8: 72, x86asm.RAX: 80, x86asm.RCX: 88,
+	x86asm.RDX: 96, x86asm.RSI: 104, x86asm.RDI: 112, x86asm.RSP: 152,
+}
+
+// viewModules returns the modules of the rank the client looks at.
+func (j *Job) viewModules(ctx context.Context) ([]*symbols.Module, error) {
+	if j.core != nil {
+		return j.core.core.Process.Modules(), nil
+	}
+	r := j.referenceRank()
+	if r == nil {
+		return nil, fmt.Errorf("no rank is alive")
+	}
+	return r.sym.modules(ctx, true)
+}
+
+func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	mods, err := j.viewModules(ctx)
+	if err != nil {
+		s.sendError(&req.Request, errInternal, "modules: "+err.Error())
+		return
+	}
+	out := []dap.Module{}
+	for _, m := range mods {
+		dm := dap.Module{Id: m.Path, Name: filepath.Base(m.Path), Path: m.Path,
+			AddressRange: fmt.Sprintf("%#x-%#x", m.Lo, m.Hi)}
+		if m.Bin.HasDWARF() {
+			dm.SymbolStatus = "Symbols loaded."
+			dm.SymbolFilePath = m.Bin.Path
+			if m.Bin.DebugPath != "" {
+				dm.SymbolFilePath = m.Bin.DebugPath
+			}
+		} else {
+			dm.SymbolStatus = "No debugging information."
+		}
+		if id := m.Bin.BuildIDString(); id != "" {
+			dm.Version = "build-id " + id
+		}
+		dm.IsUserCode = m.Bin.HasDWARF()
+		out = append(out, dm)
+	}
+	start := min(max(req.Arguments.StartModule, 0), len(out))
+	end := len(out)
+	if req.Arguments.ModuleCount > 0 && start+req.Arguments.ModuleCount < end {
+		end = start + req.Arguments.ModuleCount
+	}
+	resp := &dap.ModulesResponse{Response: newResponse(&req.Request)}
+	resp.Body.Modules = out[start:end]
+	resp.Body.TotalModules = len(out)
+	s.send(resp)
+}
+
+func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	mods, err := j.viewModules(ctx)
+	if err != nil {
+		s.sendError(&req.Request, errInternal, "loadedSources: "+err.Error())
+		return
+	}
+	seen := map[string]bool{}
+	var paths []string
+	for _, m := range mods {
+		for _, f := range m.Bin.SourceFiles() {
+			if !seen[f] && len(paths) < 20000 {
+				seen[f] = true
+				paths = append(paths, f)
+			}
+		}
+	}
+	sort.Strings(paths)
+	resp := &dap.LoadedSourcesResponse{Response: newResponse(&req.Request)}
+	resp.Body.Sources = []dap.Source{}
+	for _, p := range paths {
+		resp.Body.Sources = append(resp.Body.Sources, dap.Source{Name: filepath.Base(p), Path: p})
+	}
+	s.send(resp)
+}
+
+// maxSourceSize bounds the source request's answer.
+const maxSourceSize = 2 << 20
+
+func (s *Session) onSourceRequest(req *dap.SourceRequest) {
+	path := ""
+	if req.Arguments.Source != nil {
+		path = req.Arguments.Source.Path
+	}
+	if path == "" {
+		s.sendError(&req.Request, errSource, "source: this adapter hands out no source references; open the file by path")
+		return
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		s.sendError(&req.Request, errSource, fmt.Sprintf("source %s: %v", path, err))
+		return
+	}
+	if st.Size() > maxSourceSize {
+		s.sendError(&req.Request, errSource, fmt.Sprintf("source %s: %d bytes is too large", path, st.Size()))
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		s.sendError(&req.Request, errSource, fmt.Sprintf("source %s: %v", path, err))
+		return
+	}
+	resp := &dap.SourceResponse{Response: newResponse(&req.Request)}
+	resp.Body.Content = string(b)
+	s.send(resp)
+}

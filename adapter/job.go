@@ -1,0 +1,480 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/rankset"
+	"github.com/hpcdap/hpcdap/symbols"
+)
+
+// rankState is where a rank stands, as hpcdap/ranks reports it.
+type rankState int
+
+const (
+	rankStarting rankState = iota // launched, not yet held by the adapter
+	rankRunning
+	rankStopped
+	rankExited
+)
+
+func (s rankState) String() string {
+	return [...]string{"starting", "running", "stopped", "exited"}[s]
+}
+
+// Rank is one process of the job. Fields after mu-guarded are read and written with the job's
+// mutex held; the symbol state has its own lock (rankSymbols).
+type Rank struct {
+	job  *Job
+	Num  int
+	node *node
+	Pid  int
+	Exe  string
+
+	evMu sync.Mutex // serialises the handling of this rank's notifications
+
+	// Guarded by job.mu.
+	state       rankState
+	notif       *cdti.NotifySignal // the notification in flight while stopped
+	stopReason  string             // DAP reason of the last stop
+	stopText    string             // its description
+	stopBPs     []int
+	exit        *cdti.ExitStatus
+	sigstops    int  // SIGSTOPs sent by the adapter and not yet reported
+	pauseReq    bool // a pause asked this rank to stop
+	gen         int  // bumped at every resume: frames and variables of older stops are stale
+	stepper     *stepper
+	threads     []*Thread // leader first, then by LWP
+	threadsGen  int       // gen the thread list was read at (-1: never)
+	hits        map[int]int
+	started     chan struct{} // closed at the first stop after launch or attach
+	startOnce   sync.Once
+	endReported bool            // its exit has been reported to the client
+	outEOF      map[string]bool // streams whose end the agent reported (per-rank output)
+
+	sym rankSymbols
+}
+
+// Thread is one (rank, LWP) pair: a DAP thread with a stable id.
+type Thread struct {
+	ID   int
+	Rank *Rank
+	LWP  int
+	Name string
+}
+
+// Job is the whole debugged job of one session: its ranks, the agents that serve them, the
+// threads, breakpoints and run-control state.
+type Job struct {
+	s      *Session
+	size   int
+	mode   stopMode
+	ranks  []*Rank       // by rank number
+	byNum  map[int]*Rank // rank number → rank
+	nodes  []*node
+	syms   *symbols.Cache
+	bps    *breakpoints
+	core   *coreJob // post-mortem: a core file instead of live ranks
+	noStop bool     // noDebug: run without stopping
+
+	mu         sync.Mutex
+	focus      rankset.Set
+	threads    map[int]*Thread
+	nextThread int
+	collect    *collector
+	steps      *stepGroup
+	entryWait  map[*Rank]bool // stopAtEntry: ranks not yet at main
+	viewRank   *Rank          // the rank whose stack the client read last
+	changed    map[*Rank]bool
+	flushTimer *time.Timer
+	exited     bool // every rank has exited and the exited event was sent
+	stopAll    bool // terminating: notifications no longer stop anything
+	signalStop bool // setExceptionBreakpoints: stop on signals
+	handles    handles
+	lineBuf    lineBuffer
+	outputs    []*outputStream
+}
+
+// drainOutput waits (briefly) until rank r's output has been sent, so that a rank's last
+// lines come before the events that report its end: with per-rank output, until the agent
+// reported the end of both its streams; otherwise until the shared pipe is drained.
+func (j *Job) drainOutput(r *Rank, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		done := true
+		if r.node.output {
+			j.mu.Lock()
+			done = r.outEOF["stdout"] && r.outEOF["stderr"]
+			j.mu.Unlock()
+		} else {
+			for _, o := range j.outputs {
+				done = done && o.drained()
+			}
+		}
+		if done {
+			return
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// newJob connects to every agent of a placement and builds the rank table.
+func newJob(ctx context.Context, s *Session, pl *Placement, mode stopMode, focus string) (*Job, error) {
+	j := &Job{s: s, size: pl.Size, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}, signalStop: true}
+	j.bps = newBreakpoints(j)
+	j.handles.init()
+	for _, ep := range pl.Nodes {
+		n, infos, err := dialNode(ctx, ep, j.onRankOutput)
+		if err != nil {
+			j.closeNodes(true)
+			return nil, err
+		}
+		j.nodes = append(j.nodes, n)
+		for _, ri := range infos {
+			if _, dup := j.byNum[ri.Rank]; dup {
+				j.closeNodes(true)
+				return nil, fmt.Errorf("rank %d is served by two agents", ri.Rank)
+			}
+			r := &Rank{job: j, Num: ri.Rank, node: n, Pid: ri.Pid, Exe: ri.Executable, threadsGen: -1,
+				hits: map[int]int{}, started: make(chan struct{})}
+			r.sym.rank = r
+			n.ranks = append(n.ranks, r)
+			j.byNum[r.Num] = r
+			j.ranks = append(j.ranks, r)
+		}
+		if ep.Output != nil {
+			o := &outputStream{r: ep.Output}
+			if n.output {
+				// The ranks' output comes per rank on the management plane; the agent's own
+				// stderr only carries what it could not log (a crash): show it as such.
+				host := n.host
+				go o.forward(func(text string) { j.s.sendOutput("console", "agent on "+host+": "+text) })
+			} else {
+				j.outputs = append(j.outputs, o)
+				go o.forward(func(text string) { j.s.sendOutput("stdout", text) })
+			}
+		}
+	}
+	sort.Slice(j.ranks, func(a, b int) bool { return j.ranks[a].Num < j.ranks[b].Num })
+	if len(j.ranks) == 0 {
+		j.closeNodes(true)
+		return nil, errors.New("the agents serve no rank")
+	}
+	if max := j.ranks[len(j.ranks)-1].Num + 1; max > j.size {
+		j.size = max
+	}
+	var err error
+	if j.focus, err = j.parseRanks(focus); err != nil {
+		j.closeNodes(true)
+		return nil, err
+	}
+	// Main threads get the ids 1…N in rank order, so a rank's thread id is predictable.
+	for _, r := range j.ranks {
+		j.addThread(r, r.Pid)
+	}
+	return j, nil
+}
+
+// parseRanks reads a rank set of this job ("" is every rank), keeping only ranks that exist.
+func (j *Job) parseRanks(s string) (rankset.Set, error) {
+	set, err := parseFocus(s, j.size)
+	if err != nil {
+		return set, err
+	}
+	var have rankset.Set
+	for _, r := range j.ranks {
+		have = have.Add(r.Num)
+	}
+	set = set.Intersect(have)
+	if set.Empty() {
+		return set, fmt.Errorf("ranks %q names no rank of this job", s)
+	}
+	return set, nil
+}
+
+// addThread registers (rank, lwp) and returns its thread; j.mu must be held or the job not
+// yet shared.
+func (j *Job) addThread(r *Rank, lwp int) *Thread {
+	for _, t := range r.threads {
+		if t.LWP == lwp {
+			return t
+		}
+	}
+	j.nextThread++
+	t := &Thread{ID: j.nextThread, Rank: r, LWP: lwp}
+	t.Name = threadName(r, lwp, "")
+	j.threads[t.ID] = t
+	r.threads = append(r.threads, t)
+	sort.SliceStable(r.threads, func(a, b int) bool {
+		if (r.threads[a].LWP == r.Pid) != (r.threads[b].LWP == r.Pid) {
+			return r.threads[a].LWP == r.Pid
+		}
+		return r.threads[a].LWP < r.threads[b].LWP
+	})
+	return t
+}
+
+// threadName is "rank 3 · main (LWP 4242)"; other threads are named after their start routine
+// when it is known.
+func threadName(r *Rank, lwp int, routine string) string {
+	role := routine
+	if lwp == r.Pid {
+		role = "main"
+	}
+	if role == "" {
+		role = "thread"
+	}
+	return fmt.Sprintf("rank %d · %s (LWP %d)", r.Num, role, lwp)
+}
+
+// mainThread returns the rank's leader thread.
+func (r *Rank) mainThread() *Thread {
+	if len(r.threads) > 0 && r.threads[0].LWP == r.Pid {
+		return r.threads[0]
+	}
+	for _, t := range r.threads {
+		if t.LWP == r.Pid {
+			return t
+		}
+	}
+	if len(r.threads) > 0 {
+		return r.threads[0]
+	}
+	return nil
+}
+
+// threadFor returns the thread of (rank, lwp), registering it if new.
+func (j *Job) threadFor(r *Rank, lwp int) *Thread {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lwp == 0 {
+		return r.mainThread()
+	}
+	return j.addThread(r, lwp)
+}
+
+// refreshThreads reads a stopped rank's thread list once per stop.
+func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
+	j.mu.Lock()
+	fresh := r.threadsGen == r.gen || r.state != rankStopped
+	gen := r.gen
+	j.mu.Unlock()
+	if fresh {
+		return
+	}
+	list, err := r.node.client.ThreadList(ctx, uint32(r.Num))
+	if err != nil {
+		return
+	}
+	names := r.sym.threadRoutines(ctx)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.gen != gen {
+		return
+	}
+	alive := map[int]bool{}
+	for _, e := range list {
+		lwp := int(e.TID)
+		alive[lwp] = true
+		t := j.addThread(r, lwp)
+		t.Name = threadName(r, lwp, names[lwp])
+	}
+	kept := r.threads[:0]
+	for _, t := range r.threads {
+		if alive[t.LWP] || t.LWP == r.Pid {
+			kept = append(kept, t)
+		} else {
+			delete(j.threads, t.ID)
+		}
+	}
+	r.threads = kept
+	r.threadsGen = gen
+}
+
+// rank returns the rank with number n, or nil.
+func (j *Job) rank(n int) *Rank { return j.byNum[n] }
+
+// thread returns the thread with DAP id id, or nil.
+func (j *Job) thread(id int) *Thread {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.threads[id]
+}
+
+// rankState returns the README's RankState of r; j.mu must be held.
+func (j *Job) rankStateLocked(r *Rank) RankState {
+	rs := RankState{Rank: r.Num, State: r.state.String(), Pid: r.Pid, Host: r.node.host}
+	if t := r.mainThread(); t != nil {
+		rs.ThreadID = t.ID
+	}
+	if r.state == rankStopped {
+		rs.StopReason = r.stopReason
+	}
+	if r.exit != nil {
+		code := exitCode(*r.exit)
+		rs.ExitCode = &code
+		if r.exit.Signaled() {
+			rs.Signal = signalName(r.exit.Signal())
+		}
+	}
+	if r.state == rankStopped && r.notif != nil && isFatal(int(r.notif.Signal)) {
+		rs.Signal = signalName(int(r.notif.Signal))
+	}
+	return rs
+}
+
+// exitCode turns a wait status into a shell-style exit code (128+signal when killed).
+func exitCode(s cdti.ExitStatus) int {
+	if s.Signaled() {
+		return 128 + s.Signal()
+	}
+	return s.ExitCode()
+}
+
+// markChanged queues r for the next coalesced hpcdap/ranksChanged event; j.mu must be held.
+func (j *Job) markChanged(r *Rank) {
+	j.changed[r] = true
+	if j.flushTimer == nil {
+		j.flushTimer = time.AfterFunc(20*time.Millisecond, j.flushChanged)
+	}
+}
+
+// flushChanged sends the queued hpcdap/ranksChanged event now.
+func (j *Job) flushChanged() {
+	j.mu.Lock()
+	body := j.takeChangedLocked()
+	j.mu.Unlock()
+	if body != nil {
+		j.s.sendEvent("hpcdap/ranksChanged", body)
+	}
+}
+
+func (j *Job) takeChangedLocked() *RanksChangedBody {
+	if j.flushTimer != nil {
+		j.flushTimer.Stop()
+		j.flushTimer = nil
+	}
+	if len(j.changed) == 0 {
+		return nil
+	}
+	body := &RanksChangedBody{}
+	for r := range j.changed {
+		body.Ranks = append(body.Ranks, j.rankStateLocked(r))
+	}
+	clear(j.changed)
+	sort.Slice(body.Ranks, func(a, b int) bool { return body.Ranks[a].Rank < body.Ranks[b].Rank })
+	return body
+}
+
+// ranksBody answers hpcdap/ranks.
+func (j *Job) ranksBody() RanksBody {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := RanksBody{Ranks: make([]RankState, 0, len(j.ranks)), Focus: j.focus.String()}
+	for _, r := range j.ranks {
+		b.Ranks = append(b.Ranks, j.rankStateLocked(r))
+	}
+	return b
+}
+
+// focusRanks returns the ranks of the focus set, in rank order.
+func (j *Job) focusRanks() []*Rank {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ranksInLocked(j.focus)
+}
+
+func (j *Job) ranksInLocked(set rankset.Set) []*Rank {
+	var out []*Rank
+	for _, r := range j.ranks {
+		if set.Contains(r.Num) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// onRankOutput turns a chunk of a rank's output into output events, one prefix per line.
+func (j *Job) onRankOutput(p outputParams) {
+	if p.EOF {
+		j.mu.Lock()
+		if r := j.byNum[p.Rank]; r != nil {
+			if r.outEOF == nil {
+				r.outEOF = map[string]bool{}
+			}
+			r.outEOF[p.Stream] = true
+		}
+		j.mu.Unlock()
+	}
+	key := fmt.Sprintf("%d/%s", p.Rank, p.Stream)
+	text := j.lineBuf.add(key, p.Text, p.EOF)
+	if text == "" {
+		return
+	}
+	cat := "stdout"
+	if p.Stream == "stderr" {
+		cat = "stderr"
+	}
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if line != "" {
+			fmt.Fprintf(&b, "[%d] %s", p.Rank, line)
+		}
+	}
+	j.s.sendOutput(cat, b.String())
+}
+
+// closeNodes drops every agent connection; with shutdown, asks the agents to end first
+// (killing the ranks when kill).
+func (j *Job) closeNodes(kill bool) {
+	var wg sync.WaitGroup
+	for _, n := range j.nodes {
+		wg.Go(func() { n.shutdown(kill) })
+	}
+	wg.Wait()
+}
+
+// signalName names a Linux signal ("SIGSEGV").
+func signalName(sig int) string {
+	if n, ok := sigNames[sig]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", sig)
+}
+
+var sigNames = map[int]string{
+	1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+	14: "SIGALRM", 15: "SIGTERM", 16: "SIGSTKFLT", 17: "SIGCHLD", 18: "SIGCONT", 19: "SIGSTOP",
+	20: "SIGTSTP", 21: "SIGTTIN", 22: "SIGTTOU", 23: "SIGURG", 24: "SIGXCPU", 25: "SIGXFSZ",
+	26: "SIGVTALRM", 27: "SIGPROF", 28: "SIGWINCH", 29: "SIGIO", 30: "SIGPWR", 31: "SIGSYS",
+}
+
+// isFatal reports the signals whose default action kills the program with a fault: they are
+// reported as exceptions.
+func isFatal(sig int) bool {
+	switch syscall.Signal(sig) {
+	case syscall.SIGSEGV, syscall.SIGBUS, syscall.SIGFPE, syscall.SIGILL, syscall.SIGABRT, syscall.SIGSYS:
+		return true
+	}
+	return false
+}
+
+// notifySet is the set of signals that stop a rank and reach the adapter: traps and the
+// adapter's SIGSTOP, faults, and the signals a user sends to interrupt. Timer, child and
+// glibc-internal real-time signals pass through untouched, as gdb passes them.
+var notifySet = cdti.Signals(
+	int(syscall.SIGTRAP), int(syscall.SIGSTOP), int(syscall.SIGSEGV), int(syscall.SIGBUS),
+	int(syscall.SIGFPE), int(syscall.SIGILL), int(syscall.SIGABRT), int(syscall.SIGSYS),
+	int(syscall.SIGINT), int(syscall.SIGQUIT), int(syscall.SIGHUP), int(syscall.SIGTERM),
+	int(syscall.SIGUSR1), int(syscall.SIGUSR2), int(syscall.SIGPIPE), int(syscall.SIGXCPU),
+	int(syscall.SIGXFSZ),
+)

@@ -1,0 +1,392 @@
+package adapter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/go-dap"
+)
+
+// capabilities are what hpcdap implements, announced in the initialize response.
+func capabilities() Capabilities {
+	c := Capabilities{}
+	c.SupportsConfigurationDoneRequest = true
+	c.SupportsFunctionBreakpoints = true
+	c.SupportsConditionalBreakpoints = true
+	c.SupportsHitConditionalBreakpoints = true
+	c.SupportsLogPoints = true
+	c.SupportsEvaluateForHovers = true
+	c.SupportsSetVariable = true
+	c.SupportsDataBreakpoints = true
+	c.SupportsInstructionBreakpoints = true
+	c.SupportsReadMemoryRequest = true
+	c.SupportsWriteMemoryRequest = true
+	c.SupportsDisassembleRequest = true
+	c.SupportsSteppingGranularity = true
+	c.SupportsSingleThreadExecutionRequests = true
+	c.SupportsExceptionInfoRequest = true
+	c.SupportsModulesRequest = true
+	c.SupportsLoadedSourcesRequest = true
+	c.SupportsTerminateRequest = true
+	c.SupportTerminateDebuggee = true
+	c.SupportsDelayedStackTraceLoading = true
+	c.SupportsBreakpointLocationsRequest = true
+	c.SupportsClipboardContext = true
+	c.SupportsValueFormattingOptions = true
+	c.ExceptionBreakpointFilters = []dap.ExceptionBreakpointsFilter{{
+		Filter: "signals", Label: "Signals",
+		Description: "Stop when a rank receives a signal (SIGSEGV, SIGFPE, SIGABRT, SIGINT, SIGUSR1, ...)", Default: true,
+	}}
+	return c
+}
+
+func (s *Session) onInitializeRequest(req *dap.InitializeRequest) {
+	s.mu.Lock()
+	if s.initialized {
+		s.mu.Unlock()
+		s.sendError(&req.Request, errDuplicateRequest, "initialize was already sent in this session")
+		return
+	}
+	a := req.Arguments
+	if a.PathFormat != "" && a.PathFormat != "path" {
+		s.mu.Unlock()
+		s.sendError(&req.Request, errBadArguments, fmt.Sprintf("pathFormat %q: only \"path\" is supported", a.PathFormat))
+		return
+	}
+	s.initialized = true
+	s.client = a
+	s.mu.Unlock()
+	s.send(&InitializeResponse{Response: newResponse(&req.Request), Body: capabilities()})
+}
+
+// Line and column conversion for clients that count from 0.
+func (s *Session) lineOut(l int) int {
+	if l > 0 && !s.client.LinesStartAt1 {
+		return l - 1
+	}
+	return l
+}
+
+func (s *Session) lineIn(l int) int {
+	if !s.client.LinesStartAt1 {
+		return l + 1
+	}
+	return l
+}
+
+func (s *Session) colOut(c int) int {
+	if c > 0 && !s.client.ColumnsStartAt1 {
+		return c - 1
+	}
+	return c
+}
+
+// startMode guards launch and attach: one job per session.
+func (s *Session) claimStart(r *dap.Request) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.job != nil {
+		s.sendError(r, errDuplicateRequest, "this session already debugs a job")
+		return false
+	}
+	s.started = true
+	return true
+}
+
+func (s *Session) releaseStart() {
+	s.mu.Lock()
+	s.started = false
+	s.mu.Unlock()
+}
+
+func (s *Session) prepareLogDir() (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.logDir != "" {
+		return s.logDir, nil
+	}
+	if s.srv.cfg.LogDir != "" {
+		s.logDir = s.srv.cfg.LogDir
+		return s.logDir, os.MkdirAll(s.logDir, 0o700)
+	}
+	d, err := os.MkdirTemp("", "hpcdap-session-*")
+	if err != nil {
+		return "", err
+	}
+	s.logDir, s.ownLogDir = d, true
+	return d, nil
+}
+
+func (s *Session) agentExe() (string, error) {
+	if s.srv.cfg.AgentPath != "" {
+		return s.srv.cfg.AgentPath, nil
+	}
+	return defaultAgentExe()
+}
+
+// argError picks the error id for a bad launch or attach argument.
+func argError(err error) int {
+	if errors.Is(err, errNotYet) {
+		return errNotYetSupported
+	}
+	return errBadArguments
+}
+
+func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
+	plan, err := planLaunch(req.Arguments)
+	if err != nil {
+		s.sendError(&req.Request, argError(err), "launch: "+err.Error())
+		return
+	}
+	if !s.claimStart(&req.Request) {
+		return
+	}
+	if plan.coreFile != "" {
+		j, err := openCoreJob(s, plan)
+		if err != nil {
+			s.releaseStart()
+			s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
+			return
+		}
+		s.mu.Lock()
+		s.job = j
+		s.mu.Unlock()
+		s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
+			StartMethod: "attachForSuspendedLaunch", PointerSize: 64}})
+		s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
+		s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
+		return
+	}
+	logDir, err := s.prepareLogDir()
+	if err != nil {
+		s.releaseStart()
+		s.sendError(&req.Request, errFailedToLaunch, "launch: log directory: "+err.Error())
+		return
+	}
+	exe, err := s.agentExe()
+	if err != nil {
+		s.releaseStart()
+		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
+		return
+	}
+	l := &localLauncher{agentExe: exe, plan: plan, logDir: logDir}
+	j, err := s.startJob(l, plan.mode, plan.focus, fmt.Sprintf("Starting %d rank(s) of %s", plan.np, filepath.Base(plan.program)))
+	if err != nil {
+		s.releaseStart()
+		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
+		return
+	}
+	j.noStop = plan.noDebug
+	if plan.noDebug {
+		j.signalStop = false // signals reach the program as if nobody watched
+	}
+	s.mu.Lock()
+	s.job = j
+	s.launchedJob = true
+	s.entryStop = plan.stopAtEntry
+	s.mu.Unlock()
+	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
+		SystemProcessId: j.ranks[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
+	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
+	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
+}
+
+func (s *Session) onAttachRequest(req *dap.AttachRequest) {
+	plan, err := planAttach(req.Arguments)
+	if err != nil {
+		s.sendError(&req.Request, argError(err), "attach: "+err.Error())
+		return
+	}
+	if !s.claimStart(&req.Request) {
+		return
+	}
+	logDir, err := s.prepareLogDir()
+	if err == nil {
+		var exe string
+		if exe, err = s.agentExe(); err == nil {
+			l := &pidLauncher{agentExe: exe, pids: plan.pids, logDir: logDir}
+			var j *Job
+			j, err = s.startJob(l, plan.mode, plan.focus, fmt.Sprintf("Attaching to %d process(es)", len(plan.pids)))
+			if err == nil {
+				s.mu.Lock()
+				s.job = j
+				s.launchedJob = false
+				s.entryStop = plan.stopAtEntry
+				s.mu.Unlock()
+				s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: j.ranks[0].Exe,
+					SystemProcessId: j.ranks[0].Pid, IsLocalProcess: true, StartMethod: "attach", PointerSize: 64}})
+				s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
+				s.send(&dap.AttachResponse{Response: newResponse(&req.Request)})
+				return
+			}
+		}
+	}
+	s.releaseStart()
+	s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+}
+
+// startJob brings a job up through a launcher, with progress events: agents, then ranks.
+func (s *Session) startJob(l Launcher, mode stopMode, focus, title string) (*Job, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pid := s.progressStart(title)
+	pl, err := l.Start(ctx, func(done, total int) {
+		s.progressUpdate(pid, fmt.Sprintf("%d of %d agent(s) up", done, total), 10*float64(done)/float64(total))
+	})
+	if err != nil {
+		s.progressEnd(pid, "failed")
+		return nil, err
+	}
+	j, err := newJob(ctx, s, pl, mode, focus)
+	if err != nil {
+		for _, ep := range pl.Nodes {
+			if ep.Agent != nil {
+				ep.Agent.Kill()
+			}
+		}
+		s.progressEnd(pid, "failed")
+		return nil, err
+	}
+	last := time.Time{}
+	err = j.start(ctx, func(done, total int) {
+		if done == total || time.Since(last) > 100*time.Millisecond {
+			last = time.Now()
+			s.progressUpdate(pid, fmt.Sprintf("%d of %d rank(s) held", done, total), 10+80*float64(done)/float64(total))
+		}
+	})
+	if err == nil {
+		// Read each rank's modules (the DWARF of each distinct binary once, through the cache).
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var firstErr error
+		for _, r := range j.liveRanks() {
+			wg.Go(func() {
+				if e := r.sym.ensure(ctx); e != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = e
+					}
+					mu.Unlock()
+					return
+				}
+				j.watchLibraries(ctx, r)
+			})
+		}
+		wg.Wait()
+		if firstErr != nil {
+			s.sendOutput("important", fmt.Sprintf("symbols: %v\n", firstErr))
+		}
+	}
+	if err != nil {
+		j.kill(2 * time.Second)
+		j.closeNodes(true)
+		s.progressEnd(pid, "failed")
+		return nil, err
+	}
+	s.progressEnd(pid, fmt.Sprintf("%d rank(s) ready", len(j.ranks)))
+	j.flushChanged()
+	return j, nil
+}
+
+func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.configDone {
+		s.mu.Unlock()
+		s.sendError(&req.Request, errDuplicateRequest, "configurationDone was already sent")
+		return
+	}
+	s.configDone = true
+	entry := s.entryStop
+	launched := s.launchedJob
+	s.mu.Unlock()
+	if j.core != nil {
+		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+		j.core.reportStop()
+		return
+	}
+	if entry && !launched {
+		// Attached ranks are stopped where they ran: that is the entry stop.
+		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+		r := j.ranks[0]
+		j.mu.Lock()
+		tid := 0
+		if r.notif != nil {
+			tid = int(r.notif.ThreadID)
+		}
+		t := j.threadForLocked(r, tid)
+		j.mu.Unlock()
+		j.sendStopped(t, stopInfo{reason: "entry"}, true)
+		return
+	}
+	if entry {
+		if err := j.armEntry(); err != nil {
+			s.sendOutput("important", fmt.Sprintf("stopAtEntry: %v; starting without stopping\n", err))
+		}
+	}
+	s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+	if _, err := j.continueRanks(j.ranks); err != nil {
+		s.sendOutput("important", fmt.Sprintf("start the ranks: %v\n", err))
+	}
+}
+
+// noDebugRefusal is the message of breakpoints set in a job run without debugging.
+const noDebugRefusal = "the job runs without debugging (noDebug)"
+
+func (s *Session) onDisconnectRequest(req *DisconnectRequest) {
+	s.mu.Lock()
+	j := s.job
+	s.job = nil
+	launched := s.launchedJob
+	s.mu.Unlock()
+	terminate := launched
+	if req.Arguments != nil && req.Arguments.TerminateDebuggee != nil {
+		terminate = *req.Arguments.TerminateDebuggee
+	}
+	if j != nil {
+		s.endJob(j, terminate)
+	}
+	s.send(&dap.DisconnectResponse{Response: newResponse(&req.Request)})
+}
+
+// endJob ends a session's job: kill every rank, or leave them running untouched.
+func (s *Session) endJob(j *Job, kill bool) {
+	if j.core != nil {
+		j.core.close()
+		return
+	}
+	if kill {
+		j.kill(5 * time.Second)
+		j.closeNodes(true)
+		return
+	}
+	j.detach()
+	j.closeNodes(false)
+}
+
+func (s *Session) onTerminateRequest(req *dap.TerminateRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	s.send(&dap.TerminateResponse{Response: newResponse(&req.Request)})
+	if j.core != nil {
+		s.sendTerminated()
+		return
+	}
+	j.kill(5 * time.Second)
+	j.mu.Lock()
+	done := j.exited
+	j.mu.Unlock()
+	if !done {
+		j.allExited()
+	}
+}

@@ -1,0 +1,229 @@
+package adapter
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/sourcegraph/jsonrpc2"
+	"golang.org/x/sys/unix"
+)
+
+// toolID and toolPriority are how the adapter attaches to processes: a nonzero id and a
+// priority below the maximum, so that a higher-priority tool can still take control.
+const (
+	toolID       = 1
+	toolPriority = 90
+	toolTag      = "hpcdap"
+)
+
+// node is one agent connection: the CDTI data plane and the JSON-RPC management plane.
+type node struct {
+	ep     *NodeEndpoint
+	host   string
+	client *cdti.Client
+	mgmt   *jsonrpc2.Conn
+	ranks  []*Rank
+	output bool // the agent forwards each rank's output on the management plane
+}
+
+// agentRankInfo is the management plane's description of one rank (agent.RankInfo).
+type agentRankInfo struct {
+	Rank       int    `json:"rank"`
+	Pid        int    `json:"pid"`
+	Executable string `json:"executable"`
+	State      string `json:"state"`
+	ExitStatus *int   `json:"exitStatus,omitempty"`
+	Threads    int    `json:"threads"`
+}
+
+// agentHello is the management plane's hello result.
+type agentHello struct {
+	Node         string   `json:"node"`
+	Pid          int      `json:"pid"`
+	Version      string   `json:"version"`
+	Ranks        int      `json:"ranks"`
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// outputParams is one chunk of a rank's output (requests-adapter.md, item 1).
+type outputParams struct {
+	Rank   int    `json:"rank"`
+	Stream string `json:"stream"`
+	Text   string `json:"text"`
+	EOF    bool   `json:"eof"`
+}
+
+// mgmtHandler receives the agent's notifications on the management plane.
+type mgmtHandler struct {
+	onOutput func(outputParams)
+}
+
+func (h *mgmtHandler) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	if req.Method == "output" && req.Params != nil && h.onOutput != nil {
+		var p outputParams
+		if json.Unmarshal(*req.Params, &p) == nil {
+			h.onOutput(p)
+		}
+	}
+	if !req.Notif {
+		c.ReplyWithError(ctx, req.ID, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "front end serves no calls"})
+	}
+}
+
+// dialNode connects both planes of one agent and lists its ranks.
+func dialNode(ctx context.Context, ep *NodeEndpoint, onOutput func(outputParams)) (*node, []agentRankInfo, error) {
+	cl, err := cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: toolID, Token: []byte(ep.Token),
+		Timeout: 60 * time.Second})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", ep.Addr)
+	if err != nil {
+		cl.Close()
+		return nil, nil, fmt.Errorf("connect to agent %s (management): %w", ep.Addr, err)
+	}
+	h := &mgmtHandler{onOutput: onOutput}
+	rpc := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(conn, jsonrpc2.VSCodeObjectCodec{}), h)
+	n := &node{ep: ep, host: ep.Host, client: cl, mgmt: rpc}
+	var hello agentHello
+	if err := rpc.Call(ctx, "hello", map[string]string{"token": ep.Token, "client": "hpcdap-adapter"}, &hello); err != nil {
+		n.close()
+		return nil, nil, fmt.Errorf("agent %s: hello: %w", ep.Addr, err)
+	}
+	if hello.Node != "" {
+		n.host = hello.Node
+	}
+	var infos []agentRankInfo
+	if err := rpc.Call(ctx, "ranks", nil, &infos); err != nil {
+		n.close()
+		return nil, nil, fmt.Errorf("agent %s: ranks: %w", ep.Addr, err)
+	}
+	// Per-rank output forwarding, where the agent offers it.
+	if err := rpc.Call(ctx, "output.subscribe", struct{}{}, nil); err == nil {
+		n.output = true
+	}
+	return n, infos, nil
+}
+
+// close drops both connections.
+func (n *node) close() {
+	if n.client != nil {
+		n.client.Close()
+	}
+	if n.mgmt != nil {
+		n.mgmt.Close()
+	}
+}
+
+// shutdown asks the agent to end, killing its processes or leaving them running, and waits
+// for an agent the front end started.
+func (n *node) shutdown(kill bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n.mgmt != nil {
+		n.mgmt.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil)
+	}
+	n.close()
+	if a := n.ep.Agent; a != nil {
+		if !a.Wait(10 * time.Second) {
+			a.Kill()
+		}
+	}
+	if c, ok := n.ep.Output.(io.Closer); ok && kill {
+		// Launched ranks are gone with the agent: nothing more will be written. (Detached
+		// ranks still hold the pipe; the forwarder keeps it until they close it.)
+		c.Close()
+	}
+}
+
+// outputStream copies an agent's stderr (the ranks' combined output when the agent cannot
+// forward it per rank) to output events, line by line, until EOF.
+type outputStream struct {
+	r    io.Reader
+	busy atomic.Bool // a chunk has been read and not yet emitted
+	br   *bufio.Reader
+}
+
+func (o *outputStream) forward(emit func(text string)) {
+	o.br = bufio.NewReaderSize(o.r, 64<<10)
+	for {
+		o.busy.Store(false)
+		line, err := o.br.ReadString('\n')
+		o.busy.Store(true)
+		if line != "" {
+			emit(line)
+		}
+		if err != nil {
+			o.busy.Store(false)
+			return
+		}
+	}
+}
+
+// drained reports whether everything written to the stream so far has been emitted: the
+// pipe holds no unread bytes and the forwarder is waiting for more.
+func (o *outputStream) drained() bool {
+	f, ok := o.r.(*os.File)
+	if !ok || o.busy.Load() {
+		return !ok
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return true // closed: nothing more will come
+	}
+	n := 0
+	var ierr error
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil {
+		return true
+	}
+	return ierr == nil && n == 0 && !o.busy.Load()
+}
+
+// lineBuffer assembles a rank's output chunks into whole lines, so that a prefixed line is
+// never split between two output events.
+type lineBuffer struct {
+	mu   sync.Mutex
+	part map[string]string // by "rank/stream"
+}
+
+func (b *lineBuffer) add(key, text string, eof bool) (lines string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.part == nil {
+		b.part = map[string]string{}
+	}
+	s := b.part[key] + text
+	i := lastNewline(s)
+	if eof {
+		delete(b.part, key)
+		if s != "" && s[len(s)-1] != '\n' {
+			s += "\n"
+		}
+		return s
+	}
+	b.part[key] = s[i+1:]
+	if len(b.part[key]) > 64<<10 { // a very long line without newline: flush it
+		b.part[key] = ""
+		return s
+	}
+	return s[:i+1]
+}
+
+func lastNewline(s string) int {
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,564 @@
+package adapter
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/symbols"
+	"github.com/hpcdap/hpcdap/threaddb"
+)
+
+// rankSymbols is what the front end knows of one rank's process image at its current stop:
+// the machine, the modules mapped into it (each a shared symbols.Binary at the rank's load
+// bias), its memory through CDTI with a per-stop cache, and the stacks of its threads.
+// Everything read from the process is dropped when the rank resumes (invalidate).
+type rankSymbols struct {
+	rank *Rank
+
+	mu      sync.Mutex
+	loaded  bool
+	loadErr error
+	arch    *symbols.Arch
+	machine elf.Machine
+	order   binary.ByteOrder
+	exe     string
+	mods    []*symbols.Module
+	modsGen int // rank generation at which mods were last checked against the link map
+	mem     *rankMemory
+	stacks  map[int]*threadStack // by LWP, for the current stop
+	tdb     *threaddb.Process
+	tdbMods int    // len(mods) when tdb was opened
+	rbrk    uint64 // r_debug.r_brk, where the dynamic linker reports library loads (0: static)
+
+	held   map[int]bool // LWPs held by stop mode thread (guarded by the job's mutex)
+	single []int        // LWPs held for a single-thread continue, released by the next full one (job's mutex)
+}
+
+// threadStack is one thread's registers and unwound stack at the current stop.
+type threadStack struct {
+	regs   *symbols.Regs
+	gp     []byte // native general register set
+	fp     []byte // native floating-point set
+	frames []*symbols.Frame
+	proc   *symbols.Process
+	err    error
+}
+
+// invalidate forgets what was read at the last stop.
+func (rs *rankSymbols) invalidate() {
+	rs.mu.Lock()
+	rs.stacks = nil
+	if rs.mem != nil {
+		rs.mem.reset()
+	}
+	rs.mu.Unlock()
+}
+
+func (rs *rankSymbols) heldLWP(lwp int, held bool) {
+	if rs.held == nil {
+		rs.held = map[int]bool{}
+	}
+	if held {
+		rs.held[lwp] = true
+	} else {
+		delete(rs.held, lwp)
+	}
+}
+
+func (rs *rankSymbols) heldLWPs() []int {
+	var out []int
+	for l := range rs.held {
+		out = append(out, l)
+	}
+	return out
+}
+
+// client returns the rank's CDTI connection.
+func (rs *rankSymbols) client() *cdti.Client { return rs.rank.node.client }
+
+func (rs *rankSymbols) num() uint32 { return uint32(rs.rank.Num) }
+
+// ensure learns the rank's machine and modules; it runs once (at the first stop).
+func (rs *rankSymbols) ensure(ctx context.Context) error {
+	gen := rs.rank.genSnapshot()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.loaded {
+		return rs.loadErr
+	}
+	rs.loadErr = rs.loadLocked(ctx, gen)
+	rs.loaded = true
+	return rs.loadErr
+}
+
+func (rs *rankSymbols) loadLocked(ctx context.Context, gen int) error {
+	r := rs.rank
+	ti, err := rs.client().TargetInfo(ctx, rs.num())
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", r.Num, err)
+	}
+	rs.machine, rs.order = ti.Machine, ti.Order()
+	if rs.arch, err = symbols.ArchFor(ti.Machine, rs.order); err != nil {
+		return fmt.Errorf("rank %d: %w", r.Num, err)
+	}
+	rs.exe = ti.Exe
+	if rs.exe == "" {
+		rs.exe = r.Exe
+	}
+	rs.mem = &rankMemory{rs: rs}
+	return rs.readModulesLocked(ctx, gen)
+}
+
+// Arch returns the rank's machine (nil before ensure).
+func (rs *rankSymbols) Arch() *symbols.Arch {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.arch
+}
+
+// modules returns the rank's modules, rereading the link map once per stop when asked to
+// (a library may have been loaded since).
+func (rs *rankSymbols) modules(ctx context.Context, refresh bool) ([]*symbols.Module, error) {
+	if err := rs.ensure(ctx); err != nil {
+		return nil, err
+	}
+	gen := rs.rank.genSnapshot() // before rs.mu: the job's lock is taken first, never after
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if refresh && rs.modsGen != gen && rs.rank.node.client != nil {
+		if err := rs.readModulesLocked(ctx, gen); err != nil {
+			return rs.mods, err
+		}
+	}
+	return rs.mods, nil
+}
+
+// genSnapshot reads the rank's generation (its own lock-free copy is good enough to decide
+// whether to reread the link map).
+func (r *Rank) genSnapshot() int {
+	r.job.mu.Lock()
+	defer r.job.mu.Unlock()
+	return r.gen
+}
+
+// Auxiliary vector entry types.
+const (
+	atPhdr  = 3
+	atBase  = 7
+	atEntry = 9
+)
+
+// readModulesLocked finds the executable's load bias from the auxiliary vector and the shared
+// objects from the dynamic linker's link map (r_debug, through DT_DEBUG), all read from the
+// process through CDTI.
+func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen int) error {
+	r := rs.rank
+	cache := r.job.syms
+	bin, err := cache.Open(rs.exe)
+	if err != nil {
+		return fmt.Errorf("rank %d: read %s: %w", r.Num, rs.exe, err)
+	}
+	rs2, err := rs.client().Query(ctx, rs.num(), &cdti.GetAuxVectors{})
+	if err != nil || rs2[0].Code != cdti.CmdSuccess {
+		return fmt.Errorf("rank %d: read the auxiliary vector: %v", r.Num, errOr(err, rs2))
+	}
+	aux := map[uint64]uint64{}
+	if a, ok := rs2[0].Ack.(*cdti.GetAuxVectorsAck); ok {
+		for i := 0; i+1 < len(a.Words); i += 2 {
+			aux[a.Words[i]] = a.Words[i+1]
+		}
+	}
+	var bias uint64
+	if e, ok := aux[atEntry]; ok && bin.Type == elf.ET_DYN && !rs.arch.ELFv1() {
+		bias = e - bin.Entry
+	} else if ph, ok := aux[atPhdr]; ok && bin.Type == elf.ET_DYN {
+		if off, ok := phdrVaddr(rs.exe); ok {
+			bias = ph - off
+		}
+	}
+	mods := []*symbols.Module{symbols.NewModule(bin, rs.exe, bias)}
+	libs, err := rs.linkMap(ctx, rs.exe, bias)
+	if err == nil {
+		// Libraries are read in parallel (the first time: their DWARF, once per build-id).
+		libMods := make([]*symbols.Module, len(libs))
+		var wg sync.WaitGroup
+		for i, l := range libs {
+			if _, err := os.Stat(l.path); err != nil {
+				continue // vdso or a file the front end cannot see
+			}
+			wg.Go(func() {
+				if lb, err := cache.Open(l.path); err == nil {
+					libMods[i] = symbols.NewModule(lb, l.path, l.bias)
+				}
+			})
+		}
+		wg.Wait()
+		for _, m := range libMods {
+			if m != nil {
+				mods = append(mods, m)
+			}
+		}
+	}
+	rs.mods = mods
+	rs.modsGen = gen
+	if rs.mem != nil {
+		rs.mem.setModules(mods)
+	}
+	return nil
+}
+
+// errOr describes a failed single-command exchange.
+func errOr(err error, rs []cdti.Result) string {
+	if err != nil {
+		return err.Error()
+	}
+	if len(rs) > 0 {
+		return rs[0].Code.String()
+	}
+	return "no result"
+}
+
+// phdrVaddr returns the link-time address of a file's program header table.
+func phdrVaddr(path string) (uint64, bool) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_PHDR {
+			return p.Vaddr, true
+		}
+	}
+	return 0, false
+}
+
+// linkedObject is one entry of the link map.
+type linkedObject struct {
+	path string
+	bias uint64
+}
+
+// linkMap walks r_debug.r_map from the executable's DT_DEBUG entry.
+func (rs *rankSymbols) linkMap(ctx context.Context, exe string, bias uint64) ([]linkedObject, error) {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return nil, err
+	}
+	var dyn *elf.Prog
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_DYNAMIC {
+			dyn = p
+		}
+	}
+	f.Close()
+	if dyn == nil {
+		return nil, nil // static executable
+	}
+	ps := rs.arch.PtrSize
+	word := func(b []byte) uint64 {
+		if ps == 4 {
+			return uint64(rs.arch.ByteOrder.Uint32(b))
+		}
+		return rs.arch.ByteOrder.Uint64(b)
+	}
+	read := func(addr uint64, n int) ([]byte, error) {
+		return rs.client().ReadMemory(ctx, rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
+	}
+	dynData, err := read(dyn.Vaddr+bias, int(min(dyn.Memsz, 8192)))
+	if err != nil {
+		return nil, err
+	}
+	var rdebug uint64
+	for i := 0; i+2*ps <= len(dynData); i += 2 * ps {
+		tag := word(dynData[i:])
+		if tag == uint64(elf.DT_NULL) {
+			break
+		}
+		if tag == uint64(elf.DT_DEBUG) {
+			rdebug = word(dynData[i+ps:])
+		}
+	}
+	if rdebug == 0 {
+		return nil, errors.New("r_debug not set up yet")
+	}
+	hdr, err := read(rdebug, 3*ps)
+	if err != nil {
+		return nil, err
+	}
+	lm := word(hdr[ps:])       // r_map follows the int r_version (padded to a word)
+	rs.rbrk = word(hdr[2*ps:]) // r_brk: the dynamic linker calls it around every change
+	var out []linkedObject
+	for i := 0; lm != 0 && i < 4096; i++ {
+		ent, err := read(lm, 5*ps) // l_addr, l_name, l_ld, l_next, l_prev
+		if err != nil {
+			return out, err
+		}
+		lAddr, lName, lNext := word(ent), word(ent[ps:]), word(ent[3*ps:])
+		if name := rs.cString(ctx, lName); name != "" && i > 0 {
+			out = append(out, linkedObject{path: name, bias: lAddr})
+		}
+		lm = lNext
+	}
+	return out, nil
+}
+
+// cString reads a NUL-terminated string (up to 4 KiB).
+func (rs *rankSymbols) cString(ctx context.Context, addr uint64) string {
+	if addr == 0 {
+		return ""
+	}
+	var out []byte
+	for chunk := 0; chunk < 16; chunk++ {
+		b, err := rs.client().ReadMemory(ctx, rs.num(), 0, addr+uint64(len(out)), 256, cdti.SpecAccessUseThreadState)
+		if err != nil && len(b) == 0 {
+			// The string may end near a page boundary: retry byte-wise for the rest.
+			b, _ = rs.client().ReadMemory(ctx, rs.num(), 0, addr+uint64(len(out)), 16, cdti.SpecAccessUseThreadState)
+			if len(b) == 0 {
+				break
+			}
+		}
+		for _, c := range b {
+			if c == 0 {
+				return string(out)
+			}
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}
+
+// stack returns a thread's registers and frames at the current stop, unwinding once.
+func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*threadStack, error) {
+	if err := rs.ensure(ctx); err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	if ts := rs.stacks[lwp]; ts != nil {
+		rs.mu.Unlock()
+		return ts, ts.err
+	}
+	rs.mu.Unlock()
+	ts := rs.unwind(ctx, lwp)
+	rs.mu.Lock()
+	if rs.stacks == nil {
+		rs.stacks = map[int]*threadStack{}
+	}
+	rs.stacks[lwp] = ts
+	rs.mu.Unlock()
+	return ts, ts.err
+}
+
+func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *threadStack {
+	ts := &threadStack{}
+	gp, fp, err := rs.registers(ctx, lwp)
+	if err != nil {
+		ts.err = err
+		return ts
+	}
+	ts.gp, ts.fp = gp, fp
+	rs.mu.Lock()
+	arch := rs.arch
+	rs.mu.Unlock()
+	if ts.regs, err = symbols.RegsFromNative(arch, gp, fp); err != nil {
+		ts.err = fmt.Errorf("rank %d: LWP %d: registers: %w", rs.rank.Num, lwp, err)
+		return ts
+	}
+	mods, _ := rs.modules(ctx, false)
+	pc, _ := ts.regs.PC()
+	if !inModules(mods, pc) {
+		mods, _ = rs.modules(ctx, true) // a library loaded since the last look
+	}
+	ts.proc = rs.newProcess(mods, lwp)
+	ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
+	if ts.err != nil && len(ts.frames) > 0 {
+		ts.err = nil // a partial stack is still a stack
+	}
+	return ts
+}
+
+func inModules(mods []*symbols.Module, pc uint64) bool {
+	for _, m := range mods {
+		if m.Contains(pc) {
+			return true
+		}
+	}
+	return false
+}
+
+// newProcess describes the rank's process for symbol work on one thread: memory through
+// CDTI, register writes to that thread, thread-local storage through threaddb.
+func (rs *rankSymbols) newProcess(mods []*symbols.Module, lwp int) *symbols.Process {
+	rs.mu.Lock()
+	arch, mem := rs.arch, rs.mem
+	rs.mu.Unlock()
+	p := symbols.NewProcess(arch, mem, mods...)
+	p.Regs = &regWriter{rs: rs, lwp: lwp}
+	p.TLS = &tlsResolver{rs: rs}
+	return p
+}
+
+// registers reads a thread's native general and floating-point register sets in one Query.
+func (rs *rankSymbols) registers(ctx context.Context, lwp int) (gp, fp []byte, err error) {
+	res, err := rs.client().Query(ctx, rs.num(),
+		&cdti.GetRegisterSet{ThreadID: uint32(lwp), Set: cdti.RegSetGeneral},
+		&cdti.GetRegisterSet{ThreadID: uint32(lwp), Set: cdti.RegSetFloat, MaxLength: cdti.MaxRegisterSetSize})
+	if err != nil {
+		return nil, nil, fmt.Errorf("rank %d: LWP %d: read registers: %w", rs.rank.Num, lwp, err)
+	}
+	if res[0].Code != cdti.CmdSuccess {
+		return nil, nil, fmt.Errorf("rank %d: LWP %d: read registers: %v", rs.rank.Num, lwp, res[0].Code)
+	}
+	gp = res[0].Ack.(*cdti.GetRegisterSetAck).Data
+	if res[1].Code == cdti.CmdSuccess {
+		fp = res[1].Ack.(*cdti.GetRegisterSetAck).Data
+	}
+	return gp, fp, nil
+}
+
+// regWriter writes frame-0 registers of one thread: read the native set, patch, write back.
+type regWriter struct {
+	rs  *rankSymbols
+	lwp int
+}
+
+func (w *regWriter) WriteRegister(reg int, value []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gp, fp, err := w.rs.registers(ctx, w.lwp)
+	if err != nil {
+		return err
+	}
+	w.rs.mu.Lock()
+	arch := w.rs.arch
+	w.rs.mu.Unlock()
+	set, data, err := patchNative(arch, gp, fp, reg, value)
+	if err != nil {
+		return err
+	}
+	if err := w.rs.client().SetRegisterSet(ctx, w.rs.num(), uint32(w.lwp), set, data); err != nil {
+		return err
+	}
+	w.rs.mu.Lock()
+	delete(w.rs.stacks, w.lwp)
+	w.rs.mu.Unlock()
+	return nil
+}
+
+// tlsResolver serves DW_OP_form_tls_address through threaddb.
+type tlsResolver struct{ rs *rankSymbols }
+
+func (t *tlsResolver) TLSAddress(regs *symbols.Regs, mod *symbols.Module, offset uint64) (uint64, error) {
+	p, err := t.rs.threadDB()
+	if err != nil {
+		return 0, err
+	}
+	tp, ok := threadPointer(regs)
+	if !ok {
+		return 0, errors.New("thread pointer register unknown")
+	}
+	th, err := p.MapThreadPointer(tp)
+	if err != nil {
+		return 0, err
+	}
+	return p.TLSAddress(th, threaddb.Module{Path: mod.Path, Bias: mod.Bias}, offset)
+}
+
+// threadPointer returns the raw thread-pointer register from a frame's registers.
+func threadPointer(regs *symbols.Regs) (uint64, bool) {
+	if regs.Arch().Machine == elf.EM_X86_64 {
+		return regs.Get(symbols.AMD64FSBase)
+	}
+	return regs.Get(13)
+}
+
+// threadDB opens threaddb over the rank's memory and modules (reopened when modules change).
+func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mods, err := rs.modules(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.tdb != nil && rs.tdbMods == len(mods) {
+		return rs.tdb, nil
+	}
+	var tm []threaddb.Module
+	for _, m := range mods {
+		tm = append(tm, threaddb.Module{Path: m.Path, Bias: m.Bias})
+	}
+	p, err := threaddb.Open(rs.rank.Pid, tm, rs.mem, &cdtiThreads{rs: rs})
+	if err != nil {
+		return nil, err
+	}
+	rs.tdb, rs.tdbMods = p, len(mods)
+	return p, nil
+}
+
+// cdtiThreads lists LWPs and thread pointers through CDTI for threaddb.
+type cdtiThreads struct{ rs *rankSymbols }
+
+func (c *cdtiThreads) LWPs() ([]int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	list, err := c.rs.client().ThreadList(ctx, c.rs.num())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(list))
+	for i, e := range list {
+		out[i] = int(e.TID)
+	}
+	return out, nil
+}
+
+func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gp, fp, err := c.rs.registers(ctx, lwp)
+	if err != nil {
+		return 0, err
+	}
+	regs, err := symbols.RegsFromNative(c.rs.Arch(), gp, fp)
+	if err != nil {
+		return 0, err
+	}
+	tp, ok := threadPointer(regs)
+	if !ok {
+		return 0, errors.New("no thread pointer")
+	}
+	return tp, nil
+}
+
+// threadRoutines names each non-main thread after its start routine (threaddb), best effort.
+func (rs *rankSymbols) threadRoutines(ctx context.Context) map[int]string {
+	out := map[int]string{}
+	p, err := rs.threadDB()
+	if err != nil {
+		return out
+	}
+	list, err := p.List()
+	if err != nil {
+		return out
+	}
+	mods, _ := rs.modules(ctx, false)
+	proc := rs.newProcess(mods, 0)
+	for _, t := range list.Threads {
+		if t.LWP == 0 || t.StartRoutine == 0 {
+			continue
+		}
+		if sym, _, ok := proc.SymbolAt(t.StartRoutine); ok {
+			out[t.LWP] = sym.Name
+		}
+	}
+	return out
+}

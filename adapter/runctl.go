@@ -1,0 +1,762 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+// Run control follows the CNK's contract as the agent gives it: a signal in the notify set
+// suspends every thread of a rank and sends one Notify; the rank stays suspended until the
+// adapter continues it (ContinueProcess) or steps one of its threads (StepThread). On top of
+// that the adapter builds the job's stops:
+//
+//   - all-stop (the default): the first rank that stops for a reason of its own becomes the
+//     primary stop; every other running rank is sent SIGSTOP, and the DAP stopped event goes
+//     out once all of them have reported (the collector);
+//   - rank: a rank's stop is reported alone, the others keep running;
+//   - thread: the stopped thread is held and its rank continued at once.
+//
+// A SIGSTOP the adapter sent is counted (Rank.sigstops). When a rank stops for another reason
+// first, its SIGSTOP stays pending in the kernel and shows up when the rank next runs: it is
+// then recognised as stale and the rank continued silently.
+
+// collector gathers an all-stop.
+type collector struct {
+	primary *Rank
+	info    stopInfo
+	waiting map[*Rank]bool
+}
+
+// stopInfo is why a rank stopped, in DAP terms.
+type stopInfo struct {
+	reason string // "breakpoint", "step", "pause", "exception", "entry", ...
+	text   string // description
+	tid    int    // the LWP that stopped
+	bps    []int  // hit breakpoint ids
+}
+
+// start takes control of every rank: attach to each agent's ranks, ask for control with
+// SIGSTOP as the start signal, and wait until every rank has stopped (at its program's entry
+// point in spawn mode, wherever it runs in attach mode).
+func (j *Job) start(ctx context.Context, progress func(done, total int)) error {
+	for _, n := range j.nodes {
+		go j.readNotifications(n)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(j.nodes))
+	for i, n := range j.nodes {
+		wg.Go(func() {
+			ack, err := n.client.Attach(ctx, uint32(n.ranks[0].Num), cdti.RanksInNode, cdti.NewTag(toolTag), toolPriority)
+			if err != nil {
+				errs[i] = fmt.Errorf("attach to the ranks on %s: %w", n.host, err)
+				return
+			}
+			_ = ack
+			for _, r := range n.ranks {
+				_, err := n.client.Control(ctx, uint32(r.Num), cdti.Control{NotifySet: notifySet,
+					SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyStart,
+					WatchPolicy: cdti.WatchPropagate})
+				if err != nil {
+					errs[i] = fmt.Errorf("take control of rank %d: %w", r.Num, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	done := 0
+	for _, r := range j.ranks {
+		select {
+		case <-r.started:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for rank %d to start: %w", r.Num, ctx.Err())
+		}
+		done++
+		if progress != nil {
+			progress(done, len(j.ranks))
+		}
+	}
+	return nil
+}
+
+// readNotifications dispatches one agent's notifications until its connection ends.
+func (j *Job) readNotifications(n *node) {
+	for m := range n.client.Notifications() {
+		r := j.rank(int(m.Rank))
+		if r == nil {
+			continue
+		}
+		switch m.Kind {
+		case cdti.NotifyTypeSignal:
+			go j.onSignal(r, m)
+		case cdti.NotifyTypeTermination:
+			go j.onExit(r, m.Exit)
+		case cdti.NotifyTypeControl:
+			j.s.sendOutput("console", fmt.Sprintf("rank %d: another tool (id %d, %q) %v control\n", r.Num,
+				m.Control.ToolID, m.Control.Tag.String(), m.Control.Reason))
+		}
+	}
+	// The connection ended: every rank of the node is gone for this session.
+	if err := n.client.Err(); err != nil {
+		j.mu.Lock()
+		ending := j.stopAll
+		j.mu.Unlock()
+		if !ending {
+			j.s.sendOutput("important", fmt.Sprintf("lost the agent on %s: %v\n", n.host, err))
+		}
+	}
+	for _, r := range n.ranks {
+		j.onExit(r, cdti.ExitStatus(-1))
+	}
+}
+
+// onSignal handles a signal notification of rank r.
+func (j *Job) onSignal(r *Rank, m *cdti.Notify) {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	j.mu.Lock()
+	if st := r.stepper; st != nil {
+		j.mu.Unlock()
+		st.deliver(m)
+		return
+	}
+	j.mu.Unlock()
+	j.handleSignal(r, m)
+}
+
+// handleSignal is the regular path of a signal notification (no step owns the rank).
+func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
+	ns := m.Signal
+	sig := int(ns.Signal)
+	tid := int(ns.ThreadID)
+	j.logf("rank %d: notify %s tid %d %v pc %#x data %#x", r.Num, signalName(sig), tid, ns.Reason, ns.InstAddress, ns.DataAddress)
+	j.mu.Lock()
+	r.notif = &ns
+	if r.state == rankStarting {
+		r.state = rankStopped
+		r.stopReason, r.stopText = "entry", ""
+		j.markChanged(r)
+		j.mu.Unlock()
+		r.startOnce.Do(func() { close(r.started) })
+		return
+	}
+	if sig == int(syscall.SIGSTOP) && r.sigstops > 0 {
+		r.sigstops--
+		wanted := !j.stopAll && (r.pauseReq || (j.collect != nil && j.collect.waiting[r]))
+		if !wanted {
+			// A stale SIGSTOP from an earlier all-stop: nobody waits for it.
+			j.mu.Unlock()
+			j.logf("rank %d: stale SIGSTOP: continue", r.Num)
+			j.resume(r, false)
+			return
+		}
+		r.pauseReq = false
+		j.mu.Unlock()
+		j.rankStopped(r, stopInfo{reason: "pause", tid: tid})
+		return
+	}
+	if j.stopAll {
+		j.mu.Unlock()
+		j.resume(r, false)
+		return
+	}
+	j.mu.Unlock()
+	var info stopInfo
+	switch {
+	case sig == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalBreakpoint && j.isLibraryEvent(r, ns.InstAddress):
+		j.onLibraryEvent(r)
+		j.resume(r, true)
+		return
+	case sig == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalBreakpoint:
+		stop, info2 := j.bps.hit(r, tid, ns.InstAddress)
+		if !stop {
+			j.resume(r, false)
+			return
+		}
+		info = info2
+	case sig == int(syscall.SIGTRAP) && (ns.Reason == cdti.SignalWatchpointRead || ns.Reason == cdti.SignalWatchpointWrite):
+		stop, info2 := j.bps.watchHit(r, tid, ns.DataAddress)
+		if !stop {
+			j.resume(r, false)
+			return
+		}
+		info = info2
+	case sig == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalStepComplete:
+		// A step whose stepper has gone (cancelled): report where it ended.
+		info = stopInfo{reason: "step", tid: tid}
+	default:
+		j.mu.Lock()
+		stopOnSignals := j.signalStop
+		j.mu.Unlock()
+		if !stopOnSignals && sig != int(syscall.SIGTRAP) {
+			j.resume(r, false) // the signal is delivered as if nobody watched
+			return
+		}
+		info = stopInfo{reason: "signal", text: signalName(sig), tid: tid}
+		if isFatal(sig) {
+			info.reason = "exception"
+			info.text = fmt.Sprintf("%s (%s) on rank %d", signalName(sig), signalDescription(sig), r.Num)
+		}
+	}
+	j.rankStopped(r, info)
+}
+
+// rankStopped records a stop and moves the job's stop forward according to the stop mode.
+func (j *Job) rankStopped(r *Rank, info stopInfo) {
+	j.logf("rank %d: stopped (%s, tid %d)", r.Num, info.reason, info.tid)
+	j.mu.Lock()
+	r.state = rankStopped
+	r.stopReason, r.stopText, r.stopBPs = info.reason, info.text, info.bps
+	j.markChanged(r)
+	if j.mode != stopAll {
+		body := j.takeChangedLocked()
+		j.mu.Unlock()
+		if body != nil {
+			j.s.sendEvent("hpcdap/ranksChanged", body)
+		}
+		j.reportRankStop(r, info)
+		return
+	}
+	if j.entryWait != nil && j.collect == nil && info.reason == "entry" {
+		// stopAtEntry: every rank runs to main by itself; the stop is reported once all are there.
+		delete(j.entryWait, r)
+		if len(j.entryWait) > 0 {
+			j.mu.Unlock()
+			return
+		}
+		j.entryWait = nil
+		first := r
+		for _, q := range j.ranks {
+			if q.state == rankStopped {
+				first = q
+				break
+			}
+		}
+		j.collect = &collector{primary: first, info: stopInfo{reason: "entry"}, waiting: map[*Rank]bool{}}
+		if first == r {
+			j.collect.info.tid = info.tid
+		}
+		j.finishCollectLocked()
+		return
+	}
+	if g := j.steps; g != nil && j.collect == nil && g.ranks[r] && info.reason == "step" {
+		delete(g.ranks, r)
+		if len(g.ranks) > 0 {
+			j.mu.Unlock()
+			return
+		}
+		j.steps = nil
+		j.collect = &collector{primary: g.primary, info: g.info, waiting: map[*Rank]bool{}}
+		if g.primaryInfo != nil {
+			j.collect.info = *g.primaryInfo
+		}
+	}
+	if j.collect == nil {
+		j.collect = &collector{primary: r, info: info, waiting: map[*Rank]bool{}}
+		for _, q := range j.ranks {
+			if q == r || q.state != rankRunning {
+				continue
+			}
+			j.collect.waiting[q] = true
+			if q.sigstops == 0 {
+				q.sigstops++
+				go j.sendStop(q)
+			}
+		}
+		if j.steps != nil {
+			j.steps = nil // the step group ends with this stop
+		}
+	} else {
+		delete(j.collect.waiting, r)
+		if j.steps != nil {
+			delete(j.steps.ranks, r)
+		}
+	}
+	j.finishCollectLocked()
+}
+
+// finishCollectLocked emits the all-stop once nobody is left to wait for; it unlocks j.mu.
+func (j *Job) finishCollectLocked() {
+	c := j.collect
+	if c == nil || len(c.waiting) > 0 {
+		if c != nil {
+			j.logf("all-stop: waiting for %d rank(s)", len(c.waiting))
+		}
+		j.mu.Unlock()
+		return
+	}
+	j.logf("all-stop: rank %d %s", c.primary.Num, c.info.reason)
+	j.collect = nil
+	body := j.takeChangedLocked()
+	t := j.threadForLocked(c.primary, c.info.tid)
+	j.mu.Unlock()
+	if body != nil {
+		j.s.sendEvent("hpcdap/ranksChanged", body)
+	}
+	j.sendStopped(t, c.info, true)
+}
+
+// threadForLocked is threadFor with j.mu held.
+func (j *Job) threadForLocked(r *Rank, lwp int) *Thread {
+	if lwp == 0 {
+		return r.mainThread()
+	}
+	return j.addThread(r, lwp)
+}
+
+// reportRankStop sends the stopped events of one rank (stop modes rank and thread).
+func (j *Job) reportRankStop(r *Rank, info stopInfo) {
+	if j.mode == stopThread {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		j.refreshThreads(ctx, r)
+		cancel()
+	}
+	j.mu.Lock()
+	t := j.threadForLocked(r, info.tid)
+	others := append([]*Thread(nil), r.threads...)
+	mode := j.mode
+	j.mu.Unlock()
+	if mode == stopThread && len(others) > 1 {
+		// Only this thread stays stopped: hold it, let the rank's other threads run.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.HoldThread{ThreadID: uint32(t.LWP)})
+		cancel()
+		if err == nil && rs[0].Code == cdti.CmdSuccess {
+			j.mu.Lock()
+			r.sym.heldLWP(t.LWP, true)
+			j.mu.Unlock()
+			if r.sym.mem != nil {
+				r.sym.mem.live.Store(true)
+			}
+			j.continueRank(r)
+			j.mu.Lock()
+			r.state = rankStopped // one thread is stopped: its frames stay readable
+			r.notif = nil         // ...but no notification is in flight any more
+			j.mu.Unlock()
+			j.sendStopped(t, info, false)
+			return
+		}
+	}
+	j.sendStopped(t, info, false)
+	for _, o := range others {
+		if o != t {
+			j.s.sendStoppedThread(o, info.reason, true)
+		}
+	}
+}
+
+// sendStopped sends the DAP stopped event of a stop.
+func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
+	if t == nil {
+		return
+	}
+	j.s.sendStoppedEvent(t, info, all)
+}
+
+// sendStop sends SIGSTOP to a running rank (its counter is already raised).
+func (j *Job) sendStop(r *Rank) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
+	if err == nil && rs[0].Code == cdti.CmdSuccess {
+		j.logf("rank %d: SIGSTOP sent", r.Num)
+		return
+	}
+	j.logf("rank %d: SIGSTOP not sent: %v %v", r.Num, err, rs)
+	j.mu.Lock()
+	r.sigstops--
+	if j.collect != nil && j.collect.waiting[r] && (r.state == rankExited || r.state == rankStopped) {
+		delete(j.collect.waiting, r)
+		j.finishCollectLocked()
+		return
+	}
+	j.mu.Unlock()
+}
+
+// resume continues a stopped rank (ContinueProcess on its notified thread). internal marks a
+// resume the user does not see (a condition that was false, a stale SIGSTOP).
+func (j *Job) resume(r *Rank, internal bool) error {
+	j.logf("rank %d: resume", r.Num)
+	j.mu.Lock()
+	if r.state == rankExited {
+		j.mu.Unlock()
+		return nil
+	}
+	j.beginRunLocked(r)
+	j.mu.Unlock()
+	return j.continueRank(r)
+}
+
+// beginRunLocked marks a rank running and invalidates everything read at its last stop.
+func (j *Job) beginRunLocked(r *Rank) {
+	if r.state == rankStopped {
+		r.state = rankRunning
+		j.markChanged(r)
+	}
+	r.notif = nil
+	r.gen++
+	r.sym.invalidate()
+	j.handles.dropRank(r)
+	if r.sym.mem != nil {
+		r.sym.mem.live.Store(false)
+	}
+}
+
+// continueRank sends ContinueProcess for the notified thread.
+func (j *Job) continueRank(r *Rank) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.ContinueProcess{})
+	if err != nil {
+		j.logf("rank %d: continue: %v", r.Num, err)
+		return fmt.Errorf("continue rank %d: %w", r.Num, err)
+	}
+	j.logf("rank %d: continue: %v", r.Num, rs[0].Code)
+	if rs[0].Code != cdti.CmdSuccess && rs[0].Code != cdti.CmdProcessExiting {
+		return fmt.Errorf("continue rank %d: %v", r.Num, rs[0].Code)
+	}
+	return nil
+}
+
+// continueRanks resumes every stopped rank of ranks (releasing threads held by stop mode
+// thread) and returns the threads that now run.
+func (j *Job) continueRanks(ranks []*Rank) ([]*Thread, error) {
+	var resumed []*Thread
+	var first error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		j.mu.Lock()
+		stopped := r.state == rankStopped
+		var held []int
+		// A rank whose notification is in flight is continued; one that only has threads held
+		// (stop mode thread) is already running and just releases them.
+		notified := r.notif != nil
+		if stopped {
+			held = append(r.sym.heldLWPs(), r.sym.single...)
+			r.sym.single = nil
+			notified = notified || len(held) == 0
+			if notified {
+				j.beginRunLocked(r)
+			} else {
+				r.state = rankRunning
+				r.gen++
+				r.sym.invalidate()
+				j.handles.dropRank(r)
+				j.markChanged(r)
+			}
+			resumed = append(resumed, r.threads...)
+		}
+		j.mu.Unlock()
+		if !stopped {
+			continue
+		}
+		wg.Go(func() {
+			var err error
+			if len(held) > 0 {
+				err = j.releaseHeld(r, held)
+			}
+			if err == nil && notified {
+				err = j.continueRank(r)
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return resumed, first
+}
+
+// releaseHeld releases threads the thread stop mode held.
+func (j *Job) releaseHeld(r *Rank, lwps []int) error {
+	var cmds []cdti.Command
+	for _, l := range lwps {
+		cmds = append(cmds, &cdti.ReleaseThread{ThreadID: uint32(l)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
+	j.logf("rank %d: release %v: %v %v", r.Num, lwps, res, err)
+	j.mu.Lock()
+	for _, l := range lwps {
+		r.sym.heldLWP(l, false)
+	}
+	j.mu.Unlock()
+	return err
+}
+
+// releaseThread lets one thread held by stop mode thread run again; its rank's other held
+// threads stay stopped.
+func (j *Job) releaseThread(t *Thread) error {
+	r := t.Rank
+	r.sym.mu.Lock()
+	delete(r.sym.stacks, t.LWP)
+	r.sym.mu.Unlock()
+	err := j.releaseHeld(r, []int{t.LWP})
+	j.mu.Lock()
+	if len(r.sym.held) == 0 && r.notif == nil && r.state == rankStopped {
+		r.state = rankRunning
+		r.gen++
+		r.sym.invalidate()
+		j.handles.dropRank(r)
+	}
+	j.markChanged(r)
+	j.mu.Unlock()
+	return err
+}
+
+// pause stops the running ranks among ranks. It reports whether any was running.
+func (j *Job) pause(ranks []*Rank) bool {
+	any := false
+	j.mu.Lock()
+	for _, r := range ranks {
+		if r.state != rankRunning {
+			continue
+		}
+		any = true
+		r.pauseReq = true
+		if r.stepper != nil {
+			r.stepper.cancelLocked()
+		}
+		if r.sigstops == 0 {
+			r.sigstops++
+			go j.sendStop(r)
+		}
+	}
+	j.mu.Unlock()
+	return any
+}
+
+// onExit records the end of a rank.
+func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	j.mu.Lock()
+	if r.state == rankExited {
+		j.mu.Unlock()
+		return
+	}
+	if st != -1 {
+		r.exit = &st
+	}
+	r.state = rankExited
+	r.notif = nil
+	r.gen++
+	r.sym.invalidate()
+	j.handles.dropRank(r)
+	if r.stepper != nil {
+		r.stepper.cancelLocked()
+	}
+	r.startOnce.Do(func() { close(r.started) })
+	j.markChanged(r)
+	if j.steps != nil {
+		delete(j.steps.ranks, r)
+	}
+	entryDone := false
+	if j.entryWait != nil {
+		delete(j.entryWait, r)
+		entryDone = len(j.entryWait) == 0
+	}
+	var collect bool
+	if j.collect != nil {
+		delete(j.collect.waiting, r)
+		collect = true
+	}
+	silent := j.stopAll
+	j.mu.Unlock()
+	j.drainOutput(r, 500*time.Millisecond)
+	if !silent || st != -1 {
+		switch {
+		case st == -1:
+		case st.Signaled():
+			j.s.sendOutput("console", fmt.Sprintf("rank %d exited: killed by %s (exit code %d)\n", r.Num,
+				signalName(st.Signal()), exitCode(st)))
+		default:
+			j.s.sendOutput("console", fmt.Sprintf("rank %d exited with code %d\n", r.Num, st.ExitCode()))
+		}
+	}
+	// The job has ended once every rank's end has been reported (not merely noticed: a rank
+	// still printing its last output above is not done).
+	j.mu.Lock()
+	r.endReported = true
+	all := true
+	for _, q := range j.ranks {
+		all = all && q.endReported
+	}
+	j.mu.Unlock()
+	if collect {
+		j.mu.Lock()
+		j.finishCollectLocked()
+	}
+	if entryDone && !all {
+		j.mu.Lock()
+		j.entryWait = nil
+		var first *Rank
+		for _, q := range j.ranks {
+			if q.state == rankStopped {
+				first = q
+				break
+			}
+		}
+		if first != nil && j.collect == nil {
+			j.collect = &collector{primary: first, info: stopInfo{reason: "entry"}, waiting: map[*Rank]bool{}}
+			j.finishCollectLocked()
+		} else {
+			j.mu.Unlock()
+		}
+	}
+	if all {
+		j.allExited()
+	}
+}
+
+// allExited sends the exited and terminated events once.
+func (j *Job) allExited() {
+	j.mu.Lock()
+	if j.exited {
+		j.mu.Unlock()
+		return
+	}
+	j.exited = true
+	code := 0
+	for _, r := range j.ranks {
+		if r.exit != nil && code == 0 {
+			code = exitCode(*r.exit)
+		}
+	}
+	body := j.takeChangedLocked()
+	j.mu.Unlock()
+	if body != nil {
+		j.s.sendEvent("hpcdap/ranksChanged", body)
+	}
+	j.s.sendExited(code)
+	j.s.sendTerminated()
+}
+
+// kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
+func (j *Job) kill(d time.Duration) {
+	j.mu.Lock()
+	j.stopAll = true
+	live := []*Rank{}
+	for _, r := range j.ranks {
+		if r.state != rankExited {
+			live = append(live, r)
+		}
+	}
+	j.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range live {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGKILL)})
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(d)
+	for _, r := range live {
+		for time.Now().Before(deadline) {
+			j.mu.Lock()
+			gone := r.state == rankExited
+			j.mu.Unlock()
+			if gone {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
+// are removed, control is released (which continues a suspended rank) and the tool detached.
+func (j *Job) detach() {
+	j.mu.Lock()
+	j.stopAll = true
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	j.bps.removeAll(ctx)
+	var wg sync.WaitGroup
+	for _, n := range j.nodes {
+		wg.Go(func() {
+			for _, r := range n.ranks {
+				j.mu.Lock()
+				exited := r.state == rankExited
+				held := r.sym.heldLWPs()
+				j.mu.Unlock()
+				if exited {
+					continue
+				}
+				if len(held) > 0 {
+					j.releaseHeld(r, held)
+				}
+				j.drainStops(r)
+				for range 100 {
+					rs, err := n.client.Update(ctx, uint32(r.Num), &cdti.ReleaseControl{})
+					if err != nil || rs[0].Code != cdti.CmdPendingNotify {
+						break
+					}
+					time.Sleep(20 * time.Millisecond) // the agent sends the pending notifications first
+				}
+			}
+			n.client.Detach(ctx, uint32(n.ranks[0].Num), cdti.RanksInNode)
+		})
+	}
+	wg.Wait()
+}
+
+// drainStops consumes the SIGSTOPs the adapter sent to r that have not arrived yet: released
+// untraced, a process would take them as a job-control stop and freeze. The rank is continued
+// so that a pending SIGSTOP is delivered (and swallowed) while the adapter still controls it.
+func (j *Job) drainStops(r *Rank) {
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		j.mu.Lock()
+		n, state := r.sigstops, r.state
+		j.mu.Unlock()
+		if n <= 0 || state == rankExited {
+			return
+		}
+		if state == rankStopped {
+			j.resume(r, true)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// logf writes a diagnostic line to the server's log.
+func (j *Job) logf(format string, args ...any) { j.s.srv.logf("job: "+format, args...) }
+
+// signalDescription is a short explanation of a fatal signal.
+func signalDescription(sig int) string {
+	switch syscall.Signal(sig) {
+	case syscall.SIGSEGV:
+		return "segmentation fault"
+	case syscall.SIGBUS:
+		return "bus error"
+	case syscall.SIGFPE:
+		return "arithmetic exception"
+	case syscall.SIGILL:
+		return "illegal instruction"
+	case syscall.SIGABRT:
+		return "aborted"
+	case syscall.SIGSYS:
+		return "bad system call"
+	}
+	return signalName(sig)
+}

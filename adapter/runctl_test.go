@@ -1,0 +1,229 @@
+package adapter
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+)
+
+// TestPauseFocusContinueTerminate: pause stops every rank; continue on a focus of one rank
+// resumes only that rank; terminate kills the job.
+func TestPauseFocusContinueTerminate(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 3})
+	d.call("configurationDone", nil, nil)
+	// Pause once every rank is in its loop (its ticks are printed).
+	waitFor(t, "ranks to tick", func() bool { return strings.Count(allOutput(d), "tick ") >= 9 })
+	d.call("pause", map[string]any{"threadId": 1}, nil)
+	st := d.stopped()
+	if st.Reason != "pause" || !st.AllThreadsStopped {
+		t.Fatalf("stopped %+v", st)
+	}
+	ticks := func(rank int) int {
+		r := d.ranks().Ranks[rank]
+		for _, f := range d.stackTrace(r.ThreadID) {
+			if f.Name == "main" {
+				var ev dap.EvaluateResponseBody
+				d.call("evaluate", map[string]any{"expression": "ticks", "frameId": f.Id, "context": "watch"}, &ev)
+				n, _ := strconv.Atoi(ev.Result)
+				return n
+			}
+		}
+		t.Fatalf("rank %d has no main frame", rank)
+		return 0
+	}
+	for _, r := range d.ranks().Ranks {
+		if r.State != "stopped" {
+			t.Errorf("rank %d is %s after pause", r.Rank, r.State)
+		}
+	}
+	t0, t2 := ticks(0), ticks(2)
+	var fb FocusBody
+	d.call("hpcdap/focus", map[string]any{"ranks": "1"}, &fb)
+	var cont dap.ContinueResponseBody
+	d.call("continue", map[string]any{"threadId": 2}, &cont)
+	if cont.AllThreadsContinued {
+		t.Errorf("continue with focus 1 claims every thread continued")
+	}
+	time.Sleep(200 * time.Millisecond)
+	states := d.ranks()
+	if states.Ranks[0].State != "stopped" || states.Ranks[1].State != "running" || states.Ranks[2].State != "stopped" {
+		t.Errorf("states after continue of rank 1: %+v", states.Ranks)
+	}
+	if ticks(0) != t0 || ticks(2) != t2 {
+		t.Errorf("ranks outside the focus ran")
+	}
+	for _, m := range d.c.Events("continued") {
+		var b dap.ContinuedEventBody
+		m.Decode(&b)
+		if b.ThreadId != states.Ranks[1].ThreadID {
+			t.Errorf("continued event for thread %d, only rank 1 (thread %d) runs", b.ThreadId, states.Ranks[1].ThreadID)
+		}
+	}
+	// Pausing the focus stops rank 1 again; the job is all stopped.
+	d.call("pause", map[string]any{"threadId": 2}, nil)
+	st = d.stopped()
+	if st.ThreadId != 2 || st.Reason != "pause" {
+		t.Errorf("stopped %+v", st)
+	}
+	// Bad focus sets are refused.
+	if msg := d.callErr("hpcdap/focus", map[string]any{"ranks": "7"}); !strings.Contains(msg, "7") {
+		t.Errorf("focus 7: %q", msg)
+	}
+	pids := []int{}
+	for _, r := range d.ranks().Ranks {
+		pids = append(pids, r.Pid)
+	}
+	d.call("terminate", map[string]any{}, nil)
+	d.event("exited")
+	d.event("terminated")
+	for _, pid := range pids {
+		waitForExit(t, pid)
+	}
+}
+
+// TestThreadsAndSingleThread: threads are named after their start routine; a single-thread
+// continue lets only that thread run.
+func TestThreadsAndSingleThread(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "threads")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "main-go"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	var threads dap.ThreadsResponseBody
+	d.call("threads", nil, &threads)
+	pid := d.ranks().Ranks[0].Pid
+	if len(threads.Threads) != 3 || threads.Threads[0].Name != fmt.Sprintf("rank 0 · main (LWP %d)", pid) {
+		t.Fatalf("threads %+v", threads.Threads)
+	}
+	for _, th := range threads.Threads[1:] {
+		if !strings.HasPrefix(th.Name, "rank 0 · worker (LWP ") {
+			t.Errorf("worker thread named %q", th.Name)
+		}
+	}
+	// Every worker waits in usleep called from worker.
+	for _, th := range threads.Threads[1:] {
+		frames := d.stackTrace(th.Id)
+		found := false
+		for _, f := range frames {
+			found = found || f.Name == "worker"
+		}
+		if !found {
+			t.Errorf("thread %q: stack %s", th.Name, frameList(frames))
+		}
+	}
+	// Release the workers but keep them held: a single-thread continue of main.
+	d.setBreakpoints(p.src, p.line(t, "main-sleep"))
+	d.call("continue", map[string]any{"threadId": st.ThreadId, "singleThread": true}, nil)
+	st = d.stopped()
+	if st.ThreadId != threads.Threads[0].Id {
+		t.Fatalf("stopped %+v", st)
+	}
+	frames := d.stackTrace(st.ThreadId)
+	var ev dap.EvaluateResponseBody
+	d.call("evaluate", map[string]any{"expression": "work[0] + work[1]", "frameId": frames[0].Id}, &ev)
+	if ev.Result != "0" {
+		t.Errorf("workers ran during a single-thread continue: work = %s", ev.Result)
+	}
+	// A single-thread step over usleep: the workers stay held too. (The line is a one-line
+	// loop with a breakpoint on it: the step ends there, as in gdb.)
+	d.call("next", map[string]any{"threadId": st.ThreadId, "singleThread": true}, nil)
+	if st2 := d.stopped(); (st2.Reason != "step" && st2.Reason != "breakpoint") || st2.ThreadId != st.ThreadId {
+		t.Fatalf("after a single-thread next: %+v", st2)
+	}
+	frames = d.stackTrace(st.ThreadId)
+	d.call("evaluate", map[string]any{"expression": "work[0] + work[1]", "frameId": frames[0].Id}, &ev)
+	if ev.Result != "0" || frames[0].Name != "main" {
+		t.Errorf("after a single-thread next in %s: work = %s", frames[0].Name, ev.Result)
+	}
+	// A normal continue releases them.
+	d.setBreakpoints(p.src, p.line(t, "worker-loop"))
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	st = d.stopped()
+	wf := d.stackTrace(st.ThreadId)
+	if wf[0].Name != "worker" {
+		t.Fatalf("stopped in %+v, want a worker", st)
+	}
+	// Thread-local storage, found through the thread library's descriptors: each worker
+	// sees its own tls_id (set to its id + 100), main its initial value.
+	eval := func(frameID int, e string) string {
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": e, "frameId": frameID, "context": "watch"}, &ev)
+		return ev.Result
+	}
+	if got, want := eval(wf[0].Id, "tls_id"), eval(wf[0].Id, "id + 100"); got != want {
+		t.Errorf("worker tls_id = %s, want %s", got, want)
+	}
+	mf := d.stackTrace(threads.Threads[0].Id)
+	if got := eval(mf[0].Id, "tls_id"); got != "-1" {
+		t.Errorf("main's tls_id = %s, want -1", got)
+	}
+}
+
+// TestStopModeRank: with stopMode "rank" a breakpoint stops its rank only.
+func TestStopModeRank(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 2, "stopMode": "rank", "ranks": "1"})
+	d.setBreakpoints(p.src, p.line(t, "tick"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	ranks := d.ranks()
+	if st.AllThreadsStopped || st.ThreadId != ranks.Ranks[1].ThreadID {
+		t.Fatalf("stopped %+v, want rank 1 alone (the breakpoint's rank set is the focus, 1)", st)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if s := d.ranks().Ranks[0].State; s != "running" {
+		t.Errorf("rank 0 is %s with stopMode rank", s)
+	}
+}
+
+// TestStopModeThread: with stopMode "thread" a breakpoint holds only the thread that hit it;
+// its rank's other threads run on, and continuing the thread releases it.
+func TestStopModeThread(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "threads")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "stopMode": "thread"})
+	d.setBreakpoints(p.src, p.line(t, "worker-loop"))
+	d.call("configurationDone", nil, nil)
+	a := d.stopped()
+	b := d.stopped()
+	if a.AllThreadsStopped || b.AllThreadsStopped || a.ThreadId == b.ThreadId {
+		t.Fatalf("stops %+v and %+v, want two workers each stopped alone", a, b)
+	}
+	d.setBreakpoints(p.src)
+	d.call("continue", map[string]any{"threadId": a.ThreadId}, nil)
+	bf := d.stackTrace(b.ThreadId)
+	if bf[0].Name != "worker" {
+		t.Fatalf("held thread in %s", bf[0].Name)
+	}
+	eval := func() int {
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": "work[0] + work[1]", "frameId": bf[0].Id, "context": "watch"}, &ev)
+		n, _ := strconv.Atoi(ev.Result)
+		return n
+	}
+	w0 := eval()
+	waitFor(t, "the released worker to work while the other stays held", func() bool { return eval() > w0 })
+	before := eval()
+	if msg := d.callErr("next", map[string]any{"threadId": b.ThreadId}); !strings.Contains(msg, "stopMode") {
+		t.Errorf("next in stopMode thread: %q", msg)
+	}
+	if eval() <= before {
+		t.Errorf("work stopped growing")
+	}
+}

@@ -1,0 +1,200 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/rankset"
+)
+
+// runTargets returns the ranks a run-control request on thread t applies to: the focus set
+// and t's own rank (in stop modes rank and thread: t's rank only).
+func (j *Job) runTargets(t *Thread, single bool) []*Rank {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if single || j.mode != stopAll {
+		return []*Rank{t.Rank}
+	}
+	set := j.focus.Add(t.Rank.Num)
+	return j.ranksInLocked(set)
+}
+
+func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	if j.core != nil {
+		s.sendError(&req.Request, errRunControl, "continue: a core file cannot run")
+		return
+	}
+	t := j.thread(req.Arguments.ThreadId)
+	if t == nil {
+		s.sendError(&req.Request, errBadArguments, fmt.Sprintf("continue: unknown thread %d", req.Arguments.ThreadId))
+		return
+	}
+	ranks := j.runTargets(t, req.Arguments.SingleThread)
+	if req.Arguments.SingleThread {
+		s.continueSingleThread(req, j, t)
+		return
+	}
+	j.mu.Lock()
+	threadMode := j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
+	j.mu.Unlock()
+	if threadMode {
+		if err := j.releaseThread(t); err != nil {
+			s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
+			return
+		}
+		s.send(&dap.ContinueResponse{Response: newResponse(&req.Request)})
+		return
+	}
+	resumed, err := j.continueRanks(ranks)
+	if err != nil {
+		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
+		return
+	}
+	all := len(ranks) == len(j.ranks)
+	resp := &dap.ContinueResponse{Response: newResponse(&req.Request)}
+	resp.Body.AllThreadsContinued = all
+	s.send(resp)
+	if !all {
+		s.sendContinued(resumed, t.ID)
+	}
+}
+
+// continueSingleThread resumes one thread, its rank's other threads held.
+func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *Job, t *Thread) {
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	r := t.Rank
+	j.mu.Lock()
+	if r.state != rankStopped {
+		j.mu.Unlock()
+		s.sendError(&req.Request, errRunning, fmt.Sprintf("continue: rank %d is %s", r.Num, r.state))
+		return
+	}
+	j.mu.Unlock()
+	st := &stepper{j: j, r: r, lwp: t.LWP, single: true}
+	held := st.holdOthers(ctx)
+	j.mu.Lock()
+	r.sym.single = append(r.sym.single, held...)
+	j.beginRunLocked(r)
+	j.mu.Unlock()
+	if err := j.continueRank(r); err != nil {
+		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
+		return
+	}
+	resp := &dap.ContinueResponse{Response: newResponse(&req.Request)}
+	s.send(resp)
+}
+
+// step answers next, stepIn and stepOut.
+func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.SteppingGranularity, kind stepKind, respond func()) {
+	j := s.currentJob(r)
+	if j == nil {
+		return
+	}
+	if j.core != nil {
+		s.sendError(r, errRunControl, r.Command+": a core file cannot run")
+		return
+	}
+	t := s.stoppedThread(r, j, threadID)
+	if t == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	if err := j.startSteps(ctx, t, kind, gran == "instruction", single); err != nil {
+		s.sendError(r, errRunControl, fmt.Sprintf("%s: %v", r.Command, err))
+		return
+	}
+	respond()
+}
+
+func (s *Session) onNextRequest(req *dap.NextRequest) {
+	a := req.Arguments
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, stepOver, func() {
+		s.send(&dap.NextResponse{Response: newResponse(&req.Request)})
+	})
+}
+
+func (s *Session) onStepInRequest(req *dap.StepInRequest) {
+	a := req.Arguments
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, stepInto, func() {
+		s.send(&dap.StepInResponse{Response: newResponse(&req.Request)})
+	})
+}
+
+func (s *Session) onStepOutRequest(req *dap.StepOutRequest) {
+	a := req.Arguments
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, stepOutOf, func() {
+		s.send(&dap.StepOutResponse{Response: newResponse(&req.Request)})
+	})
+}
+
+func (s *Session) onPauseRequest(req *dap.PauseRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	if j.core != nil {
+		s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
+		return
+	}
+	t := j.thread(req.Arguments.ThreadId)
+	var ranks []*Rank
+	if t != nil {
+		ranks = j.runTargets(t, false)
+	} else {
+		ranks = j.focusRanks()
+	}
+	any := j.pause(ranks)
+	s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
+	if !any && t != nil {
+		// Nothing was running: the client still expects to hear that the thread is stopped.
+		j.mu.Lock()
+		stopped := t.Rank.state == rankStopped
+		j.mu.Unlock()
+		if stopped {
+			j.sendStopped(t, stopInfo{reason: "pause", tid: t.LWP}, j.mode == stopAll)
+		}
+	}
+}
+
+func (s *Session) onRanksRequest(req *RanksRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	s.respond(&req.Request, j.ranksBody())
+}
+
+func (s *Session) onFocusRequest(req *FocusRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	set, err := j.parseRanks(req.Arguments.Ranks)
+	if err != nil {
+		s.sendError(&req.Request, errBadArguments, "hpcdap/focus: "+err.Error())
+		return
+	}
+	j.mu.Lock()
+	j.focus = set
+	j.mu.Unlock()
+	s.respond(&req.Request, FocusBody{Focus: set.String(), Count: set.Len()})
+}
+
+// ranksArg resolves an optional rank set argument ("" is the whole job).
+func (j *Job) ranksArg(s string) (rankset.Set, error) {
+	if s == "" {
+		var all rankset.Set
+		for _, r := range j.ranks {
+			all = all.Add(r.Num)
+		}
+		return all, nil
+	}
+	return j.parseRanks(s)
+}

@@ -1,0 +1,364 @@
+package adapter
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/google/go-dap"
+)
+
+// defaultTimeout bounds one request's CDTI work.
+const defaultTimeout = 60 * time.Second
+
+// Session is one DAP client connection and the job it debugs. Requests are handled one at a
+// time, in order, by the dispatcher goroutine; events come from the job's goroutines. Every
+// message is written under the send lock, which also assigns its seq, so seqs reach the wire
+// in order.
+type Session struct {
+	srv   *Server
+	conn  io.ReadWriteCloser
+	codec *codec
+
+	sendMu sync.Mutex
+	seq    int
+	broken bool // a write failed: the client is gone
+
+	mu          sync.Mutex
+	initialized bool
+	client      dap.InitializeRequestArguments
+	job         *Job
+	started     bool // launch or attach succeeded
+	configDone  bool
+	launchedJob bool // launched (terminate kills) rather than attached (disconnect detaches)
+	entryStop   bool // stopAtEntry
+	logDir      string
+	ownLogDir   bool
+	done        chan struct{}
+	closeOnce   sync.Once
+	progressID  int
+}
+
+func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
+	return &Session{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
+}
+
+// run reads and handles requests until the client disconnects or the stream ends.
+func (s *Session) run() {
+	reqs := make(chan dap.Message, 64)
+	go s.read(reqs)
+	for m := range reqs {
+		if !s.dispatch(m) {
+			break
+		}
+	}
+	s.close()
+	// Drain the reader so it is not stuck on a full channel.
+	go func() {
+		for range reqs {
+		}
+	}()
+}
+
+// read turns the byte stream into requests; problems with the stream are answered here.
+func (s *Session) read(out chan<- dap.Message) {
+	defer close(out)
+	fr := newFrameReader(s.conn)
+	for {
+		body, err := fr.read()
+		if err != nil {
+			var fe *frameError
+			if errors.As(err, &fe) {
+				id := errMalformed
+				if fe.seq != 0 || fe.command != "" {
+					id = errTooLarge
+				}
+				s.sendErrorRaw(fe.seq, fe.command, id, fe.msg)
+				continue
+			}
+			if !errors.Is(err, io.EOF) && !errors.Is(err, os.ErrClosed) {
+				s.srv.logf("adapter: session: read: %v", err)
+			}
+			return
+		}
+		m, derr := s.codec.decode(body)
+		if derr != nil {
+			s.sendErrorRaw(derr.seq, derr.command, derr.id, derr.msg)
+			continue
+		}
+		if m == nil {
+			continue
+		}
+		select {
+		case out <- m:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// close ends the session: the job is ended as a disconnect without arguments would end it.
+func (s *Session) close() {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		s.mu.Lock()
+		j := s.job
+		launched := s.launchedJob
+		s.job = nil
+		s.mu.Unlock()
+		if j != nil {
+			s.endJob(j, launched)
+		}
+		s.conn.Close()
+		if s.ownLogDir && s.logDir != "" {
+			os.RemoveAll(s.logDir)
+		}
+	})
+}
+
+// dispatch handles one request; false ends the session.
+func (s *Session) dispatch(m dap.Message) (keep bool) {
+	req, ok := m.(dap.RequestMessage)
+	if !ok {
+		return true
+	}
+	r := req.GetRequest()
+	defer func() {
+		if p := recover(); p != nil {
+			s.srv.logf("adapter: %s: internal error: %v\n%s", r.Command, p, debug.Stack())
+			s.sendError(r, errInternal, fmt.Sprintf("internal error in %s: %v", r.Command, p))
+			keep = true
+		}
+	}()
+	s.mu.Lock()
+	initialized := s.initialized
+	s.mu.Unlock()
+	if !initialized {
+		switch m.(type) {
+		case *dap.InitializeRequest, *DisconnectRequest:
+		default:
+			s.sendError(r, errNotInitialized, fmt.Sprintf("%s before initialize: send initialize first", r.Command))
+			return true
+		}
+	}
+	switch req := m.(type) {
+	case *dap.InitializeRequest: // Required
+		s.onInitializeRequest(req)
+	case *dap.LaunchRequest: // Required
+		s.onLaunchRequest(req)
+	case *dap.AttachRequest: // Required
+		s.onAttachRequest(req)
+	case *dap.ConfigurationDoneRequest: // Optional (capability 'supportsConfigurationDoneRequest')
+		s.onConfigurationDoneRequest(req)
+	case *DisconnectRequest: // Required
+		s.onDisconnectRequest(req)
+		return false
+	case *dap.TerminateRequest: // Optional (capability 'supportsTerminateRequest')
+		s.onTerminateRequest(req)
+	case *dap.SetBreakpointsRequest: // Required
+		s.onSetBreakpointsRequest(req)
+	case *dap.SetFunctionBreakpointsRequest: // Optional (capability 'supportsFunctionBreakpoints')
+		s.onSetFunctionBreakpointsRequest(req)
+	case *dap.SetInstructionBreakpointsRequest: // Optional (capability 'supportsInstructionBreakpoints')
+		s.onSetInstructionBreakpointsRequest(req)
+	case *dap.SetExceptionBreakpointsRequest: // Required (exceptionBreakpointFilters)
+		s.onSetExceptionBreakpointsRequest(req)
+	case *DataBreakpointInfoRequest: // Optional (capability 'supportsDataBreakpoints')
+		s.onDataBreakpointInfoRequest(req)
+	case *SetDataBreakpointsRequest: // Optional (capability 'supportsDataBreakpoints')
+		s.onSetDataBreakpointsRequest(req)
+	case *dap.BreakpointLocationsRequest: // Optional (capability 'supportsBreakpointLocationsRequest')
+		s.onBreakpointLocationsRequest(req)
+	case *dap.ThreadsRequest: // Required
+		s.onThreadsRequest(req)
+	case *dap.StackTraceRequest: // Required
+		s.onStackTraceRequest(req)
+	case *dap.ScopesRequest: // Required
+		s.onScopesRequest(req)
+	case *dap.VariablesRequest: // Required
+		s.onVariablesRequest(req)
+	case *dap.SetVariableRequest: // Optional (capability 'supportsSetVariable')
+		s.onSetVariableRequest(req)
+	case *dap.EvaluateRequest: // Required
+		s.onEvaluateRequest(req)
+	case *dap.ContinueRequest: // Required
+		s.onContinueRequest(req)
+	case *dap.NextRequest: // Required
+		s.onNextRequest(req)
+	case *dap.StepInRequest: // Required
+		s.onStepInRequest(req)
+	case *dap.StepOutRequest: // Required
+		s.onStepOutRequest(req)
+	case *dap.PauseRequest: // Required
+		s.onPauseRequest(req)
+	case *dap.ReadMemoryRequest: // Optional (capability 'supportsReadMemoryRequest')
+		s.onReadMemoryRequest(req)
+	case *dap.WriteMemoryRequest: // Optional (capability 'supportsWriteMemoryRequest')
+		s.onWriteMemoryRequest(req)
+	case *dap.DisassembleRequest: // Optional (capability 'supportsDisassembleRequest')
+		s.onDisassembleRequest(req)
+	case *dap.ExceptionInfoRequest: // Optional (capability 'supportsExceptionInfoRequest')
+		s.onExceptionInfoRequest(req)
+	case *dap.ModulesRequest: // Optional (capability 'supportsModulesRequest')
+		s.onModulesRequest(req)
+	case *dap.LoadedSourcesRequest: // Optional (capability 'supportsLoadedSourcesRequest')
+		s.onLoadedSourcesRequest(req)
+	case *dap.SourceRequest: // Required
+		s.onSourceRequest(req)
+	case *RanksRequest: // hpcdap
+		s.onRanksRequest(req)
+	case *FocusRequest: // hpcdap
+		s.onFocusRequest(req)
+	case *ParallelStacksRequest: // hpcdap
+		s.onParallelStacksRequest(req)
+	case *CompareExpressionRequest: // hpcdap
+		s.onCompareExpressionRequest(req)
+	default:
+		s.sendError(r, errUnsupported, fmt.Sprintf("unsupported request %q", r.Command))
+	}
+	return true
+}
+
+// The sending side.
+
+// send writes one message, assigning its seq under the send lock.
+func (s *Session) send(m dap.Message) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if s.broken {
+		return
+	}
+	s.seq++
+	setSeq(m, s.seq)
+	if err := writeMessage(s.conn, m); err != nil {
+		s.broken = true
+		s.srv.logf("adapter: session: write: %v", err)
+	}
+}
+
+// setSeq fills the seq of any go-dap or package message.
+func setSeq(m dap.Message, seq int) {
+	switch v := m.(type) {
+	case dap.ResponseMessage:
+		v.GetResponse().Seq = seq
+	case dap.EventMessage:
+		v.GetEvent().Seq = seq
+	}
+}
+
+// newResponse returns the success response header for a request.
+func newResponse(r *dap.Request) dap.Response {
+	return dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"}, Command: r.Command,
+		RequestSeq: r.Seq, Success: true}
+}
+
+// newEvent returns an event header.
+func newEvent(name string) dap.Event {
+	return dap.Event{ProtocolMessage: dap.ProtocolMessage{Type: "event"}, Event: name}
+}
+
+// respond sends a response with any body.
+func (s *Session) respond(r *dap.Request, body any) {
+	s.send(&Response{Response: newResponse(r), Body: body})
+}
+
+// sendError answers r with an error.
+func (s *Session) sendError(r *dap.Request, id int, msg string) {
+	s.sendErrorRaw(r.Seq, r.Command, id, msg)
+}
+
+func (s *Session) sendErrorRaw(seq int, command string, id int, msg string) {
+	e := &dap.ErrorResponse{Response: dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"},
+		Command: command, RequestSeq: seq, Success: false, Message: msg}}
+	e.Body.Error = &dap.ErrorMessage{Id: id, Format: msg, ShowUser: true}
+	s.send(e)
+}
+
+// sendEvent sends an event with any body.
+func (s *Session) sendEvent(name string, body any) {
+	s.send(&Event{Event: newEvent(name), Body: body})
+}
+
+// sendOutput sends an output event.
+func (s *Session) sendOutput(category, text string) {
+	if text == "" {
+		return
+	}
+	s.send(&dap.OutputEvent{Event: newEvent("output"), Body: dap.OutputEventBody{Category: category, Output: text}})
+}
+
+// sendStoppedEvent sends the stopped event of a stop.
+func (s *Session) sendStoppedEvent(t *Thread, info stopInfo, all bool) {
+	desc := info.text
+	if desc == "" {
+		desc = fmt.Sprintf("%s on rank %d", info.reason, t.Rank.Num)
+	}
+	s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: info.reason,
+		Description: desc, ThreadId: t.ID, AllThreadsStopped: all, HitBreakpointIds: info.bps,
+		Text: info.text}})
+}
+
+// sendStoppedThread marks another thread of a stopped rank as stopped without moving focus.
+func (s *Session) sendStoppedThread(t *Thread, reason string, preserve bool) {
+	s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: reason,
+		ThreadId: t.ID, PreserveFocusHint: preserve}})
+}
+
+// sendContinued tells the client that threads it did not name are running again.
+func (s *Session) sendContinued(threads []*Thread, except int) {
+	for _, t := range threads {
+		if t.ID != except {
+			s.send(&dap.ContinuedEvent{Event: newEvent("continued"), Body: dap.ContinuedEventBody{ThreadId: t.ID}})
+		}
+	}
+}
+
+func (s *Session) sendExited(code int) {
+	s.send(&dap.ExitedEvent{Event: newEvent("exited"), Body: dap.ExitedEventBody{ExitCode: code}})
+}
+
+func (s *Session) sendTerminated() {
+	s.send(&dap.TerminatedEvent{Event: newEvent("terminated")})
+}
+
+// Progress reporting (DAP progressStart/Update/End), when the client supports it.
+
+func (s *Session) progressStart(title string) string {
+	s.mu.Lock()
+	if !s.client.SupportsProgressReporting {
+		s.mu.Unlock()
+		return ""
+	}
+	s.progressID++
+	id := fmt.Sprintf("hpcdap-%d", s.progressID)
+	s.mu.Unlock()
+	s.sendEvent("progressStart", map[string]any{"progressId": id, "title": title, "percentage": 0})
+	return id
+}
+
+func (s *Session) progressUpdate(id, msg string, pct float64) {
+	if id != "" {
+		s.sendEvent("progressUpdate", map[string]any{"progressId": id, "message": msg, "percentage": pct})
+	}
+}
+
+func (s *Session) progressEnd(id, msg string) {
+	if id != "" {
+		s.sendEvent("progressEnd", map[string]any{"progressId": id, "message": msg})
+	}
+}
+
+// currentJob returns the job, or answers r with an error when there is none.
+func (s *Session) currentJob(r *dap.Request) *Job {
+	s.mu.Lock()
+	j := s.job
+	s.mu.Unlock()
+	if j == nil {
+		s.sendError(r, errNoJob, fmt.Sprintf("%s: no program is being debugged (launch or attach first)", r.Command))
+	}
+	return j
+}

@@ -1,0 +1,403 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/rankset"
+	"github.com/hpcdap/hpcdap/symbols"
+)
+
+// Data breakpoints are hardware watchpoints (CDTI SetWatchpoint, propagated to every thread).
+// A dataId names the watched object so that it can be found in every rank of the focus:
+//
+//	m:<module path>:<link-time address hex>:<size>:<expression>   data of a module (globals)
+//	a:<rank>:<address hex>:<size>:<expression>                    anything else, in one rank
+
+// dataTarget is a resolved data breakpoint.
+type dataTarget struct {
+	id     int
+	dataID string
+	module string // m: form
+	link   uint64
+	rank   int // a: form
+	addr   uint64
+	size   int
+	expr   string
+	access cdti.WatchType
+	cond   string
+	hit    string
+	ranks  rankset.Set
+	fail   map[int]string
+}
+
+// parseDataID decodes a dataId.
+func parseDataID(id string) (*dataTarget, error) {
+	parts := strings.SplitN(id, ":", 5)
+	if len(parts) != 5 || (parts[0] != "m" && parts[0] != "a") {
+		return nil, fmt.Errorf("dataId %q is not one this adapter made", id)
+	}
+	a, err1 := strconv.ParseUint(parts[2], 16, 64)
+	n, err2 := strconv.Atoi(parts[3])
+	if err1 != nil || err2 != nil || n <= 0 {
+		return nil, fmt.Errorf("dataId %q is malformed", id)
+	}
+	d := &dataTarget{dataID: id, size: n, expr: parts[4]}
+	if parts[0] == "m" {
+		d.module, d.link = parts[1], a
+	} else {
+		r, err := strconv.Atoi(parts[1])
+		if err != nil {
+			return nil, fmt.Errorf("dataId %q is malformed", id)
+		}
+		d.rank, d.addr = r, a
+	}
+	return d, nil
+}
+
+// addrIn returns the run-time address of d in a rank with modules mods (false: not there).
+func (d *dataTarget) addrIn(r *Rank, mods []*symbols.Module) (uint64, bool) {
+	if d.module == "" {
+		return d.addr, r.Num == d.rank
+	}
+	for _, m := range mods {
+		if m.Path == d.module {
+			return d.link + m.Bias, true
+		}
+	}
+	return 0, false
+}
+
+func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	a := req.Arguments
+	resp := &dap.DataBreakpointInfoResponse{Response: newResponse(&req.Request)}
+	resp.Command = "dataBreakpointInfo"
+	fail := func(why string) {
+		resp.Body.DataId = nil
+		resp.Body.Description = why
+		s.send(resp)
+	}
+	if j.core != nil {
+		fail("a core file cannot be watched")
+		return
+	}
+	var r *Rank
+	var addr uint64
+	var size int
+	var mods []*symbols.Module
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	switch {
+	case a.AsAddress:
+		r = j.referenceRank()
+		v, err := parseAddress(a.Name, 0)
+		if err != nil {
+			fail(err.Error())
+			return
+		}
+		addr, size = v, max(a.Bytes, 1)
+	default:
+		val, fr, err := s.dataValue(j, a)
+		if err != nil {
+			fail(err.Error())
+			return
+		}
+		ad, ok := val.Address()
+		if !ok {
+			fail(fmt.Sprintf("%s is not in memory (a register or a computed value): it cannot be watched", a.Name))
+			return
+		}
+		r, addr, size = fr.thread.Rank, ad, int(val.Type.Size)
+		if a.Bytes > 0 {
+			size = a.Bytes
+		}
+	}
+	if r == nil {
+		fail("no rank is stopped")
+		return
+	}
+	if size <= 0 || size > 8 || bits.OnesCount(uint(size)) != 1 || addr%uint64(size) != 0 {
+		fail(fmt.Sprintf("%s: %d bytes at %#x: hardware watchpoints need 1, 2, 4 or 8 aligned bytes", a.Name, size, addr))
+		return
+	}
+	mods, _ = r.sym.modules(ctx, false)
+	id := fmt.Sprintf("a:%d:%x:%d:%s", r.Num, addr, size, a.Name)
+	for _, m := range mods {
+		if m.Contains(addr) {
+			id = fmt.Sprintf("m:%s:%x:%d:%s", m.Path, addr-m.Bias, size, a.Name)
+			break
+		}
+	}
+	resp.Body.DataId = id
+	resp.Body.Description = fmt.Sprintf("%s (%d bytes)", a.Name, size)
+	if !strings.HasPrefix(id, "m:") {
+		resp.Body.Description += fmt.Sprintf(" on rank %d", r.Num)
+	}
+	resp.Body.AccessTypes = []dap.DataBreakpointAccessType{"write", "readWrite"}
+	s.send(resp)
+}
+
+// dataValue finds the value a dataBreakpointInfo request names.
+func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Value, *frameRef, error) {
+	if a.VariablesReference != 0 {
+		v, ok := j.handles.get(a.VariablesReference)
+		ref, isRef := v.(*varRef)
+		if !ok || !isRef {
+			return nil, nil, fmt.Errorf("variables reference %d is not valid at this stop", a.VariablesReference)
+		}
+		expr := a.Name
+		if ref.kind == varValue {
+			kids, err := s.childVariables(j, ref, 0, 0, "", false)
+			if err != nil {
+				return nil, nil, err
+			}
+			expr = ""
+			for _, k := range kids {
+				if k.Name == a.Name {
+					expr = k.EvaluateName
+				}
+			}
+			if expr == "" {
+				return nil, nil, fmt.Errorf("%s has no member %q", ref.expr, a.Name)
+			}
+		}
+		val, err := ref.frame.frame.Eval(expr)
+		return val, ref.frame, err
+	}
+	if a.FrameId != 0 {
+		v, ok := j.handles.get(a.FrameId)
+		fr, isFrame := v.(*frameRef)
+		if !ok || !isFrame {
+			return nil, nil, fmt.Errorf("frame %d is not a frame of a current stop", a.FrameId)
+		}
+		val, err := fr.frame.Eval(a.Name)
+		return val, fr, err
+	}
+	p, t, err := j.globalScope()
+	if err != nil {
+		return nil, nil, err
+	}
+	val, err := p.Eval(a.Name)
+	return val, &frameRef{thread: t}, err
+}
+
+func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	focus := j.focusSet()
+	var list []*dataTarget
+	out := []Breakpoint{}
+	j.bps.mu.Lock()
+	old := j.bps.data
+	j.bps.mu.Unlock()
+	for _, db := range req.Arguments.Breakpoints {
+		d, err := parseDataID(db.DataId)
+		if err != nil {
+			out = append(out, Breakpoint{Breakpoint: dap.Breakpoint{Message: err.Error()}, Reason: "failed"})
+			list = append(list, nil)
+			continue
+		}
+		switch db.AccessType {
+		case "", "write":
+			d.access = cdti.WatchWrite
+		case "readWrite":
+			d.access = cdti.WatchReadWrite
+		case "read":
+			d.access = cdti.WatchRead
+		default:
+			out = append(out, Breakpoint{Breakpoint: dap.Breakpoint{Message: fmt.Sprintf("access type %q", db.AccessType)}, Reason: "failed"})
+			list = append(list, nil)
+			continue
+		}
+		d.cond, d.hit = db.Condition, db.HitCondition
+		d.ranks = focus
+		if d.module == "" {
+			d.ranks = rankset.Of(d.rank)
+		}
+		for _, o := range old {
+			if o != nil && o.dataID == d.dataID && o.access == d.access {
+				d.id = o.id
+			}
+		}
+		j.bps.mu.Lock()
+		if d.id == 0 {
+			d.id = j.bps.newID()
+		}
+		j.bps.mu.Unlock()
+		list = append(list, d)
+		out = append(out, Breakpoint{})
+	}
+	var valid []*dataTarget
+	for _, d := range list {
+		if d != nil {
+			valid = append(valid, d)
+		}
+	}
+	j.bps.mu.Lock()
+	j.bps.data = valid
+	j.bps.mu.Unlock()
+	if j.core == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+		j.bps.syncWatches(ctx, j.liveRanks())
+		cancel()
+	}
+	j.bps.mu.Lock()
+	for i, d := range list {
+		if d == nil {
+			continue
+		}
+		b := Breakpoint{Breakpoint: dap.Breakpoint{Id: d.id, Verified: len(d.fail) < d.ranks.Len()}}
+		if len(d.fail) > 0 {
+			b.Message = failureText(d.fail)
+			if !b.Verified {
+				b.Reason = "failed"
+			}
+		}
+		out[i] = b
+	}
+	j.bps.mu.Unlock()
+	resp := &SetBreakpointsResponse{Response: newResponse(&req.Request)}
+	resp.Command = "setDataBreakpoints"
+	resp.Body.Breakpoints = out
+	s.send(resp)
+}
+
+// syncWatches makes the watchpoints armed in each rank match the data breakpoints.
+func (b *breakpoints) syncWatches(ctx context.Context, ranks []*Rank) {
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		wg.Go(func() { b.syncRankWatches(ctx, r) })
+	}
+	wg.Wait()
+}
+
+func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
+	mods, err := r.sym.modules(ctx, false)
+	if err != nil {
+		return
+	}
+	b.mu.Lock()
+	want := map[uint64]*dataTarget{}
+	for _, d := range b.data {
+		if !d.ranks.Contains(r.Num) {
+			continue
+		}
+		if a, ok := d.addrIn(r, mods); ok {
+			want[a] = d
+		}
+	}
+	have := b.watches[r]
+	if have == nil {
+		have = map[uint64]*dataTarget{}
+		b.watches[r] = have
+	}
+	var cmds []cdti.Command
+	var addrs []uint64
+	var removes []uint64
+	for a, d := range have {
+		if w := want[a]; w == nil || w.size != d.size || w.access != d.access {
+			removes = append(removes, a)
+		}
+	}
+	sort.Slice(removes, func(i, k int) bool { return removes[i] < removes[k] })
+	for _, a := range removes {
+		cmds = append(cmds, &cdti.ResetWatchpoint{Addr: a})
+		addrs = append(addrs, a)
+		delete(have, a)
+	}
+	var adds []uint64
+	for a := range want {
+		if have[a] == nil {
+			adds = append(adds, a)
+		}
+	}
+	sort.Slice(adds, func(i, k int) bool { return adds[i] < adds[k] })
+	for _, a := range adds {
+		d := want[a]
+		cmds = append(cmds, &cdti.SetWatchpoint{Addr: a, Length: uint32(d.size), Type: d.access})
+		addrs = append(addrs, a)
+	}
+	for a, d := range want {
+		if have[a] != nil {
+			have[a] = d // same watch, newer condition
+		}
+	}
+	b.mu.Unlock()
+	if len(cmds) == 0 {
+		return
+	}
+	// One command per Update: a failed watchpoint must not keep the others from being set.
+	for i, c := range cmds {
+		res, err := r.node.client.Update(ctx, uint32(r.Num), c)
+		set, isSet := c.(*cdti.SetWatchpoint)
+		if !isSet {
+			continue
+		}
+		d := want[addrs[i]]
+		b.mu.Lock()
+		if err != nil || res[0].Code != cdti.CmdSuccess {
+			why := ""
+			if err != nil {
+				why = err.Error()
+			} else {
+				why = res[0].Code.String()
+				if res[0].Code == cdti.CmdHwdUnavail {
+					why = "no hardware watchpoint slot left"
+				}
+			}
+			if d.fail == nil {
+				d.fail = map[int]string{}
+			}
+			d.fail[r.Num] = fmt.Sprintf("watch %#x: %s", set.Addr, why)
+		} else {
+			have[set.Addr] = d
+		}
+		b.mu.Unlock()
+	}
+}
+
+// watchHit decides what a watchpoint notification means for rank r.
+func (b *breakpoints) watchHit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
+	b.mu.Lock()
+	var d *dataTarget
+	for a, w := range b.watches[r] {
+		if addr >= a && addr < a+uint64(w.size) {
+			d = w
+		}
+	}
+	b.mu.Unlock()
+	if d == nil {
+		return true, stopInfo{reason: "data breakpoint", tid: tid, text: fmt.Sprintf("watchpoint at %#x", addr)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	ok, err := b.j.conditionHolds(ctx, r, tid, d.cond)
+	if err != nil {
+		ok = true
+	}
+	if !ok {
+		return false, stopInfo{}
+	}
+	b.j.mu.Lock()
+	r.hits[d.id]++
+	n := r.hits[d.id]
+	b.j.mu.Unlock()
+	if !hitConditionHolds(d.hit, n) {
+		return false, stopInfo{}
+	}
+	return true, stopInfo{reason: "data breakpoint", tid: tid, bps: []int{d.id},
+		text: fmt.Sprintf("%s changed on rank %d", d.expr, r.Num)}
+}

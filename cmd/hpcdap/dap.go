@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hpcdap/hpcdap/adapter"
+)
+
+// stdio joins the process's standard input and output into one DAP stream.
+type stdio struct {
+	in  *os.File
+	out *os.File
+}
+
+func (s stdio) Read(p []byte) (int, error)  { return s.in.Read(p) }
+func (s stdio) Write(p []byte) (int, error) { return s.out.Write(p) }
+func (s stdio) Close() error                { return s.in.Close() }
+
+// openLog returns the diagnostics logger: a file when asked, otherwise stderr (never stdout,
+// which carries DAP in `hpcdap dap`).
+func openLog(path string, stderr io.Writer) (*log.Logger, func(), error) {
+	if path == "" {
+		return log.New(stderr, "hpcdap: ", log.LstdFlags|log.Lmicroseconds), func() {}, nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	return log.New(f, "", log.LstdFlags|log.Lmicroseconds), func() { f.Close() }, nil
+}
+
+// runDAP is `hpcdap dap`: one DAP session on stdin/stdout.
+func runDAP(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("dap", stderr)
+	logPath := fs.String("log", "", "write diagnostics to `FILE` (default: none; errors reach the client as output events)")
+	agent := fs.String("agent", "", "the hpcdap `EXECUTABLE` started as the local agent (default: this one)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: hpcdap dap [flags]")
+		fmt.Fprintln(fs.Output(), "\nServes one Debug Adapter Protocol session on standard input and output.")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "hpcdap dap: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	logger, closeLog, err := openLog(*logPath, io.Discard)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	out, ok := stdout.(*os.File)
+	if !ok {
+		return fmt.Errorf("standard output is not a file")
+	}
+	srv := adapter.NewServer(adapter.Config{AgentPath: *agent, Log: logger})
+	srv.ServeConn(stdio{in: os.Stdin, out: out})
+	return nil
+}
+
+// runServe is `hpcdap serve`: DAP over TCP, one session per connection.
+func runServe(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	listen := fs.String("listen", "127.0.0.1:4711", "accept DAP clients on `ADDR` (host:port; port 0 picks one)")
+	logPath := fs.String("log", "", "write diagnostics to `FILE` (default: stderr)")
+	agent := fs.String("agent", "", "the hpcdap `EXECUTABLE` started as the local agent (default: this one)")
+	anyUser := fs.Bool("any-user", false, "accept connections from other users' processes (refused by default)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: hpcdap serve [--listen ADDR] [flags]")
+		fmt.Fprintln(fs.Output(), "\nServes Debug Adapter Protocol sessions over TCP, each connection its own session;")
+		fmt.Fprintln(fs.Output(), "prints \"listening on HOST:PORT\" once ready.")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "hpcdap serve: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	logger, closeLog, err := openLog(*logPath, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on %s\n", l.Addr())
+	if f, ok := stdout.(*os.File); ok {
+		f.Sync()
+	}
+	srv := adapter.NewServer(adapter.Config{AgentPath: *agent, Log: logger, AnyUser: *anyUser})
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		srv.Close()
+	}()
+	return srv.Serve(l)
+}
