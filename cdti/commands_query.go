@@ -549,7 +549,7 @@ func decGetFilenamesAck(b []byte) (Ack, error) {
 	a := &GetFilenamesAck{ThreadID: be.Uint32(b), Names: list[string](int(n))}
 	for i := range a.Names {
 		o := 12 + MaxPersistPathnameSize*i
-		a.Names[i] = cstring(b[o : o+MaxPersistPathnameSize])
+		a.Names[i] = pathString(b[o : o+MaxPersistPathnameSize])
 	}
 	return a, nil
 }
@@ -581,7 +581,7 @@ func decGetFileStatData(b []byte) (Command, error) {
 	if err := need(TypeGetFileStatData, b, getFileStatDataSize); err != nil {
 		return nil, err
 	}
-	return &GetFileStatData{ThreadID: be.Uint32(b), Pathname: cstring(b[8 : 8+MaxPersistPathnameSize])}, nil
+	return &GetFileStatData{ThreadID: be.Uint32(b), Pathname: pathString(b[8 : 8+MaxPersistPathnameSize])}, nil
 }
 
 // GetFileStatDataAck answers GetFileStatData.
@@ -630,7 +630,7 @@ func decGetFileContents(b []byte) (Command, error) {
 	if err := need(TypeGetFileContents, b, getFileContentsSize); err != nil {
 		return nil, err
 	}
-	return &GetFileContents{ThreadID: be.Uint32(b), Pathname: cstring(b[8 : 8+MaxPersistPathnameSize]),
+	return &GetFileContents{ThreadID: be.Uint32(b), Pathname: pathString(b[8 : 8+MaxPersistPathnameSize]),
 		Offset: be.Uint64(b[136:]), NumBytes: be.Uint64(b[144:])}, nil
 }
 
@@ -688,3 +688,8 @@ func init() {
 	q(TypeGetFileStatData, "GetFileStatData", decGetFileStatData, decGetFileStatDataAck)
 	q(TypeGetFileContents, "GetFileContents", decGetFileContents, decGetFileContentsAck)
 }
+
+// pathString reads a char[MaxPersistPathnameSize] pathname. Its last byte is always taken as the
+// terminator, as a bounded C copy would, so a field without a NUL yields at most 127 bytes and
+// decodes to what the encoder writes back.
+func pathString(b []byte) string { return cstring(b[:len(b)-1]) }
