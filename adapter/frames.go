@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/symbols"
@@ -127,7 +126,7 @@ func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels 
 func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 	df := dap.StackFrame{Id: id, Name: frameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
 	if f.HasLine && f.Line.File != "" {
-		df.Source = &dap.Source{Name: filepath.Base(f.Line.File), Path: f.Line.File}
+		df.Source = s.sources.source(f.Line.File)
 		df.Line = s.lineOut(f.Line.Line)
 		df.Column = s.colOut(max(f.Line.Column, 1))
 	} else {
@@ -187,7 +186,7 @@ func (s *Session) onScopesRequest(req *dap.ScopesRequest) {
 	}
 	if f := fr.frame; f.HasLine && f.Line.File != "" {
 		for i := range scopes[:2] {
-			scopes[i].Source = &dap.Source{Name: filepath.Base(f.Line.File), Path: f.Line.File}
+			scopes[i].Source = s.sources.source(f.Line.File)
 		}
 	}
 	resp.Body.Scopes = scopes

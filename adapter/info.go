@@ -198,7 +198,7 @@ func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
 	resp := &dap.LoadedSourcesResponse{Response: newResponse(&req.Request)}
 	resp.Body.Sources = []dap.Source{}
 	for _, p := range paths {
-		resp.Body.Sources = append(resp.Body.Sources, dap.Source{Name: filepath.Base(p), Path: p})
+		resp.Body.Sources = append(resp.Body.Sources, *s.sources.source(p))
 	}
 	s.send(resp)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/ppc64"
@@ -294,7 +293,7 @@ func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
 		}
 		if m := p.ModuleAt(d.addr); m != nil && !d.bad {
 			if l, ok := m.Bin.LineForPC(d.addr - m.Bias); ok && l.Line > 0 && (l.Line != lastLine || l.File != lastFile) {
-				di.Location = &dap.Source{Name: filepath.Base(l.File), Path: l.File}
+				di.Location = s.sources.source(l.File)
 				di.Line = s.lineOut(l.Line)
 				lastLine, lastFile = l.Line, l.File
 			}

@@ -41,6 +41,7 @@ type Session struct {
 	done        chan struct{}
 	closeOnce   sync.Once
 	progressID  int
+	sources     sourceCache // which recorded source paths exist here
 }
 
 func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
