@@ -3,6 +3,8 @@ package symbols
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hpcdap/hpcdap/symbols/dwbuf"
 )
 
 // locListExpr returns the location expression of a location list in effect at a link-time
@@ -20,7 +22,7 @@ func (b *Binary) locListsV4(cu *compUnit, off uint64, pc uint64) ([]byte, error)
 	if off >= uint64(len(data)) {
 		return nil, fmt.Errorf("symbols: location list at %#x outside .debug_loc", off)
 	}
-	r := &byteReader{b: data, off: int(off), order: b.Arch.ByteOrder}
+	r := dwbuf.New(data, int(off), b.Arch.ByteOrder)
 	base := cu.lowPC
 	asz := cu.AddrSize
 	if asz == 0 {
@@ -31,9 +33,9 @@ func (b *Binary) locListsV4(cu *compUnit, off uint64, pc uint64) ([]byte, error)
 		maxAddr = 0xffffffff
 	}
 	for i := 0; i < 1<<20; i++ {
-		lo, hi := r.addr(asz), r.addr(asz)
-		if r.err != nil {
-			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.err)
+		lo, hi := r.Addr(asz), r.Addr(asz)
+		if r.Err != nil {
+			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.Err)
 		}
 		if lo == 0 && hi == 0 {
 			return nil, nil
@@ -42,10 +44,10 @@ func (b *Binary) locListsV4(cu *compUnit, off uint64, pc uint64) ([]byte, error)
 			base = hi
 			continue
 		}
-		n := int(r.u16())
-		expr := r.bytes(n)
-		if r.err != nil {
-			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.err)
+		n := uint64(r.U16())
+		expr := r.Bytes(n)
+		if r.Err != nil {
+			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.Err)
 		}
 		if pc >= base+lo && pc < base+hi {
 			return expr, nil
@@ -74,7 +76,7 @@ func (b *Binary) locListsV5(cu *compUnit, off uint64, pc uint64) ([]byte, error)
 	if off >= uint64(len(data)) {
 		return nil, fmt.Errorf("symbols: location list at %#x outside .debug_loclists", off)
 	}
-	r := &byteReader{b: data, off: int(off), order: b.Arch.ByteOrder}
+	r := dwbuf.New(data, int(off), b.Arch.ByteOrder)
 	base := cu.lowPC
 	asz := cu.AddrSize
 	if asz == 0 {
@@ -82,66 +84,66 @@ func (b *Binary) locListsV5(cu *compUnit, off uint64, pc uint64) ([]byte, error)
 	}
 	var deflt []byte
 	for i := 0; i < 1<<20; i++ {
-		kind := r.u8()
+		kind := r.U8()
 		var lo, hi uint64
 		hasRange := true
 		switch kind {
 		case lleEndOfList:
-			return deflt, r.err
+			return deflt, r.Err
 		case lleBaseAddressx:
-			a, err := b.debugAddr(cu, r.uleb())
+			a, err := b.debugAddr(cu, r.Uleb())
 			if err != nil {
 				return nil, err
 			}
 			base = a
 			hasRange = false
 		case lleStartxEndx:
-			a, err1 := b.debugAddr(cu, r.uleb())
-			z, err2 := b.debugAddr(cu, r.uleb())
+			a, err1 := b.debugAddr(cu, r.Uleb())
+			z, err2 := b.debugAddr(cu, r.Uleb())
 			if err := errors.Join(err1, err2); err != nil {
 				return nil, err
 			}
 			lo, hi = a, z
 		case lleStartxLength:
-			a, err := b.debugAddr(cu, r.uleb())
+			a, err := b.debugAddr(cu, r.Uleb())
 			if err != nil {
 				return nil, err
 			}
 			lo = a
-			hi = a + r.uleb()
+			hi = a + r.Uleb()
 		case lleOffsetPair:
-			lo = base + r.uleb()
-			hi = base + r.uleb()
+			lo = base + r.Uleb()
+			hi = base + r.Uleb()
 		case lleDefault:
-			n := r.uleb()
-			deflt = r.bytes(int(n))
+			n := r.Uleb()
+			deflt = r.Bytes(n)
 			hasRange = false
 			continue
 		case lleBaseAddress:
-			base = r.addr(asz)
+			base = r.Addr(asz)
 			hasRange = false
 		case lleStartEnd:
-			lo, hi = r.addr(asz), r.addr(asz)
+			lo, hi = r.Addr(asz), r.Addr(asz)
 		case lleStartLength:
-			lo = r.addr(asz)
-			hi = lo + r.uleb()
+			lo = r.Addr(asz)
+			hi = lo + r.Uleb()
 		case lleGNUViewPair:
-			r.uleb()
-			r.uleb()
+			r.Uleb()
+			r.Uleb()
 			hasRange = false
 		default:
 			return nil, fmt.Errorf("symbols: location list at %#x: unknown entry kind %#x", off, kind)
 		}
-		if r.err != nil {
-			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.err)
+		if r.Err != nil {
+			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.Err)
 		}
 		if !hasRange {
 			continue
 		}
-		n := r.uleb()
-		expr := r.bytes(int(n))
-		if r.err != nil {
-			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.err)
+		n := r.Uleb()
+		expr := r.Bytes(n)
+		if r.Err != nil {
+			return nil, fmt.Errorf("symbols: location list at %#x: %w", off, r.Err)
 		}
 		if pc >= lo && pc < hi {
 			return expr, nil
@@ -164,8 +166,8 @@ func (b *Binary) debugAddr(cu *compUnit, idx uint64) (uint64, error) {
 	if p+asz > uint64(len(b.secs.addr)) {
 		return 0, fmt.Errorf("symbols: .debug_addr index %d out of range", idx)
 	}
-	r := &byteReader{b: b.secs.addr, off: int(p), order: b.Arch.ByteOrder}
-	return r.addr(int(asz)), nil
+	r := dwbuf.New(b.secs.addr, int(p), b.Arch.ByteOrder)
+	return r.Addr(int(asz)), nil
 }
 
 // locListIndex resolves a DW_FORM_loclistx index to an offset in .debug_loclists.
@@ -179,12 +181,12 @@ func (b *Binary) locListIndex(cu *compUnit, idx uint64) (uint64, error) {
 	if p+sz > uint64(len(b.secs.loclists)) {
 		return 0, fmt.Errorf("symbols: location list index %d out of range", idx)
 	}
-	r := &byteReader{b: b.secs.loclists, off: int(p), order: b.Arch.ByteOrder}
+	r := dwbuf.New(b.secs.loclists, int(p), b.Arch.ByteOrder)
 	var v uint64
 	if cu.is64 {
-		v = r.u64()
+		v = r.U64()
 	} else {
-		v = uint64(r.u32())
+		v = uint64(r.U32())
 	}
 	return base + v, nil
 }

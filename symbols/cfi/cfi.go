@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/hpcdap/hpcdap/symbols/dwbuf"
 )
 
 // Options describe one section being parsed.
@@ -119,37 +121,37 @@ func (t *Table) Parse(data []byte, o Options) (err error) {
 	off := uint64(0)
 	for off < uint64(len(data)) {
 		start := off
-		r := &reader{b: data, off: int(off), order: o.Order}
-		length := uint64(r.u32())
+		r := dwbuf.New(data, int(off), o.Order)
+		length := uint64(r.U32())
 		is64 := false
 		if length == 0xffffffff {
-			length = r.u64()
+			length = r.U64()
 			is64 = true
 		}
-		if r.err != nil {
+		if r.Err != nil {
 			return fmt.Errorf("cfi: entry at %#x: truncated length", start)
 		}
 		if length == 0 {
 			if o.EH {
 				break // .eh_frame terminator
 			}
-			off = uint64(r.off)
+			off = uint64(r.Off)
 			continue
 		}
-		body := uint64(r.off)
+		body := uint64(r.Off)
 		end := body + length
 		if end > uint64(len(data)) || end < body {
 			return fmt.Errorf("cfi: entry at %#x: length %d runs past the section", start, length)
 		}
-		idPos := uint64(r.off)
+		idPos := uint64(r.Off)
 		var id uint64
 		if is64 {
-			id = r.u64()
+			id = r.U64()
 		} else {
-			id = uint64(r.u32())
+			id = uint64(r.U32())
 		}
 		isCIE := (o.EH && id == 0) || (!o.EH && (id == 0xffffffff || (is64 && id == ^uint64(0))))
-		r.b = data[:end]
+		r.Data = data[:end]
 		if isCIE {
 			c, err := parseCIE(r, o, is64)
 			if err != nil {
@@ -190,64 +192,64 @@ func (t *Table) cieAt(data []byte, off uint64, o Options) (*CIE, error) {
 	if off >= uint64(len(data)) {
 		return nil, fmt.Errorf("CIE pointer %#x outside the section", off)
 	}
-	r := &reader{b: data, off: int(off), order: o.Order}
-	length := uint64(r.u32())
+	r := dwbuf.New(data, int(off), o.Order)
+	length := uint64(r.U32())
 	is64 := false
 	if length == 0xffffffff {
-		length = r.u64()
+		length = r.U64()
 		is64 = true
 	}
-	end := uint64(r.off) + length
-	if r.err != nil || end > uint64(len(data)) {
+	end := uint64(r.Off) + length
+	if r.Err != nil || end > uint64(len(data)) {
 		return nil, fmt.Errorf("CIE at %#x truncated", off)
 	}
 	if is64 {
-		r.u64()
+		r.U64()
 	} else {
-		r.u32()
+		r.U32()
 	}
-	r.b = data[:end]
+	r.Data = data[:end]
 	return parseCIE(r, o, is64)
 }
 
-func parseCIE(r *reader, o Options, is64 bool) (*CIE, error) {
+func parseCIE(r *dwbuf.Buf, o Options, is64 bool) (*CIE, error) {
 	c := &CIE{opts: o, AddrSize: o.PtrSize, FDEEncoding: peAbsptr, LSDAEncoding: peOmit}
-	c.Version = r.u8()
-	aug := r.cstring()
+	c.Version = r.U8()
+	aug := r.CString()
 	c.Augmentation = aug
 	if c.Version >= 4 {
-		c.AddrSize = int(r.u8())
-		r.u8() // segment selector size
+		c.AddrSize = int(r.U8())
+		r.U8() // segment selector size
 		if c.AddrSize != 4 && c.AddrSize != 8 {
 			return nil, fmt.Errorf("address size %d", c.AddrSize)
 		}
 	}
 	if aug == "eh" {
-		r.skip(o.PtrSize) // the old GNU "eh" augmentation carries a pointer
+		r.Skip(o.PtrSize) // the old GNU "eh" augmentation carries a pointer
 		aug = ""
 	}
-	c.CodeAlign = r.uleb()
-	c.DataAlign = r.sleb()
+	c.CodeAlign = r.Uleb()
+	c.DataAlign = r.Sleb()
 	if c.Version == 1 {
-		c.RAReg = uint64(r.u8())
+		c.RAReg = uint64(r.U8())
 	} else {
-		c.RAReg = r.uleb()
+		c.RAReg = r.Uleb()
 	}
 	if len(aug) > 0 && aug[0] == 'z' {
-		n := r.uleb()
-		augEnd := r.off + int(n)
-		if augEnd > len(r.b) || augEnd < r.off {
+		n := r.Uleb()
+		augEnd := r.Off + int(n)
+		if augEnd > len(r.Data) || augEnd < r.Off {
 			return nil, errors.New("augmentation data runs past the entry")
 		}
 		for _, ch := range aug[1:] {
 			switch ch {
 			case 'R':
-				c.FDEEncoding = r.u8()
+				c.FDEEncoding = r.U8()
 			case 'L':
-				c.LSDAEncoding = r.u8()
+				c.LSDAEncoding = r.U8()
 			case 'P':
-				enc := r.u8()
-				if _, err := r.encoded(enc, o, 0); err != nil {
+				enc := r.U8()
+				if _, err := encoded(r, enc, o, 0); err != nil {
 					return nil, fmt.Errorf("personality: %w", err)
 				}
 			case 'S':
@@ -258,7 +260,7 @@ func parseCIE(r *reader, o Options, is64 bool) (*CIE, error) {
 				// Unknown augmentation: the rest of the data is skipped via its length.
 			}
 		}
-		r.off = augEnd
+		r.Off = augEnd
 	} else {
 		for _, ch := range aug {
 			if ch == 'S' {
@@ -266,41 +268,41 @@ func parseCIE(r *reader, o Options, is64 bool) (*CIE, error) {
 			}
 		}
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	c.Initial = r.b[r.off:]
+	c.Initial = r.Data[r.Off:]
 	return c, nil
 }
 
-func parseFDE(r *reader, c *CIE, o Options, body uint64) (*FDE, error) {
+func parseFDE(r *dwbuf.Buf, c *CIE, o Options, body uint64) (*FDE, error) {
 	f := &FDE{CIE: c}
 	var begin, n uint64
 	var err error
 	if o.EH {
-		begin, err = r.encoded(c.FDEEncoding, o, 0)
+		begin, err = encoded(r, c.FDEEncoding, o, 0)
 		if err != nil {
 			return nil, err
 		}
-		n, err = r.encoded(c.FDEEncoding&0x0f, o, 0)
+		n, err = encoded(r, c.FDEEncoding&0x0f, o, 0)
 		if err != nil {
 			return nil, err
 		}
 	} else {
 		if c.AddrSize == 4 {
-			begin, n = uint64(r.u32()), uint64(r.u32())
+			begin, n = uint64(r.U32()), uint64(r.U32())
 		} else {
-			begin, n = r.u64(), r.u64()
+			begin, n = r.U64(), r.U64()
 		}
 	}
 	f.Begin, f.End = begin, begin+n
 	if len(c.Augmentation) > 0 && c.Augmentation[0] == 'z' {
-		l := r.uleb()
-		r.skip(int(l))
+		l := r.Uleb()
+		r.Skip(int(l))
 	}
-	if r.err != nil {
-		return nil, r.err
+	if r.Err != nil {
+		return nil, r.Err
 	}
-	f.Instructions = r.b[r.off:]
+	f.Instructions = r.Data[r.Off:]
 	return f, nil
 }

@@ -3,6 +3,8 @@ package cfi
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hpcdap/hpcdap/symbols/dwbuf"
 )
 
 // RuleKind says how a register of the caller is recovered.
@@ -125,7 +127,7 @@ func (f *FDE) RowAt(pc uint64) (*Row, error) {
 // execute interprets instructions until the location passes pc. init is the CIE's state for
 // DW_CFA_restore (nil while running the CIE itself).
 func execute(c *CIE, ins []byte, s *state, init *state, pc, loc uint64, row *Row) (uint64, error) {
-	r := &reader{b: ins, order: c.opts.Order}
+	r := dwbuf.New(ins, 0, c.opts.Order)
 	var stack []state
 	restore := func(reg uint64) {
 		if init != nil {
@@ -136,8 +138,8 @@ func execute(c *CIE, ins []byte, s *state, init *state, pc, loc uint64, row *Row
 		}
 		delete(s.regs, reg)
 	}
-	for r.off < len(r.b) {
-		op := r.u8()
+	for r.Off < len(r.Data) {
+		op := r.U8()
 		var arg byte
 		if op&0xc0 != 0 {
 			arg = op & 0x3f
@@ -153,7 +155,7 @@ func execute(c *CIE, ins []byte, s *state, init *state, pc, loc uint64, row *Row
 				return loc, nil
 			}
 		case cfaOffset:
-			s.regs[uint64(arg)] = Rule{Kind: RuleOffset, Offset: int64(r.uleb()) * c.DataAlign}
+			s.regs[uint64(arg)] = Rule{Kind: RuleOffset, Offset: int64(r.Uleb()) * c.DataAlign}
 		case cfaRestore:
 			restore(uint64(arg))
 		case cfaNop:
@@ -161,11 +163,11 @@ func execute(c *CIE, ins []byte, s *state, init *state, pc, loc uint64, row *Row
 			var v uint64
 			var err error
 			if c.opts.EH {
-				v, err = r.encoded(c.FDEEncoding, c.opts, 0)
+				v, err = encoded(r, c.FDEEncoding, c.opts, 0)
 			} else if c.AddrSize == 4 {
-				v = uint64(r.u32())
+				v = uint64(r.U32())
 			} else {
-				v = r.u64()
+				v = r.U64()
 			}
 			if err != nil {
 				return loc, err
@@ -175,33 +177,33 @@ func execute(c *CIE, ins []byte, s *state, init *state, pc, loc uint64, row *Row
 			}
 			loc = v
 		case cfaAdvanceLoc1:
-			if advance(uint64(r.u8())) {
+			if advance(uint64(r.U8())) {
 				return loc, nil
 			}
 		case cfaAdvanceLoc2:
-			if advance(uint64(r.u16())) {
+			if advance(uint64(r.U16())) {
 				return loc, nil
 			}
 		case cfaAdvanceLoc4:
-			if advance(uint64(r.u32())) {
+			if advance(uint64(r.U32())) {
 				return loc, nil
 			}
 		case cfaMIPSAdvanceLoc8:
-			if advance(r.u64()) {
+			if advance(r.U64()) {
 				return loc, nil
 			}
 		case cfaOffsetExtended:
-			reg := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleOffset, Offset: int64(r.uleb()) * c.DataAlign}
+			reg := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleOffset, Offset: int64(r.Uleb()) * c.DataAlign}
 		case cfaRestoreExtended:
-			restore(r.uleb())
+			restore(r.Uleb())
 		case cfaUndefined:
-			s.regs[r.uleb()] = Rule{Kind: RuleUndefined}
+			s.regs[r.Uleb()] = Rule{Kind: RuleUndefined}
 		case cfaSameValue:
-			s.regs[r.uleb()] = Rule{Kind: RuleSameValue}
+			s.regs[r.Uleb()] = Rule{Kind: RuleSameValue}
 		case cfaRegister:
-			reg := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleRegister, Reg: r.uleb()}
+			reg := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleRegister, Reg: r.Uleb()}
 		case cfaRememberState:
 			stack = append(stack, s.clone())
 		case cfaRestoreState:
@@ -213,60 +215,50 @@ func execute(c *CIE, ins []byte, s *state, init *state, pc, loc uint64, row *Row
 			stack = stack[:len(stack)-1]
 			*s = top
 		case cfaDefCFA:
-			s.cfa = CFARule{Reg: r.uleb(), Offset: int64(r.uleb())}
+			s.cfa = CFARule{Reg: r.Uleb(), Offset: int64(r.Uleb())}
 		case cfaDefCFARegister:
-			s.cfa.Reg = r.uleb()
+			s.cfa.Reg = r.Uleb()
 			s.cfa.Expr = nil
 		case cfaDefCFAOffset:
-			s.cfa.Offset = int64(r.uleb())
+			s.cfa.Offset = int64(r.Uleb())
 		case cfaDefCFAExpression:
-			n := r.uleb()
-			s.cfa = CFARule{Expr: r.bytes(n)}
+			n := r.Uleb()
+			s.cfa = CFARule{Expr: r.Bytes(n)}
 		case cfaExpression:
-			reg := r.uleb()
-			n := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleExpression, Expr: r.bytes(n)}
+			reg := r.Uleb()
+			n := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleExpression, Expr: r.Bytes(n)}
 		case cfaOffsetExtendedSF:
-			reg := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleOffset, Offset: r.sleb() * c.DataAlign}
+			reg := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleOffset, Offset: r.Sleb() * c.DataAlign}
 		case cfaDefCFASF:
-			s.cfa = CFARule{Reg: r.uleb(), Offset: r.sleb() * c.DataAlign}
+			s.cfa = CFARule{Reg: r.Uleb(), Offset: r.Sleb() * c.DataAlign}
 		case cfaDefCFAOffsetSF:
-			s.cfa.Offset = r.sleb() * c.DataAlign
+			s.cfa.Offset = r.Sleb() * c.DataAlign
 		case cfaValOffset:
-			reg := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleValOffset, Offset: int64(r.uleb()) * c.DataAlign}
+			reg := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleValOffset, Offset: int64(r.Uleb()) * c.DataAlign}
 		case cfaValOffsetSF:
-			reg := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleValOffset, Offset: r.sleb() * c.DataAlign}
+			reg := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleValOffset, Offset: r.Sleb() * c.DataAlign}
 		case cfaValExpression:
-			reg := r.uleb()
-			n := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleValExpression, Expr: r.bytes(n)}
+			reg := r.Uleb()
+			n := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleValExpression, Expr: r.Bytes(n)}
 		case cfaGNUWindowSave:
 			// SPARC register windows / aarch64 return-address signing: no effect on
 			// the rules this package evaluates.
 		case cfaGNUArgsSize:
-			row.ArgsSize = r.uleb()
+			row.ArgsSize = r.Uleb()
 		case cfaGNUNegOffsetExtSF:
-			reg := r.uleb()
-			s.regs[reg] = Rule{Kind: RuleOffset, Offset: -int64(r.uleb()) * c.DataAlign}
+			reg := r.Uleb()
+			s.regs[reg] = Rule{Kind: RuleOffset, Offset: -int64(r.Uleb()) * c.DataAlign}
 		default:
 			return loc, fmt.Errorf("unknown CFA opcode %#x", op)
 		}
-		if r.err != nil {
-			return loc, r.err
+		if r.Err != nil {
+			return loc, r.Err
 		}
 	}
 	return loc, nil
-}
-
-func (r *reader) bytes(n uint64) []byte {
-	if n > uint64(len(r.b)) || !r.need(int(n)) {
-		r.err = errTruncated
-		return nil
-	}
-	b := r.b[r.off : r.off+int(n)]
-	r.off += int(n)
-	return b
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/hpcdap/hpcdap/symbols/dwbuf"
 )
 
 // ErrUnavailable marks a value that the program state cannot supply: a register not saved in
@@ -180,14 +182,14 @@ func (m *machine) run(expr []byte) (Piece, error) {
 		return Piece{}, errors.New("dwop: expressions nest too deeply")
 	}
 	env := m.env
-	r := &reader{b: expr, order: env.Order}
+	r := dwbuf.New(expr, 0, env.Order)
 	var cur Piece // location produced by reg/implicit ops, awaiting a piece op
-	for r.off < len(r.b) {
+	for r.Off < len(r.Data) {
 		if m.steps++; m.steps > maxSteps {
 			return Piece{}, errors.New("dwop: expression does not terminate")
 		}
-		pos := r.off
-		op := r.u8()
+		pos := r.Off
+		op := r.U8()
 		if cur.Kind != 0 && op != OpPiece && op != OpBitPiece && op != OpNop && op != OpGNUUninit {
 			return Piece{}, fmt.Errorf("dwop: %s after a register or implicit location", OpName(op))
 		}
@@ -199,7 +201,7 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			cur = Piece{Kind: PieceRegister, Reg: uint64(op - OpReg0)}
 			continue
 		case op >= OpBreg0 && op <= OpBreg31:
-			off := r.sleb()
+			off := r.Sleb()
 			v, err := m.reg(uint64(op - OpBreg0))
 			if err != nil {
 				return Piece{}, err
@@ -209,15 +211,15 @@ func (m *machine) run(expr []byte) (Piece, error) {
 		}
 		switch op {
 		case OpAddr:
-			m.push(r.addr(env.AddrSize) + env.AddrBias)
+			m.push(r.Addr(env.AddrSize) + env.AddrBias)
 		case OpDeref, OpDerefSize, OpDerefType, OpGNUDerefType:
 			size := env.AddrSize
 			var bt *BaseType
 			if op != OpDeref {
-				size = int(r.u8())
+				size = int(r.U8())
 			}
 			if op == OpDerefType || op == OpGNUDerefType {
-				t, err := m.baseType(r.uleb())
+				t, err := m.baseType(r.Uleb())
 				if err != nil {
 					return Piece{}, err
 				}
@@ -233,23 +235,23 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.stack = append(m.stack, entry{v: v, t: bt})
 		case OpConst1u:
-			m.push(uint64(r.u8()))
+			m.push(uint64(r.U8()))
 		case OpConst1s:
-			m.push(uint64(int64(int8(r.u8()))))
+			m.push(uint64(int64(int8(r.U8()))))
 		case OpConst2u:
-			m.push(uint64(r.u16()))
+			m.push(uint64(r.U16()))
 		case OpConst2s:
-			m.push(uint64(int64(int16(r.u16()))))
+			m.push(uint64(int64(int16(r.U16()))))
 		case OpConst4u:
-			m.push(uint64(r.u32()))
+			m.push(uint64(r.U32()))
 		case OpConst4s:
-			m.push(uint64(int64(int32(r.u32()))))
+			m.push(uint64(int64(int32(r.U32()))))
 		case OpConst8u, OpConst8s:
-			m.push(r.u64())
+			m.push(r.U64())
 		case OpConstu:
-			m.push(r.uleb())
+			m.push(r.Uleb())
 		case OpConsts:
-			m.push(uint64(r.sleb()))
+			m.push(uint64(r.Sleb()))
 		case OpDup:
 			if len(m.stack) < 1 {
 				return Piece{}, errors.New("dwop: DW_OP_dup on empty stack")
@@ -265,7 +267,7 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.stack = append(m.stack, m.stack[len(m.stack)-2])
 		case OpPick:
-			i := int(r.u8())
+			i := int(r.U8())
 			if i >= len(m.stack) {
 				return Piece{}, fmt.Errorf("dwop: DW_OP_pick %d with %d entries", i, len(m.stack))
 			}
@@ -296,27 +298,27 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			if err != nil {
 				return Piece{}, err
 			}
-			a.v += r.uleb()
+			a.v += r.Uleb()
 			m.stack = append(m.stack, a)
 		case OpBra:
-			off := int16(r.u16())
+			off := int16(r.U16())
 			c, err := m.pop()
 			if err != nil {
 				return Piece{}, err
 			}
 			if c.v != 0 {
-				if err := r.jump(int(off)); err != nil {
+				if err := jump(r, int(off)); err != nil {
 					return Piece{}, err
 				}
 			}
 		case OpSkip:
-			if err := r.jump(int(int16(r.u16()))); err != nil {
+			if err := jump(r, int(int16(r.U16()))); err != nil {
 				return Piece{}, err
 			}
 		case OpRegx:
-			cur = Piece{Kind: PieceRegister, Reg: r.uleb()}
+			cur = Piece{Kind: PieceRegister, Reg: r.Uleb()}
 		case OpFbreg:
-			off := r.sleb()
+			off := r.Sleb()
 			if env.FrameBase == nil {
 				return Piece{}, errors.New("dwop: DW_OP_fbreg outside a function")
 			}
@@ -326,8 +328,8 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.push(fb + uint64(off))
 		case OpBregx:
-			reg := r.uleb()
-			off := r.sleb()
+			reg := r.Uleb()
+			off := r.Sleb()
 			v, err := m.reg(reg)
 			if err != nil {
 				return Piece{}, err
@@ -336,10 +338,10 @@ func (m *machine) run(expr []byte) (Piece, error) {
 		case OpPiece, OpBitPiece:
 			var size, offset uint64
 			if op == OpPiece {
-				size = r.uleb() * 8
+				size = r.Uleb() * 8
 			} else {
-				size = r.uleb()
-				offset = r.uleb()
+				size = r.Uleb()
+				offset = r.Uleb()
 			}
 			p := cur
 			cur = Piece{}
@@ -367,11 +369,11 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			var die uint64
 			switch op {
 			case OpCall2:
-				die = env.CUOffset + uint64(r.u16())
+				die = env.CUOffset + uint64(r.U16())
 			case OpCall4:
-				die = env.CUOffset + uint64(r.u32())
+				die = env.CUOffset + uint64(r.U32())
 			default:
-				die = r.offset(env.Offset64)
+				die = r.Offset(env.Offset64)
 			}
 			if env.Call == nil {
 				return Piece{}, fmt.Errorf("dwop: %s unsupported here", OpName(op))
@@ -410,8 +412,8 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.push(v)
 		case OpImplicitValue:
-			n := r.uleb()
-			b := r.bytes(n)
+			n := r.Uleb()
+			b := r.Bytes(n)
 			cur = Piece{Kind: PieceValue, Value: append([]byte(nil), b...)}
 		case OpStackValue:
 			e, err := m.pop()
@@ -433,13 +435,13 @@ func (m *machine) run(expr []byte) (Piece, error) {
 		case OpImplicitPointer, OpGNUImplicitPtr:
 			var die uint64
 			if env.Version <= 2 {
-				die = r.addr(env.AddrSize)
+				die = r.Addr(env.AddrSize)
 			} else {
-				die = r.offset(env.Offset64)
+				die = r.Offset(env.Offset64)
 			}
-			cur = Piece{Kind: PieceImplicitPointer, PtrDIE: die, PtrOffset: r.sleb()}
+			cur = Piece{Kind: PieceImplicitPointer, PtrDIE: die, PtrOffset: r.Sleb()}
 		case OpAddrx, OpConstx, OpGNUAddrIndex, OpGNUConstIndex:
-			idx := r.uleb()
+			idx := r.Uleb()
 			if env.AddrIndex == nil {
 				return Piece{}, fmt.Errorf("dwop: %s without .debug_addr", OpName(op))
 			}
@@ -449,8 +451,8 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.push(v)
 		case OpEntryValue, OpGNUEntryValue:
-			n := r.uleb()
-			sub := r.bytes(n)
+			n := r.Uleb()
+			sub := r.Bytes(n)
 			if env.EntryValue == nil {
 				return Piece{}, fmt.Errorf("dwop: entry value: %w", ErrUnavailable)
 			}
@@ -460,19 +462,19 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.push(v)
 		case OpConstType, OpGNUConstType:
-			t, err := m.baseType(r.uleb())
+			t, err := m.baseType(r.Uleb())
 			if err != nil {
 				return Piece{}, err
 			}
-			n := int(r.u8())
-			b := r.bytes(uint64(n))
+			n := int(r.U8())
+			b := r.Bytes(uint64(n))
 			if n > 8 {
 				return Piece{}, fmt.Errorf("dwop: %d-byte typed constant unsupported", n)
 			}
 			m.stack = append(m.stack, entry{v: uintFromBytes(b, env.Order), t: t})
 		case OpRegvalType, OpGNURegvalType:
-			reg := r.uleb()
-			t, err := m.baseType(r.uleb())
+			reg := r.Uleb()
+			t, err := m.baseType(r.Uleb())
 			if err != nil {
 				return Piece{}, err
 			}
@@ -485,7 +487,7 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.stack = append(m.stack, entry{v: v, t: t})
 		case OpConvert, OpGNUConvert, OpReinterpret, OpGNUReinterpret:
-			t, err := m.baseType(r.uleb())
+			t, err := m.baseType(r.Uleb())
 			if err != nil {
 				return Piece{}, err
 			}
@@ -500,7 +502,7 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.stack = append(m.stack, e)
 		case OpGNUParameterRef:
-			die := env.CUOffset + uint64(r.u32())
+			die := env.CUOffset + uint64(r.U32())
 			if env.ParameterRef == nil {
 				return Piece{}, fmt.Errorf("dwop: parameter reference: %w", ErrUnavailable)
 			}
@@ -510,7 +512,7 @@ func (m *machine) run(expr []byte) (Piece, error) {
 			}
 			m.push(v)
 		case OpGNUVariableValue:
-			die := r.offset(env.Offset64)
+			die := r.Offset(env.Offset64)
 			if env.VariableValue == nil {
 				return Piece{}, errors.New("dwop: DW_OP_GNU_variable_value unsupported here")
 			}
@@ -524,12 +526,12 @@ func (m *machine) run(expr []byte) (Piece, error) {
 		default:
 			return Piece{}, fmt.Errorf("dwop: unknown operation %#x at offset %d", op, pos)
 		}
-		if r.err != nil {
-			return Piece{}, fmt.Errorf("dwop: %s at offset %d: %w", OpName(op), pos, r.err)
+		if r.Err != nil {
+			return Piece{}, fmt.Errorf("dwop: %s at offset %d: %w", OpName(op), pos, r.Err)
 		}
 	}
-	if r.err != nil {
-		return Piece{}, r.err
+	if r.Err != nil {
+		return Piece{}, r.Err
 	}
 	if cur.Kind != 0 {
 		return cur, nil
