@@ -64,8 +64,9 @@ type ThreadList struct {
 }
 
 // Process maps the threads of one target process. Only constants are cached (the descriptors,
-// symbol addresses, and the address of ld.so's _rtld_global once the loader has set it): every
-// call reads the thread lists afresh, so threads created or exited between stops are seen. A
+// symbol addresses, the address of ld.so's _rtld_global once the loader has set it, and
+// whether the thread library has initialised its list, which it never undoes): every call
+// reads the thread lists afresh, so threads created or exited between stops are seen. A
 // Process is safe for concurrent use if its Memory and Threads are.
 //
 // When modules are loaded or unloaded (for example once libc.so.6 has been mapped), call Open
@@ -80,6 +81,7 @@ type Process struct {
 	span fieldSpan
 
 	mu     sync.Mutex
+	ready  bool              // the thread list was seen initialised: it stays so until exec
 	rtld   uint64            // run-time address of _rtld_global, cached once non-zero
 	modIDs map[Module]uint64 // TLS module ids found by ModuleID
 }
@@ -204,6 +206,12 @@ func (p *Process) Status() (Status, error) {
 	if p.lib == nil {
 		return StatusNoLibrary, nil
 	}
+	p.mu.Lock()
+	ready := p.ready
+	p.mu.Unlock()
+	if ready {
+		return StatusReady, nil
+	}
 	h, err := p.heads()
 	if errors.Is(err, ErrNotInitialized) {
 		return StatusNotInitialized, nil
@@ -214,7 +222,15 @@ func (p *Process) Status() (Status, error) {
 	if h.userNext == 0 {
 		return StatusNotInitialized, nil
 	}
+	p.markReady()
 	return StatusReady, nil
+}
+
+// markReady remembers that the thread library has initialised its thread list.
+func (p *Process) markReady() {
+	p.mu.Lock()
+	p.ready = true
+	p.mu.Unlock()
 }
 
 // read fills b from target memory, naming what was read on error.

@@ -197,6 +197,7 @@ func (p *Process) List() (ThreadList, error) {
 	if h.userNext == 0 {
 		return p.lwpOnly(StatusNotInitialized)
 	}
+	p.markReady()
 	seen := make(map[uint64]bool)
 	var threads []Thread
 	if threads, err = p.walk(h.user, h.userNext, threads, seen, "_dl_stack_user"); err != nil {
