@@ -19,6 +19,12 @@ import (
 // is sent for these stops: Threads lists them. A thread that was already in a signal-delivery
 // stop reports its signal as EventSignal. A process in a job-control stop stays stopped when
 // its threads are resumed, until SIGCONT.
+//
+// Guarantee: every event the attach produced (at most one per thread: the signals pending when
+// the threads were seized) is already in the Events channel's buffer when Attach returns, in
+// order, so that a caller can take them all with non-blocking receives and handle them before
+// it resumes any thread; nothing is lost if it does not. The channel is made large enough for
+// them (the queue holds them back until then, see eventQueue.release).
 func (t *Tracer) Attach(pid int) (target.Process, error) {
 	if pid <= 0 {
 		return nil, fmt.Errorf("ptrace: attach pid %d: %w", pid, unix.EINVAL)
@@ -176,13 +182,43 @@ func (t *Tracer) progress(p *process) {
 		}
 		p.phase = phaseLive
 		delete(t.busy, p)
+		p.events.release()
 		if r := p.pendingReq; r != nil {
 			p.pendingReq = nil
 			r.finish(nil)
 		}
 	case phaseDetaching:
+		if t.drainSteps(p) {
+			return // wait for the step traps
+		}
 		t.finishDetach(p)
 	}
+}
+
+// drainSteps continues every thread that was single-stepping, has been stopped by the
+// detach's interrupt and still has the step's SIGTRAP pending: the kernel may report
+// PTRACE_EVENT_STOP before it dequeues that trap, and once detached the thread would take the
+// SIGTRAP with the default action and kill the process. Continued, the thread dequeues the
+// trap first (synchronous signals go first) and stops for it; detachSignal then drops it.
+// It reports whether any thread was continued.
+func (t *Tracer) drainSteps(p *process) bool {
+	drained := false
+	for _, th := range p.threads {
+		if !th.step || th.kind == stopSignal {
+			continue
+		}
+		th.step = false
+		st, err := readStatus(th.tid)
+		if err != nil || st.SigPnd&(1<<(unix.SIGTRAP-1)) == 0 {
+			continue
+		}
+		if ptraceRaw(unix.PTRACE_CONT, th.tid, 0, 0) == nil {
+			th.state = tsRunning
+			th.regsOK = false
+			drained = true
+		}
+	}
+	return drained
 }
 
 func (t *Tracer) finishDetach(p *process) {

@@ -9,7 +9,15 @@
 // status register); PTRACE_EVENT_STOP is an interrupt (EventStopped when the agent asked for
 // it), a new thread's first stop, or a group stop, which the tracer keeps with PTRACE_LISTEN so
 // that a job-control stop (SIGSTOP, SIGTSTP...) holds under the debugger as it would without
-// it; PTRACE_EVENT_CLONE and PTRACE_EVENT_EXEC become EventNewThread and EventExec.
+// it; PTRACE_EVENT_CLONE and PTRACE_EVENT_EXEC become EventNewThread and EventExec. A thread
+// in PTRACE_LISTEN does not wake for a new signal, so Kill wakes one to dequeue and report the
+// signal it sends; a stop signal reported that way and resumed without a signal is delivered
+// after all, which keeps the process in its job-control stop.
+//
+// Detach of a thread that was single-stepping: the kernel may report the detach's interrupt
+// before it dequeues the step's SIGTRAP, which would then kill the untraced process. Detach
+// therefore continues such a thread (its SIGTRAP pending per /proc/TID/status) until it stops
+// for the trap, and drops it.
 //
 // If the agent dies. PTRACE_O_EXITKILL is not used, so when the tracer's thread ends for any
 // reason, including SIGKILL of the agent, the kernel detaches every tracee and the processes

@@ -106,6 +106,7 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 		p.jobStopped = false
 	}
 	isNew := th.state == tsNew
+	th.fetchSig = 0
 	th.setStopped(stopSignal)
 	th.sig = sig
 	th.wantStop = false
@@ -164,6 +165,10 @@ func (t *Tracer) unasked(th *thread) {
 		th.wantStop = false
 		th.stopPC = th.pc()
 		p.push(target.Event{Kind: target.EventStopped, Tid: th.tid, PC: th.stopPC})
+	case th.kind == stopGroup && th.fetching():
+		// Woken by Kill from a job-control stop: run on to dequeue the signal, which
+		// reports a signal-delivery stop (resume continues rather than listens).
+		th.resume(0, false)
 	case th.kind == stopGroup:
 		// A job-control stop: stay stopped the way an untraced thread would, until SIGCONT.
 		if ptraceRaw(unix.PTRACE_LISTEN, th.tid, 0, 0) == nil {

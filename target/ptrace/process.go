@@ -52,7 +52,13 @@ type process struct {
 var _ target.Process = (*process)(nil)
 
 func newProcess(t *Tracer, pid int, ph phase) *process {
-	return &process{t: t, pid: pid, phase: ph, threads: make(map[int]*thread), events: newEventQueue()}
+	p := &process{t: t, pid: pid, phase: ph, threads: make(map[int]*thread)}
+	if ph == phaseAttaching {
+		p.events = newHeldEventQueue() // released into its channel when Attach completes
+	} else {
+		p.events = newEventQueue()
+	}
+	return p
 }
 
 // usable reports why the process cannot be used any more, or nil.

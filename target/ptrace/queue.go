@@ -23,10 +23,36 @@ type eventQueue struct {
 	out      chan target.Event
 }
 
+// queueCap is the channel buffer of an event queue.
+const queueCap = 16
+
 func newEventQueue() *eventQueue {
-	q := &eventQueue{kick: make(chan struct{}, 1), out: make(chan target.Event, 16)}
+	q := &eventQueue{kick: make(chan struct{}, 1), out: make(chan target.Event, queueCap)}
 	go q.forward()
 	return q
+}
+
+// newHeldEventQueue returns a queue that only collects events until release; its channel does
+// not exist before (Attach has not returned the process yet, so nobody can ask for it).
+func newHeldEventQueue() *eventQueue {
+	return &eventQueue{kick: make(chan struct{}, 1)}
+}
+
+// release makes the channel of a held queue, large enough for every event collected so far,
+// puts them all in it and starts forwarding. Once it returns, each collected event can be
+// received without blocking. Releasing a queue that is not held does nothing.
+func (q *eventQueue) release() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.out != nil {
+		return
+	}
+	q.out = make(chan target.Event, max(queueCap, len(q.buf)))
+	for _, ev := range q.buf {
+		q.out <- ev
+	}
+	q.buf = nil
+	go q.forward()
 }
 
 func (q *eventQueue) push(ev target.Event) {
@@ -35,7 +61,7 @@ func (q *eventQueue) push(ev target.Event) {
 		q.mu.Unlock()
 		return
 	}
-	if len(q.buf) == 0 && !q.inflight {
+	if len(q.buf) == 0 && !q.inflight && q.out != nil {
 		// Fast path: nothing is queued ahead of ev, so sending it directly keeps the order.
 		select {
 		case q.out <- ev:

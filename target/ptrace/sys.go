@@ -128,7 +128,9 @@ type procStatus struct {
 	Tgid      int
 	TracerPid int
 	SigBlk    uint64
-	PPid      int // parent process id (0 if the line is absent)
+	SigPnd    uint64 // signals pending for the thread itself (not the process); 0 if absent
+	ShdPnd    uint64 // signals pending for the process; 0 if absent
+	PPid      int    // parent process id (0 if the line is absent)
 }
 
 func readStatus(tid int) (procStatus, error) {
@@ -158,8 +160,8 @@ func parseStatus(b []byte) (procStatus, error) {
 		var err error
 		switch string(k) {
 		case "State":
-			if len(v) == 0 {
-				return st, errors.New("status: empty State")
+			if len(v) == 0 || !(v[0] >= 'A' && v[0] <= 'Z' || v[0] >= 'a' && v[0] <= 'z') {
+				return st, fmt.Errorf("status: State %q is not a state letter", v)
 			}
 			st.State = v[0]
 			seen |= 1
@@ -172,6 +174,15 @@ func parseStatus(b []byte) (procStatus, error) {
 		case "SigBlk":
 			st.SigBlk, err = strconv.ParseUint(string(v), 16, 64)
 			seen |= 8
+		case "SigPnd", "ShdPnd":
+			// Optional, like PPid.
+			if n, e := strconv.ParseUint(string(v), 16, 64); e == nil {
+				if string(k) == "SigPnd" {
+					st.SigPnd = n
+				} else {
+					st.ShdPnd = n
+				}
+			}
 		case "PPid":
 			// Optional: a malformed value leaves it 0, as an absent line does.
 			if n, e := strconv.Atoi(string(v)); e == nil {

@@ -43,6 +43,7 @@ type thread struct {
 	stopPC uint64          // PC reported with the stop (0 if not read)
 
 	wantStop  bool // Interrupt was asked and its stop has not been reported yet
+	fetchSig  int  // a signal Kill sent during a job-control stop, for this thread to dequeue: continue, do not listen
 	step      bool // the thread was last resumed with PTRACE_SINGLESTEP
 	injectSig int  // queued with tgkill on resume from a stop that cannot carry a signal
 
@@ -101,9 +102,14 @@ func (th *thread) resume(sig int, step bool) error {
 	}
 	data := 0
 	switch {
+	case th.kind == stopSignal && sig == 0 && isStopSignal(th.sig) && !th.ourSig && th.p.jobStopped:
+		// A stop signal that reached a process already in a job-control stop: suppressing it
+		// would let this thread run while the others stay stopped. Delivering it instead
+		// rejoins the group stop, which is what the signal does to an untraced stopped process.
+		data = th.sig
 	case th.kind == stopSignal:
 		data = sig
-	case th.kind == stopGroup && !step:
+	case th.kind == stopGroup && !step && !th.fetching():
 		if err := th.inject(sig); err != nil {
 			return err
 		}
@@ -275,7 +281,12 @@ func (p *process) Interrupt(tid int) error {
 }
 
 // Kill sends sig to one thread (tgkill) or, with tid 0, to the process (kill). It does not
-// need the thread to be stopped; a traced thread reports the signal as EventSignal.
+// need the thread to be stopped; a traced thread reports the signal as EventSignal. That holds
+// in a job-control stop too: a thread kept there with PTRACE_LISTEN is not woken by a new
+// signal (only SIGCONT and SIGKILL wake it), so Kill wakes one listening thread that does not
+// block sig to dequeue and report it. Resuming from that report without a signal puts the
+// process back into its job-control stop (see thread.resume), as the signal would have left an
+// untraced stopped process.
 func (p *process) Kill(tid int, sig int) error {
 	return p.t.call(func() error {
 		var err error
@@ -293,8 +304,81 @@ func (p *process) Kill(tid int, sig int) error {
 		if err != nil {
 			return wrapErr("kill", fmt.Sprintf("pid %d tid %d signal %d", p.pid, tid, sig), errClass(err, p.exited(), false), err)
 		}
+		if sig == int(unix.SIGCONT) {
+			// SIGCONT ends a job-control stop when it is sent, not when it is delivered. (A
+			// stop signal dequeued before a SIGCONT, from whoever, is dropped by the kernel
+			// if it is delivered afterwards, so the resume rule cannot re-stop the process.)
+			p.jobStopped = false
+		}
+		p.wakeForSignal(tid, sig)
 		return nil
 	})
+}
+
+// wakeForSignal makes a thread in a job-control stop dequeue sig, just sent to thread tid (0:
+// to the process), and report it: a thread listening (PTRACE_LISTEN) is interrupted, and at
+// that stop, or at the resume of a thread the agent holds in the group stop, it is continued
+// rather than listened. A process-directed signal is left to a running thread if there is
+// one, since the kernel gives it to such a thread. Runs on the tracer's thread.
+func (p *process) wakeForSignal(tid, sig int) {
+	if sig <= 0 || sig == int(unix.SIGCONT) || sig == int(unix.SIGKILL) || p.phase != phaseLive {
+		return
+	}
+	inGroupStop := func(th *thread) bool {
+		return th.state == tsListening || (th.state == tsStopped && th.kind == stopGroup)
+	}
+	var th *thread
+	if tid != 0 {
+		th = p.threads[tid]
+		if th == nil || !inGroupStop(th) || blocks(th.tid, sig) {
+			return
+		}
+	} else {
+		var tids []int
+		for ttid, o := range p.threads {
+			if o.state == tsRunning {
+				return
+			}
+			if inGroupStop(o) {
+				tids = append(tids, ttid)
+			}
+		}
+		sortLeaderFirst(p.pid, tids)
+		for _, ttid := range tids {
+			if !blocks(ttid, sig) {
+				th = p.threads[ttid]
+				break
+			}
+		}
+		if th == nil {
+			return // every thread blocks it: it waits, as it would untraced
+		}
+	}
+	if th.state == tsListening && ptraceRaw(unix.PTRACE_INTERRUPT, th.tid, 0, 0) != nil {
+		return
+	}
+	th.fetchSig = sig
+}
+
+// fetching reports whether the thread is to dequeue the signal Kill sent in a job-control stop
+// (see wakeForSignal): the signal is still pending for it or its process. Once it is not (the
+// thread has taken it, or another has), the thread keeps the job-control stop again.
+func (th *thread) fetching() bool {
+	if th.fetchSig == 0 {
+		return false
+	}
+	st, err := readStatus(th.tid)
+	if err == nil && (st.SigPnd|st.ShdPnd)&(1<<(th.fetchSig-1)) != 0 {
+		return true
+	}
+	th.fetchSig = 0
+	return false
+}
+
+// blocks reports whether thread tid blocks sig (an unreadable status counts as blocking).
+func blocks(tid, sig int) bool {
+	st, err := readStatus(tid)
+	return err != nil || st.SigBlk&(1<<(sig-1)) != 0
 }
 
 // SetWatchpoint programs a hardware watchpoint slot of a stopped thread.
