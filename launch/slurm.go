@@ -151,13 +151,16 @@ func (n *slurmNodes) stepArgs(hosts []string) []string {
 // stagingScript runs as one task per node for as long as a staging directory lives: it makes
 // the directory, says so, and removes it when signalled, by the front end (SIGUSR1, which srun
 // forwards to its tasks) or by slurmstepd when the job ends (SIGTERM, KillWait seconds before
-// SIGKILL). So the directory goes with the job even if the front end is gone.
+// SIGKILL). So the directory goes with the job even if the front end is gone. The task waits
+// in short sleeps that the trap ends: a sleep outlives its shell (proctrack/linuxproc loses
+// it once orphaned), for at most one interval if the shell is killed outright.
 const stagingScript = `echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"
 umask 077
 mkdir "$0" "$0/bin" "$0/lib" "$0/tmp" || exit 1
-trap 'rm -rf --one-file-system "$0"; echo "removed $SLURMD_NODENAME"; exit 0' TERM INT HUP USR1
+s=
+trap 'kill $s 2>/dev/null; rm -rf --one-file-system "$0"; echo "removed $SLURMD_NODENAME"; exit 0' TERM INT HUP USR1
 echo "staged $SLURMD_NODENAME"
-while :; do sleep 3600 & wait $!; done`
+while :; do sleep 60 & s=$!; wait $s; done`
 
 // slurmStaging is a staging directory kept by one step of the job.
 type slurmStaging struct {
@@ -367,30 +370,29 @@ func attachStep(ctx context.Context, fe *Frontend, ref string) (*stepJob, error)
 	if err != nil {
 		return nil, err
 	}
-	nodeList := ""
-	for _, f := range strings.Fields(out) {
-		if v, ok := strings.CutPrefix(f, "NodeList="); ok {
-			nodeList = v
-		}
-	}
-	if nodeList == "" {
-		return nil, fmt.Errorf("launch: Slurm job step %s: no NodeList in scontrol show step:\n%s", ref, out)
+	nodeList, err := stepNodeList(out, ref)
+	if err != nil {
+		return nil, fmt.Errorf("launch: Slurm job step %s: %w", ref, err)
 	}
 	out, err = slurmOutput(ctx, "scontrol", "show", "hostnames", nodeList)
 	if err != nil {
 		return nil, err
 	}
 	hosts := strings.Fields(out)
+	// The nodes are asked in parallel; a node whose tasks are still starting (pid -1) is
+	// asked again until they run or the time limit ends.
+	perHost := make([][]Proc, len(hosts))
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() { perHost[i], errs[i] = nodeTasks(ctx, ref, h) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	var procs []Proc
-	for _, h := range hosts {
-		out, err := slurmOutput(ctx, "scontrol", "listpids", ref, h)
-		if err != nil {
-			return nil, err
-		}
-		ps, err := parseListPids(out, h)
-		if err != nil {
-			return nil, fmt.Errorf("launch: Slurm job step %s on %s: %w", ref, h, err)
-		}
+	for _, ps := range perHost {
 		procs = append(procs, ps...)
 	}
 	sort.Slice(procs, func(i, k int) bool { return procs[i].Rank < procs[k].Rank })
@@ -405,6 +407,28 @@ func attachStep(ctx context.Context, fe *Frontend, ref string) (*stepJob, error)
 	return &stepJob{id: "slurm " + ref, procs: procs, nodes: newSlurmNodes(fe, job, step, hosts)}, nil
 }
 
+// nodeTasks lists step ref's tasks on host, waiting while some have no pid yet.
+func nodeTasks(ctx context.Context, ref, host string) ([]Proc, error) {
+	for {
+		out, err := slurmOutput(ctx, "scontrol", "listpids", ref, host)
+		if err != nil {
+			return nil, err
+		}
+		ps, starting, err := parseListPids(out, host)
+		if err != nil {
+			return nil, fmt.Errorf("launch: Slurm job step %s on %s: %w", ref, host, err)
+		}
+		if starting == 0 {
+			return ps, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("launch: Slurm job step %s on %s: %d tasks still starting (no pid): %w", ref, host, starting, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 func ranksOf(procs []Proc) []int {
 	out := make([]int, len(procs))
 	for i, p := range procs {
@@ -413,24 +437,61 @@ func ranksOf(procs []Proc) []int {
 	return out
 }
 
-// parseListPids reads scontrol listpids output, keeping the task processes (those with a
-// global task id).
-func parseListPids(out, host string) ([]Proc, error) {
-	var procs []Proc
+// stepNodeList reads the node list (Slurm's compressed form, "node[1-4]") of step ref from
+// `scontrol show step ref`, checking that the record is that step's.
+func stepNodeList(out, ref string) (string, error) {
+	var id, nodes string
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "StepId="); ok && id == "" {
+			id = v
+		}
+		if v, ok := strings.CutPrefix(f, "NodeList="); ok && nodes == "" {
+			nodes = v
+		}
+	}
+	switch {
+	case id != ref:
+		return "", fmt.Errorf("scontrol show step describes step %q, not %s", id, ref)
+	case nodes == "" || nodes == "(null)":
+		return "", fmt.Errorf("scontrol show step gives no node list (%q)", nodes)
+	}
+	return nodes, nil
+}
+
+// parseListPids reads `scontrol listpids J.S host` (columns PID JOBID STEPID LOCALID
+// GLOBALID), keeping the task processes: those with a global task id ("-" marks the step's
+// other processes). Tasks listed with pid -1 have not started yet: they are counted in
+// starting, not returned. A malformed line or a rank listed twice is an error.
+func parseListPids(out, host string) (procs []Proc, starting int, err error) {
+	seen := map[int]bool{}
 	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
+	for n := 1; sc.Scan(); n++ {
 		f := strings.Fields(sc.Text())
-		if len(f) != 5 || f[0] == "PID" {
+		if len(f) == 0 || f[0] == "PID" {
+			continue
+		}
+		if len(f) != 5 {
+			return nil, 0, fmt.Errorf("scontrol listpids line %d: %d columns, want 5: %q", n, len(f), sc.Text())
+		}
+		if f[4] == "-" {
 			continue
 		}
 		pid, err1 := strconv.Atoi(f[0])
 		rank, err2 := strconv.Atoi(f[4])
-		if err1 != nil || err2 != nil {
-			continue // "-": a process of the step that is not a task
+		if err1 != nil || err2 != nil || (pid <= 0 && pid != -1) || rank < 0 {
+			return nil, 0, fmt.Errorf("scontrol listpids line %d: pid %q, global task id %q", n, f[0], f[4])
+		}
+		if seen[rank] {
+			return nil, 0, fmt.Errorf("scontrol listpids line %d: task %d listed twice", n, rank)
+		}
+		seen[rank] = true
+		if pid == -1 {
+			starting++
+			continue
 		}
 		procs = append(procs, Proc{Rank: rank, Host: host, Pid: pid})
 	}
-	return procs, nil
+	return procs, starting, nil
 }
 
 func slurmOutput(ctx context.Context, name string, args ...string) (string, error) {

@@ -10,6 +10,10 @@
 //	func TestMain(m *testing.M) { code := m.Run(); slurm.Stop(); os.Exit(code) }
 //	func TestX(t *testing.T) { c := slurm.Need(t); out, err := c.Command("srun", "-N4", "hostname").Output() ... }
 //
+// Stop ends every process that runs with the cluster's configuration (daemons, job steps,
+// tasks). A test binary that dies before Stop leaves its cluster running; the next Start of
+// this package reaps every cluster whose starting process is gone.
+//
 // It needs root (namespaces, munged, slurmd) and the Debian packages slurm-wlm (slurmctld,
 // slurmd, slurm-client), munge, bc and util-linux.
 package cluster
@@ -27,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -92,6 +97,14 @@ func Start(cfg Config) (*Cluster, error) {
 	c.script = filepath.Join(c.Dir, "slurm-local-cluster.sh")
 	if err := os.WriteFile(c.script, script, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if c.ownsDir {
+		// A test binary that dies without running Stop (a panic, go test's -timeout, a
+		// killed pipe) leaves its cluster behind; the next start reaps it.
+		reapOrphans()
+		if err := os.WriteFile(filepath.Join(c.Dir, ownerFile), []byte(processID(os.Getpid())), 0o644); err != nil {
+			return nil, fmt.Errorf("cluster: %w", err)
+		}
 	}
 	base, err := freePorts(cfg.Nodes + 2)
 	if err != nil {
@@ -230,6 +243,10 @@ func (c *Cluster) Logs() string {
 // and removes the directory if Start created it.
 func (c *Cluster) Stop() error {
 	out, err := c.run(60*time.Second, "stop")
+	// Job steps whose tasks could not be cancelled (a task stopped under a tracer that went
+	// away) outlive the daemons: end every process that runs with this cluster's
+	// configuration.
+	killByConf(c.Conf)
 	if err != nil {
 		return fmt.Errorf("cluster: stop: %v\n%s", err, out)
 	}
@@ -237,6 +254,74 @@ func (c *Cluster) Stop() error {
 		return os.RemoveAll(c.Dir)
 	}
 	return nil
+}
+
+// ownerFile, in a cluster's directory, identifies the process that started it.
+const ownerFile = "owner"
+
+// processID names a process across pid reuse: its pid and its start time (field 22 of
+// /proc/PID/stat), or "" if it does not exist.
+func processID(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return strconv.Itoa(pid) + " " + f[19]
+}
+
+// reapOrphans stops the clusters (of this harness, in the temporary directory) whose starting
+// process is gone, and removes their directories.
+func reapOrphans() {
+	owners, _ := filepath.Glob(filepath.Join(os.TempDir(), "slurm-cluster-*", ownerFile))
+	for _, o := range owners {
+		b, err := os.ReadFile(o)
+		if err != nil {
+			continue
+		}
+		pid, _, _ := strings.Cut(string(b), " ")
+		n, err := strconv.Atoi(pid)
+		if err != nil || processID(n) == string(b) {
+			continue // still running, or not ours to judge
+		}
+		dir := filepath.Dir(o)
+		conf := filepath.Join(dir, "etc", "slurm.conf")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, "bash", filepath.Join(dir, "slurm-local-cluster.sh"), "stop")
+		cmd.Env = append(withoutSlurm(os.Environ()), "SLURM_TEST_DIR="+dir, "SLURM_CONF="+conf)
+		cmd.Run()
+		cancel()
+		killByConf(conf)
+		os.RemoveAll(dir)
+	}
+}
+
+// killByConf kills every process (but this one) whose environment names conf as SLURM_CONF:
+// the daemons, job steps and tasks of one cluster, and clients talking to it.
+func killByConf(conf string) {
+	want := []byte("SLURM_CONF=" + conf + "\x00")
+	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, e := range envs {
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(e)))
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(e)
+		if err != nil {
+			continue
+		}
+		if bytes.HasPrefix(b, want) || bytes.Contains(b, append([]byte{0}, want...)) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // Shared is a cluster started on first use and stopped by Stop: one per test package.

@@ -24,6 +24,16 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
+	// The programs built for the run.
+	if progDir != "" {
+		os.RemoveAll(progDir)
+	}
+	if hpcdapBin != "" {
+		os.RemoveAll(filepath.Dir(hpcdapBin))
+	}
+	for _, p := range cprogs {
+		os.RemoveAll(filepath.Dir(p.bin))
+	}
 	os.Exit(code)
 }
 

@@ -1,0 +1,123 @@
+package launch
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Outputs of Slurm 22.05's scontrol, recorded on the test cluster (srun -N2 -n5 sleep 30):
+// listpids on node1 while the tasks start (no pids yet) and once they run, on node2, and show
+// step.
+const (
+	listPidsStarting = "PID      JOBID    STEPID   LOCALID GLOBALID\n" +
+		"-1       1        0        0       0       \n" +
+		"-1       1        0        1       1       \n" +
+		"-1       1        0        2       2       \n" +
+		"-1       1        0        3       3       \n"
+	listPidsNode1 = "PID      JOBID    STEPID   LOCALID GLOBALID\n" +
+		"32318    1        0        0       0       \n" +
+		"32319    1        0        1       1       \n" +
+		"32320    1        0        2       2       \n" +
+		"32321    1        0        3       3       \n"
+	listPidsNode2 = "PID      JOBID    STEPID   LOCALID GLOBALID\n" +
+		"32317    1        0        0       4       \n"
+	showStep = "StepId=1.0 UserId=0 StartTime=2026-11-21T17:35:23 TimeLimit=UNLIMITED\n" +
+		"   State=RUNNING Partition=debug NodeList=node[1-2]\n" +
+		"   Nodes=2 CPUs=5 Tasks=5 Name=sleep Network=(null)\n" +
+		"   TRES=cpu=5,mem=0,node=2\n" +
+		"   ResvPorts=(null)\n" +
+		"   CPUFreqReq=Default Dist=Block\n" +
+		"   SrunHost:Pid=vm:32267\n"
+)
+
+func TestParseListPids(t *testing.T) {
+	for _, c := range []struct {
+		name, out string
+		want      string // fmt of the procs
+		starting  int
+		err       string
+	}{
+		{"running", listPidsNode1, "[{0 node1 32318 } {1 node1 32319 } {2 node1 32320 } {3 node1 32321 }]", 0, ""},
+		{"one task", listPidsNode2, "[{4 node1 32317 }]", 0, ""},
+		{"starting", listPidsStarting, "[]", 4, ""},
+		{"not a task", "PID JOBID STEPID LOCALID GLOBALID\n4242 1 0 - -\n77 1 0 0 0\n", "[{0 node1 77 }]", 0, ""},
+		{"empty", "", "[]", 0, ""},
+		{"short line", "PID JOBID\n12 1 0\n", "", 0, "3 columns"},
+		{"bad pid", "x 1 0 0 0\n", "", 0, `pid "x"`},
+		{"zero pid", "0 1 0 0 0\n", "", 0, `pid "0"`},
+		{"negative rank", "12 1 0 0 -3\n", "", 0, `global task id "-3"`},
+		{"twice", "12 1 0 0 0\n13 1 0 1 0\n", "", 0, "task 0 listed twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			procs, starting, err := parseListPids(c.out, "node1")
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err %v, want one containing %q", err, c.err)
+				}
+				return
+			}
+			if err != nil || starting != c.starting {
+				t.Fatalf("starting %d, err %v; want %d, nil", starting, err, c.starting)
+			}
+			if got := fmt.Sprint(procs); got != c.want && !(len(procs) == 0 && c.want == "[]") {
+				t.Errorf("procs %s, want %s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestStepNodeList(t *testing.T) {
+	if got, err := stepNodeList(showStep, "1.0"); err != nil || got != "node[1-2]" {
+		t.Errorf("stepNodeList: %q, %v", got, err)
+	}
+	if _, err := stepNodeList(showStep, "1.1"); err == nil || !strings.Contains(err.Error(), `step "1.0", not 1.1`) {
+		t.Errorf("another step's record: %v", err)
+	}
+	if _, err := stepNodeList("StepId=2.0 NodeList=(null)\n", "2.0"); err == nil {
+		t.Errorf("a step without nodes: no error")
+	}
+	if _, err := stepNodeList("", "2.0"); err == nil {
+		t.Errorf("empty output: no error")
+	}
+}
+
+// Whatever scontrol prints, the parser returns tasks with a pid and a rank, each rank once,
+// or an error; it never panics.
+func FuzzParseListPids(f *testing.F) {
+	for _, s := range []string{listPidsStarting, listPidsNode1, listPidsNode2, "4242 1 0 - -\n", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, out string) {
+		procs, starting, err := parseListPids(out, "node1")
+		if err != nil {
+			if procs != nil || starting != 0 {
+				t.Fatalf("error %v with results %v, %d", err, procs, starting)
+			}
+			return
+		}
+		seen := map[int]bool{}
+		for _, p := range procs {
+			if p.Pid <= 0 || p.Rank < 0 || p.Host != "node1" || seen[p.Rank] {
+				t.Fatalf("bad task %+v in %v", p, procs)
+			}
+			seen[p.Rank] = true
+		}
+		if starting < 0 {
+			t.Fatalf("starting %d", starting)
+		}
+	})
+}
+
+// The node list comes back only from the named step's record, never empty.
+func FuzzStepNodeList(f *testing.F) {
+	f.Add(showStep, "1.0")
+	f.Add("StepId=2.0 NodeList=(null)", "2.0")
+	f.Add("", "")
+	f.Fuzz(func(t *testing.T, out, ref string) {
+		nodes, err := stepNodeList(out, ref)
+		if err == nil && (nodes == "" || nodes == "(null)" || !strings.Contains(out, "StepId="+ref)) {
+			t.Fatalf("stepNodeList(%q, %q) = %q without error", out, ref, nodes)
+		}
+	})
+}

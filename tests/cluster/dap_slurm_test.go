@@ -1,0 +1,319 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+)
+
+// ompiTaskEnv quiets Open MPI's busy waiting on a 2-core machine shared by eight ranks.
+const ompiTaskEnv = "OMPI_MCA_mpi_yield_when_idle=1"
+
+// `hpcdap dap` launches `srun --mpi=pmix -N4 -n8` under MPIR: srun's tasks are held at exec,
+// agents start on each node through `srun --overlap`, and every rank stops at the breakpoint
+// (stopMode rank, so each rank's own stop is seen). The ranks are where the tasks' own
+// environments say, stacks of every rank include main, and continuing runs every rank to its
+// exit code (10 + rank).
+func TestDAPSrunLaunch(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	d := startDAP(t, c, 240*time.Second)
+	d.initialize()
+	d.in("launch")
+	dir := t.TempDir()
+	d.call("launch", map[string]any{"program": p.bin, "cwd": dir, "launcher": "srun",
+		"launcherArgs": []string{"--mpi=pmix", "-N4"}, "np": 8, "stopMode": "rank",
+		"env": map[string]string{"OMPI_MCA_mpi_yield_when_idle": "1"}}, nil)
+	d.event("initialized", 120*time.Second)
+	ranks := d.rankTable()
+	checkRankTable(d, ranks, 8, c.Nodes)
+
+	d.in("breakpoints")
+	line := p.line(t, "bp")
+	var bps struct{ Breakpoints []dap.Breakpoint }
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src},
+		"breakpoints": []map[string]any{{"line": line}}}, &bps)
+	if len(bps.Breakpoints) != 1 || !bps.Breakpoints[0].Verified || bps.Breakpoints[0].Line != line {
+		d.fatalf("setBreakpoints at line %d: %+v", line, bps.Breakpoints)
+	}
+	d.call("configurationDone", nil, nil)
+
+	d.in("run to the breakpoint")
+	ranks = d.waitRanks(120*time.Second, "stopped at the breakpoint", func(r rankState) bool {
+		return r.State == "stopped" && r.StopReason == "breakpoint"
+	})
+	d.in("stacks at the breakpoint")
+	threads := d.threads()
+	for _, r := range ranks {
+		prefix := fmt.Sprintf("rank %d ", r.Rank)
+		var own []dap.Thread
+		for _, th := range threads {
+			if strings.HasPrefix(th.Name, prefix) {
+				own = append(own, th)
+			}
+		}
+		if len(own) == 0 {
+			d.errorf("rank %d on %s: no thread in %+v", r.Rank, r.Host, threads)
+			continue
+		}
+		frames := d.stackTrace(r.ThreadID)
+		names := frameNames(frames)
+		if len(frames) == 0 || frames[0].Name != "at_breakpoint" || frames[0].Line != line || !slices.Contains(names, "main") {
+			d.errorf("rank %d on %s: stack %v, want at_breakpoint:%d ... main", r.Rank, r.Host, names, line)
+			continue
+		}
+		// The rank's argument is its rank: the adapter reads each rank's own memory.
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": "rank", "frameId": frames[0].Id, "context": "watch"}, &ev)
+		if ev.Result != strconv.Itoa(r.Rank) {
+			d.errorf("rank %d on %s: rank evaluates to %q", r.Rank, r.Host, ev.Result)
+		}
+		// Every thread of the rank can be unwound; the main thread's stack was checked above.
+		for _, th := range own {
+			if fs := d.stackTrace(th.Id); len(fs) == 0 {
+				d.errorf("rank %d on %s: thread %q has no frames", r.Rank, r.Host, th.Name)
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	d.in("continue to the exit")
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src}, "breakpoints": []any{}}, nil)
+	for _, r := range ranks {
+		d.call("continue", map[string]any{"threadId": r.ThreadID}, nil)
+	}
+	var ex dap.ExitedEventBody
+	if err := d.event("exited", 120*time.Second).Decode(&ex); err != nil {
+		d.fatalf("exited event: %v", err)
+	}
+	d.event("terminated", 60*time.Second)
+	for _, r := range d.rankTable() {
+		if r.State != "exited" || r.ExitCode == nil || *r.ExitCode != 10+r.Rank {
+			d.errorf("rank %d on %s at the end: %+v, want exited with code %d", r.Rank, r.Host, r, 10+r.Rank)
+		}
+	}
+	if ex.ExitCode == 0 {
+		d.errorf("job exit code 0; every rank exited with a non-zero code")
+	}
+	if out := d.output(); strings.Count(out, "/8 on node") != 8 {
+		t.Logf("the ranks' output lines did not all reach the client:\n%s", out)
+	}
+	for pid, rank := range d.ranks {
+		if st := status(pid, "State"); st != "" && !strings.HasPrefix(st, "Z") {
+			d.errorf("rank %d (pid %d) still exists after the job ended: %s", rank, pid, st)
+		}
+	}
+	d.in("disconnect")
+	d.call("disconnect", map[string]any{}, nil)
+}
+
+// submitDeadlock submits a batch job whose step 0 runs the deadlocked program on four nodes
+// and waits until every rank has reported that it blocks. It returns the job id.
+func submitDeadlock(t *testing.T, c *Cluster, prog string, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	outFile := filepath.Join(dir, "job.out")
+	script := fmt.Sprintf("#!/bin/sh\nexport %s\nexec srun --mpi=pmix %s\n", ompiTaskEnv, prog)
+	scriptFile := filepath.Join(dir, "job.sh")
+	if err := os.WriteFile(scriptFile, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, c, 30*time.Second, "sbatch", "--parsable", "-N4", "-n"+strconv.Itoa(n), "--output="+outFile,
+		"--chdir="+dir, scriptFile)
+	if err != nil {
+		t.Fatalf("phase submit: sbatch: %v\n%s", err, out)
+	}
+	job := strings.TrimSpace(out)
+	if _, err := strconv.Atoi(job); err != nil {
+		t.Fatalf("phase submit: sbatch --parsable said %q", out)
+	}
+	t.Cleanup(func() { c.Command("scancel", job).Run() })
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		b, _ := os.ReadFile(outFile)
+		if strings.Count(string(b), " blocking\n") == n {
+			return job
+		}
+		if time.Now().After(deadline) {
+			q, _ := c.Command("squeue", "-s").CombinedOutput()
+			t.Fatalf("phase submit: job %s: not every rank blocks within 60 s:\n%s\nsqueue -s:\n%s\n%s", job, b, q, c.Logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// gdbBacktrace is gdb's view of a process's main thread: the function names, innermost first.
+func gdbBacktrace(t *testing.T, pid int) []string {
+	t.Helper()
+	if _, err := exec.LookPath("gdb"); err != nil {
+		t.Fatalf("gdb not found: install the Debian package gdb")
+	}
+	out, err := exec.Command("gdb", "-batch", "-nx", "-p", strconv.Itoa(pid), "-ex", "thread 1", "-ex", "bt").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb -p %d: %v\n%s", pid, err, out)
+	}
+	var names []string
+	for _, m := range btFrame.FindAllStringSubmatch(string(out), -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// btFrame matches a gdb backtrace line: "#1  0x... in NAME (" or "#0  NAME (".
+var btFrame = regexp.MustCompile(`(?m)^#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) \(`)
+
+// A deadlocked job started with sbatch outside the debugger is attached by its step id
+// ("slurmJob": "J.0"), paused, and every rank's stack shows where it blocks (rank 0 in
+// wait_for_token's MPI_Recv, the others in wait_at_barrier's MPI_Barrier, as gdb also sees
+// them). Disconnecting without terminating leaves the job running, its ranks untraced; then
+// the test cancels it.
+func TestDAPSlurmAttachDeadlock(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "deadlock", "mpicc.openmpi", "libopenmpi-dev")
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	const n = 4
+	job := submitDeadlock(t, c, p.bin, n)
+	step := job + ".0"
+	d := startDAP(t, c, 240*time.Second)
+	d.initialize()
+	d.in("attach " + step)
+	d.call("attach", map[string]any{"slurmJob": step, "program": p.bin}, nil)
+	d.event("initialized", 120*time.Second)
+	ranks := d.rankTable()
+	checkRankTable(d, ranks, n, c.Nodes)
+	for _, r := range ranks {
+		if o, err := taskOf(r.Pid); err == nil && o.Step != step {
+			d.errorf("rank %d on %s: pid %d belongs to step %s, not %s", r.Rank, r.Host, r.Pid, o.Step, step)
+		}
+	}
+	d.call("configurationDone", nil, nil)
+
+	d.in("pause")
+	d.call("pause", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+	ranks = d.waitRanks(60*time.Second, "stopped by the pause", func(r rankState) bool { return r.State == "stopped" })
+
+	d.in("stacks of the blocked ranks")
+	want := func(rank int) string {
+		if rank == 0 {
+			return "wait_for_token"
+		}
+		return "wait_at_barrier"
+	}
+	stacks := map[int][]string{}
+	for _, r := range ranks {
+		names := frameNames(d.stackTrace(r.ThreadID))
+		stacks[r.Rank] = names
+		t.Logf("rank %d on %s: %v", r.Rank, r.Host, names)
+		i := slices.Index(names, want(r.Rank))
+		if i < 1 || !slices.Contains(names[i:], "main") {
+			d.errorf("rank %d on %s: stack %v, want MPI frames under %s ... main", r.Rank, r.Host, names, want(r.Rank))
+		}
+	}
+
+	d.in("disconnect without terminating")
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+
+	d.in("the job after the disconnect")
+	out, err := run(t, c, 10*time.Second, "squeue", "-h", "-j", job, "-o", "%T")
+	if err != nil || strings.TrimSpace(out) != "RUNNING" {
+		d.errorf("squeue -j %s: %q, %v; want RUNNING", job, out, err)
+	}
+	out, err = run(t, c, 10*time.Second, "scontrol", "show", "step", step)
+	if err != nil || !strings.Contains(out, "StepId="+step) {
+		d.errorf("scontrol show step %s: %v\n%s", step, err, out)
+	}
+	for _, r := range ranks {
+		// The agents detach when the session ends; give a slow machine a moment.
+		deadline := time.Now().Add(10 * time.Second)
+		for status(r.Pid, "TracerPid") != "0" && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if tr, st := status(r.Pid, "TracerPid"), status(r.Pid, "State"); tr != "0" || strings.HasPrefix(st, "T") || strings.HasPrefix(st, "t") {
+			d.errorf("rank %d on %s (pid %d) after the disconnect: TracerPid %q, state %q; want untraced and not stopped",
+				r.Rank, r.Host, r.Pid, tr, st)
+		}
+	}
+	// gdb, attached now that the debugger is gone, sees each kind of rank where the adapter did.
+	for _, r := range ranks[:2] {
+		g := gdbBacktrace(t, r.Pid)
+		i := slices.Index(g, want(r.Rank))
+		if i < 0 || !slices.Contains(g[i:], "main") {
+			d.errorf("gdb: rank %d on %s: %v, the adapter said %v", r.Rank, r.Host, g, stacks[r.Rank])
+		}
+	}
+
+	d.in("cancel")
+	if out, err := run(t, c, 30*time.Second, "scancel", job); err != nil {
+		d.fatalf("scancel %s: %v\n%s", job, err, out)
+	}
+}
+
+// Rank 2 of `srun -N4 -n8` dereferences a null pointer: the adapter reports a stopped event
+// with reason exception whose text names rank 2 and the node it runs on, and rank 2's stack
+// starts in crash at the faulting line.
+func TestDAPSrunSegfault(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "segv", "mpicc.openmpi", "libopenmpi-dev")
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	d := startDAP(t, c, 240*time.Second)
+	d.initialize()
+	d.in("launch")
+	d.call("launch", map[string]any{"program": p.bin, "cwd": t.TempDir(), "launcher": "srun",
+		"launcherArgs": []string{"--mpi=pmix", "-N4"}, "np": 8}, nil)
+	d.event("initialized", 120*time.Second)
+	ranks := d.rankTable()
+	checkRankTable(d, ranks, 8, c.Nodes)
+	rank2 := ranks[2]
+	d.call("configurationDone", nil, nil)
+
+	d.in("wait for the fault")
+	var st dap.StoppedEventBody
+	if err := d.event("stopped", 120*time.Second).Decode(&st); err != nil {
+		d.fatalf("stopped event: %v", err)
+	}
+	if st.Reason != "exception" || st.ThreadId != rank2.ThreadID {
+		d.fatalf("stopped %+v, want an exception on rank 2 (thread %d)", st, rank2.ThreadID)
+	}
+	if !regexp.MustCompile(`\brank 2\b`).MatchString(st.Text) || !strings.Contains(st.Text, rank2.Host) {
+		d.errorf("stopped text %q does not name rank 2 and its node %s", st.Text, rank2.Host)
+	}
+	frames := d.stackTrace(st.ThreadId)
+	if names := frameNames(frames); len(frames) == 0 || frames[0].Name != "crash" || frames[0].Line != p.line(t, "fault") ||
+		!slices.Contains(names, "main") {
+		d.errorf("rank 2's stack %v, want crash:%d ... main", names, p.line(t, "fault"))
+	}
+	for _, r := range d.rankTable() {
+		if r.Rank == 2 && (r.Signal != "SIGSEGV" || r.StopReason != "exception") {
+			d.errorf("rank 2 in hpcdap/ranks: %+v, want stopped by SIGSEGV", r)
+		}
+	}
+
+	d.in("terminate")
+	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, _ := c.Command("squeue", "-h", "-o", "%i").Output()
+		if strings.TrimSpace(string(out)) == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			d.fatalf("jobs still queued 60 s after disconnect with terminateDebuggee: %s", out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

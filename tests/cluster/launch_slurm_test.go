@@ -1,0 +1,262 @@
+package cluster
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/launch"
+)
+
+// slurmFrontend makes a launch front end for the cluster: the test's hpcdap binary as the
+// agent, sessions in the nodes' private directory, agents calling back on loopback.
+func slurmFrontend(t *testing.T, c *Cluster) *launch.Frontend {
+	t.Helper()
+	t.Setenv("SLURM_CONF", c.Conf)
+	fe, err := launch.NewFrontend(launch.Options{WLM: "slurm", AgentPath: hpcdap(t), NodeTmpDir: c.LocalDir(),
+		AdvertiseHost: "127.0.0.1", WorkDir: t.TempDir(), Timeout: 60 * time.Second})
+	if err != nil {
+		t.Fatalf("phase front end: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := fe.Close(); err != nil {
+			t.Errorf("phase close: Frontend.Close: %v", err)
+		}
+	})
+	return fe
+}
+
+// funcSymbols maps addresses of an executable to its function names (debug/elf's symbol
+// table: the oracle for the executable's own frames).
+type funcSymbols struct {
+	entry uint64
+	syms  []elf.Symbol
+}
+
+func readFuncSymbols(t *testing.T, path string) *funcSymbols {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatalf("%s: symbols: %v", path, err)
+	}
+	fs := &funcSymbols{entry: f.Entry}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Size != 0 {
+			fs.syms = append(fs.syms, s)
+		}
+	}
+	return fs
+}
+
+// name returns the function containing file address a, or "".
+func (fs *funcSymbols) name(a uint64) string {
+	for _, s := range fs.syms {
+		if a >= s.Value && a < s.Value+s.Size {
+			return s.Name
+		}
+	}
+	return ""
+}
+
+// loadBias is a rank's executable load bias: its AT_ENTRY minus the file's entry point.
+func loadBias(ctx context.Context, cl *cdti.Client, rank int, entry uint64) (uint64, error) {
+	rs, err := cl.Query(ctx, uint32(rank), &cdti.GetAuxVectors{})
+	if err != nil {
+		return 0, err
+	}
+	a, ok := rs[0].Ack.(*cdti.GetAuxVectorsAck)
+	if !ok || rs[0].Code != cdti.CmdSuccess {
+		return 0, fmt.Errorf("auxv: %v", rs[0].Code)
+	}
+	for i := 0; i+1 < len(a.Words); i += 2 {
+		if a.Words[i] == 9 { // AT_ENTRY
+			return a.Words[i+1] - entry, nil
+		}
+	}
+	return 0, fmt.Errorf("no AT_ENTRY")
+}
+
+// The launch layer alone, on a deadlocked batch job: registering step J.0 finds every task
+// (scontrol listpids per node), one agent per node starts inside the job's allocation
+// (srun --overlap) and serves its node's ranks; a tool stops each rank through its node's
+// agent and the agent's traceback shows where the rank blocks (the executable's own frames
+// named by its ELF symbol table). Letting go detaches: the job runs on, untraced.
+func TestLaunchSlurmAttachDeadlock(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "deadlock", "mpicc.openmpi", "libopenmpi-dev")
+	syms := readFuncSymbols(t, p.bin)
+	c := slurm.Need(t)
+	const n = 4
+	job := submitDeadlock(t, c, p.bin, n)
+	step := job + ".0"
+	fe := slurmFrontend(t, c)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+
+	app, g, err := launch.Start(ctx, fe, launch.Request{SlurmJob: step})
+	if err != nil {
+		if app != nil {
+			app.Deregister()
+		}
+		t.Fatalf("phase attach %s: %v", step, err)
+	}
+	procs := app.Procs()
+	if len(procs) != n {
+		t.Fatalf("phase attach: %d ranks, want %d: %+v", len(procs), n, procs)
+	}
+	on := map[string]bool{}
+	for _, pr := range procs {
+		o, err := taskOf(pr.Pid)
+		if err != nil || o.Rank != pr.Rank || o.Node != pr.Host || o.Step != step {
+			t.Errorf("phase attach: rank %d on %s pid %d; the task says %+v (%v)", pr.Rank, pr.Host, pr.Pid, o, err)
+		}
+		on[pr.Host] = true
+	}
+	for _, node := range c.Nodes {
+		if !on[node] {
+			t.Errorf("phase attach: no rank on %s: %+v", node, procs)
+		}
+	}
+
+	want := func(rank int) string {
+		if rank == 0 {
+			return "wait_for_token"
+		}
+		return "wait_at_barrier"
+	}
+	for _, ep := range g.Endpoints {
+		dctx, dcancel := context.WithTimeout(ctx, 20*time.Second)
+		cl, err := cdti.Dial(dctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: 2, Token: []byte(ep.Token), Timeout: 30 * time.Second})
+		dcancel()
+		if err != nil {
+			t.Errorf("phase stacks: dial the agent of %s at %s: %v", ep.Host, ep.Addr, err)
+			continue
+		}
+		for _, rank := range ep.Ranks {
+			names, err := rankStack(ctx, cl, rank, syms)
+			if err != nil {
+				t.Errorf("phase stacks: rank %d on %s: %v", rank, ep.Host, err)
+				continue
+			}
+			t.Logf("rank %d on %s: %v", rank, ep.Host, names)
+			i := slices.Index(names, want(rank))
+			if i < 1 || !slices.Contains(names[i:], "main") {
+				t.Errorf("phase stacks: rank %d on %s: frames %v, want library frames under %s ... main", rank, ep.Host, names, want(rank))
+			}
+			if _, err := cl.Detach(ctx, uint32(rank), cdti.RankInHeader); err != nil {
+				t.Errorf("phase detach: rank %d on %s: %v", rank, ep.Host, err)
+			}
+		}
+		cl.Close()
+	}
+
+	// An attached job is let go by Deregister: the agents go, the job stays.
+	g.Stop()
+	if err := app.Deregister(); err != nil {
+		t.Errorf("phase deregister: %v", err)
+	}
+	out, err := run(t, c, 10*time.Second, "squeue", "-h", "-j", job, "-o", "%T")
+	if err != nil || strings.TrimSpace(out) != "RUNNING" {
+		t.Errorf("phase after deregister: squeue -j %s: %q, %v; want RUNNING", job, out, err)
+	}
+	for _, pr := range procs {
+		if tr, st := status(pr.Pid, "TracerPid"), status(pr.Pid, "State"); tr != "0" || strings.HasPrefix(st, "T") || strings.HasPrefix(st, "t") {
+			t.Errorf("phase after deregister: rank %d on %s (pid %d): TracerPid %q, state %q; want untraced and not stopped",
+				pr.Rank, pr.Host, pr.Pid, tr, st)
+		}
+	}
+}
+
+// rankStack stops a running rank through its agent and names, innermost first, where its
+// main thread is: frame 0 from the agent's traceback, then every return address into the
+// executable found on the stack above the stack pointer (a scan: the MPI and C libraries
+// below the program's own frames carry no frame pointers, which the agent's walk needs, and
+// no symbols to unwind with here). A word counts as a return address when the instruction
+// before it is a direct call. Names outside the executable are "?".
+func rankStack(ctx context.Context, cl *cdti.Client, rank int, syms *funcSymbols) ([]string, error) {
+	if _, err := cl.Attach(ctx, uint32(rank), cdti.RankInHeader, cdti.NewTag("cluster"), 50); err != nil {
+		return nil, fmt.Errorf("attach: %w", err)
+	}
+	if _, err := cl.Control(ctx, uint32(rank), cdti.Control{NotifySet: cdti.Signals(int(syscall.SIGTRAP), int(syscall.SIGSTOP)),
+		SendSignal: uint32(syscall.SIGSTOP)}); err != nil {
+		return nil, fmt.Errorf("control: %w", err)
+	}
+	deadline := time.After(30 * time.Second)
+	for stopped := false; !stopped; {
+		select {
+		case nt, ok := <-cl.Notifications():
+			if !ok {
+				return nil, fmt.Errorf("connection closed: %v", cl.Err())
+			}
+			stopped = int(nt.Rank) == rank && nt.Kind == cdti.NotifyTypeSignal && nt.Signal.Signal == uint32(syscall.SIGSTOP)
+		case <-deadline:
+			return nil, fmt.Errorf("no SIGSTOP notification within 30 s")
+		}
+	}
+	info, err := cl.TargetInfo(ctx, uint32(rank))
+	if err != nil {
+		return nil, fmt.Errorf("target info: %w", err)
+	}
+	tid := info.Pid
+	bias, err := loadBias(ctx, cl, rank, syms.entry)
+	if err != nil {
+		return nil, err
+	}
+	frames, err := cl.Traceback(ctx, uint32(rank), tid, 1)
+	if err != nil || len(frames) == 0 {
+		return nil, fmt.Errorf("traceback: %v", err)
+	}
+	name := func(a uint64) string {
+		if n := syms.name(a - bias); n != "" {
+			return n
+		}
+		return "?"
+	}
+	names := []string{name(frames[0].PC)}
+	regs, err := cl.RegisterSet(ctx, uint32(rank), tid, cdti.RegSetGeneral)
+	if err != nil || len(regs) < (x86RSP+1)*8 {
+		return nil, fmt.Errorf("registers: %d bytes, %v", len(regs), err)
+	}
+	sp := binary.LittleEndian.Uint64(regs[x86RSP*8:])
+	// Page by page up to the end of the stack mapping (a read across it fails whole).
+	var stack []byte
+	for a := sp; a < sp+64<<10; a = (a + 4096) &^ 4095 {
+		b, err := cl.ReadMemory(ctx, uint32(rank), tid, a, int((a+4096)&^4095-a), cdti.SpecAccessUseThreadState)
+		if err != nil {
+			break
+		}
+		stack = append(stack, b...)
+	}
+	if len(stack) < 256 {
+		return nil, fmt.Errorf("stack at %#x: only %d bytes readable", sp, len(stack))
+	}
+	for off := 0; off+8 <= len(stack); off += 8 {
+		ra := binary.LittleEndian.Uint64(stack[off:])
+		if syms.name(ra-bias-1) == "" {
+			continue
+		}
+		call, err := cl.ReadMemory(ctx, uint32(rank), tid, ra-5, 1, cdti.SpecAccessUseThreadState)
+		if err == nil && len(call) == 1 && call[0] == 0xe8 {
+			names = append(names, syms.name(ra-bias-1))
+		}
+	}
+	if _, err := cl.Update(ctx, uint32(rank), &cdti.ReleaseControl{}); err != nil {
+		return names, fmt.Errorf("release control: %w", err)
+	}
+	return names, nil
+}
+
+// x86RSP is the index of rsp in x86-64's user_regs_struct.
+const x86RSP = 19
