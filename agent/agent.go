@@ -46,6 +46,11 @@ type Config struct {
 	// WaitTimeout bounds how long the agent waits for threads it has interrupted to stop
 	// before a command fails with CmdTimeout; 0 means 10 s.
 	WaitTimeout time.Duration
+	// KillOnExit makes the agent kill what it spawned instead of letting it go when it ends
+	// because its front end is gone: the last front-end connection closed (see lifeline.go).
+	// With a back end that offers it (target/ptrace), spawned processes are also killed by
+	// the kernel if the agent dies outright.
+	KillOnExit bool
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
@@ -73,6 +78,12 @@ type Agent struct {
 	tools map[uint32]*toolConn
 	// capturing is set once ranks were spawned with CaptureOutput: output.subscribe is served.
 	capturing bool
+
+	killOnExit bool
+	life       lifeline     // front-end connections, for KillOnExit
+	launcher   *launcherRec // the launcher process (SpawnSpec.Launcher, FollowExec), or nil
+	rankSubs   rankSubs     // management connections told of each new rank (ranks.subscribe)
+	follow     *follower    // FollowExec's, or nil
 }
 
 // New returns an Agent without ranks; add them with SpawnRanks or AttachRanks.
@@ -99,6 +110,7 @@ func New(cfg Config) (*Agent, error) {
 		token: cfg.Token, backend: cfg.Backend, jobID: cfg.JobID, node: node, version: cfg.Version,
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
+		killOnExit: cfg.KillOnExit,
 	}
 	a.output = newOutputHub(a.logf)
 	a.srv = &cdti.Server{Handler: (*handler)(a), Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
@@ -122,6 +134,11 @@ type SpawnSpec struct {
 	// CaptureOutput gives each rank pipes of its own as stdout and stderr (stdin /dev/null,
 	// Stdio ignored); the agent drains them and serves them through output.subscribe.
 	CaptureOutput bool
+	// Launcher marks the program as a job's launcher (mpirun, srun, mpiexec.hydra), not a
+	// rank: it is spawned without HPCDAP_RANK and HPCDAP_NP (which its MPI ranks would
+	// inherit), Count must be 1, and the management plane reports it as the launcher. On CDTI
+	// it is served as any spawned process, as rank FirstRank.
+	Launcher bool
 }
 
 // SpawnRanks starts spec.Count ranks, each held before its first instruction like a job that
@@ -134,6 +151,9 @@ func (a *Agent) SpawnRanks(spec SpawnSpec) error {
 	if len(spec.Argv) == 0 {
 		return errors.New("agent: spawn: no program")
 	}
+	if spec.Launcher && spec.Count != 1 {
+		return fmt.Errorf("agent: spawn launcher %s: one process, not %d", spec.Argv[0], spec.Count)
+	}
 	env := spec.Env
 	if env == nil {
 		env = os.Environ()
@@ -145,8 +165,10 @@ func (a *Agent) SpawnRanks(spec SpawnSpec) error {
 	}
 	for i := range spec.Count {
 		rank := spec.FirstRank + i
-		renv := append(withoutVar(withoutVar(env, "HPCDAP_RANK"), "HPCDAP_NP"),
-			"HPCDAP_RANK="+strconv.Itoa(rank), "HPCDAP_NP="+strconv.Itoa(np))
+		renv := withoutVar(withoutVar(env, "HPCDAP_RANK"), "HPCDAP_NP")
+		if !spec.Launcher {
+			renv = append(renv, "HPCDAP_RANK="+strconv.Itoa(rank), "HPCDAP_NP="+strconv.Itoa(np))
+		}
 		stdio := spec.Stdio
 		var pipes *capturePipes
 		if spec.CaptureOutput {
@@ -159,7 +181,7 @@ func (a *Agent) SpawnRanks(spec SpawnSpec) error {
 			a.capturing = true
 			a.mu.Unlock()
 		}
-		tp, err := a.backend.Spawn(spec.Argv, renv, spec.Dir, stdio)
+		tp, err := a.spawnOne(spec.Argv, renv, spec.Dir, stdio)
 		if err != nil {
 			if pipes != nil {
 				pipes.close()
@@ -169,7 +191,12 @@ func (a *Agent) SpawnRanks(spec SpawnSpec) error {
 		if pipes != nil {
 			pipes.start(a.output)
 		}
-		if err := a.addProc(newProc(a, uint32(rank), tp.Info().Pid, tp, true)); err != nil {
+		p := newProc(a, uint32(rank), tp.Info().Pid, tp, true)
+		if spec.Launcher {
+			p.snap.Launcher = true
+			a.setLauncher(&launcherRec{pid: p.pid, proc: p})
+		}
+		if err := a.addProc(p); err != nil {
 			return err
 		}
 	}
@@ -212,6 +239,18 @@ func (a *Agent) AttachRanks(pids map[uint32]int) error {
 }
 
 func (a *Agent) addProc(p *proc) error {
+	// Subscribers of ranks.subscribe hear of the rank exactly once: the subscription lock
+	// orders this addition with their snapshot of the current ranks.
+	a.rankSubs.mu.Lock()
+	defer a.rankSubs.mu.Unlock()
+	if err := a.insertProc(p); err != nil {
+		return err
+	}
+	a.rankSubs.announceLocked(p.snapshot())
+	return nil
+}
+
+func (a *Agent) insertProc(p *proc) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, dup := a.procs[p.rank]; dup {
@@ -287,6 +326,12 @@ func (a *Agent) Shutdown(kill bool) {
 			}()
 		}
 		wg.Wait()
+		a.mu.Lock()
+		f := a.follow
+		a.mu.Unlock()
+		if f != nil {
+			f.stop(kill) // after the ranks: a launcher killed first would orphan them
+		}
 		a.doneOnce.Do(func() { close(a.done) })
 	})
 	<-a.done

@@ -13,6 +13,15 @@ type breakpoint struct {
 	orig   []byte          // the instruction bytes the trap replaced
 	owners map[uint32]bool // tool ids; internalOwner for the agent's own traps
 	lifted bool            // the original bytes are in memory for a step over
+	trap   []byte          // the trap written (nil: the machine's Arch.BreakInstr)
+}
+
+// trapBytes is the trap instruction b plants.
+func (b *breakpoint) trapBytes(p *proc) []byte {
+	if b.trap != nil {
+		return b.trap
+	}
+	return p.info.Arch.BreakInstr
 }
 
 // internalOwner owns the agent's own breakpoints (the entry-point trap of DynamicNotifyStart).
@@ -27,11 +36,20 @@ var errNoTrap = errors.New("no trap instruction for this machine")
 
 // setBreakpoint plants a trap at addr for owner, or adds owner to the trap already there.
 func (p *proc) setBreakpoint(addr uint64, owner uint32) error {
+	return p.setBreakpointWord(addr, owner, nil)
+}
+
+// setBreakpointWord is setBreakpoint with a trap instruction of the tool's choosing (Power:
+// any trap word); nil means the machine's Arch.BreakInstr.
+func (p *proc) setBreakpointWord(addr uint64, owner uint32, word []byte) error {
 	if b := p.bps[addr]; b != nil {
 		b.owners[owner] = true
 		return nil
 	}
-	trap := p.info.Arch.BreakInstr
+	trap := word
+	if trap == nil {
+		trap = p.info.Arch.BreakInstr
+	}
 	if len(trap) == 0 {
 		return errNoTrap
 	}
@@ -45,7 +63,7 @@ func (p *proc) setBreakpoint(addr uint64, owner uint32) error {
 		}
 		return fmt.Errorf("write %#x: %w", addr, errOrShort(err))
 	}
-	p.bps[addr] = &breakpoint{addr: addr, orig: orig, owners: map[uint32]bool{owner: true}}
+	p.bps[addr] = &breakpoint{addr: addr, orig: orig, owners: map[uint32]bool{owner: true}, trap: word}
 	return nil
 }
 
@@ -116,7 +134,7 @@ func (p *proc) plantTrap(b *breakpoint) error {
 		return nil
 	}
 	b.lifted = false
-	_, err := p.tp.WriteMemory(b.addr, p.info.Arch.BreakInstr)
+	_, err := p.tp.WriteMemory(b.addr, b.trapBytes(p))
 	return err
 }
 
@@ -146,8 +164,8 @@ func (p *proc) shadowWrite(addr uint64, data []byte) []byte {
 	}
 	end := addr + uint64(len(data))
 	var out []byte
-	trap := p.info.Arch.BreakInstr
 	for _, b := range p.bps {
+		trap := b.trapBytes(p)
 		if b.addr+uint64(len(b.orig)) <= addr || b.addr >= end {
 			continue
 		}

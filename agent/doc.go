@@ -6,8 +6,9 @@
 //
 // One TCP listener serves both planes (Serve): a connection whose first byte is 0x05 (the
 // ToolctlService id that starts every CDTI header) speaks CDTI, any other the JSON-RPC 2.0
-// management plane (hello, ranks, health, output.subscribe, shutdown; see mgmt.go). Both are authenticated by
-// the session token, which the agent takes from its environment (HPCDAP_TOKEN), never from its
+// management plane (hello, ranks, health, launcher, ranks.subscribe, output.subscribe,
+// shutdown; see "Management calls" below and mgmt.go). Both are authenticated by the
+// session token, which the agent takes from its environment (HPCDAP_TOKEN), never from its
 // command line: a CDTI connection must open with a Hello carrying it, a management connection
 // with a "hello" call; anything else is answered with a refusal and the connection is closed.
 // Spawned ranks do not inherit the token.
@@ -37,6 +38,50 @@
 // Attach mode (AttachRanks, from a launcher's rank↔pid table): a process is traced only while
 // at least one tool is attached to it: the first Attach traces every thread (each is stopped
 // and let run again), the last Detach lets the process go untraced, as if never touched.
+//
+// Launcher spawn mode (SpawnSpec.Launcher, `hpcdap agent --launcher -- mpirun ...`): the one
+// process spawned is a job's launcher (mpirun, srun, mpiexec.hydra) driven over CDTI for MPIR.
+// It is spawned and served exactly as a spawned rank (rank --first-rank, 0 by default), but
+// without HPCDAP_RANK and HPCDAP_NP in its environment, which every MPI rank would inherit
+// and read as its own; the management call ranks marks it "launcher": true, and the call
+// launcher describes it.
+//
+// Fork/exec following (FollowExec, `hpcdap agent --follow-exec PROGRAM -- mpiexec.hydra -n 4
+// PROGRAM`): for a launcher without usable MPIR symbols (Debian's MPICH hydra). The launcher
+// is spawned with its forks followed; processes that exec PROGRAM become ranks, held right
+// after that exec (like spawned ranks: loaded, started by a tool's Control), numbered by
+// PMI_RANK; everything else is let go once PMI_SIZE ranks are caught, but the launcher,
+// which stays traced to report its exit. Ranks appear over time: ranks lists those caught so
+// far, and ranks.subscribe announces each one (see follow.go and launcher.go).
+//
+// # Kill on exit (--kill-on-exit)
+//
+// By default an agent that ends lets every process go, running and without traps. With
+// Config.KillOnExit (`hpcdap agent --kill-on-exit`) what it spawned (ranks, a launcher, a
+// followed launcher and its proxies) is killed instead when its front end is gone: when the
+// last authenticated front-end connection (CDTI or management) closes, on SIGTERM, SIGINT or
+// SIGHUP, and when the agent's parent dies (PR_SET_PDEATHSIG; the signal comes when the
+// parent thread that started the agent ends). A launcher is sent SIGTERM first so that it
+// ends its job, then SIGKILL after 5 s. If the agent is killed outright, processes spawned
+// through target/ptrace carry PTRACE_O_EXITKILL and the kernel kills them. An explicit
+// management shutdown keeps its own kill setting; attached processes are never killed.
+//
+// # Management calls
+//
+//	hello            {token, client}           → HelloResult (first call, authenticates)
+//	ranks            {}                        → [RankInfo] (the ranks served, by rank)
+//	health           {}                        → HealthResult
+//	launcher         {}                        → LauncherInfo, or an error when the agent has no launcher
+//	ranks.subscribe  {}                        → {}, then notifications "rank" (RankInfo): every
+//	                                             current rank, then each new one once
+//	output.subscribe {}                        → {}, then notifications "output" (below)
+//	shutdown         {kill}                    → {}, then the agent ends
+//
+// A job-control stop (how slurmstepd holds a task at its exec) is kept under the agent: a
+// Control sndSignal or SendSignal to a process in one is reported at once (the back end
+// wakes a thread to take it) and one Notify follows; continuing a SIGSTOP notification puts
+// the process back into its job-control stop, from which SIGCONT (SendSignalToProcess)
+// releases it.
 //
 // # Output capture (--capture-output)
 //
@@ -197,4 +242,24 @@
 // for GetPreferences (its DAC mode is used as above). The file commands serve the session's
 // staging directory (Config.StagingDir) and nothing outside it. The Power register commands
 // (Get/Set{General,Special,Float,Debug}Reg(s)) and the trap-handler commands answer CmdInval.
+//
+// # Power programs over the GDB remote protocol (RSPBackend)
+//
+// `hpcdap agent --backend rsp --emulator qemu-ppc64|qemu-ppc64le -- PROGRAM` starts each rank
+// under QEMU user mode with its GDB stub (target/rsp), held at the first instruction like a
+// spawned rank; `--rsp HOST:PORT` serves the one program a running stub holds (gdbserver,
+// qemu -g). The same CNK semantics apply, with Power's commands (power.go): SetBreakpoint
+// takes any trap word (TOOL_ISTRAP) at a 4-byte-aligned address and writes that word, and the
+// SIGTRAP at it is reported as Breakpoint; ResetBreakpoint must present a non-trap word;
+// GetGeneralRegs, GetSpecialRegs and GetFloatRegs (each FPR in element 0 of its QPX
+// register) and their Set commands convert from and to pt_regs and the FPR set in the target's
+// byte order; GetRegisterSet/SetRegisterSet exchange pt_regs and the FPR set; GetDebugRegs
+// answers zeros and SetDebugReg(s) CmdHwdUnavail (no debug facility, no watchpoints: QEMU has
+// none); GetTraceback walks the back chain (exact past a function's prologue and at its entry;
+// a leaf's return address is taken from the link register); GetTargetInfo names EM_PPC64 and
+// the byte order; DynamicNotifyStart dereferences the ELFv1 entry descriptor. Where the stub
+// cannot write text (QEMU 7.2), trap words become stub breakpoints (Z0) and the log says so.
+// Limits of QEMU user mode: the other threads run while one is stopped, and QEMU ≥ 9 cannot
+// interrupt a running program that does not handle the interrupt signal (RSPBackend's
+// InterruptSignal), so commands that must stop a running thread answer CmdTimeout there.
 package agent

@@ -46,6 +46,8 @@ func (p *proc) handleEvent(ev target.Event) {
 		p.threadGone(ev.Tid)
 	case target.EventExec:
 		p.onExec(ev)
+	case target.EventFork:
+		p.releaseChild(ev.Child)
 	case target.EventExit:
 		p.onExit(ev.Status)
 		return
@@ -80,7 +82,7 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 		case target.TrapBreakpoint:
 			addr := ev.PC - p.info.Arch.PCAfterBreak
 			if b := p.bps[addr]; b != nil && !b.lifted {
-				if err := p.tp.SetPC(th.tid, addr); err != nil {
+				if err := p.movePCBack(th.tid, ev.PC, addr); err != nil {
 					p.a.logf("agent: rank %d: tid %d: move pc back to breakpoint %#x: %v", p.rank, th.tid, addr, err)
 				}
 				th.pc, th.atBreak, th.brk = addr, true, addr
@@ -109,6 +111,9 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 				return
 			}
 			n.reason = cdti.SignalStepComplete
+			if n.inst == 0 { // a back end that does not read the pc after a plain step (rsp)
+				n.inst = p.threadPC(th)
+			}
 			toolTrap = true
 		case target.TrapWatch:
 			ws, kind, ok := p.watchHit(th, ev)
@@ -144,6 +149,9 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 // trapRemoved reports whether addr holds no trap instruction now: a breakpoint hit whose
 // breakpoint was removed while the thread was on its way to the agent.
 func (p *proc) trapRemoved(addr uint64) bool {
+	if p.isPower() {
+		return p.powerTrapGone(addr)
+	}
 	trap := p.info.Arch.BreakInstr
 	if len(trap) == 0 {
 		return false

@@ -374,3 +374,28 @@ func TestAttachToEndedProcess(t *testing.T) {
 		t.Errorf("attach to an ended process: %v, want ToolRankNotFound", err)
 	}
 }
+
+// A SIGSTOP a tool sent while the process was stopped at a breakpoint (an all-stop reaching a
+// rank that had already stopped) is still pending when the tool's connection drops: the
+// agent cancels it, or the untraced process would stop for good with nobody to continue it.
+func TestDroppedConnectionCancelsPendingStop(t *testing.T) {
+	h := newHarness(t, "")
+	cmd, _ := startRunning(t, h)
+	pid := cmd.Process.Pid
+	tt := h.dial(1)
+	tt.attach(0, 99, "dbg")
+	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
+	tt.signalNotify()
+	hit := sym(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != hit {
+		t.Fatalf("%+v", n)
+	}
+	tt.mustUpdate(0, &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
+	if !stopSignalPending(pid) {
+		t.Fatalf("SIGSTOP is not pending after SendSignalToProcess (status ShdPnd %s)", procStatus(t, pid, "ShdPnd"))
+	}
+	tt.c.Close()
+	checkUntouched(t, pid)
+}

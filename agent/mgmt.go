@@ -36,7 +36,7 @@ type HelloResult struct {
 	Version string `json:"version"` // agent build version
 	Ranks   int    `json:"ranks"`   // how many ranks the agent serves
 	// Capabilities lists optional calls the agent serves: "output" (output.subscribe) when
-	// the ranks' output is captured.
+	// the ranks' output is captured, "launcher" (launcher) when the agent has a launcher.
 	Capabilities []string `json:"capabilities,omitempty"`
 }
 
@@ -45,9 +45,15 @@ type RankInfo struct {
 	Rank       int    `json:"rank"`
 	Pid        int    `json:"pid"`
 	Executable string `json:"executable"`
-	State      string `json:"state"`                // "running", "stopped", "exited"
+	State      string `json:"state"`                // "loaded" (held before its first instruction), "running", "stopped", "exited"
 	ExitStatus *int   `json:"exitStatus,omitempty"` // POSIX wait status once exited
 	Threads    int    `json:"threads"`
+	// Launcher is set for a launcher spawned with SpawnSpec.Launcher: the process is served on
+	// CDTI under this rank number but is not a rank of the job.
+	Launcher bool `json:"launcher,omitempty"`
+	// JobSize is the job's number of ranks as a rank caught by FollowExec was told it
+	// (PMI_SIZE); 0 when unknown.
+	JobSize int `json:"jobSize,omitempty"`
 }
 
 // HealthResult reports the agent's condition.
@@ -83,10 +89,14 @@ func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
 		rpc.Close()
 	}
 	m.mu.Lock()
-	sub := m.sub
+	sub, authed := m.sub, m.authed
 	m.mu.Unlock()
 	if sub != nil {
 		a.output.unsubscribe(sub)
+	}
+	a.rankSubs.remove(rpc)
+	if authed {
+		a.frontEndClosed()
 	}
 }
 
@@ -115,6 +125,8 @@ func (m *mgmtConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc
 	case subscribeAccepted:
 		// Subscribe after the answer is written: the notifications follow the result.
 		result, then = struct{}{}, func() { m.subscribe(conn) }
+	case ranksSubscribeAccepted:
+		result, then = struct{}{}, func() { m.agent.rankSubs.add(m.agent, conn) }
 	}
 	if !req.Notif {
 		if err != nil {
@@ -158,6 +170,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		m.mu.Lock()
 		m.authed = true
 		m.mu.Unlock()
+		m.agent.frontEndOpened()
 		return m.agent.hello(), false, nil
 	}
 	switch req.Method {
@@ -178,7 +191,17 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		if err := decodeParams(req, &p); err != nil {
 			return nil, false, err
 		}
+		m.agent.explicitShutdown()
 		return shutdownAccepted{run: func() { go m.agent.Shutdown(p.Kill) }}, false, nil
+	case "launcher":
+		info, ok := m.agent.LauncherInfo()
+		if !ok {
+			return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
+				Message: "agent: launcher: this agent serves no launcher (spawn with --launcher or --follow-exec)"}
+		}
+		return info, false, nil
+	case "ranks.subscribe":
+		return ranksSubscribeAccepted{}, false, nil
 	}
 	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
 }
@@ -217,6 +240,9 @@ func (a *Agent) hello() HelloResult {
 	h := HelloResult{Node: a.node, Pid: os.Getpid(), Version: a.version, Ranks: len(a.RankInfos())}
 	if a.capturingOutput() {
 		h.Capabilities = []string{CapabilityOutput}
+	}
+	if _, ok := a.LauncherInfo(); ok {
+		h.Capabilities = append(h.Capabilities, CapabilityLauncher)
 	}
 	return h
 }

@@ -384,6 +384,10 @@ func (p *proc) untrace() {
 	if p.tp == nil || p.exited {
 		return
 	}
+	// A SIGSTOP a tool sent (an all-stop) that the process has not yet taken would stop it
+	// for good once untraced, with nobody left to continue it: cancel it after the detach.
+	// Looked at before anything resumes a thread: once dequeued, a detach may deliver it.
+	stopPending := p.pid > 0 && stopSignalPending(p.pid)
 	p.clearTraps()
 	p.pending, p.inflight = nil, nil
 	p.suspended = false
@@ -403,6 +407,10 @@ func (p *proc) untrace() {
 	p.advance()
 	if err := p.tp.Detach(); err != nil && !errors.Is(err, target.ErrExited) {
 		p.a.logf("agent: rank %d: detach pid %d: %v", p.rank, p.pid, err)
+	}
+	if stopPending {
+		p.a.logf("agent: rank %d: SIGSTOP pending at detach: SIGCONT", p.rank)
+		syscall.Kill(p.pid, syscall.SIGCONT)
 	}
 	// The event stream ends with the detach; what it still holds no longer matters.
 	for range p.events {
@@ -432,8 +440,15 @@ func (p *proc) shutdown(kill bool) {
 		}
 		if kill {
 			if p.tp != nil {
-				p.tp.Kill(0, int(syscall.SIGKILL))
-				p.waitExit(5 * time.Second)
+				if p.snapshot().Launcher {
+					// A launcher told to end ends its job too; SIGKILL would orphan it.
+					p.tp.Kill(0, int(syscall.SIGTERM))
+					p.waitExit(5 * time.Second)
+				}
+				if !p.exited {
+					p.tp.Kill(0, int(syscall.SIGKILL))
+					p.waitExit(5 * time.Second)
+				}
 			} else {
 				syscall.Kill(p.pid, syscall.SIGKILL)
 			}

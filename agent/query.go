@@ -103,6 +103,9 @@ func (p *proc) queryOne(th *pthread, c cdti.Command) cdti.Result {
 	case *cdti.GetTraceback:
 		return p.getTraceback(th, c)
 	}
+	if r, handled := p.powerQuery(th, c); handled {
+		return r
+	}
 	// GetGeneralRegs, GetSpecialRegs, GetFloatRegs, GetDebugRegs: Power registers, which this
 	// target does not have (GetRegisterSet reads its own).
 	return fail(cdti.CmdInval, tid)
@@ -250,6 +253,9 @@ func (p *proc) getRegisterSet(th *pthread, c *cdti.GetRegisterSet) cdti.Result {
 
 func (p *proc) getTraceback(th *pthread, c *cdti.GetTraceback) cdti.Result {
 	tid := uint32(th.tid)
+	if p.mach == nil && p.isPower() {
+		return p.getPowerTraceback(th, c)
+	}
 	if p.mach == nil {
 		return fail(cdti.CmdInval, tid)
 	}

@@ -249,6 +249,9 @@ func (p *proc) entryPoint() uint64 {
 	words := p.auxWords()
 	for i := 0; i+1 < len(words); i += 2 {
 		if words[i] == atEntry {
+			if p.isPower() {
+				return p.powerEntry(words[i+1])
+			}
 			return words[i+1]
 		}
 	}

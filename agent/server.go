@@ -89,6 +89,7 @@ func (h *handler) Opened(c *cdti.Conn) {
 	tc := &toolConn{a: h.agent(), c: c, kick: make(chan struct{}, 1)}
 	c.SetValue(tc)
 	go tc.writer()
+	h.agent().frontEndOpened()
 }
 
 // Closed treats every tool of the connection as detached: it loses control (a process it left
@@ -100,6 +101,7 @@ func (h *handler) Closed(c *cdti.Conn, err error) {
 	if tc == nil {
 		return
 	}
+	defer a.frontEndClosed() // after the tools are dropped
 	tc.mu.Lock()
 	tc.dead = true
 	tc.q = nil

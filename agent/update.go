@@ -120,6 +120,9 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 	case *cdti.SetRegisterSet:
 		return p.setRegisterSet(th, c), nil
 	}
+	if r, handled := p.powerUpdate(th, c); handled {
+		return r, nil
+	}
 	// SetGeneralReg(s), SetSpecialReg(s), SetFloatReg(s), SetDebugReg(s): Power registers;
 	// InstallTrapHandler, RemoveTrapHandler: Power fast traps. None exists on this target.
 	return fail(cdti.CmdInval, tid), nil
@@ -204,6 +207,9 @@ func (p *proc) releaseControl(t *tool, th *pthread, notify cdti.ReleaseNotify) (
 // setBreakpointCmd answers SetBreakpoint: Instruction must carry the machine's trap (on x86 the
 // int3 byte 0xCC in its low byte) and addr must be in the process.
 func (p *proc) setBreakpointCmd(t *tool, tid uint32, addr uint64, insn uint32) cdti.Result {
+	if p.isPower() {
+		return p.setPowerBreakpoint(t, tid, addr, insn)
+	}
 	trap := p.info.Arch.BreakInstr
 	if len(trap) == 0 {
 		return fail(cdti.CmdInval, tid)
@@ -224,6 +230,9 @@ func (p *proc) setBreakpointCmd(t *tool, tid uint32, addr uint64, insn uint32) c
 // resetBreakpointCmd answers ResetBreakpoint: the tool must present the original instruction
 // (not a trap), and the trap must be one it set.
 func (p *proc) resetBreakpointCmd(t *tool, tid uint32, addr uint64, insn uint32) cdti.Result {
+	if p.isPower() {
+		return p.resetPowerBreakpoint(t, tid, addr, insn)
+	}
 	trap := p.info.Arch.BreakInstr
 	orig := cdti.InstructionBytes(p.info.Machine, p.info.ByteOrder, insn)
 	b := p.bps[addr]

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 volatile long counter;
@@ -75,6 +76,16 @@ int main(int argc, char **argv) {
 		const char *np = getenv("HPCDAP_NP");
 		hit(1);
 		return (r ? atoi(r) : 100) + (np ? 0 : 100);
+	}
+	if (strcmp(mode, "fork") == 0) {
+		/* A child that exits 7; the parent reports its status. */
+		pid_t c = fork();
+		if (c == 0)
+			_exit(7);
+		int st = 0;
+		waitpid(c, &st, 0);
+		printf("child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		return 0;
 	}
 	fprintf(stderr, "unknown mode %s\n", mode);
 	return 2;

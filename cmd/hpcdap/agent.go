@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/agent"
 	"github.com/hpcdap/hpcdap/target/ptrace"
+	"golang.org/x/sys/unix"
 )
 
 // runAgent is `hpcdap agent`: the per-node daemon that controls the ranks of one node.
@@ -29,8 +30,15 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("output", "", "spawn mode: append the ranks' stdout and stderr to `FILE` (default: the agent's stderr)")
 	capture := fs.Bool("capture-output", false, "spawn mode: give each rank its own stdout and stderr pipes, served by the management call output.subscribe (--output is then unused)")
 	logFile := fs.String("log", "", "write diagnostics to `FILE` (default: stderr)")
+	backendName := fs.String("backend", "ptrace", "how processes are controlled: `ptrace` (Linux processes of this host) or rsp (Power programs under a GDB remote-protocol stub)")
+	emulator := fs.String("emulator", "", "rsp back end: start each rank under this QEMU user-mode emulator (`NAME` qemu-ppc64 or qemu-ppc64le, or a path)")
+	sysroot := fs.String("sysroot", "", "rsp back end: the target's `DIR` for dynamic programs (QEMU's -L)")
+	stubAddr := fs.String("rsp", "", "rsp back end: connect to the stub at `HOST:PORT` that runs the program (gdbserver, qemu -g) instead of starting an emulator")
+	launcher := fs.Bool("launcher", false, "spawn mode: the program is a job's launcher (mpirun, srun, mpiexec.hydra): spawned without HPCDAP_RANK and HPCDAP_NP, reported by the management calls ranks and launcher as the launcher")
+	killOnExit := fs.Bool("kill-on-exit", false, "kill what the agent spawned, instead of letting it run, when the front end's last connection closes, on SIGTERM/SIGINT/SIGHUP, or when the agent's parent dies")
+	followExec := fs.String("follow-exec", "", "follow the forks of the launcher given after -- and serve as ranks the processes that exec `PROGRAM` (rank from PMI_RANK), each held at its exec (for MPICH hydra)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS...)")
+		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS... | --launcher -- LAUNCHER ARGS... | --follow-exec PROGRAM -- LAUNCHER ARGS...)")
 		fmt.Fprintln(fs.Output(), "\nThe session token is read from HPCDAP_TOKEN.")
 		fs.PrintDefaults()
 	}
@@ -48,6 +56,28 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	case *attach == "" && len(argv) == 0:
 		fmt.Fprintln(stderr, "hpcdap agent: give a program to spawn (after --) or --attach")
 		return errUsage
+	case *launcher && *followExec != "":
+		fmt.Fprintln(stderr, "hpcdap agent: give either --launcher or --follow-exec, not both")
+		return errUsage
+	case *launcher && *np != 1:
+		fmt.Fprintln(stderr, "hpcdap agent: --launcher spawns one process: --np must be 1")
+		return errUsage
+	case *followExec != "" && (*np != 1 || *firstRank != 0 || *jobSize != 0 || *capture):
+		fmt.Fprintln(stderr, "hpcdap agent: --follow-exec takes its ranks from the launcher: --np, --first-rank, --job-size and --capture-output do not apply")
+		return errUsage
+	case *followExec != "" && *backendName != "ptrace":
+		fmt.Fprintln(stderr, "hpcdap agent: --follow-exec needs the ptrace back end")
+		return errUsage
+	}
+	if *killOnExit {
+		// The parent's death comes as SIGTERM, handled below like any SIGTERM.
+		ppid := os.Getppid()
+		if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGTERM), 0, 0, 0); err != nil {
+			return fmt.Errorf("agent: --kill-on-exit: set the parent-death signal: %w", err)
+		}
+		if os.Getppid() != ppid {
+			return errors.New("agent: --kill-on-exit: the parent has already exited")
+		}
 	}
 	token := os.Getenv("HPCDAP_TOKEN")
 	if token == "" {
@@ -73,13 +103,32 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	}
 	logger := log.New(logOut, "", log.LstdFlags|log.Lmicroseconds)
 
-	tracer, err := ptrace.NewTracer()
-	if err != nil {
-		return err
+	var backend agent.Backend
+	switch *backendName {
+	case "ptrace":
+		if *emulator != "" || *stubAddr != "" || *sysroot != "" {
+			fmt.Fprintln(stderr, "hpcdap agent: --emulator, --sysroot and --rsp need --backend rsp")
+			return errUsage
+		}
+		tracer, err := ptrace.NewTracer()
+		if err != nil {
+			return err
+		}
+		defer tracer.Close()
+		backend = tracer
+	case "rsp":
+		b, err := rspBackend(*emulator, *sysroot, *stubAddr, *attach, *np, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "hpcdap agent: %v\n", err)
+			return errUsage
+		}
+		backend = b
+	default:
+		fmt.Fprintf(stderr, "hpcdap agent: --backend %q: want ptrace or rsp\n", *backendName)
+		return errUsage
 	}
-	defer tracer.Close()
-	a, err := agent.New(agent.Config{Token: token, Backend: tracer, JobID: *jobID, Version: buildVersion(),
-		StagingDir: *staging, Logger: logger})
+	a, err := agent.New(agent.Config{Token: token, Backend: backend, JobID: *jobID, Version: buildVersion(),
+		StagingDir: *staging, Logger: logger, KillOnExit: *killOnExit})
 	if err != nil {
 		return err
 	}
@@ -97,11 +146,19 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 			defer f.Close()
 			out = f
 		}
-		spec := agent.SpawnSpec{Argv: argv, Stdio: []*os.File{nil, out, out}, FirstRank: *firstRank,
-			Count: *np, JobSize: *jobSize, CaptureOutput: *capture}
-		if err := a.SpawnRanks(spec); err != nil {
-			a.Shutdown(true)
-			return err
+		if *followExec != "" {
+			spec := agent.FollowSpec{Argv: argv, Program: *followExec, Stdio: []*os.File{nil, out, out}}
+			if err := a.FollowExec(spec); err != nil {
+				a.Shutdown(true)
+				return err
+			}
+		} else {
+			spec := agent.SpawnSpec{Argv: argv, Stdio: []*os.File{nil, out, out}, FirstRank: *firstRank,
+				Count: *np, JobSize: *jobSize, CaptureOutput: *capture, Launcher: *launcher}
+			if err := a.SpawnRanks(spec); err != nil {
+				a.Shutdown(true)
+				return err
+			}
 		}
 	}
 
@@ -127,8 +184,12 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	go func() {
 		select {
 		case s := <-sigs:
-			logger.Printf("agent: %v: detaching from every process", s)
-			a.Shutdown(false)
+			if *killOnExit {
+				logger.Printf("agent: %v: killing what the agent spawned (--kill-on-exit)", s)
+			} else {
+				logger.Printf("agent: %v: detaching from every process", s)
+			}
+			a.Shutdown(*killOnExit)
 		case <-ctx.Done():
 		}
 	}()
@@ -138,7 +199,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		go func() {
 			if err := a.Register(ctx, *connect, l.Addr()); err != nil {
 				logger.Printf("%v", err)
-				a.Shutdown(false)
+				a.Shutdown(*killOnExit)
 			}
 		}()
 	}
@@ -150,4 +211,30 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		a.Shutdown(false)
 		return err
 	}
+}
+
+// rspBackend checks the rsp back end's flags and builds it.
+func rspBackend(emulator, sysroot, stubAddr, attach string, np int, logger *log.Logger) (*agent.RSPBackend, error) {
+	switch {
+	case attach != "":
+		return nil, errors.New("--backend rsp cannot --attach: give the program (under --emulator) or its stub (--rsp)")
+	case (emulator == "") == (stubAddr == ""):
+		return nil, errors.New("--backend rsp needs one of --emulator and --rsp")
+	case stubAddr != "" && np != 1:
+		return nil, errors.New("--rsp serves one rank: --np must be 1")
+	case stubAddr != "" && sysroot != "":
+		return nil, errors.New("--sysroot is an emulator option: it has no meaning with --rsp")
+	}
+	b := &agent.RSPBackend{Addr: stubAddr, Logf: logger.Printf}
+	if emulator != "" {
+		path, err := agent.FindEmulator(emulator)
+		if err != nil {
+			return nil, err
+		}
+		b.Emulator = path
+		if sysroot != "" {
+			b.EmulatorArgs = []string{"-L", sysroot}
+		}
+	}
+	return b, nil
 }

@@ -505,7 +505,13 @@ func (p *Process) listThreads() ([]int, error) {
 
 // refreshThreads updates the thread table from the stub, reporting threads that appeared
 // (EventNewThread) and disappeared (EventThreadExit) since the last look. Caller holds p.req.
-func (p *Process) refreshThreads() error {
+func (p *Process) refreshThreads() error { return p.refreshThreadsExcept(0) }
+
+// refreshThreadsExcept is refreshThreads without the EventNewThread of thread quiet: the
+// thread whose stop reply is being handled, which its stop event introduces. Reported as new
+// first, it would be resumed by the agent (as a new thread is) and, being the only thread
+// known stopped, resume the whole stub before its stop was even seen.
+func (p *Process) refreshThreadsExcept(quiet int) error {
 	tids, err := p.listThreads()
 	if err != nil {
 		return err
@@ -518,7 +524,7 @@ func (p *Process) refreshThreads() error {
 		if p.threads[tid] == nil {
 			// New threads are stopped, like every thread while the stub takes requests.
 			p.threads[tid] = &thread{tid: tid, reported: true}
-			if p.tidOrder != nil {
+			if p.tidOrder != nil && tid != quiet {
 				p.events.push(target.Event{Kind: target.EventNewThread, Tid: tid})
 			}
 		}

@@ -432,7 +432,7 @@ func (p *Process) handleStop(pkt []byte) {
 	t := p.threads[tid]
 	p.mu.Unlock()
 	if t == nil {
-		if err := p.refreshThreads(); err != nil {
+		if err := p.refreshThreadsExcept(tid); err != nil {
 			p.abandon(err)
 			return
 		}
