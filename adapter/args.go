@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 
@@ -82,6 +83,12 @@ type launchPlan struct {
 	coreFile    string
 	noASLR      bool
 	noDebug     bool
+	emulator    string // "qemu-ppc64" or "qemu-ppc64le": the ranks run under QEMU user mode
+
+	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
+	launcher     string
+	launcherArgs []string
+	userEnv      map[string]*string // launch.json's env alone, for the launcher
 }
 
 // decodeArgs unmarshals launch or attach arguments, naming a field with a wrong type.
@@ -118,30 +125,36 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 		return nil, fmt.Errorf("program %s is not executable", prog)
 	}
 	p := &launchPlan{program: prog, args: a.Args, stopAtEntry: a.StopAtEntry, coreFile: a.CoreFile, noDebug: a.NoDebug}
+	local := a.Launcher == "" || a.Launcher == "local"
+	if !local {
+		if err := checkMPILauncher(a.Launcher); err != nil {
+			return nil, err
+		}
+		p.launcher, p.launcherArgs, p.userEnv = a.Launcher, a.LauncherArgs, a.Env
+	}
 	p.np = 1
+	if !local {
+		p.np = 0 // the launcher's default, or what launcherArgs say
+	}
 	if a.Np != nil {
 		if *a.Np < 1 {
 			return nil, fmt.Errorf(`"np" must be at least 1, not %d`, *a.Np)
 		}
-		if *a.Np > maxLocalRanks {
+		if local && *a.Np > maxLocalRanks {
 			return nil, fmt.Errorf(`"np" %d exceeds the local launcher's limit of %d ranks`, *a.Np, maxLocalRanks)
 		}
 		p.np = *a.Np
 	}
-	switch a.Launcher {
-	case "", "local":
-	case "mpirun", "mpiexec.hydra", "srun":
-		return nil, fmt.Errorf("launcher %q: %w (use \"local\", or start the job yourself and attach with \"pids\")", a.Launcher, errNotYet)
-	default:
-		return nil, fmt.Errorf(`launcher %q: want "local", "mpirun", "mpiexec.hydra" or "srun"`, a.Launcher)
-	}
-	if len(a.LauncherArgs) > 0 && (a.Launcher == "" || a.Launcher == "local") {
+	if len(a.LauncherArgs) > 0 && local {
 		return nil, errors.New(`"launcherArgs" has no meaning for the local launcher`)
 	}
 	switch a.Emulator {
 	case "":
 	case "qemu-ppc64", "qemu-ppc64le":
-		return nil, fmt.Errorf("emulator %q: %w", a.Emulator, errNotYet)
+		if err := checkEmulator(a.Emulator, prog, local, a.CoreFile); err != nil {
+			return nil, err
+		}
+		p.emulator = a.Emulator
 	default:
 		return nil, fmt.Errorf(`emulator %q: want "qemu-ppc64" or "qemu-ppc64le"`, a.Emulator)
 	}
@@ -149,8 +162,10 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 		return nil, err
 	}
 	p.focus = a.Ranks
-	if _, err := parseFocus(a.Ranks, p.np); err != nil {
-		return nil, err
+	if p.np > 0 { // otherwise the job's size is known once it runs
+		if _, err := parseFocus(a.Ranks, p.np); err != nil {
+			return nil, err
+		}
 	}
 	if a.CoreFile != "" {
 		cf, err := filepath.Abs(a.CoreFile)
@@ -173,6 +188,9 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	p.noASLR = a.DisableASLR == nil || *a.DisableASLR
 	return p, nil
 }
+
+// slurmStep is the form of a Slurm job step id.
+var slurmStep = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
 // maxLocalRanks bounds np for the local launcher (one agent per 64 ranks).
 const maxLocalRanks = 4096
@@ -230,6 +248,8 @@ func indexByte(s string, c byte) int {
 // attachPlan is a validated attach request.
 type attachPlan struct {
 	pids        map[int]int // rank → pid
+	launcherPid int         // a running mpirun, mpiexec.hydra or srun of this host
+	slurmJob    string      // a Slurm job step "J.S"
 	program     string
 	mode        stopMode
 	focus       string
@@ -258,9 +278,18 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 	}
 	switch {
 	case a.LauncherPid != nil:
-		return nil, fmt.Errorf("attach by launcherPid (MPIR proctable): %w", errNotYet)
+		if *a.LauncherPid <= 0 {
+			return nil, fmt.Errorf(`"launcherPid" %d is not a process id`, *a.LauncherPid)
+		}
+		if _, err := os.Stat("/proc/" + strconv.Itoa(*a.LauncherPid)); err != nil {
+			return nil, fmt.Errorf("launcherPid %d: no such process on this host", *a.LauncherPid)
+		}
+		p.launcherPid = *a.LauncherPid
 	case a.SlurmJob != "":
-		return nil, fmt.Errorf("attach to Slurm job step %q: %w", a.SlurmJob, errNotYet)
+		if !slurmStep.MatchString(a.SlurmJob) {
+			return nil, fmt.Errorf(`slurmJob %q: want a job step "JOBID.STEPID" such as "1234.0" (squeue --steps lists them)`, a.SlurmJob)
+		}
+		p.slurmJob = a.SlurmJob
 	case a.Pid != nil:
 		if *a.Pid <= 0 {
 			return nil, fmt.Errorf(`"pid" %d is not a process id`, *a.Pid)

@@ -454,6 +454,9 @@ func (j *Job) isLibraryEvent(r *Rank, addr uint64) bool {
 func (j *Job) onLibraryEvent(r *Rank) {
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 	defer cancel()
+	if r.sym.linkMapChanging(ctx) {
+		return
+	}
 	before, _ := r.sym.modules(ctx, false)
 	known := map[string]bool{}
 	for _, m := range before {

@@ -13,10 +13,26 @@
 //
 // A Job is the rank table of the README's contract: rank → (agent connection, pid, host,
 // executable), with DAP threads as (rank, LWP) pairs of stable ids named
-// "rank 3 · main (LWP 4242)". A Launcher produces the table: the local launcher starts this
+// "rank 3 · main (LWP 4242) 0x7f…" (role, LWP, pthread_t once the thread library knows the
+// thread). A Launcher produces the table: the local launcher starts this
 // very binary as `hpcdap agent` in spawn mode (one agent per 64 ranks, a random token in
-// HPCDAP_TOKEN, CDTI over loopback); attach by pid starts agents in attach mode; launchers
-// for mpirun, hydra and Slurm supply the same Placement later.
+// HPCDAP_TOKEN, CDTI over loopback); attach by pid starts agents in attach mode.
+//
+// The launchers "mpirun" (Open MPI; or mpirun.openmpi, orterun), "mpiexec.hydra" (MPICH) and
+// "srun" (Slurm), and the attach arguments launcherPid (a running mpirun, hydra or srun of
+// this host) and slurmJob ("J.S"), go through package launch (wlmlaunch.go): the launcher runs
+// under an agent that does MPIR (or attaches to it and reads its proctable), and launch starts
+// one agent per node of the job, in attach mode, through the workload manager. The adapter
+// takes control of every rank through them (each phase bounded, failures named per rank:
+// "7 of 8 ranks attached; rank 5 on node2: ..."), and only then lets the launcher go, so it
+// never stays stopped while ranks run. Open MPI and hydra hold their ranks inside MPI_Init,
+// after main began: stopAtEntry then stops them there and says so. srun holds them at exec;
+// they get SIGCONT from the adapter with the release. The launcher's output (labelled by
+// rank with --tag-output, -prepend-rank or --label) goes to the client as "[3] text" output
+// events, and its exit status as a console line; each rank's exit code comes from its agent.
+// A disconnect with terminateDebuggee kills the ranks and the launcher; without, the ranks are
+// detached and the job runs on. If the front end dies, its agents lose their connection and
+// detach, removing every breakpoint.
 //
 // # Run control
 //

@@ -71,11 +71,16 @@ func FuzzLaunchArgs(f *testing.F) {
 	f.Add([]byte(`{"program":"/bin/true","np":4,"ranks":"0-3 8","stopMode":"rank","env":{"A":"1","B":null}}`))
 	f.Add([]byte(`{"program":"/bin/true","launcher":"srun","launcherArgs":["-N2"]}`))
 	f.Add([]byte(`{"pids":{"0":1,"1":2},"stopMode":"thread"}`))
+	f.Add([]byte(`{"program":"/bin/true","launcher":"mpirun","np":16,"launcherArgs":["--oversubscribe"],"ranks":"0-3"}`))
+	f.Add([]byte(`{"launcherPid":1,"stopAtEntry":true}`))
+	f.Add([]byte(`{"slurmJob":"1234.0","ranks":"1-$max:2"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if p, err := planLaunch(b); err == nil && (p.np < 1 || p.program == "") {
+		if p, err := planLaunch(b); err == nil && (p.program == "" || (p.launcher == "" && p.np < 1) || p.np < 0) {
 			t.Fatalf("accepted plan %+v", p)
 		}
-		planAttach(b)
+		if a, err := planAttach(b); err == nil && a.slurmJob != "" && !slurmStep.MatchString(a.slurmJob) {
+			t.Fatalf("accepted Slurm step %q", a.slurmJob)
+		}
 	})
 }
 

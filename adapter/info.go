@@ -35,8 +35,8 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	sig := int(n.Signal)
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 	defer cancel()
-	desc := fmt.Sprintf("%s (%s) on rank %d, thread LWP %d, at pc %#x", signalName(sig), signalDescription(sig),
-		r.Num, n.ThreadID, n.InstAddress)
+	desc := fmt.Sprintf("%s (%s) on rank %d%s, thread LWP %d, at pc %#x", signalName(sig), signalDescription(sig),
+		r.Num, r.where(), n.ThreadID, n.InstAddress)
 	addr, known := n.DataAddress, n.DataAddress != 0
 	if !known && (sig == 11 || sig == 7) {
 		addr, known = faultAddress(ctx, r, int(n.ThreadID))

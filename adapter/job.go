@@ -83,6 +83,8 @@ type Job struct {
 	bps    *breakpoints
 	core   *coreJob // post-mortem: a core file instead of live ranks
 	noStop bool     // noDebug: run without stopping
+	// wlm is the workload manager's launcher once released (nil for local jobs).
+	wlm *wlmLauncher
 
 	mu         sync.Mutex
 	focus      rankset.Set
@@ -210,7 +212,7 @@ func (j *Job) addThread(r *Rank, lwp int) *Thread {
 	}
 	j.nextThread++
 	t := &Thread{ID: j.nextThread, Rank: r, LWP: lwp}
-	t.Name = threadName(r, lwp, "")
+	t.Name = threadName(r, lwp, threadLabel{})
 	j.threads[t.ID] = t
 	r.threads = append(r.threads, t)
 	sort.SliceStable(r.threads, func(a, b int) bool {
@@ -220,19 +222,6 @@ func (j *Job) addThread(r *Rank, lwp int) *Thread {
 		return r.threads[a].LWP < r.threads[b].LWP
 	})
 	return t
-}
-
-// threadName is "rank 3 · main (LWP 4242)"; other threads are named after their start routine
-// when it is known.
-func threadName(r *Rank, lwp int, routine string) string {
-	role := routine
-	if lwp == r.Pid {
-		role = "main"
-	}
-	if role == "" {
-		role = "thread"
-	}
-	return fmt.Sprintf("rank %d · %s (LWP %d)", r.Num, role, lwp)
 }
 
 // mainThread returns the rank's leader thread.
@@ -274,7 +263,7 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	if err != nil {
 		return
 	}
-	names := r.sym.threadRoutines(ctx)
+	labels := r.sym.threadLabels(ctx)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if r.gen != gen {
@@ -285,7 +274,7 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 		lwp := int(e.TID)
 		alive[lwp] = true
 		t := j.addThread(r, lwp)
-		t.Name = threadName(r, lwp, names[lwp])
+		t.Name = threadName(r, lwp, labels[lwp])
 	}
 	kept := r.threads[:0]
 	for _, t := range r.threads {
@@ -478,3 +467,11 @@ var notifySet = cdti.Signals(
 	int(syscall.SIGUSR1), int(syscall.SIGUSR2), int(syscall.SIGPIPE), int(syscall.SIGXCPU),
 	int(syscall.SIGXFSZ),
 )
+
+// where names the rank's node for messages (" on host node3"), or is empty when unknown.
+func (r *Rank) where() string {
+	if r.node == nil || r.node.host == "" {
+		return ""
+	}
+	return " on host " + r.node.host
+}

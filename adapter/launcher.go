@@ -243,6 +243,7 @@ func (l *localLauncher) Start(ctx context.Context, progress func(done, total int
 		}
 		args := []string{"--np", strconv.Itoa(count), "--first-rank", strconv.Itoa(first),
 			"--job-size", strconv.Itoa(p.np), "--capture-output", "--", p.program}
+		args = append(emulatorAgentArgs(p), args...)
 		args = append(args, p.args...)
 		wg.Go(func() {
 			eps[g], errs[g] = startAgent(ctx, agentSpec{exe: l.agentExe, args: args, env: p.env, dir: p.cwd,

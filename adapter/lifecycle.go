@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/launch"
 )
 
 // capabilities are what hpcdap implements, announced in the initialize response.
@@ -174,9 +175,23 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
 	}
-	l := &localLauncher{agentExe: exe, plan: plan, logDir: logDir}
-	j, err := s.startJob(l, plan.mode, plan.focus, fmt.Sprintf("Starting %d rank(s) of %s", plan.np, filepath.Base(plan.program)))
+	var l Launcher = &localLauncher{agentExe: exe, plan: plan, logDir: logDir}
+	title := fmt.Sprintf("Starting %d rank(s) of %s", plan.np, filepath.Base(plan.program))
+	var wl *wlmLauncher
+	if plan.launcher != "" {
+		wl = &wlmLauncher{req: launchRequest(plan), agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout}
+		l = wl
+		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
+	}
+	j, err := s.startJob(l, plan.mode, plan.focus, title)
+	inPlace := false
+	if err == nil && wl != nil {
+		inPlace, err = s.releaseWLM(j, wl, plan.stopAtEntry, true)
+	}
 	if err != nil {
+		if wl != nil {
+			wl.end(true)
+		}
 		s.releaseStart()
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
@@ -189,6 +204,7 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	s.job = j
 	s.launchedJob = true
 	s.entryStop = plan.stopAtEntry
+	s.entryInPlace = inPlace
 	s.mu.Unlock()
 	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
 		SystemProcessId: j.ranks[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
@@ -209,9 +225,28 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 	if err == nil {
 		var exe string
 		if exe, err = s.agentExe(); err == nil {
-			l := &pidLauncher{agentExe: exe, pids: plan.pids, logDir: logDir}
+			var l Launcher = &pidLauncher{agentExe: exe, pids: plan.pids, logDir: logDir}
+			title := fmt.Sprintf("Attaching to %d process(es)", len(plan.pids))
+			var wl *wlmLauncher
+			if plan.launcherPid != 0 || plan.slurmJob != "" {
+				wl = &wlmLauncher{req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob},
+					agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout}
+				l = wl
+				if title = fmt.Sprintf("Attaching to the job of launcher pid %d", plan.launcherPid); plan.slurmJob != "" {
+					title = "Attaching to Slurm job step " + plan.slurmJob
+				}
+			}
 			var j *Job
-			j, err = s.startJob(l, plan.mode, plan.focus, fmt.Sprintf("Attaching to %d process(es)", len(plan.pids)))
+			j, err = s.startJob(l, plan.mode, plan.focus, title)
+			if err == nil && wl != nil {
+				if _, err = s.releaseWLM(j, wl, false, false); err != nil {
+					j.detach()
+					j.closeNodes(false)
+				}
+			}
+			if wl != nil && err != nil {
+				wl.end(false)
+			}
 			if err == nil {
 				s.mu.Lock()
 				s.job = j
@@ -313,8 +348,9 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 		j.core.reportStop()
 		return
 	}
-	if entry && !launched {
-		// Attached ranks are stopped where they ran: that is the entry stop.
+	if entry && (!launched || s.entryInPlace) {
+		// Attached ranks are stopped where they ran: that is the entry stop. (So are ranks
+		// a launcher holds inside MPI_Init.)
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
 		r := j.ranks[0]
 		j.mu.Lock()
@@ -366,10 +402,41 @@ func (s *Session) endJob(j *Job, kill bool) {
 	if kill {
 		j.kill(5 * time.Second)
 		j.closeNodes(true)
-		return
+	} else {
+		j.detach()
+		j.closeNodes(false)
 	}
-	j.detach()
-	j.closeNodes(false)
+	if j.wlm != nil {
+		j.wlm.end(kill)
+	}
+}
+
+// wlmPhaseTimeout bounds each phase of a launch or attach through a workload manager
+// (launcher to MPIR_Breakpoint, agents registering).
+const wlmPhaseTimeout = 60 * time.Second
+
+// releaseWLM lets a workload manager's launcher go once startJob holds every rank, and
+// records it with the job. It reports whether a stopAtEntry is satisfied where the ranks are
+// (the launcher held them past main), and says so to the user.
+func (s *Session) releaseWLM(j *Job, wl *wlmLauncher, stopAtEntry, launched bool) (inPlace bool, err error) {
+	hold := wl.hold()
+	ctx, cancel := context.WithTimeout(context.Background(), wlmPhaseTimeout)
+	defer cancel()
+	if err := wl.release(ctx, j); err != nil {
+		return false, err
+	}
+	j.wlm = wl
+	if launched && stopAtEntry && hold != launch.HoldAtExec {
+		where := "inside MPI_Init"
+		if hold == launch.HoldNone {
+			where = "in their first PMI exchange inside MPI_Init"
+		}
+		s.sendOutput("important", fmt.Sprintf("stopAtEntry: %s holds the ranks %s, so main has already run: "+
+			"the ranks stop there instead of at main (set a breakpoint after MPI_Init to stop in your code)\n",
+			filepath.Base(wl.req.Launcher), where))
+		return true, nil
+	}
+	return false, nil
 }
 
 func (s *Session) onTerminateRequest(req *dap.TerminateRequest) {

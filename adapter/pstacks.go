@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -214,7 +213,8 @@ func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int) ParallelStacks
 			if b == nil {
 				n := &StackNode{Name: f.name, ThreadID: st.thread.ID, FrameLevel: i, Children: []*StackNode{}}
 				if f.file != "" {
-					n.Source = &StackSource{Name: filepath.Base(f.file), Path: f.file}
+					src := s.sources.source(f.file) // as stackTrace names it
+					n.Source = &StackSource{Name: src.Name, Path: src.Path}
 					n.Line = s.lineOut(f.line)
 				}
 				b = &building{node: n, children: map[treeFrame]*building{}}

@@ -36,6 +36,10 @@ type rankSymbols struct {
 	tdb     *threaddb.Process
 	tdbMods int    // len(mods) when tdb was opened
 	rbrk    uint64 // r_debug.r_brk, where the dynamic linker reports library loads (0: static)
+	rdebug  uint64 // the address of r_debug once the dynamic linker has set it up
+	// lmNames remembers link-map entries already read, so that a walk after each dlopen reads
+	// one word group per entry instead of also reading every library's name again.
+	lmNames map[lmEntry]string
 
 	held   map[int]bool // LWPs held by stop mode thread (guarded by the job's mutex)
 	single []int        // LWPs held for a single-thread continue, released by the next full one (job's mutex)
@@ -240,6 +244,26 @@ func phdrVaddr(path string) (uint64, bool) {
 	return 0, false
 }
 
+// linkMapChanging reports whether the dynamic linker is between the two r_brk calls that
+// bracket every change (r_debug.r_state is RT_ADD or RT_DELETE): only the second call sees a
+// consistent map worth reading.
+func (rs *rankSymbols) linkMapChanging(ctx context.Context) bool {
+	rs.mu.Lock()
+	rdebug, arch := rs.rdebug, rs.arch
+	rs.mu.Unlock()
+	if rdebug == 0 || arch == nil {
+		return false
+	}
+	b, err := rs.client().ReadMemory(ctx, rs.num(), 0, rdebug+3*uint64(arch.PtrSize), 4, cdti.SpecAccessUseThreadState)
+	if err != nil || len(b) < 4 {
+		return false
+	}
+	return arch.ByteOrder.Uint32(b) != 0
+}
+
+// lmEntry identifies a link-map entry: its address, its name pointer and its load bias.
+type lmEntry struct{ node, name, bias uint64 }
+
 // linkedObject is one entry of the link map.
 type linkedObject struct {
 	path string
@@ -272,22 +296,25 @@ func (rs *rankSymbols) linkMap(ctx context.Context, exe string, bias uint64) ([]
 	read := func(addr uint64, n int) ([]byte, error) {
 		return rs.client().ReadMemory(ctx, rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
 	}
-	dynData, err := read(dyn.Vaddr+bias, int(min(dyn.Memsz, 8192)))
-	if err != nil {
-		return nil, err
-	}
-	var rdebug uint64
-	for i := 0; i+2*ps <= len(dynData); i += 2 * ps {
-		tag := word(dynData[i:])
-		if tag == uint64(elf.DT_NULL) {
-			break
-		}
-		if tag == uint64(elf.DT_DEBUG) {
-			rdebug = word(dynData[i+ps:])
-		}
-	}
+	rdebug := rs.rdebug // set once by the dynamic linker, never moved
 	if rdebug == 0 {
-		return nil, errors.New("r_debug not set up yet")
+		dynData, err := read(dyn.Vaddr+bias, int(min(dyn.Memsz, 8192)))
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i+2*ps <= len(dynData); i += 2 * ps {
+			tag := word(dynData[i:])
+			if tag == uint64(elf.DT_NULL) {
+				break
+			}
+			if tag == uint64(elf.DT_DEBUG) {
+				rdebug = word(dynData[i+ps:])
+			}
+		}
+		if rdebug == 0 {
+			return nil, errors.New("r_debug not set up yet")
+		}
+		rs.rdebug = rdebug
 	}
 	hdr, err := read(rdebug, 3*ps)
 	if err != nil {
@@ -296,17 +323,27 @@ func (rs *rankSymbols) linkMap(ctx context.Context, exe string, bias uint64) ([]
 	lm := word(hdr[ps:])       // r_map follows the int r_version (padded to a word)
 	rs.rbrk = word(hdr[2*ps:]) // r_brk: the dynamic linker calls it around every change
 	var out []linkedObject
+	names := map[lmEntry]string{}
 	for i := 0; lm != 0 && i < 4096; i++ {
 		ent, err := read(lm, 5*ps) // l_addr, l_name, l_ld, l_next, l_prev
 		if err != nil {
 			return out, err
 		}
 		lAddr, lName, lNext := word(ent), word(ent[ps:]), word(ent[3*ps:])
-		if name := rs.cString(ctx, lName); name != "" && i > 0 {
+		key := lmEntry{node: lm, name: lName, bias: lAddr}
+		name, seen := rs.lmNames[key]
+		if !seen {
+			name = rs.cString(ctx, lName)
+		}
+		if name != "" {
+			names[key] = name
+		}
+		if name != "" && i > 0 {
 			out = append(out, linkedObject{path: name, bias: lAddr})
 		}
 		lm = lNext
 	}
+	rs.lmNames = names
 	return out, nil
 }
 
@@ -537,28 +574,4 @@ func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
 		return 0, errors.New("no thread pointer")
 	}
 	return tp, nil
-}
-
-// threadRoutines names each non-main thread after its start routine (threaddb), best effort.
-func (rs *rankSymbols) threadRoutines(ctx context.Context) map[int]string {
-	out := map[int]string{}
-	p, err := rs.threadDB()
-	if err != nil {
-		return out
-	}
-	list, err := p.List()
-	if err != nil {
-		return out
-	}
-	mods, _ := rs.modules(ctx, false)
-	proc := rs.newProcess(mods, 0)
-	for _, t := range list.Threads {
-		if t.LWP == 0 || t.StartRoutine == 0 {
-			continue
-		}
-		if sym, _, ok := proc.SymbolAt(t.StartRoutine); ok {
-			out[t.LWP] = sym.Name
-		}
-	}
-	return out
 }

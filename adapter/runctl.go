@@ -3,6 +3,8 @@ package adapter
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -48,38 +50,50 @@ func (j *Job) start(ctx context.Context, progress func(done, total int)) error {
 		go j.readNotifications(n)
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(j.nodes))
-	for i, n := range j.nodes {
+	var mu sync.Mutex
+	var failed []string // "rank 5 on node2: why", in no particular order
+	attached := 0
+	for _, n := range j.nodes {
 		wg.Go(func() {
-			ack, err := n.client.Attach(ctx, uint32(n.ranks[0].Num), cdti.RanksInNode, cdti.NewTag(toolTag), toolPriority)
+			_, err := n.client.Attach(ctx, uint32(n.ranks[0].Num), cdti.RanksInNode, cdti.NewTag(toolTag), toolPriority)
 			if err != nil {
-				errs[i] = fmt.Errorf("attach to the ranks on %s: %w", n.host, err)
+				mu.Lock()
+				failed = append(failed, fmt.Sprintf("ranks %s on %s: attach: %v", rankList(n.ranks), n.host, err))
+				mu.Unlock()
 				return
 			}
-			_ = ack
 			for _, r := range n.ranks {
 				_, err := n.client.Control(ctx, uint32(r.Num), cdti.Control{NotifySet: notifySet,
 					SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyStart,
 					WatchPolicy: cdti.WatchPropagate})
+				mu.Lock()
 				if err != nil {
-					errs[i] = fmt.Errorf("take control of rank %d: %w", r.Num, err)
-					return
+					failed = append(failed, fmt.Sprintf("rank %d on %s: take control: %v", r.Num, n.host, err))
+				} else {
+					attached++
 				}
+				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		return fmt.Errorf("%d of %d ranks attached; %s", attached, len(j.ranks), strings.Join(failed, "; "))
 	}
+	// Every rank reports its first stop; a rank that does not within the time limit is named.
+	limit := time.NewTimer(startTimeout)
+	defer limit.Stop()
 	done := 0
-	for _, r := range j.ranks {
+	for i, r := range j.ranks {
 		select {
 		case <-r.started:
+		case <-limit.C:
+			return fmt.Errorf("%d of %d ranks stopped for the debugger within %v; not: %s", done, len(j.ranks),
+				startTimeout, rankList(j.lateRanks(j.ranks[i:])))
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for rank %d to start: %w", r.Num, ctx.Err())
+			return fmt.Errorf("%d of %d ranks stopped for the debugger; not: %s: %w", done, len(j.ranks),
+				rankList(j.lateRanks(j.ranks[i:])), ctx.Err())
 		}
 		done++
 		if progress != nil {
@@ -87,6 +101,40 @@ func (j *Job) start(ctx context.Context, progress func(done, total int)) error {
 		}
 	}
 	return nil
+}
+
+// startTimeout bounds the wait for the ranks' first stop after taking control.
+const startTimeout = 2 * time.Minute
+
+// lateRanks returns those of ranks that have not reported their first stop.
+func (j *Job) lateRanks(ranks []*Rank) []*Rank {
+	var late []*Rank
+	for _, r := range ranks {
+		select {
+		case <-r.started:
+		default:
+			late = append(late, r)
+		}
+	}
+	return late
+}
+
+// rankList names ranks with their hosts for messages: "5 (node2), 7 (node2)", shortened
+// after a few.
+func rankList(ranks []*Rank) string {
+	var parts []string
+	for i, r := range ranks {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(ranks)-i))
+			break
+		}
+		host := ""
+		if r.node != nil {
+			host = " (" + r.node.host + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%d%s", r.Num, host))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // readNotifications dispatches one agent's notifications until its connection ends.
@@ -205,7 +253,7 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 		info = stopInfo{reason: "signal", text: signalName(sig), tid: tid}
 		if isFatal(sig) {
 			info.reason = "exception"
-			info.text = fmt.Sprintf("%s (%s) on rank %d", signalName(sig), signalDescription(sig), r.Num)
+			info.text = fmt.Sprintf("%s (%s) on rank %d%s", signalName(sig), signalDescription(sig), r.Num, r.where())
 		}
 	}
 	j.rankStopped(r, info)
@@ -299,11 +347,46 @@ func (j *Job) finishCollectLocked() {
 	j.collect = nil
 	body := j.takeChangedLocked()
 	t := j.threadForLocked(c.primary, c.info.tid)
+	raced := map[*Rank]int{}
+	for _, q := range j.ranks {
+		if q.state == rankStopped && q.sigstops > 0 {
+			raced[q] = q.gen
+		}
+	}
 	j.mu.Unlock()
+	j.discardStops(raced)
 	if body != nil {
 		j.s.sendEvent("hpcdap/ranksChanged", body)
 	}
 	j.sendStopped(t, c.info, true)
+}
+
+// discardStops cancels the SIGSTOPs of an all-stop that lost the race against another stop
+// of their rank (a breakpoint hit first): they wait in the kernel until the rank runs again.
+// Were the front end to die meanwhile, the agents would let the rank go untraced and that
+// SIGSTOP would freeze it in a job-control stop. A SIGCONT removes pending stop signals when
+// it is sent (and reaches the program, when it runs, as a SIGCONT that continues nothing).
+// ranks maps each rank to its stop generation: a rank resumed meanwhile keeps its count.
+func (j *Job) discardStops(ranks map[*Rank]int) {
+	var wg sync.WaitGroup
+	for r, gen := range ranks {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGCONT)})
+			if err != nil || rs[0].Code != cdti.CmdSuccess {
+				j.logf("rank %d: SIGCONT to discard a pending SIGSTOP: %v %v", r.Num, err, rs)
+				return
+			}
+			j.mu.Lock()
+			if r.gen == gen && r.state == rankStopped {
+				r.sigstops = 0
+			}
+			j.mu.Unlock()
+			j.logf("rank %d: pending SIGSTOP discarded", r.Num)
+		})
+	}
+	wg.Wait()
 }
 
 // threadForLocked is threadFor with j.mu held.

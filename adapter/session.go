@@ -42,6 +42,9 @@ type Session struct {
 	closeOnce   sync.Once
 	progressID  int
 	sources     sourceCache // which recorded source paths exist here
+
+	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
+	entryInPlace bool
 }
 
 func newSession(srv *Server, conn io.ReadWriteCloser) *Session {

@@ -238,7 +238,7 @@ type FocusBody struct {
 // StackSource is the source of a StackNode.
 type StackSource struct {
 	Name string `json:"name,omitempty"`
-	Path string `json:"path,omitempty"`
+	Path string `json:"path,omitempty"` // absent when the file is not on the front end's machine
 }
 
 // StackNode is one node of the merged prefix tree of all ranks' stacks.

@@ -51,7 +51,8 @@ func startLauncherAgent(ctx context.Context, fe *Frontend, argv, env []string, d
 	if attachPid != 0 {
 		args = append(args, "--attach", "0="+strconv.Itoa(attachPid))
 	} else {
-		args = append(args, "--output", output, "--np", "1", "--")
+		// --launcher: no HPCDAP_RANK/HPCDAP_NP, which every MPI rank would inherit.
+		args = append(args, "--launcher", "--output", output, "--np", "1", "--")
 		args = append(args, argv...)
 	}
 	la := &launcherAgent{logPath: logPath, done: make(chan struct{})}

@@ -100,7 +100,7 @@ describe('hpcdap with the official DAP client', function () {
     await dc.hitBreakpoint({ program: stacks.bin }, { path: stacks.src, line });
     const threads = (await dc.threadsRequest()).body.threads;
     assert.strictEqual(threads.length, 1);
-    assert.match(threads[0].name, /^rank 0 · main \(LWP \d+\)$/);
+    assert.match(threads[0].name, /^rank 0 · main \(LWP \d+\) 0x[0-9a-f]+$/);
     const st = (await dc.stackTraceRequest({ threadId: threads[0].id })).body;
     assert.deepStrictEqual(st.stackFrames.map((f) => f.name), ['leaf', 'middle', 'middle', 'main']);
     assert.strictEqual(st.stackFrames[0].line, line);
@@ -178,7 +178,7 @@ describe('hpcdap with the official DAP client', function () {
     assert.deepStrictEqual(ranks.ranks.map((r) => r.state), ['stopped', 'stopped', 'stopped', 'stopped']);
     assert.strictEqual(st.body.threadId, ranks.ranks[3].threadId);
     const threads = (await dc.threadsRequest()).body.threads;
-    assert.deepStrictEqual(threads.map((t) => t.name.replace(/\(LWP \d+\)/, '')),
+    assert.deepStrictEqual(threads.map((t) => t.name.replace(/\(LWP \d+\) 0x[0-9a-f]+$/, '')),
       ['rank 0 · main ', 'rank 1 · main ', 'rank 2 · main ', 'rank 3 · main ']);
     const ps = (await dc.customRequest('hpcdap/parallelStacks', {})).body;
     assert.strictEqual(ps.total, 4);

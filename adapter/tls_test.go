@@ -1,0 +1,184 @@
+package adapter
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-dap"
+)
+
+// gdbThreadsScript prints, for every thread, what gdb learns through glibc's libthread_db: the
+// LWP, the pthread_t ("info threads" shows the same handle) and the thread-local variables.
+const gdbThreadsScript = `
+import gdb
+for th in sorted(gdb.selected_inferior().threads(), key=lambda t: t.num):
+    th.switch()
+    pt = int.from_bytes(th.handle(), 'little')
+    vals = [str(gdb.parse_and_eval(e)) for e in ('tlsvar', 'tlsarr[1]', 'tlsscale')]
+    addr = int(gdb.parse_and_eval('&tlsvar'))
+    print('ORACLE %d %#x %#x %s' % (th.ptid[1], pt, addr, ' '.join(vals)))
+`
+
+// gdbTLSThread is gdb's view of one thread.
+type gdbTLSThread struct {
+	pthread, tlsAddr uint64
+	values           []string // tlsvar, tlsarr[1], tlsscale
+}
+
+// gdbThreadsOracle attaches gdb to pid, runs gdbThreadsScript, and returns the threads by LWP.
+func gdbThreadsOracle(t *testing.T, pid int) map[int]gdbTLSThread {
+	t.Helper()
+	needTool(t, "gdb")
+	script := filepath.Join(t.TempDir(), "threads.py")
+	if err := os.WriteFile(script, []byte(gdbThreadsScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gdb", "-batch", "-nx", "-p", strconv.Itoa(pid), "-x", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb -p %d: %v\n%s", pid, err, out)
+	}
+	threads := map[int]gdbTLSThread{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 7 || f[0] != "ORACLE" {
+			continue
+		}
+		lwp, err1 := strconv.Atoi(f[1])
+		pt, err2 := strconv.ParseUint(f[2], 0, 64)
+		addr, err3 := strconv.ParseUint(f[3], 0, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("gdb oracle line %q", l)
+		}
+		threads[lwp] = gdbTLSThread{pthread: pt, tlsAddr: addr, values: f[4:]}
+	}
+	if len(threads) == 0 {
+		t.Fatalf("gdb -p %d reported no thread:\n%s", pid, out)
+	}
+	return threads
+}
+
+var dapThreadName = regexp.MustCompile(`^rank 0 · (\w+) \(LWP (\d+)\) 0x([0-9a-f]+)$`)
+
+// TestThreadNamesAndTLSAgainstGDB attaches to a program with eight workers, reads every
+// thread's name and thread-local variables through DAP, detaches, and attaches gdb to the same,
+// unchanged process: the pthread_t in each name and the values of __thread variables must be
+// gdb's (which reads them with glibc's libthread_db).
+func TestThreadNamesAndTLSAgainstGDB(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "tlsthreads", "-pthread")
+	cmd := exec.Command(p.bin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lc := collectLines(out)
+	waitFor(t, "the workers to start", func() bool { return lc.count() > 0 })
+	pid := cmd.Process.Pid
+
+	d := newDAP(t, viaPipe)
+	defer d.end()
+	d.initialize()
+	d.call("attach", map[string]any{"pid": pid}, nil)
+	d.event("initialized")
+	d.call("configurationDone", nil, nil)
+	d.call("pause", map[string]any{"threadId": 1}, nil)
+	if st := d.stopped(); st.Reason != "pause" {
+		t.Fatalf("stopped %+v", st)
+	}
+	var threads dap.ThreadsResponseBody
+	d.call("threads", nil, &threads)
+
+	type dapView struct {
+		role    string
+		pthread uint64
+		values  []string
+		tlsAddr string
+	}
+	seen := map[int]dapView{}
+	for _, th := range threads.Threads {
+		m := dapThreadName.FindStringSubmatch(th.Name)
+		if m == nil {
+			t.Errorf("thread %d named %q, want %q", th.Id, th.Name, "rank 0 · ROLE (LWP N) 0xPTHREAD")
+			continue
+		}
+		lwp, _ := strconv.Atoi(m[2])
+		pt, _ := strconv.ParseUint(m[3], 16, 64)
+		v := dapView{role: m[1], pthread: pt}
+		// Evaluate in the program's own frame (park, or main's caller chain): the innermost
+		// frames are in libc.
+		frames := d.stackTrace(th.Id)
+		fid := -1
+		for _, f := range frames {
+			if f.Name == "park" {
+				fid = f.Id
+				break
+			}
+		}
+		if fid < 0 {
+			t.Errorf("LWP %d: no park frame in %s", lwp, frameList(frames))
+			continue
+		}
+		for _, e := range []string{"tlsvar", "tlsarr[1]", "tlsscale", "&tlsvar"} {
+			var ev dap.EvaluateResponseBody
+			d.call("evaluate", map[string]any{"expression": e, "frameId": fid, "context": "watch"}, &ev)
+			if e == "&tlsvar" {
+				v.tlsAddr = ev.Result
+			} else {
+				v.values = append(v.values, ev.Result)
+			}
+		}
+		seen[lwp] = v
+	}
+	if len(threads.Threads) != 9 {
+		t.Errorf("%d threads, the program has 9", len(threads.Threads))
+	}
+
+	// Detach; the threads stay parked, so gdb sees the same state.
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	waitFor(t, "the process to be untraced", func() bool { return procStatus(pid, "TracerPid") == "0" })
+	oracle := gdbThreadsOracle(t, pid)
+	if len(oracle) != len(seen) {
+		t.Errorf("gdb lists %d threads, DAP %d", len(oracle), len(seen))
+	}
+	hexWord := regexp.MustCompile(`0x[0-9a-f]+`)
+	for lwp, g := range oracle {
+		v, ok := seen[lwp]
+		if !ok {
+			t.Errorf("gdb lists LWP %d, DAP does not", lwp)
+			continue
+		}
+		t.Logf("LWP %d: DAP %s %#x %v %s; gdb %#x %v %#x", lwp, v.role, v.pthread, v.values, v.tlsAddr, g.pthread, g.values, g.tlsAddr)
+		if v.pthread != g.pthread {
+			t.Errorf("LWP %d: DAP names pthread_t %#x, gdb %#x", lwp, v.pthread, g.pthread)
+		}
+		for i, name := range []string{"tlsvar", "tlsarr[1]", "tlsscale"} {
+			if v.values[i] != g.values[i] {
+				t.Errorf("LWP %d: %s = %s, gdb %s", lwp, name, v.values[i], g.values[i])
+			}
+		}
+		if a, err := strconv.ParseUint(hexWord.FindString(v.tlsAddr), 0, 64); err != nil || a != g.tlsAddr {
+			t.Errorf("LWP %d: &tlsvar = %q, gdb %#x", lwp, v.tlsAddr, g.tlsAddr)
+		}
+		// The role is main for the leader, else the start routine: odd workers start in helper.
+		want := "main"
+		if lwp != pid {
+			idx, err := strconv.Atoi(g.values[0])
+			if err != nil {
+				t.Fatalf("gdb tlsvar %q", g.values[0])
+			}
+			want = [2]string{"worker", "helper"}[(idx-1000)%2]
+		}
+		if v.role != want {
+			t.Errorf("LWP %d: named %s, want %s", lwp, v.role, want)
+		}
+	}
+}

@@ -1,0 +1,519 @@
+package adapter
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/adapter/dapclient"
+)
+
+// ompiEnv lets Open MPI's mpirun run as root on a 2-core machine, and keeps it from aborting
+// the job when the first rank exits with a non-zero code (every rank exits with 10+rank).
+var ompiEnv = map[string]any{"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+	"OMPI_MCA_rmaps_base_oversubscribe": "1", "OMPI_MCA_orte_abort_on_non_zero_status": "0"}
+
+// compileMPI builds testdata/mpi_job.c with an MPI compiler wrapper (mpicc.openmpi,
+// mpicc.mpich) and finds its MARK: lines.
+func compileMPI(t testing.TB, mpicc string) *program {
+	t.Helper()
+	needTool(t, mpicc)
+	dir := t.TempDir()
+	srcData, err := os.ReadFile(filepath.Join("testdata", "mpi_job.c"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "mpi_job.c")
+	if err := os.WriteFile(src, srcData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "mpi_job")
+	buildMu.Lock()
+	out, err := exec.Command(mpicc, "-g", "-O0", "-o", bin, src).CombinedOutput()
+	buildMu.Unlock()
+	if err != nil {
+		t.Fatalf("%s mpi_job.c: %v\n%s", mpicc, err, out)
+	}
+	p := &program{bin: bin, src: src, dir: dir, marks: map[string]int{}}
+	for i, l := range strings.Split(string(srcData), "\n") {
+		if k := strings.Index(l, "MARK:"); k >= 0 {
+			p.marks[strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(l[k+5:]), "*/"))] = i + 1
+		}
+	}
+	return p
+}
+
+// frameNames lists a stack's function names, innermost first.
+func frameNames(frames []dap.StackFrame) []string {
+	out := make([]string, len(frames))
+	for i, f := range frames {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// indexOfFrame returns the first frame at or after from whose name contains part, or -1.
+func indexOfFrame(frames []dap.StackFrame, from int, part string) int {
+	for i := from; i < len(frames); i++ {
+		if strings.Contains(frames[i].Name, part) {
+			return i
+		}
+	}
+	return -1
+}
+
+// waitBreakpointStops waits until every rank of np has reported a stop at the breakpoint
+// (stopMode "rank": each rank stops on its own) and returns rank → thread id.
+func waitBreakpointStops(t testing.TB, d *dapSession, np int) map[int]int {
+	t.Helper()
+	tids := map[int]int{}
+	deadline := time.Now().Add(3 * time.Minute)
+	for len(tids) < np && time.Now().Before(deadline) {
+		var b dap.StoppedEventBody
+		if err := d.event("stopped").Decode(&b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Reason != "breakpoint" {
+			t.Fatalf("stop %+v, want a breakpoint stop", b)
+		}
+		for _, r := range d.ranks().Ranks {
+			if r.State == "stopped" && r.StopReason == "breakpoint" {
+				tids[r.Rank] = r.ThreadID
+			}
+		}
+	}
+	if len(tids) < np {
+		t.Fatalf("%d of %d ranks stopped at the breakpoint: %v", len(tids), np, tids)
+	}
+	return tids
+}
+
+// checkCombineStack checks one rank's stack at the breakpoint in combine, which MPI_Allreduce
+// calls: combine on top at the breakpoint's line, MPI frames, then MPI_Allreduce, then main.
+func checkCombineStack(t *testing.T, d *dapSession, p *program, rank, tid int) {
+	t.Helper()
+	frames := d.stackTrace(tid)
+	names := frameNames(frames)
+	if len(frames) == 0 || frames[0].Name != "combine" || frames[0].Line != p.line(t, "combine") {
+		t.Errorf("rank %d: top frame %v, want combine at line %d", rank, names, p.line(t, "combine"))
+		return
+	}
+	ar := indexOfFrame(frames, 1, "MPI_Allreduce")
+	m := indexOfFrame(frames, 1, "main")
+	if ar < 2 || m != ar+1 {
+		t.Errorf("rank %d: stack %v: want combine, the MPI library's frames, MPI_Allreduce, then main", rank, names)
+		return
+	}
+	for _, f := range frames[1:ar] {
+		if f.Source != nil && f.Source.Path == p.src {
+			t.Errorf("rank %d: frame %s between combine and MPI_Allreduce is in the program's source", rank, f.Name)
+		}
+	}
+	if frames[m].Line != p.line(t, "allreduce") {
+		t.Errorf("rank %d: main at line %d, want the MPI_Allreduce call at %d", rank, frames[m].Line, p.line(t, "allreduce"))
+	}
+}
+
+// Open MPI's mpirun through the adapter: every rank stops at a breakpoint inside
+// MPI_Allreduce's call path, each rank's stack shows main under the MPI frames, and the job
+// runs to its end with each rank's own exit code and its output labelled by rank.
+func TestMPIRunBreakpoint(t *testing.T) {
+	needTool(t, "mpirun.openmpi")
+	p := compileMPI(t, "mpicc.openmpi")
+	for _, np := range []int{4, 16} {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			d := newDAP(t, viaPipe)
+			defer d.close()
+			done := t.TempDir()
+			d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np,
+				"args": []string{"-", done}, "env": ompiEnv, "stopMode": "rank"})
+			ranks := d.ranks()
+			if len(ranks.Ranks) != np {
+				t.Fatalf("%d ranks, want %d: %+v", len(ranks.Ranks), np, ranks.Ranks)
+			}
+			for _, r := range ranks.Ranks {
+				if exe, _ := os.Readlink("/proc/" + strconv.Itoa(r.Pid) + "/exe"); exe != p.bin {
+					t.Fatalf("rank %d: pid %d runs %q, want %s", r.Rank, r.Pid, exe, p.bin)
+				}
+				if env, _ := os.ReadFile("/proc/" + strconv.Itoa(r.Pid) + "/environ"); !strings.Contains(string(env),
+					"OMPI_COMM_WORLD_RANK="+strconv.Itoa(r.Rank)+"\x00") {
+					t.Errorf("rank %d: pid %d is not Open MPI's rank %d", r.Rank, r.Pid, r.Rank)
+				}
+			}
+			bps := d.setBreakpoints(p.src, p.line(t, "combine"))
+			if !bps[0].Verified {
+				t.Fatalf("breakpoint not verified: %+v", bps[0])
+			}
+			d.call("configurationDone", nil, nil)
+			tids := waitBreakpointStops(t, d, np)
+			for r := 0; r < np; r++ {
+				checkCombineStack(t, d, p, r, tids[r])
+			}
+			// Clear the breakpoint (combine runs again in the reduction's later rounds) and
+			// let every rank go.
+			d.setBreakpoints(p.src)
+			for r := 0; r < np; r++ {
+				d.call("continue", map[string]any{"threadId": tids[r]}, nil)
+			}
+			d.event("exited")
+			d.event("terminated")
+			for _, r := range d.ranks().Ranks {
+				if r.ExitCode == nil || *r.ExitCode != 10+r.Rank {
+					t.Errorf("rank %d: exit code %v, want %d", r.Rank, r.ExitCode, 10+r.Rank)
+				}
+				if _, err := os.Stat(filepath.Join(done, "rank."+strconv.Itoa(r.Rank))); err != nil {
+					t.Errorf("rank %d did not finish: %v", r.Rank, err)
+				}
+			}
+			// The launcher's output (the ranks' lines, labelled) and its end reach the client.
+			waitOutput(t, d, "mpirun.openmpi (pid ")
+			out := allOutput(d)
+			for r := 0; r < np; r++ {
+				want := fmt.Sprintf("[%d] rank %d of %d: sum %d\n", r, r, np, np*(np-1)/2)
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+				if !strings.Contains(out, fmt.Sprintf("rank %d exited with code %d\n", r, 10+r)) {
+					t.Errorf("output does not report rank %d's exit code", r)
+				}
+			}
+		})
+	}
+}
+
+// waitOutput waits until some output event contains text.
+func waitOutput(t *testing.T, d *dapSession, text string) {
+	t.Helper()
+	_, err := d.c.WaitEvent("output", 60*time.Second, func(m *dapclient.Message) bool {
+		var o dap.OutputEventBody
+		m.Decode(&o)
+		return strings.Contains(o.Output, text)
+	})
+	if err != nil {
+		t.Fatalf("%v (waiting for %q); output so far:\n%s", err, text, allOutput(d))
+	}
+}
+
+// A stopAtEntry under mpirun cannot stop at main (the ranks are held inside MPI_Init): the
+// user is told, and the ranks stop where they are held, under main.
+func TestMPIRunStopAtEntry(t *testing.T) {
+	needTool(t, "mpirun.openmpi")
+	p := compileMPI(t, "mpicc.openmpi")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": 2, "env": ompiEnv,
+		"stopAtEntry": true})
+	d.call("configurationDone", nil, nil)
+	if b := d.stopped(); b.Reason != "entry" {
+		t.Fatalf("stop %+v, want the entry stop", b)
+	}
+	waitOutput(t, d, "main has already run")
+	for _, r := range d.ranks().Ranks {
+		frames := d.stackTrace(r.ThreadID)
+		if i := indexOfFrame(frames, 0, "MPI_Init"); i < 0 || indexOfFrame(frames, i, "main") < 0 {
+			t.Errorf("rank %d held at %v, want inside MPI_Init under main", r.Rank, frameNames(frames))
+		}
+	}
+}
+
+// startJob starts a launcher with a 4-rank job that waits for a file, and returns the
+// launcher's command and the ranks' pids once all of them run the program.
+func startWaitingJob(t *testing.T, p *program, launcher string, env []string, launcherArgs ...string) (*exec.Cmd, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	goFile, done := filepath.Join(dir, "go"), filepath.Join(dir, "done")
+	if err := os.Mkdir(done, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string(nil), launcherArgs...), p.bin, goFile, done)
+	cmd := exec.Command(launcher, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = newTestWriter(t), newTestWriter(t)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	return cmd, goFile, done
+}
+
+// ranksOf lists the processes under pid (its descendants) that run exe.
+func ranksOf(pid int, exe string) []int {
+	var out []int
+	kids := childrenOf(pid)
+	for len(kids) > 0 {
+		k := kids[0]
+		kids = append(kids[1:], childrenOf(k)...)
+		if e, _ := os.Readlink("/proc/" + strconv.Itoa(k) + "/exe"); e == exe {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// waitRanksRunning waits until n processes under pid run exe and have reached the wait loop
+// (their ready files in done).
+func waitRanksRunning(t *testing.T, pid int, exe, done string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		ready, _ := filepath.Glob(filepath.Join(done, "ready.*"))
+		if r := ranksOf(pid, exe); len(r) == n && len(ready) == n {
+			return r
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the job of launcher %d did not start %d ranks of %s", pid, n, exe)
+	return nil
+}
+
+// checkFinished waits for the launcher to end successfully and checks that every rank got
+// through MPI_Finalize.
+func checkFinished(t *testing.T, cmd *exec.Cmd, done string, np int) {
+	t.Helper()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Errorf("launcher: %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the job did not finish")
+	}
+	for r := 0; r < np; r++ {
+		if _, err := os.Stat(filepath.Join(done, "rank."+strconv.Itoa(r))); err != nil {
+			t.Errorf("rank %d did not finish: %v", r, err)
+		}
+	}
+}
+
+// Attach to a running mpirun job by its pid: the ranks come from its MPIR proctable, every
+// rank's stack shows where it waits, and a disconnect that does not terminate leaves the job
+// running to its normal end.
+func TestMPIRunAttachLauncherPid(t *testing.T) {
+	mpirun := needTool(t, "mpirun.openmpi")
+	p := compileMPI(t, "mpicc.openmpi")
+	var env []string
+	for k, v := range ompiEnv {
+		env = append(env, k+"="+v.(string))
+	}
+	cmd, goFile, done := startWaitingJob(t, p, mpirun, env, "-np", "4")
+	pids := waitRanksRunning(t, cmd.Process.Pid, p.bin, done, 4)
+	d := newDAP(t, viaPipe)
+	d.initialize()
+	d.call("attach", map[string]any{"launcherPid": cmd.Process.Pid, "stopAtEntry": true}, nil)
+	d.event("initialized")
+	d.call("configurationDone", nil, nil)
+	if b := d.stopped(); b.Reason != "entry" {
+		t.Fatalf("stop %+v, want the entry stop", b)
+	}
+	rs := d.ranks().Ranks
+	if len(rs) != 4 {
+		t.Fatalf("ranks %+v, want 4", rs)
+	}
+	seen := map[int]bool{}
+	for _, pid := range pids {
+		seen[pid] = true
+	}
+	for _, r := range rs {
+		if !seen[r.Pid] {
+			t.Errorf("rank %d: pid %d is not one of the job's ranks %v", r.Rank, r.Pid, pids)
+		}
+		if env, _ := os.ReadFile("/proc/" + strconv.Itoa(r.Pid) + "/environ"); !strings.Contains(string(env),
+			"OMPI_COMM_WORLD_RANK="+strconv.Itoa(r.Rank)+"\x00") {
+			t.Errorf("rank %d: pid %d is not Open MPI's rank %d", r.Rank, r.Pid, r.Rank)
+		}
+		frames := d.stackTrace(r.ThreadID)
+		w := indexOfFrame(frames, 0, "wait_for")
+		if w < 0 || indexOfFrame(frames, w, "main") != w+1 {
+			t.Errorf("rank %d: stack %v, want wait_for under main", r.Rank, frameNames(frames))
+		}
+	}
+	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	d.end()
+	for _, pid := range pids {
+		if st := procStatus(pid, "State"); !strings.HasPrefix(st, "S") && !strings.HasPrefix(st, "R") {
+			t.Errorf("rank pid %d after the detach: state %q", pid, st)
+		}
+		if tr := procStatus(pid, "TracerPid"); tr != "0" {
+			t.Errorf("rank pid %d after the detach: TracerPid %s", pid, tr)
+		}
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkFinished(t, cmd, done, 4)
+}
+
+// MPICH's mpiexec.hydra through the adapter: the same checks as for mpirun.
+func TestHydraBreakpoint(t *testing.T) {
+	needTool(t, "mpiexec.hydra")
+	p := compileMPI(t, "mpicc.mpich")
+	const np = 4
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	done := t.TempDir()
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpiexec.hydra", "np": np, "args": []string{"-", done},
+		"launcherArgs": []string{"-disable-auto-cleanup"}, "stopMode": "rank"})
+	for _, r := range d.ranks().Ranks {
+		if env, _ := os.ReadFile("/proc/" + strconv.Itoa(r.Pid) + "/environ"); !strings.Contains(string(env),
+			"PMI_RANK="+strconv.Itoa(r.Rank)+"\x00") {
+			t.Errorf("rank %d: pid %d is not hydra's rank %d", r.Rank, r.Pid, r.Rank)
+		}
+	}
+	d.setBreakpoints(p.src, p.line(t, "combine"))
+	d.call("configurationDone", nil, nil)
+	tids := waitBreakpointStops(t, d, np)
+	for r := 0; r < np; r++ {
+		checkCombineStack(t, d, p, r, tids[r])
+	}
+	d.setBreakpoints(p.src)
+	for r := 0; r < np; r++ {
+		d.call("continue", map[string]any{"threadId": tids[r]}, nil)
+	}
+	d.event("terminated")
+	for _, r := range d.ranks().Ranks {
+		if r.ExitCode == nil || *r.ExitCode != 10+r.Rank {
+			t.Errorf("rank %d: exit code %v, want %d", r.Rank, r.ExitCode, 10+r.Rank)
+		}
+	}
+	waitOutput(t, d, "mpiexec.hydra (pid ")
+	out := allOutput(d)
+	for r := 0; r < np; r++ {
+		if want := fmt.Sprintf("[%d] rank %d of %d: sum %d\n", r, r, np, np*(np-1)/2); !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Killing `hpcdap dap` with SIGKILL while every rank of an mpirun job is stopped at a
+// breakpoint leaves no rank stopped or traced: the agents see their front end gone, remove the
+// breakpoints and let the ranks go, and the job ends normally. In an all-stop, ranks that hit
+// the breakpoint before the adapter's SIGSTOP reached them must not keep that SIGSTOP pending.
+func TestMPIRunFrontEndKilled(t *testing.T) {
+	needTool(t, "mpirun.openmpi")
+	p := compileMPI(t, "mpicc.openmpi")
+	for _, mode := range []string{"rank", "all"} {
+		t.Run(mode, func(t *testing.T) { frontEndKilled(t, p, mode) })
+	}
+}
+
+func frontEndKilled(t *testing.T, p *program, mode string) {
+	cmd := exec.Command(hpcdapBin, "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = newTestWriter(t)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	d := &dapSession{t: t, c: dapclient.New(out, in), end: func() {}}
+	done := t.TempDir()
+	const np = 4
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "args": []string{"-", done},
+		"env": ompiEnv, "stopMode": mode})
+	d.setBreakpoints(p.src, p.line(t, "combine"))
+	d.call("configurationDone", nil, nil)
+	if mode == "rank" {
+		waitBreakpointStops(t, d, np)
+	} else if b := d.stopped(); b.Reason != "breakpoint" {
+		t.Fatalf("stop %+v, want a breakpoint", b)
+	}
+	rs := d.ranks().Ranks
+	launcher := 0
+	for _, r := range rs {
+		if r.State != "stopped" {
+			t.Fatalf("rank %d is %s, want every rank stopped", r.Rank, r.State)
+		}
+		if tr := procStatus(r.Pid, "TracerPid"); tr == "0" {
+			t.Fatalf("rank %d (pid %d) is not traced while stopped", r.Rank, r.Pid)
+		}
+		launcher, _ = strconv.Atoi(procStatus(r.Pid, "PPid"))
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return // everything has ended (and the pids may be reused)
+		}
+		for _, r := range rs {
+			syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
+		syscall.Kill(launcher, syscall.SIGKILL)
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	// Every rank leaves the debugger's hands and finishes: watch that none is seen stopped
+	// or traced once the agents had a moment to notice.
+	deadline := time.Now().Add(90 * time.Second)
+	var problems []string
+	for time.Now().Before(deadline) {
+		problems = problems[:0]
+		finished := 0
+		for _, r := range rs {
+			if _, err := os.Stat(filepath.Join(done, "rank."+strconv.Itoa(r.Rank))); err == nil {
+				finished++
+			}
+			st := procStatus(r.Pid, "State")
+			if st == "" || strings.HasPrefix(st, "Z") {
+				continue
+			}
+			if tr := procStatus(r.Pid, "TracerPid"); tr != "0" && tr != "" {
+				problems = append(problems, fmt.Sprintf("rank %d (pid %d) traced by %s", r.Rank, r.Pid, tr))
+			}
+			if strings.HasPrefix(st, "t") || strings.HasPrefix(st, "T") {
+				problems = append(problems, fmt.Sprintf("rank %d (pid %d) in state %s", r.Rank, r.Pid, st))
+			}
+		}
+		if finished == np && len(problems) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(problems) > 0 {
+		t.Fatalf("after the front end died: %s", strings.Join(problems, "; "))
+	}
+	for _, r := range rs {
+		if _, err := os.Stat(filepath.Join(done, "rank."+strconv.Itoa(r.Rank))); err != nil {
+			t.Errorf("rank %d did not finish: %v", r.Rank, err)
+		}
+	}
+	// The launcher ends with its job.
+	for time.Now().Before(deadline) {
+		if st := procStatus(launcher, "State"); st == "" || strings.HasPrefix(st, "Z") {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("mpirun (pid %d) still runs: state %s", launcher, procStatus(launcher, "State"))
+}
