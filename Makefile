@@ -4,7 +4,7 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 FUZZTIME ?= 8s
 # Packages whose tests exercise concurrency run under the race detector too.
-RACE_PKGS := ./cdti/... ./target/... ./agent/...
+RACE_PKGS := ./cdti/... ./target/... ./agent/... ./launch/...
 
 .PHONY: all build deps test test-go test-race fuzz vet fmt-check test-extension test-e2e demo clean
 
