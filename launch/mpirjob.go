@@ -2,6 +2,7 @@ package launch
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -323,7 +324,13 @@ func (j *mpirJob) Kill(ctx context.Context, sig syscall.Signal) error {
 	if rerr := j.Release(ctx); rerr != nil && err == nil {
 		err = rerr
 	}
-	if !j.exited.Load() {
+	// A launcher whose ranks are gone ends by itself. Signalling srun instead makes Slurm kill
+	// the step and hold the job, and its nodes, for a minute: give it time first.
+	for deadline := time.Now().Add(launcherGrace); time.Now().Before(deadline) && ctx.Err() == nil &&
+		!j.exited.Load() && !processEnded(j.la.pid); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !j.exited.Load() && !processEnded(j.la.pid) {
 		if kerr := syscall.Kill(j.la.pid, syscall.SIGTERM); kerr != nil && kerr != syscall.ESRCH && err == nil {
 			err = fmt.Errorf("launch: kill launcher pid %d: %w", j.la.pid, kerr)
 		}
@@ -381,4 +388,17 @@ func (j *mpirJob) Close() error {
 	}
 	j.la.stop()
 	return err
+}
+
+// launcherGrace is how long Kill waits for a launcher to end by itself once its ranks are gone.
+const launcherGrace = 15 * time.Second
+
+// processEnded reports whether a process of this host has exited (gone, or a zombie).
+func processEnded(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
