@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch"
 )
@@ -260,3 +262,132 @@ func rankStack(ctx context.Context, cl *cdti.Client, rank int, syms *funcSymbols
 
 // x86RSP is the index of rsp in x86-64's user_regs_struct.
 const x86RSP = 19
+
+// TestDAPSrunLaunch runs last: the Slurm step of its ranks sometimes outlives the job on one
+// node for a minute ("Kill task failed", the node drained), which would hold up the tests after it.
+//
+// `hpcdap dap` launches `srun --mpi=pmix -N4 -n8` under MPIR: srun's tasks are held at exec,
+// agents start on each node through `srun --overlap`, and every rank stops at the breakpoint
+// (stopMode rank, so each rank's own stop is seen). The ranks are where the tasks' own
+// environments say, stacks of every rank include main, and continuing runs every rank to its
+// exit code (10 + rank).
+//
+// Open MPI 4.1.4 under `srun --mpi=pmix` now and then kills a rank with SIGSEGV at pc 0 in its
+// start-up, with or without a debugger; a job that loses a rank that way before the breakpoint
+// is run again, up to three times in all.
+func TestDAPSrunLaunch(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	for attempt := 1; !srunLaunch(t, c, p, attempt == 3); attempt++ {
+		t.Logf("attempt %d: a rank crashed in Open MPI's start-up before the breakpoint: running the job again", attempt)
+	}
+}
+
+// srunLaunch runs TestDAPSrunLaunch's job once. Unless last, it reports false when a rank
+// stopped for a signal before every rank reached the breakpoint.
+func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
+	d := startDAP(t, c, 240*time.Second)
+	d.initialize()
+	d.in("launch")
+	dir := t.TempDir()
+	d.call("launch", map[string]any{"program": p.bin, "cwd": dir, "launcher": "srun",
+		"launcherArgs": []string{"--mpi=pmix", "-N4"}, "np": 8, "stopMode": "rank",
+		"env": map[string]string{"OMPI_MCA_mpi_yield_when_idle": "1"}}, nil)
+	d.event("initialized", 120*time.Second)
+	ranks := d.rankTable()
+	checkRankTable(d, ranks, 8, c.Nodes)
+
+	d.in("breakpoints")
+	line := p.line(t, "bp")
+	var bps struct{ Breakpoints []dap.Breakpoint }
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src},
+		"breakpoints": []map[string]any{{"line": line}}}, &bps)
+	if len(bps.Breakpoints) != 1 || !bps.Breakpoints[0].Verified || bps.Breakpoints[0].Line != line {
+		d.fatalf("setBreakpoints at line %d: %+v", line, bps.Breakpoints)
+	}
+	d.call("configurationDone", nil, nil)
+
+	d.in("run to the breakpoint")
+	for deadline := time.Now().Add(120 * time.Second); !last && time.Now().Before(deadline); {
+		rs := d.rankTable()
+		if slices.ContainsFunc(rs, func(r rankState) bool { return r.StopReason == "exception" }) {
+			d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+			return false
+		}
+		if !slices.ContainsFunc(rs, func(r rankState) bool { return r.State != "stopped" || r.StopReason != "breakpoint" }) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	ranks = d.waitRanks(120*time.Second, "stopped at the breakpoint", func(r rankState) bool {
+		return r.State == "stopped" && r.StopReason == "breakpoint"
+	})
+	d.in("stacks at the breakpoint")
+	threads := d.threads()
+	for _, r := range ranks {
+		prefix := fmt.Sprintf("rank %d ", r.Rank)
+		var own []dap.Thread
+		for _, th := range threads {
+			if strings.HasPrefix(th.Name, prefix) {
+				own = append(own, th)
+			}
+		}
+		if len(own) == 0 {
+			d.errorf("rank %d on %s: no thread in %+v", r.Rank, r.Host, threads)
+			continue
+		}
+		frames := d.stackTrace(r.ThreadID)
+		names := frameNames(frames)
+		if len(frames) == 0 || frames[0].Name != "at_breakpoint" || frames[0].Line != line || !slices.Contains(names, "main") {
+			d.errorf("rank %d on %s: stack %v, want at_breakpoint:%d ... main", r.Rank, r.Host, names, line)
+			continue
+		}
+		// The rank's argument is its rank: the adapter reads each rank's own memory.
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": "rank", "frameId": frames[0].Id, "context": "watch"}, &ev)
+		if ev.Result != strconv.Itoa(r.Rank) {
+			d.errorf("rank %d on %s: rank evaluates to %q", r.Rank, r.Host, ev.Result)
+		}
+		// Every thread of the rank can be unwound; the main thread's stack was checked above.
+		for _, th := range own {
+			if fs := d.stackTrace(th.Id); len(fs) == 0 {
+				d.errorf("rank %d on %s: thread %q has no frames", r.Rank, r.Host, th.Name)
+			}
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	d.in("continue to the exit")
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src}, "breakpoints": []any{}}, nil)
+	for _, r := range ranks {
+		d.call("continue", map[string]any{"threadId": r.ThreadID}, nil)
+	}
+	var ex dap.ExitedEventBody
+	if err := d.event("exited", 120*time.Second).Decode(&ex); err != nil {
+		d.fatalf("exited event: %v", err)
+	}
+	d.event("terminated", 60*time.Second)
+	for _, r := range d.rankTable() {
+		if r.State != "exited" || r.ExitCode == nil || *r.ExitCode != 10+r.Rank {
+			d.errorf("rank %d on %s at the end: %+v, want exited with code %d", r.Rank, r.Host, r, 10+r.Rank)
+		}
+	}
+	if ex.ExitCode == 0 {
+		d.errorf("job exit code 0; every rank exited with a non-zero code")
+	}
+	if out := d.output(); strings.Count(out, "/8 on node") != 8 {
+		t.Logf("the ranks' output lines did not all reach the client:\n%s", out)
+	}
+	for pid, rank := range d.ranks {
+		if st := status(pid, "State"); st != "" && !strings.HasPrefix(st, "Z") {
+			d.errorf("rank %d (pid %d) still exists after the job ended: %s", rank, pid, st)
+		}
+	}
+	d.in("disconnect")
+	d.call("disconnect", map[string]any{}, nil)
+	return true
+}
