@@ -450,6 +450,8 @@ func stepNodeList(out, ref string) (string, error) {
 		}
 	}
 	switch {
+	case id == "":
+		return "", fmt.Errorf("scontrol show step gives no step id (want %s)", ref)
 	case id != ref:
 		return "", fmt.Errorf("scontrol show step describes step %q, not %s", id, ref)
 	case nodes == "" || nodes == "(null)":
