@@ -11,13 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hpcdap/hpcdap/launch"
 )
 
 // A Launcher starts a job (or finds a running one) and the agents that serve its ranks, and
@@ -47,6 +48,9 @@ type NodeEndpoint struct {
 	Output io.Reader
 	// Agent is the agent process when the launcher started it (nil otherwise).
 	Agent *AgentProcess
+	// Owned: the agent belongs to the job layer (it also follows the job's launcher) and ends
+	// with the job; the adapter closes its connections but never asks it to shut down.
+	Owned bool
 }
 
 // AgentProcess is an agent the front end started as a child process.
@@ -193,27 +197,13 @@ func startAgent(ctx context.Context, spec agentSpec) (*NodeEndpoint, error) {
 }
 
 // startMaybeNoASLR starts cmd, with address-space randomisation disabled for it and its
-// children when asked. The personality is set on a locked thread for the fork only: children
-// inherit it, the adapter's own image is unaffected.
+// children when asked.
 func startMaybeNoASLR(cmd *exec.Cmd, noASLR bool) error {
 	if !noASLR {
 		return cmd.Start()
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	old, _, errno := syscall.RawSyscall(syscall.SYS_PERSONALITY, 0xffffffff, 0, 0)
-	if errno != 0 {
-		return cmd.Start()
-	}
-	if _, _, errno := syscall.RawSyscall(syscall.SYS_PERSONALITY, old|addrNoRandomize, 0, 0); errno != 0 {
-		return cmd.Start()
-	}
-	defer syscall.RawSyscall(syscall.SYS_PERSONALITY, old, 0, 0)
-	return cmd.Start()
+	return launch.StartNoASLR(cmd)
 }
-
-// addrNoRandomize is the personality flag ADDR_NO_RANDOMIZE (linux/personality.h).
-const addrNoRandomize = 0x0040000
 
 // localLauncher starts np ranks of a program on this host through local agents in spawn
 // mode, one agent per 64 ranks (an agent serves at most cdti.MaxRanksPerNode ranks).

@@ -426,7 +426,7 @@ func (s *Session) releaseWLM(j *Job, wl *wlmLauncher, stopAtEntry, launched bool
 		return false, err
 	}
 	j.wlm = wl
-	if launched && stopAtEntry && hold != launch.HoldAtExec {
+	if launched && stopAtEntry && (hold == launch.HoldInInit || hold == launch.HoldNone) {
 		where := "inside MPI_Init"
 		if hold == launch.HoldNone {
 			where = "in their first PMI exchange inside MPI_Init"

@@ -130,7 +130,7 @@ func (n *node) close() {
 func (n *node) shutdown(kill bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if n.mgmt != nil {
+	if n.mgmt != nil && !n.ep.Owned {
 		n.mgmt.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil)
 	}
 	n.close()

@@ -370,20 +370,31 @@ func TestMPIRunAttachLauncherPid(t *testing.T) {
 	checkFinished(t, cmd, done, 4)
 }
 
-// MPICH's mpiexec.hydra through the adapter: the same checks as for mpirun.
+// MPICH's mpiexec.hydra through the adapter: the same checks as for mpirun. The launch's
+// environment reaches the ranks (a variable set to null is removed) and the ranks run without
+// address-space randomisation (disableASLR's default).
 func TestHydraBreakpoint(t *testing.T) {
 	needTool(t, "mpiexec.hydra")
 	p := compileMPI(t, "mpicc.mpich")
 	const np = 4
+	t.Setenv("HPCDAP_TEST_UNSET", "inherited")
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	done := t.TempDir()
 	d.launch(map[string]any{"program": p.bin, "launcher": "mpiexec.hydra", "np": np, "args": []string{"-", done},
-		"launcherArgs": []string{"-disable-auto-cleanup"}, "stopMode": "rank"})
+		"launcherArgs": []string{"-disable-auto-cleanup"}, "stopMode": "rank",
+		"env": map[string]any{"HPCDAP_TEST_UNSET": nil, "HPCDAP_TEST_SET": "from launch.json"}})
 	for _, r := range d.ranks().Ranks {
-		if env, _ := os.ReadFile("/proc/" + strconv.Itoa(r.Pid) + "/environ"); !strings.Contains(string(env),
-			"PMI_RANK="+strconv.Itoa(r.Rank)+"\x00") {
+		env, _ := os.ReadFile("/proc/" + strconv.Itoa(r.Pid) + "/environ")
+		if !strings.Contains(string(env), "\x00PMI_RANK="+strconv.Itoa(r.Rank)+"\x00") {
 			t.Errorf("rank %d: pid %d is not hydra's rank %d", r.Rank, r.Pid, r.Rank)
+		}
+		if !strings.Contains(string(env), "\x00HPCDAP_TEST_SET=from launch.json\x00") || strings.Contains(string(env), "HPCDAP_TEST_UNSET=") {
+			t.Errorf("rank %d: environment does not follow launch.json's env: %q", r.Rank, env)
+		}
+		pers, _ := os.ReadFile("/proc/" + strconv.Itoa(r.Pid) + "/personality")
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(pers)), 16, 32); err != nil || v&0x0040000 == 0 {
+			t.Errorf("rank %d: personality %q, want ADDR_NO_RANDOMIZE", r.Rank, pers)
 		}
 	}
 	d.setBreakpoints(p.src, p.line(t, "combine"))
@@ -407,6 +418,55 @@ func TestHydraBreakpoint(t *testing.T) {
 	for r := 0; r < np; r++ {
 		if want := fmt.Sprintf("[%d] rank %d of %d: sum %d\n", r, r, np, np*(np-1)/2); !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Under mpiexec.hydra the ranks are held right after their exec (fork/exec following), so a
+// stopAtEntry stops every rank at main, before MPI_Init; a disconnect that does not terminate
+// then leaves the job to run to its normal end, untraced.
+func TestHydraStopAtEntryDetach(t *testing.T) {
+	needTool(t, "mpiexec.hydra")
+	p := compileMPI(t, "mpicc.mpich")
+	const np = 3
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	done := t.TempDir()
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpiexec.hydra", "np": np, "args": []string{"-", done},
+		"stopAtEntry": true})
+	d.call("configurationDone", nil, nil)
+	if b := d.stopped(); b.Reason != "entry" {
+		t.Fatalf("stop %+v, want the entry stop", b)
+	}
+	ranks := d.ranks().Ranks
+	if len(ranks) != np {
+		t.Fatalf("%d ranks, want %d", len(ranks), np)
+	}
+	for _, r := range ranks {
+		frames := d.stackTrace(r.ThreadID)
+		if len(frames) == 0 || frames[0].Name != "main" || frames[0].Line >= p.line(t, "after_init") {
+			t.Errorf("rank %d stopped at %v, want main before MPI_Init", r.Rank, frameNames(frames))
+		}
+	}
+	if out := allOutput(d); strings.Contains(out, "main has already run") {
+		t.Errorf("the user was told main has run:\n%s", out)
+	}
+	pids := map[int]int{}
+	for _, r := range ranks {
+		pids[r.Rank] = r.Pid
+	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	deadline := time.Now().Add(90 * time.Second)
+	for r := 0; r < np; r++ {
+		for {
+			if _, err := os.Stat(filepath.Join(done, "rank."+strconv.Itoa(r))); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %d (pid %d) did not finish after the detach: state %q, TracerPid %q", r, pids[r],
+					procStatus(pids[r], "State"), procStatus(pids[r], "TracerPid"))
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -100,15 +101,19 @@ type wlmLauncher struct {
 
 // launchRequest turns a launch plan with an MPI launcher into the job layer's request.
 func launchRequest(p *launchPlan) launch.Request {
-	var env []string
+	var env, unset []string
 	for k, v := range p.userEnv {
 		if v != nil {
 			env = append(env, k+"="+*v)
+		} else {
+			unset = append(unset, k)
 		}
 	}
+	sort.Strings(env)
+	sort.Strings(unset)
 	args := append(labelArgs(launcherFamily(p.launcher)), p.launcherArgs...)
 	return launch.Request{Launcher: p.launcher, LauncherArgs: args, NP: p.np, Program: p.program, Args: p.args,
-		Env: env, Dir: p.cwd}
+		Env: env, Unset: unset, NoASLR: p.noASLR, Dir: p.cwd}
 }
 
 func (l *wlmLauncher) Start(ctx context.Context, progress func(done, total int)) (*Placement, error) {
@@ -139,7 +144,7 @@ func (l *wlmLauncher) Start(ctx context.Context, progress func(done, total int))
 	pl := &Placement{Size: app.Placement().Size}
 	for _, ep := range g.Endpoints {
 		pl.Nodes = append(pl.Nodes, &NodeEndpoint{Addr: ep.Addr, Token: ep.Token, Host: ep.Host,
-			Ranks: append([]int(nil), ep.Ranks...)})
+			Ranks: append([]int(nil), ep.Ranks...), Owned: ep.Owned})
 	}
 	return pl, nil
 }

@@ -24,6 +24,9 @@ type AgentEndpoint struct {
 	Token string // the session token it requires
 	Pid   int    // the agent's process id on its node
 	Ranks []int  // ranks served, ascending
+	// Owned: the agent belongs to the job (it also follows the launcher, HoldByAgent) and ends
+	// with it (App.Deregister); a debugger closes its connections instead of shutting it down.
+	Owned bool
 }
 
 // Agents are the node agents of an App, started in one session.
@@ -170,7 +173,8 @@ func (fe *Frontend) advertiseHost() string {
 // shipped into a new session, the agents go through the workload manager, and each registers
 // with a rendezvous listener of this front end. StartAgents returns when every node's agent
 // has registered; otherwise it returns the agents that did and an error naming the nodes
-// that did not within the time limit.
+// that did not within the time limit. A job whose ranks were caught by a following agent
+// (HoldByAgent) has its node agent already: StartAgents returns it, Owned, and starts none.
 func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	if err := a.check(); err != nil {
 		return nil, err
@@ -178,6 +182,10 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	place := a.Placement()
 	if place.Size == 0 {
 		return nil, errors.New("launch: start agents: the job has no ranks")
+	}
+	if sj, ok := a.job.(interface{ nodeAgents() []AgentEndpoint }); ok {
+		// The agent that caught the ranks serves them already.
+		return &Agents{Endpoints: sj.nodeAgents()}, nil
 	}
 	s, err := a.NewSession(ctx)
 	if err != nil {

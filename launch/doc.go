@@ -23,10 +23,14 @@
 // # Launchers
 //
 // The launcher is a process like any other (DESIGN decision 4): it runs under a local hpcdap
-// agent and package launch/mpir drives it over CDTI. Open MPI's mpirun and Slurm's srun export
-// their MPIR symbols; Debian's mpiexec.hydra is recognised by its build ID. How the ranks are
-// held until Release depends on the launcher (Hold): in MPI_Init for Open MPI, in a
-// job-control stop at exec for srun, not at all for hydra.
+// agent. Open MPI's mpirun and Slurm's srun export their MPIR symbols, and package launch/mpir
+// drives them over CDTI. MPICH's mpiexec.hydra is launched by fork/exec following instead: the
+// agent (`hpcdap agent --follow-exec`) follows the launcher's forks, holds every process that
+// execs the program right after that exec, numbers it by PMI_RANK and serves it, so that this
+// agent is also the job's node agent (StartAgents returns it, Owned). A running hydra found by
+// its pid is read through MPIR at the offsets known for Debian's build (its build ID). How the
+// ranks are held until Release depends on the launcher (Hold): in MPI_Init for Open MPI, in a
+// job-control stop at exec for srun, at exec by the agent for hydra.
 //
 // # Workload managers
 //

@@ -157,6 +157,16 @@ func procStatus(pid int, field string) string {
 	return ""
 }
 
+// tracerProcess is the process (thread group) whose thread traces pid, or 0.
+func tracerProcess(pid int) int {
+	tid, err := strconv.Atoi(procStatus(pid, "TracerPid"))
+	if err != nil || tid == 0 {
+		return 0
+	}
+	tgid, _ := strconv.Atoi(procStatus(tid, "Tgid"))
+	return tgid
+}
+
 // ranksRunning finds the processes of this host that run prog, keyed by the rank an
 // environment variable gives, keeping those whose filter variables match.
 func ranksRunning(t testing.TB, prog, rankVar string, filter map[string]string) map[int]int {

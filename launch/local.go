@@ -7,10 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"syscall"
-	"time"
 )
 
 func init() { RegisterWLM("local", func() WLM { return localWLM{} }) }
@@ -22,9 +19,9 @@ type localWLM struct{}
 func (localWLM) Name() string     { return "local" }
 func (localWLM) Available() error { return nil }
 
-// Launch starts the launcher under an agent and drives it through MPIR: Open MPI's mpirun by
-// its exported symbols (ranks held in MPI_Init), hydra by the offsets known for its build
-// (ranks not held).
+// Launch starts the launcher under an agent: Open MPI's mpirun is driven through MPIR by its
+// exported symbols (ranks held in MPI_Init); MPICH's mpiexec.hydra, whose MPIR symbols are not
+// usable, is followed through its forks and execs, each rank held at its exec (HoldByAgent).
 func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier bool) (Job, error) {
 	name := spec.Launcher
 	if name == "" {
@@ -34,40 +31,36 @@ func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barri
 	if err != nil {
 		return nil, err
 	}
-	var hold Hold
+	argv := append(append(append([]string{path}, spec.Args...), spec.Program), spec.ProgramArgs...)
+	var j Job
 	switch family {
 	case "openmpi":
-		hold = HoldInInit
+		mj, err := launchMPIR(ctx, fe, family, argv, spec)
+		if err != nil {
+			return nil, err
+		}
+		mj.hold = HoldInInit
+		ln, err := newLocalNodes(fe)
+		if err != nil {
+			ln = &localNodes{fe: fe}
+		} else {
+			err = ln.checkLocal(mj.procs)
+		}
+		mj.nodes = ln
+		if err != nil {
+			mj.Kill(ctx, syscall.SIGKILL)
+			mj.Close()
+			return nil, fmt.Errorf("launch: %s: %w", mj.id, err)
+		}
+		j = mj
 	case "hydra":
-		hold = HoldNone
+		if j, err = launchFollow(ctx, fe, argv, spec); err != nil {
+			return nil, err
+		}
 	case "srun":
 		return nil, fmt.Errorf("launch: launcher %s: srun needs the slurm workload manager", name)
 	default:
 		return nil, fmt.Errorf("launch: launcher %s (%s): not a launcher the local workload manager knows (mpirun, mpiexec.hydra)", name, path)
-	}
-	argv := append(append(append([]string{path}, spec.Args...), spec.Program), spec.ProgramArgs...)
-	j, err := launchMPIR(ctx, fe, family, argv, spec)
-	if err != nil {
-		return nil, err
-	}
-	j.hold = hold
-	ln, err := newLocalNodes(fe)
-	if err != nil {
-		j.Kill(ctx, syscall.SIGKILL)
-		j.Close()
-		return nil, err
-	}
-	j.nodes = ln
-	if err := ln.checkLocal(j.procs); err != nil {
-		j.Kill(ctx, syscall.SIGKILL)
-		j.Close()
-		return nil, fmt.Errorf("launch: %s: %w", j.id, err)
-	}
-	if family == "hydra" {
-		// hydra reports pids right after fork: a rank may still be the forked proxy image.
-		if err := waitExec(ctx, j.procs, spec.Program, 5*time.Second); err != nil {
-			fe.logf("launch: %s: %v", j.id, err)
-		}
 	}
 	if !barrier {
 		if err := j.Release(ctx); err != nil {
@@ -98,37 +91,6 @@ func (localWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, erro
 		return nil, fmt.Errorf("launch: %s: %w", j.id, err)
 	}
 	return j, nil
-}
-
-// waitExec waits until every rank runs the program (its /proc/PID/exe), up to limit.
-func waitExec(ctx context.Context, procs []Proc, program string, limit time.Duration) error {
-	want, err := filepath.EvalSymlinks(program)
-	if err != nil {
-		return err
-	}
-	if abs, err := filepath.Abs(want); err == nil {
-		want = abs
-	}
-	deadline := time.Now().Add(limit)
-	for {
-		var late []int
-		for _, p := range procs {
-			if exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe"); err != nil || exe != want {
-				late = append(late, p.Rank)
-			}
-		}
-		if len(late) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("ranks %v do not run %s after %v", late, want, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
 }
 
 // localNodes is this host as the only node.

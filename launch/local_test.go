@@ -160,9 +160,10 @@ func TestLocalOpenMPIEndToEnd(t *testing.T) {
 	}
 }
 
-// MPICH's mpiexec.hydra (no exported MPIR symbols: known build offsets): the table matches
-// the process tree (PMI_RANK), and the ranks, accidentally held while hydra is stopped, all
-// reach after_init once it is released.
+// MPICH's mpiexec.hydra (no usable MPIR symbols) by fork/exec following: the table matches
+// the process tree (PMI_RANK), every rank is held right after its exec (stopped, traced, not
+// yet past ld.so), the following agent is the job's node agent, and the ranks all reach
+// after_init once a tool starts them, each exiting with its own code.
 func TestLocalHydraEndToEnd(t *testing.T) {
 	prog := program(t, "mpich")
 	needTool(t, "mpiexec.hydra", "mpich")
@@ -174,13 +175,24 @@ func TestLocalHydraEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LaunchBarrier: %v", err)
 	}
-	if app.Hold() != HoldNone {
-		t.Errorf("hold %v, want none", app.Hold())
+	if app.Hold() != HoldByAgent {
+		t.Errorf("hold %v, want %v", app.Hold(), HoldByAgent)
 	}
 	tree := ranksRunning(t, prog, "PMI_RANK", nil)
 	for _, p := range app.Procs() {
 		if tree[p.Rank] != p.Pid {
 			t.Errorf("rank %d: pid %d, the process tree says %d", p.Rank, p.Pid, tree[p.Rank])
+		}
+		// Held at the exec: in a tracing stop, one thread, nothing of the program run yet
+		// (no MPI library mapped).
+		if st := procStatus(p.Pid, "State"); !strings.HasPrefix(st, "t") {
+			t.Errorf("rank %d: state %q, want t (traced, held at its exec)", p.Rank, st)
+		}
+		if tr := procStatus(p.Pid, "TracerPid"); tr == "0" || tr == "" {
+			t.Errorf("rank %d: TracerPid %q, want the agent", p.Rank, tr)
+		}
+		if maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid)); strings.Contains(string(maps), "libmpi") {
+			t.Errorf("rank %d: the MPI library is mapped: the rank ran before it was caught", p.Rank)
 		}
 	}
 	if len(app.Procs()) != 4 {
@@ -190,6 +202,10 @@ func TestLocalHydraEndToEnd(t *testing.T) {
 	if err != nil {
 		app.Release(ctx)
 		t.Fatalf("StartAgents: %v", err)
+	}
+	if len(g.Endpoints) != 1 || !g.Endpoints[0].Owned || fmt.Sprint(g.Endpoints[0].Ranks) != "[0 1 2 3]" ||
+		tracerProcess(app.Procs()[0].Pid) != g.Endpoints[0].Pid {
+		t.Errorf("agents %+v: want the following agent (the ranks' tracer), owned, serving ranks 0-3", g.Endpoints)
 	}
 	codes := driveRanks(t, app, g, prog, false)
 	for r := range 4 {
@@ -262,5 +278,57 @@ func TestLocalLaunchErrors(t *testing.T) {
 	if _, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "srun", Program: program(t, "serial")}); err == nil ||
 		!strings.Contains(err.Error(), "slurm") {
 		t.Errorf("srun under the local WLM: %v", err)
+	}
+}
+
+// A hydra job of which only part execs the program (MPMD: ranks 2 and 3 run /bin/true):
+// the launch fails instead of hanging, the error says how many ranks were caught and which
+// are missing, and nothing of the job is left.
+func TestLocalHydraPartial(t *testing.T) {
+	prog := program(t, "mpich")
+	needTool(t, "mpiexec.hydra", "mpich")
+	fe := newFrontend(t, "local", "")
+	fe.opts.Timeout = 10 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "mpiexec.hydra",
+		Args: []string{"-n", "2"}, Program: prog, ProgramArgs: []string{":", "-n", "2", "/bin/true"}})
+	if err == nil {
+		t.Fatal("a job of which two ranks never run the program was launched")
+	}
+	t.Logf("launch error: %v", err)
+	if !strings.Contains(err.Error(), "2 of 4 ranks caught at their exec (missing: 2, 3)") {
+		t.Errorf("error %q does not say which ranks are missing", err)
+	}
+	if left := ranksRunning(t, prog, "PMI_RANK", nil); len(left) != 0 {
+		t.Errorf("ranks left running after the failed launch: %v", left)
+	}
+}
+
+// Deregistering a launched hydra job whose ranks are still held at their exec ends it: no
+// rank runs the program afterwards and the launcher is gone.
+func TestLocalHydraDeregisterHeld(t *testing.T) {
+	prog := program(t, "mpich")
+	needTool(t, "mpiexec.hydra", "mpich")
+	fe := newFrontend(t, "local", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "mpiexec.hydra", Args: []string{"-n", "3"}, Program: prog})
+	if err != nil {
+		t.Fatalf("LaunchBarrier: %v", err)
+	}
+	launcher := app.LauncherPid()
+	if err := app.Deregister(); err != nil {
+		t.Errorf("Deregister: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ranksRunning(t, prog, "PMI_RANK", nil)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := ranksRunning(t, prog, "PMI_RANK", nil); len(left) != 0 {
+		t.Errorf("ranks left after Deregister: %v", left)
+	}
+	if !processEnded(launcher) {
+		t.Errorf("launcher pid %d still there after Deregister", launcher)
 	}
 }

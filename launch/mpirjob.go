@@ -34,32 +34,59 @@ func newToken() string {
 // launcherAgent is the `hpcdap agent` child that serves the launcher process, on this host.
 type launcherAgent struct {
 	cmd     *exec.Cmd
-	client  *cdti.Client
+	client  *cdti.Client // the CDTI connection of an MPIR-driven launcher (nil when following)
 	logPath string
 	done    chan struct{}
-	pid     int // the launcher's pid
+	pid     int    // the launcher's pid
+	addr    string // where the agent listens (CDTI and management)
+	token   string // the agent's session token
+}
+
+// launcherStart is how a launcher's agent, and so the launcher, is started.
+type launcherStart struct {
+	env    []string // "K=V" added to this process's environment
+	unset  []string // names removed from it
+	dir    string   // working directory ("" for this process's)
+	noASLR bool     // no address-space randomisation for the agent and its descendants
 }
 
 // startLauncherAgent starts an agent that spawns argv held before its first instruction
-// (attachPid 0) or that serves the running process attachPid, and connects to it.
-func startLauncherAgent(ctx context.Context, fe *Frontend, argv, env []string, dir, output string, attachPid int) (*launcherAgent, error) {
+// (attachPid 0) or that serves the running process attachPid, and connects to it over CDTI.
+func startLauncherAgent(ctx context.Context, fe *Frontend, argv []string, ls launcherStart, output string, attachPid int) (*launcherAgent, error) {
+	var args []string
+	if attachPid != 0 {
+		args = []string{"--attach", "0=" + strconv.Itoa(attachPid)}
+	} else {
+		// --launcher: no HPCDAP_RANK/HPCDAP_NP, which every MPI rank would inherit.
+		args = append([]string{"--launcher", "--output", output, "--np", "1", "--"}, argv...)
+	}
+	la, err := startAgentProcess(ctx, fe, args, ls, attachPid)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cdti.Dial(ctx, "tcp", la.addr, cdti.ClientOptions{ToolID: 1, Token: []byte(la.token), Timeout: fe.opts.Timeout})
+	if err != nil {
+		la.kill()
+		return nil, fmt.Errorf("launch: launcher agent: %w%s", err, la.logTail())
+	}
+	la.client = c
+	return la, nil
+}
+
+// startAgentProcess starts `hpcdap agent --listen 127.0.0.1:0` with mode (its arguments
+// after the listener's) and a new token, and waits until it listens. Without attachPid the
+// agent spawns the launcher before it listens, as its only child.
+func startAgentProcess(ctx context.Context, fe *Frontend, mode []string, ls launcherStart, attachPid int) (*launcherAgent, error) {
 	logPath, err := fe.workFile("launcher-agent-*.log")
 	if err != nil {
 		return nil, fmt.Errorf("launch: launcher agent log: %w", err)
 	}
 	token := newToken()
-	args := []string{"agent", "--listen", "127.0.0.1:0", "--log", logPath}
-	if attachPid != 0 {
-		args = append(args, "--attach", "0="+strconv.Itoa(attachPid))
-	} else {
-		// --launcher: no HPCDAP_RANK/HPCDAP_NP, which every MPI rank would inherit.
-		args = append(args, "--launcher", "--output", output, "--np", "1", "--")
-		args = append(args, argv...)
-	}
-	la := &launcherAgent{logPath: logPath, done: make(chan struct{})}
+	args := append([]string{"agent", "--listen", "127.0.0.1:0", "--log", logPath}, mode...)
+	la := &launcherAgent{logPath: logPath, done: make(chan struct{}), token: token}
 	la.cmd = exec.Command(fe.opts.AgentPath, args...)
-	la.cmd.Env = append(append(withoutVars(os.Environ(), "HPCDAP_TOKEN"), env...), "HPCDAP_TOKEN="+token)
-	la.cmd.Dir = dir
+	la.cmd.Env = append(mergeEnv(withoutVars(os.Environ(), append(ls.unset, "HPCDAP_TOKEN")...), ls.env), "HPCDAP_TOKEN="+token)
+	la.cmd.Dir = ls.dir
 	// If the front end dies, the agent is told to go: it removes its traps and detaches, so
 	// the launcher is never left stopped.
 	la.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
@@ -67,7 +94,11 @@ func startLauncherAgent(ctx context.Context, fe *Frontend, argv, env []string, d
 	if err != nil {
 		return nil, err
 	}
-	if err := la.cmd.Start(); err != nil {
+	start := la.cmd.Start
+	if ls.noASLR {
+		start = func() error { return StartNoASLR(la.cmd) }
+	}
+	if err := start(); err != nil {
 		return nil, fmt.Errorf("launch: start the launcher agent %s: %w", fe.opts.AgentPath, err)
 	}
 	go func() { la.cmd.Wait(); close(la.done) }()
@@ -85,25 +116,18 @@ func startLauncherAgent(ctx context.Context, fe *Frontend, argv, env []string, d
 		la.kill()
 		return nil, fmt.Errorf("launch: launcher agent: %w%s", err, la.logTail())
 	}
-	var addr string
 	select {
 	case a, ok := <-addrCh:
 		if !ok {
 			<-la.done
 			return fail(fmt.Errorf("exited before listening (%v)", la.cmd.ProcessState))
 		}
-		addr = a
+		la.addr = a
 	case <-ctx.Done():
 		return fail(fmt.Errorf("did not start listening: %w", ctx.Err()))
 	}
-	c, err := cdti.Dial(ctx, "tcp", addr, cdti.ClientOptions{ToolID: 1, Token: []byte(token), Timeout: fe.opts.Timeout})
-	if err != nil {
-		return fail(err)
-	}
-	la.client = c
 	la.pid = attachPid
 	if la.pid == 0 {
-		// The agent spawns the launcher before it listens: it is the agent's only child.
 		kids := childPids(la.cmd.Process.Pid)
 		if len(kids) != 1 {
 			return fail(fmt.Errorf("the agent has %d children, want the launcher alone", len(kids)))
@@ -204,7 +228,7 @@ func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string,
 	if family == "openmpi" {
 		env = append(env, "OMPI_MPIR_DO_NOT_WARN=1")
 	}
-	la, err := startLauncherAgent(ctx, fe, argv, env, spec.Dir, spec.Output, 0)
+	la, err := startLauncherAgent(ctx, fe, argv, launcherStart{env: env, unset: spec.Unset, dir: spec.Dir, noASLR: spec.NoASLR}, spec.Output, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +271,7 @@ func attachMPIR(ctx context.Context, fe *Frontend, pid int) (*mpirJob, error) {
 		return nil, fmt.Errorf("launch: attach to launcher pid %d: %w", pid, err)
 	}
 	_, family, _ := launcherPath(exe)
-	la, err := startLauncherAgent(ctx, fe, nil, nil, "", "", pid)
+	la, err := startLauncherAgent(ctx, fe, nil, launcherStart{}, "", pid)
 	if err != nil {
 		return nil, err
 	}
@@ -324,18 +348,26 @@ func (j *mpirJob) Kill(ctx context.Context, sig syscall.Signal) error {
 	if rerr := j.Release(ctx); rerr != nil && err == nil {
 		err = rerr
 	}
-	// A launcher whose ranks are gone ends by itself. Signalling srun instead makes Slurm kill
-	// the step and hold the job, and its nodes, for a minute: give it time first.
-	for deadline := time.Now().Add(launcherGrace); time.Now().Before(deadline) && ctx.Err() == nil &&
-		!j.exited.Load() && !processEnded(j.la.pid); {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !j.exited.Load() && !processEnded(j.la.pid) {
-		if kerr := syscall.Kill(j.la.pid, syscall.SIGTERM); kerr != nil && kerr != syscall.ESRCH && err == nil {
-			err = fmt.Errorf("launch: kill launcher pid %d: %w", j.la.pid, kerr)
-		}
+	if lerr := endLauncher(ctx, j.la.pid, j.exited.Load); lerr != nil && err == nil {
+		err = lerr
 	}
 	return err
+}
+
+// endLauncher ends a launcher of this host whose ranks were killed. A launcher whose ranks
+// are gone ends by itself; signalling srun instead makes Slurm kill the step and hold the
+// job, and its nodes, for a minute: it is given launcherGrace first, then SIGTERM.
+func endLauncher(ctx context.Context, pid int, exited func() bool) error {
+	for deadline := time.Now().Add(launcherGrace); time.Now().Before(deadline) && ctx.Err() == nil &&
+		!exited() && !processEnded(pid); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !exited() && !processEnded(pid) {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && err != syscall.ESRCH {
+			return fmt.Errorf("launch: kill launcher pid %d: %w", pid, err)
+		}
+	}
+	return nil
 }
 
 // Wait waits for the launcher to exit.

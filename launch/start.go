@@ -19,6 +19,8 @@ type Request struct {
 	Program      string
 	Args         []string
 	Env          []string // "K=V" added to the launcher's environment (and so the ranks')
+	Unset        []string // variables removed from it
+	NoASLR       bool     // see LaunchSpec.NoASLR
 	Dir          string
 	Output       string // file for the launcher's output ("" : one in the front end's directory)
 
@@ -85,7 +87,7 @@ func Start(ctx context.Context, fe *Frontend, req Request) (*App, *Agents, error
 			return nil, nil, nerr
 		}
 		app, err = fe.LaunchBarrier(ctx, LaunchSpec{Launcher: req.Launcher, Args: append(append([]string(nil), req.LauncherArgs...), np...),
-			Program: req.Program, ProgramArgs: req.Args, Env: req.Env, Dir: req.Dir, Output: req.Output})
+			Program: req.Program, ProgramArgs: req.Args, Env: req.Env, Unset: req.Unset, NoASLR: req.NoASLR, Dir: req.Dir, Output: req.Output})
 	}
 	if err != nil {
 		return nil, nil, err

@@ -23,8 +23,9 @@ type Proc struct {
 type Hold int
 
 const (
-	// HoldNone: nothing holds the ranks (MPICH hydra): while the launcher is stopped they block
-	// in their first PMI exchange inside MPI_Init, by accident; once it runs they go on.
+	// HoldNone: nothing holds the ranks (MPICH hydra attached by its launcher's pid): while the
+	// launcher is stopped they block in their first PMI exchange inside MPI_Init, by accident;
+	// once it runs they go on.
 	HoldNone Hold = iota
 	// HoldInInit: the ranks wait inside MPI_Init until the launcher is released (Open MPI).
 	HoldInInit
@@ -32,6 +33,11 @@ const (
 	// untraced (Slurm). A tool that attaches must send them SIGCONT when it continues them:
 	// the workload manager resumes only the ranks nobody traces.
 	HoldAtExec
+	// HoldByAgent: the ranks are held right after their exec, before their first
+	// instruction, by the node agent that caught them following the launcher's forks (MPICH
+	// hydra). A tool starts a rank by taking control of it (CDTI Control); a rank whose last
+	// tool leaves without doing so starts then.
+	HoldByAgent
 )
 
 // String names the hold for messages.
@@ -43,6 +49,8 @@ func (h Hold) String() string {
 		return "in MPI_Init"
 	case HoldAtExec:
 		return "at exec"
+	case HoldByAgent:
+		return "at exec, by the node agent"
 	}
 	return fmt.Sprintf("Hold(%d)", int(h))
 }
@@ -56,7 +64,12 @@ type LaunchSpec struct {
 	Program     string
 	ProgramArgs []string
 	Env         []string // variables added to this process's environment for the launcher ("K=V")
-	Dir         string   // working directory ("" for this process's)
+	Unset       []string // variables removed from it
+	// NoASLR starts the launcher without address-space randomisation, which its descendants
+	// inherit: the ranks of mpirun and mpiexec.hydra on this host (not srun's, which Slurm
+	// starts).
+	NoASLR bool
+	Dir    string // working directory ("" for this process's)
 	// Output receives the launcher's standard output and error, which carry the ranks' output
 	// under mpirun and srun ("" : a file in the front end's working directory, OutputPath).
 	Output string
