@@ -16,51 +16,68 @@ import (
 //	go test -run '^$' -bench MPIRunToBreakpoint -benchtime 1x ./adapter
 func BenchmarkMPIRunToBreakpoint(b *testing.B) {
 	needTool(b, "mpirun.openmpi")
-	p := compileMPI(b, "mpicc.openmpi")
+	benchLauncherToBreakpoint(b, compileMPI(b, "mpicc.openmpi"), "mpirun.openmpi", "-np", ompiEnv)
+}
+
+// BenchmarkHydraToBreakpoint: the same through `mpiexec.hydra -n N` (fork/exec following,
+// the following agent serving every rank).
+//
+//	go test -run '^$' -bench HydraToBreakpoint -benchtime 1x ./adapter
+func BenchmarkHydraToBreakpoint(b *testing.B) {
+	needTool(b, "mpiexec.hydra")
+	benchLauncherToBreakpoint(b, compileMPI(b, "mpicc.mpich"), "mpiexec.hydra", "-n", nil)
+}
+
+// benchLauncherToBreakpoint times, for 1, 4, 16 and 64 ranks, a plain run of the program
+// under launcher and a DAP launch through it to every rank at the after_init breakpoint.
+func benchLauncherToBreakpoint(b *testing.B, p *program, launcher, npFlag string, env map[string]any) {
 	line := p.line(b, "after_init")
 	for _, np := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("np%d", np), func(b *testing.B) {
 			var plain, dap time.Duration
 			for range b.N {
-				plain += plainMPIRun(b, p, np)
-				dap += dapToBreakpoint(b, p, np, line)
+				plain += plainLauncherRun(b, p, launcher, npFlag, np, env)
+				dap += dapToBreakpoint(b, p, launcher, np, line, env)
 			}
 			n := float64(b.N)
 			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(plain.Seconds()/n, "mpirun-s")
+			b.ReportMetric(plain.Seconds()/n, "plain-s")
 			b.ReportMetric(dap.Seconds()/n, "hpcdap-s")
-			b.ReportMetric(dap.Seconds()/plain.Seconds(), "hpcdap/mpirun")
+			b.ReportMetric(dap.Seconds()/plain.Seconds(), "hpcdap/plain")
 		})
 	}
 }
 
-// ompiEnvList is ompiEnv as "K=V" strings.
-func ompiEnvList() []string {
-	var env []string
-	for k, v := range ompiEnv {
-		env = append(env, k+"="+v.(string))
+// envList is a launch.json env object as "K=V" strings.
+func envList(env map[string]any) []string {
+	var out []string
+	for k, v := range env {
+		out = append(out, k+"="+v.(string))
 	}
-	return env
+	return out
 }
 
-// plainMPIRun times `mpirun.openmpi -np N program` to its end.
-func plainMPIRun(b *testing.B, p *program, np int) time.Duration {
-	cmd := exec.Command("mpirun.openmpi", "-np", strconv.Itoa(np), p.bin, "-")
-	cmd.Env = append(os.Environ(), ompiEnvList()...)
+// plainLauncherRun times `launcher npFlag N program -` to its end.
+func plainLauncherRun(b *testing.B, p *program, launcher, npFlag string, np int, env map[string]any) time.Duration {
+	cmd := exec.Command(launcher, npFlag, strconv.Itoa(np), p.bin, "-")
+	cmd.Env = append(os.Environ(), envList(env)...)
 	t0 := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("mpirun: %v\n%s", err, out)
+		b.Fatalf("%s: %v\n%s", launcher, err, out)
 	}
 	return time.Since(t0)
 }
 
-// dapToBreakpoint times a DAP launch through mpirun until every rank has stopped at the line.
-func dapToBreakpoint(b *testing.B, p *program, np, line int) time.Duration {
+// dapToBreakpoint times a DAP launch through launcher until every rank has stopped at the line.
+func dapToBreakpoint(b *testing.B, p *program, launcher string, np, line int, env map[string]any) time.Duration {
 	d := newDAP(b, viaPipe)
 	defer d.close()
 	t0 := time.Now()
-	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "args": []string{"-"},
-		"env": ompiEnv, "stopMode": "rank"})
+	args := map[string]any{"program": p.bin, "launcher": launcher, "np": np, "args": []string{"-"}, "stopMode": "rank"}
+	if env != nil {
+		args["env"] = env
+	}
+	d.launch(args)
 	d.setBreakpoints(p.src, line)
 	d.call("configurationDone", nil, nil)
 	waitBreakpointStops(b, d, np)

@@ -100,7 +100,7 @@ func gdbMPIRByHand(b *testing.B, p *program, np, line int) (time.Duration, time.
 	}()
 	launcher := exec.CommandContext(ctx, "gdb", "-batch", "-nx", "-x", script,
 		"--args", "mpirun.openmpi", "-np", strconv.Itoa(np), p.bin, "-")
-	launcher.Env = append(os.Environ(), append(ompiEnvList(), "OMPI_MPIR_DO_NOT_WARN=1")...)
+	launcher.Env = append(os.Environ(), append(envList(ompiEnv), "OMPI_MPIR_DO_NOT_WARN=1")...)
 	launcher.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	launcher.Cancel = func() error { return syscall.Kill(-launcher.Process.Pid, syscall.SIGKILL) }
 	launcher.WaitDelay = 5 * time.Second
@@ -239,7 +239,7 @@ func attachLauncherPidOnce(b *testing.B, mpirun string, p *program, np int) (tim
 		b.Fatal(err)
 	}
 	cmd := exec.Command(mpirun, "-np", strconv.Itoa(np), p.bin, goFile, done)
-	cmd.Env = append(os.Environ(), ompiEnvList()...)
+	cmd.Env = append(os.Environ(), envList(ompiEnv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

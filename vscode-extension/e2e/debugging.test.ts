@@ -127,10 +127,16 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
         await node('compute').click();
         await wb.unhover();
         await page.locator('.tabs-container .tab.active', { hasText: 'ring.c' }).waitFor();
+        // ring.c may already be open where the session stopped: wait for the cursor to move.
         const position = page.locator('.statusbar-item[id="status.editor.selection"]');
         await position.filter({ hasText: /Ln \d+/ }).waitFor();
-        const line = Number(/Ln (\d+)/.exec(await position.innerText())![1]);
-        assert.ok(line >= compute.first && line <= compute.last, `line ${line} is not in compute (${compute.first}-${compute.last})`);
+        const inCompute = (l: number) => l >= compute.first && l <= compute.last;
+        let line = 0;
+        for (const deadline = Date.now() + 15_000; ; await page.waitForTimeout(100)) {
+          line = Number(/Ln (\d+)/.exec(await position.innerText())?.[1] ?? 0);
+          if (inCompute(line) || Date.now() > deadline) break;
+        }
+        assert.ok(inCompute(line), `line ${line} is not in compute (${compute.first}-${compute.last})`);
         await wb.screenshot('frame');
 
         // Compare "rank" across the ranks of a compute node: one value per rank, as the launcher
