@@ -307,8 +307,16 @@ func reapOrphans() {
 // killByConf kills every process (but this one) whose environment names conf as SLURM_CONF:
 // the daemons, job steps and tasks of one cluster, and clients talking to it.
 func killByConf(conf string) {
+	for _, pid := range pidsByConf(conf) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// pidsByConf lists the processes (but this one) whose environment names conf as SLURM_CONF.
+func pidsByConf(conf string) []int {
 	want := []byte("SLURM_CONF=" + conf + "\x00")
 	envs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	var out []int
 	for _, e := range envs {
 		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(e)))
 		if err != nil || pid == os.Getpid() {
@@ -319,9 +327,35 @@ func killByConf(conf string) {
 			continue
 		}
 		if bytes.HasPrefix(b, want) || bytes.Contains(b, append([]byte{0}, want...)) {
-			syscall.Kill(pid, syscall.SIGKILL)
+			out = append(out, pid)
 		}
 	}
+	return out
+}
+
+// Processes describes the cluster's processes that belong to a job (their environment has
+// SLURM_JOB_ID), one line each: pid, parent, command, state, tracer, for failure reports.
+func (c *Cluster) Processes() string {
+	var b strings.Builder
+	for _, pid := range pidsByConf(c.Conf) {
+		env, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if !bytes.Contains(env, []byte("\x00SLURM_JOB_ID=")) && !bytes.HasPrefix(env, []byte("SLURM_JOB_ID=")) {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		field := func(name string) string {
+			for _, l := range strings.Split(string(st), "\n") {
+				if v, ok := strings.CutPrefix(l, name+":"); ok {
+					return strings.TrimSpace(v)
+				}
+			}
+			return "?"
+		}
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		fmt.Fprintf(&b, "pid %d ppid %s %q state %s tracer %s\n", pid, field("PPid"),
+			strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), field("State"), field("TracerPid"))
+	}
+	return b.String()
 }
 
 // Shared is a cluster started on first use and stopped by Stop: one per test package.

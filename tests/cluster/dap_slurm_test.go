@@ -215,3 +215,147 @@ func TestDAPSrunSegfault(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// startSleepingJob runs `srun -N4 -n8 ranks SECONDS` from this host and waits until every rank
+// sleeps after the breakpoint function. Open MPI under srun --mpi=pmix now and then crashes a
+// rank in its start-up: the job is then run again, up to three times.
+func startSleepingJob(t *testing.T, c *Cluster, prog string, n int) (*exec.Cmd, *outFile, map[int]bool) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		out := newOutFile(t)
+		cmd := c.Command("srun", "--mpi=pmix", "-N4", "-n"+strconv.Itoa(n), prog, "20")
+		cmd.Env = append(cmd.Env, ompiTaskEnv)
+		cmd.Stdout, cmd.Stderr = out.f, out.f
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("srun: %v", err)
+		}
+		exited := make(chan struct{})
+		go func() { cmd.Process.Wait(); close(exited) }()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			sleeping := map[int]bool{}
+			for _, pid := range processesRunning(prog) {
+				if wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid)); string(wchan) == "hrtimer_nanosleep" {
+					sleeping[pid] = true
+				}
+			}
+			if len(sleeping) == n {
+				t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+				return cmd, out, sleeping
+			}
+			select {
+			case <-exited:
+			case <-time.After(50 * time.Millisecond):
+				if time.Now().Before(deadline) {
+					continue
+				}
+				cmd.Process.Kill()
+				<-exited
+				t.Fatalf("srun -n%d: %d ranks asleep within 60 s\n%s", n, len(sleeping), out.String())
+			}
+			break
+		}
+		if attempt == 3 {
+			t.Fatalf("srun -n%d ended before every rank slept, three times:\n%s", n, out.String())
+		}
+		t.Logf("attempt %d: srun ended before every rank slept (an Open MPI start-up crash?):\n%s", attempt, out.String())
+	}
+}
+
+// outFile is a command's output file, read while the command runs.
+type outFile struct{ f *os.File }
+
+func newOutFile(t *testing.T) *outFile {
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return &outFile{f}
+}
+
+// String is what was written so far.
+func (o *outFile) String() string {
+	b, _ := os.ReadFile(o.f.Name())
+	return string(b)
+}
+
+// processesRunning lists this host's processes whose executable is exe.
+func processesRunning(exe string) []int {
+	var out []int
+	links, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil && target == exe {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(l))); err == nil {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+// Attach to a running srun by its pid (MPIR attach: srun's proctable is already filled): the
+// rank table has the eight ranks on the four nodes, each rank's stack shows it asleep under
+// main, and a disconnect that does not terminate leaves the job to its normal end, each rank
+// with its own exit code.
+func TestDAPAttachSrunLauncherPid(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	const n = 8
+	srun, out, pids := startSleepingJob(t, c, p.bin, n)
+	d := startDAP(t, c, 240*time.Second)
+	d.initialize()
+	d.in("attach to srun pid " + strconv.Itoa(srun.Process.Pid))
+	d.call("attach", map[string]any{"launcherPid": srun.Process.Pid, "program": p.bin}, nil)
+	d.event("initialized", 120*time.Second)
+	ranks := d.rankTable()
+	checkRankTable(d, ranks, n, c.Nodes)
+	for _, r := range ranks {
+		if !pids[r.Pid] {
+			d.errorf("rank %d on %s: pid %d is not one of the job's sleeping ranks %v", r.Rank, r.Host, r.Pid, pids)
+		}
+	}
+	d.call("configurationDone", nil, nil)
+
+	d.in("pause")
+	d.call("pause", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+	ranks = d.waitRanks(60*time.Second, "stopped by the pause", func(r rankState) bool { return r.State == "stopped" })
+	d.in("stacks of the sleeping ranks")
+	for _, r := range ranks {
+		names := frameNames(d.stackTrace(r.ThreadID))
+		i := slices.IndexFunc(names, func(n string) bool { return strings.Contains(n, "sleep") })
+		if i < 0 || !slices.Contains(names[i:], "main") {
+			d.errorf("rank %d on %s: stack %v, want sleep ... main", r.Rank, r.Host, names)
+		}
+	}
+
+	d.in("disconnect without terminating")
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	for _, r := range ranks {
+		deadline := time.Now().Add(10 * time.Second)
+		for status(r.Pid, "TracerPid") != "0" && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if tr, st := status(r.Pid, "TracerPid"), status(r.Pid, "State"); tr != "0" || strings.HasPrefix(st, "T") || strings.HasPrefix(st, "t") {
+			d.errorf("rank %d on %s (pid %d) after the disconnect: TracerPid %q, state %q; want untraced and running",
+				r.Rank, r.Host, r.Pid, tr, st)
+		}
+	}
+	d.in("the job after the disconnect")
+	waited := make(chan error, 1)
+	go func() { waited <- srun.Wait() }()
+	select {
+	case err := <-waited:
+		// Every rank exits with 10 + its rank: srun reports a failure.
+		if err == nil {
+			d.errorf("srun exited 0; its ranks exit with 10 + rank")
+		}
+	case <-time.After(90 * time.Second):
+		d.fatalf("srun did not end after the disconnect:\n%s", out.String())
+	}
+	if got := strings.Count(out.String(), "/8 on node"); got != n {
+		d.errorf("%d of %d ranks finished after the disconnect:\n%s", got, n, out.String())
+	}
+}

@@ -389,5 +389,13 @@ func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
 	}
 	d.in("disconnect")
 	d.call("disconnect", map[string]any{}, nil)
+	// The job ended normally: every step of it ends, and the nodes are idle again.
+	d.in("the job's steps end")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.WaitIdle(ctx); err != nil {
+		q, _ := c.Command("squeue", "-h", "-s", "-o", "%i %T %N").CombinedOutput()
+		d.errorf("%v\nsteps:\n%s\nprocesses of the job:\n%s", err, q, c.Processes())
+	}
 	return true
 }
