@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/rankset"
@@ -60,6 +61,10 @@ func failureText(f map[int]string) string {
 // applyBreakpoints resolves new breakpoints, plants everything on the live ranks and counts
 // where each breakpoint went.
 func (j *Job) applyBreakpoints(ctx context.Context, fresh []*userBP) {
+	if len(fresh) > 0 {
+		// Libraries may have been loaded since the link maps were read.
+		j.refreshModules(ctx, j.liveRanks())
+	}
 	bins := j.binaries(ctx)
 	for _, bp := range fresh {
 		j.bps.resolve(bp, bins)
@@ -72,6 +77,7 @@ func (j *Job) applyBreakpoints(ctx context.Context, fresh []*userBP) {
 	j.bps.mu.Unlock()
 	j.bps.sync(ctx, ranks)
 	j.countPlanted(ranks)
+	j.updateLibraryWatch(ctx, ranks)
 }
 
 // countPlanted records on how many ranks each breakpoint is planted.
@@ -424,21 +430,74 @@ func (j *Job) armEntry() error {
 }
 
 // Libraries loaded at run time (dlopen). The dynamic linker calls r_debug.r_brk around every
-// change of its link map; the adapter keeps an internal breakpoint there in every rank, and
-// when it is hit, reads the link map again, resolves the breakpoints that were waiting for a
-// library, and plants them.
+// change of its link map. While a breakpoint waits for a library (it resolved nowhere yet), the
+// adapter keeps an internal breakpoint there in every rank; when it is hit, it reads the link
+// map again, resolves the breakpoints that were waiting, and plants them. Once nothing waits,
+// the breakpoint goes: a rank does not stop at each of the dozens of components an MPI library
+// loads at start-up unless somebody needs it to. The modules request reads the link map anew
+// whenever it is asked, so no library goes unseen.
 
-// watchLibraries plants the link-map breakpoint in r.
-func (j *Job) watchLibraries(ctx context.Context, r *Rank) {
-	r.sym.mu.Lock()
-	rbrk := r.sym.rbrk
-	r.sym.mu.Unlock()
-	if rbrk == 0 {
-		return
+// waitsForLibrary reports whether a breakpoint of r waits for a library to be loaded in r:
+// it resolved nowhere yet, or its locations are in a binary r has not loaded.
+func (j *Job) waitsForLibrary(ctx context.Context, r *Rank) bool {
+	mods, err := r.sym.modules(ctx, false)
+	if err != nil {
+		return false
 	}
-	if err := j.bps.plantTemp(ctx, r, rbrk); err != nil {
-		j.logf("rank %d: watch library loads at %#x: %v", r.Num, rbrk, err)
+	j.bps.mu.Lock()
+	defer j.bps.mu.Unlock()
+	for _, bp := range j.bps.allUser() {
+		switch {
+		case !bp.ranks.Contains(r.Num):
+		case bp.kind == bpEntry && j.bps.entryDone(r):
+		case bp.kind == bpInstruction && !bp.resolved:
+			// An address in no binary: no library will make it one.
+		case len(bp.addrsFor(mods)) == 0:
+			return true
+		}
 	}
+	return false
+}
+
+// updateLibraryWatch plants or removes the link-map breakpoint in each of ranks so that it is
+// there exactly while a breakpoint of the rank waits for a library.
+func (j *Job) updateLibraryWatch(ctx context.Context, ranks []*Rank) {
+	j.libWatchMu.Lock()
+	defer j.libWatchMu.Unlock()
+	for _, r := range ranks {
+		want := j.waitsForLibrary(ctx, r)
+		r.sym.mu.Lock()
+		rbrk, planted := r.sym.rbrk, r.sym.libWait
+		r.sym.mu.Unlock()
+		if rbrk == 0 || planted == want {
+			continue
+		}
+		if want {
+			if err := j.bps.plantTemp(ctx, r, rbrk); err != nil {
+				j.logf("rank %d: watch library loads at %#x: %v", r.Num, rbrk, err)
+				continue
+			}
+		} else {
+			j.bps.removeTemp(ctx, r, rbrk)
+		}
+		r.sym.mu.Lock()
+		r.sym.libWait = want
+		r.sym.mu.Unlock()
+	}
+}
+
+// refreshModules reads the link map of ranks again where it is consistent (each rank at most
+// once per stop): a library loaded while nobody watched is then known.
+func (j *Job) refreshModules(ctx context.Context, ranks []*Rank) {
+	var wg sync.WaitGroup
+	for _, r := range ranks {
+		wg.Go(func() {
+			if !r.sym.linkMapChanging(ctx) {
+				r.sym.modules(ctx, true)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // isLibraryEvent reports whether a trap at addr is r's link-map breakpoint (and no user
@@ -450,10 +509,12 @@ func (j *Job) isLibraryEvent(r *Rank, addr uint64) bool {
 	return rbrk != 0 && addr == rbrk && !j.bps.isUserSite(r, addr)
 }
 
-// onLibraryEvent takes in r's new libraries: modules, waiting breakpoints, module events.
+// onLibraryEvent takes in r's new libraries: modules, waiting breakpoints, module events. The
+// link-map breakpoint stays in r only while a breakpoint still waits.
 func (j *Job) onLibraryEvent(r *Rank) {
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 	defer cancel()
+	defer j.updateLibraryWatch(ctx, []*Rank{r})
 	if r.sym.linkMapChanging(ctx) {
 		return
 	}
@@ -487,20 +548,18 @@ func (j *Job) onLibraryEvent(r *Rank) {
 		}
 	}
 	j.bps.mu.Unlock()
-	if len(waiting) == 0 {
-		return
-	}
-	bins := j.binaries(ctx)
 	var found []*userBP
-	for _, bp := range waiting {
-		j.bps.resolve(bp, bins)
-		if bp.resolved {
-			found = append(found, bp)
+	if len(waiting) > 0 {
+		bins := j.binaries(ctx)
+		for _, bp := range waiting {
+			j.bps.resolve(bp, bins)
+			if bp.resolved {
+				found = append(found, bp)
+			}
 		}
 	}
-	if len(found) == 0 {
-		return
-	}
+	// Plant what resolved now, and breakpoints that resolved in other ranks and whose library
+	// r has just loaded.
 	j.bps.sync(ctx, []*Rank{r})
 	j.countPlanted(j.liveRanks())
 	j.bps.mu.Lock()

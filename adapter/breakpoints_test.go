@@ -316,3 +316,46 @@ func TestBreakpointInLoadedLibrary(t *testing.T) {
 		t.Errorf("output %q", out)
 	}
 }
+
+// TestBreakpointInLibraryLoadedUnwatched: with no breakpoint waiting for a library, library
+// loads are not watched; a library loaded meanwhile is still found when a breakpoint is set in
+// it later, and stacks through it are whole.
+func TestBreakpointInLibraryLoadedUnwatched(t *testing.T) {
+	t.Parallel()
+	main := compileC(t, "dlmain")
+	plugin := compileC(t, "plugin", "-shared", "-fPIC")
+	so := plugin.bin + ".so"
+	if out, err := exec.Command("mv", plugin.bin, so).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": main.bin, "args": []string{so}})
+	bps := d.setBreakpoints(main.src, main.line(t, "call-plugin"))
+	if len(bps) != 1 || !bps[0].Verified {
+		t.Fatalf("breakpoint in main: %+v", bps)
+	}
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	if st.Reason != "breakpoint" {
+		t.Fatalf("stopped %+v", st)
+	}
+	// The library was loaded while nobody watched: a breakpoint in it resolves at once.
+	pbps := d.setBreakpoints(plugin.src, plugin.line(t, "plugin-compute"))
+	if len(pbps) != 1 || !pbps[0].Verified {
+		t.Fatalf("breakpoint in the loaded library: %+v", pbps)
+	}
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	st = d.stopped()
+	if st.Reason != "breakpoint" || len(st.HitBreakpointIds) != 1 || st.HitBreakpointIds[0] != pbps[0].Id {
+		t.Fatalf("stopped %+v, want breakpoint %d", st, pbps[0].Id)
+	}
+	frames := d.stackTrace(st.ThreadId)
+	if len(frames) != 2 || frames[0].Name != "plugin_compute" || frames[1].Name != "main" {
+		t.Errorf("stack %s", frameList(frames))
+	}
+	d.setBreakpoints(plugin.src)
+	d.setBreakpoints(main.src)
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	d.event("terminated")
+}

@@ -73,16 +73,18 @@ type Thread struct {
 // Job is the whole debugged job of one session: its ranks, the agents that serve them, the
 // threads, breakpoints and run-control state.
 type Job struct {
-	s      *Session
-	size   int
-	mode   stopMode
-	ranks  []*Rank       // by rank number
-	byNum  map[int]*Rank // rank number → rank
-	nodes  []*node
-	syms   *symbols.Cache
-	bps    *breakpoints
-	core   *coreJob // post-mortem: a core file instead of live ranks
-	noStop bool     // noDebug: run without stopping
+	s *Session
+	// libWatchMu serialises updateLibraryWatch, so that a rank's link-map trap is planted once.
+	libWatchMu sync.Mutex
+	size       int
+	mode       stopMode
+	ranks      []*Rank       // by rank number
+	byNum      map[int]*Rank // rank number → rank
+	nodes      []*node
+	syms       *symbols.Cache
+	bps        *breakpoints
+	core       *coreJob // post-mortem: a core file instead of live ranks
+	noStop     bool     // noDebug: run without stopping
 	// wlm is the workload manager's launcher once released (nil for local jobs).
 	wlm *wlmLauncher
 

@@ -307,12 +307,11 @@ func (s *Session) startJob(l Launcher, mode stopMode, focus, title string) (*Job
 						firstErr = e
 					}
 					mu.Unlock()
-					return
 				}
-				j.watchLibraries(ctx, r)
 			})
 		}
 		wg.Wait()
+		j.updateLibraryWatch(ctx, j.liveRanks())
 		if firstErr != nil {
 			s.sendOutput("important", fmt.Sprintf("symbols: %v\n", firstErr))
 		}

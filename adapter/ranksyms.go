@@ -36,6 +36,7 @@ type rankSymbols struct {
 	tdb     *threaddb.Process
 	tdbMods int    // len(mods) when tdb was opened
 	rbrk    uint64 // r_debug.r_brk, where the dynamic linker reports library loads (0: static)
+	libWait bool   // a trap at rbrk is planted (Job.updateLibraryWatch)
 	rdebug  uint64 // the address of r_debug once the dynamic linker has set it up
 	// lmNames remembers link-map entries already read, so that a walk after each dlopen reads
 	// one word group per entry instead of also reading every library's name again.
@@ -415,6 +416,14 @@ func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *threadStack {
 	}
 	ts.proc = rs.newProcess(mods, lwp)
 	ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
+	if n := len(ts.frames); n > 0 && ts.frames[n-1].Module == nil && ts.frames[n-1].PC != 0 {
+		// A caller in no known object: a library loaded since the link map was last read
+		// (library loads are watched only while a breakpoint waits for one).
+		if fresh, _ := rs.modules(ctx, true); len(fresh) != len(mods) {
+			ts.proc = rs.newProcess(fresh, lwp)
+			ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
+		}
+	}
 	if ts.err != nil && len(ts.frames) > 0 {
 		ts.err = nil // a partial stack is still a stack
 	}
