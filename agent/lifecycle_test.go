@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/target/ptrace"
 )
 
 // startRunning starts `prog run` outside the agent (as a launcher would) and registers it as
@@ -393,7 +394,7 @@ func TestDroppedConnectionCancelsPendingStop(t *testing.T) {
 		t.Fatalf("%+v", n)
 	}
 	tt.mustUpdate(0, &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
-	if !stopSignalPending(pid) {
+	if !ptrace.SignalPending(pid, syscall.SIGSTOP) {
 		t.Fatalf("SIGSTOP is not pending after SendSignalToProcess (status ShdPnd %s)", procStatus(t, pid, "ShdPnd"))
 	}
 	tt.c.Close()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/target"
+	"github.com/hpcdap/hpcdap/target/ptrace"
 )
 
 // proc is one rank's process and its CNK state. Everything below "owned by loop" is read and
@@ -387,7 +388,7 @@ func (p *proc) untrace() {
 	// A SIGSTOP a tool sent (an all-stop) that the process has not yet taken would stop it
 	// for good once untraced, with nobody left to continue it: cancel it after the detach.
 	// Looked at before anything resumes a thread: once dequeued, a detach may deliver it.
-	stopPending := p.pid > 0 && stopSignalPending(p.pid)
+	stopPending := p.pid > 0 && ptrace.SignalPending(p.pid, syscall.SIGSTOP)
 	p.clearTraps()
 	p.pending, p.inflight = nil, nil
 	p.suspended = false

@@ -175,29 +175,3 @@ func wchan(pid, tid int) string {
 	}
 	return string(b)
 }
-
-// stopSignalPending reports whether SIGSTOP is pending for the process or one of its threads
-// (/proc/PID/task/TID/status ShdPnd and SigPnd).
-func stopSignalPending(pid int) bool {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		return false
-	}
-	const stopBit = uint64(1) << (19 - 1) // SIGSTOP
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok || (k != "SigPnd" && k != "ShdPnd") {
-				continue
-			}
-			if mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && mask&stopBit != 0 {
-				return true
-			}
-		}
-	}
-	return false
-}

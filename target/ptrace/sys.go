@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -139,6 +140,26 @@ func readStatus(tid int) (procStatus, error) {
 		return procStatus{}, err
 	}
 	return parseStatus(b)
+}
+
+// SignalPending reports whether sig is pending for process pid or one of its threads
+// (/proc/PID/task/*/status, SigPnd and ShdPnd): sent, and not yet delivered or dequeued.
+func SignalPending(pid int, sig syscall.Signal) bool {
+	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return false
+	}
+	bit := uint64(1) << (sig - 1)
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readStatus(tid); err == nil && (st.SigPnd|st.ShdPnd)&bit != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // parseStatus decodes the "Key:\tvalue" lines of /proc/TID/status.
