@@ -479,11 +479,21 @@ func TestMPIRunFrontEndKilled(t *testing.T) {
 	needTool(t, "mpirun.openmpi")
 	p := compileMPI(t, "mpicc.openmpi")
 	for _, mode := range []string{"rank", "all"} {
-		t.Run(mode, func(t *testing.T) { frontEndKilled(t, p, mode) })
+		t.Run(mode, func(t *testing.T) { frontEndKilled(t, p, "mpirun.openmpi", ompiEnv, mode) })
 	}
 }
 
-func frontEndKilled(t *testing.T, p *program, mode string) {
+// The same under mpiexec.hydra, whose ranks are traced by the agent that follows hydra's forks:
+// that agent lets everything go when its front end dies.
+func TestHydraFrontEndKilled(t *testing.T) {
+	needTool(t, "mpiexec.hydra")
+	p := compileMPI(t, "mpicc.mpich")
+	for _, mode := range []string{"rank", "all"} {
+		t.Run(mode, func(t *testing.T) { frontEndKilled(t, p, "mpiexec.hydra", nil, mode) })
+	}
+}
+
+func frontEndKilled(t *testing.T, p *program, launcher string, env map[string]any, mode string) {
 	cmd := exec.Command(hpcdapBin, "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
@@ -500,8 +510,11 @@ func frontEndKilled(t *testing.T, p *program, mode string) {
 	d := &dapSession{t: t, c: dapclient.New(out, in), end: func() {}}
 	done := t.TempDir()
 	const np = 4
-	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "args": []string{"-", done},
-		"env": ompiEnv, "stopMode": mode})
+	args := map[string]any{"program": p.bin, "launcher": launcher, "np": np, "args": []string{"-", done}, "stopMode": mode}
+	if env != nil {
+		args["env"] = env
+	}
+	d.launch(args)
 	d.setBreakpoints(p.src, p.line(t, "combine"))
 	d.call("configurationDone", nil, nil)
 	if mode == "rank" {
@@ -510,7 +523,7 @@ func frontEndKilled(t *testing.T, p *program, mode string) {
 		t.Fatalf("stop %+v, want a breakpoint", b)
 	}
 	rs := d.ranks().Ranks
-	launcher := 0
+	parent := 0 // the ranks' parent: mpirun, or a hydra proxy
 	for _, r := range rs {
 		if r.State != "stopped" {
 			t.Fatalf("rank %d is %s, want every rank stopped", r.Rank, r.State)
@@ -518,7 +531,7 @@ func frontEndKilled(t *testing.T, p *program, mode string) {
 		if tr := procStatus(r.Pid, "TracerPid"); tr == "0" {
 			t.Fatalf("rank %d (pid %d) is not traced while stopped", r.Rank, r.Pid)
 		}
-		launcher, _ = strconv.Atoi(procStatus(r.Pid, "PPid"))
+		parent, _ = strconv.Atoi(procStatus(r.Pid, "PPid"))
 	}
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -527,7 +540,7 @@ func frontEndKilled(t *testing.T, p *program, mode string) {
 		for _, r := range rs {
 			syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
-		syscall.Kill(launcher, syscall.SIGKILL)
+		syscall.Kill(parent, syscall.SIGKILL)
 	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -568,12 +581,12 @@ func frontEndKilled(t *testing.T, p *program, mode string) {
 			t.Errorf("rank %d did not finish: %v", r.Rank, err)
 		}
 	}
-	// The launcher ends with its job.
+	// The ranks' parent ends with its job.
 	for time.Now().Before(deadline) {
-		if st := procStatus(launcher, "State"); st == "" || strings.HasPrefix(st, "Z") {
+		if st := procStatus(parent, "State"); st == "" || strings.HasPrefix(st, "Z") {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Errorf("mpirun (pid %d) still runs: state %s", launcher, procStatus(launcher, "State"))
+	t.Errorf("%s's process %d, the ranks' parent, still runs: state %s", launcher, parent, procStatus(parent, "State"))
 }
