@@ -267,16 +267,22 @@ func TestDataBreakpoint(t *testing.T) {
 	}
 }
 
+// compileDlopen builds dlmain and the library it loads (plugin.c as NAME.so).
+func compileDlopen(t *testing.T) (main, plugin *program, so string) {
+	main = compileC(t, "dlmain")
+	plugin = compileC(t, "plugin", "-shared", "-fPIC")
+	so = plugin.bin + ".so"
+	if out, err := exec.Command("mv", plugin.bin, so).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	return main, plugin, so
+}
+
 // TestBreakpointInLoadedLibrary: a breakpoint in a library the program loads with dlopen is
 // pending until the library appears, then planted and hit.
 func TestBreakpointInLoadedLibrary(t *testing.T) {
 	t.Parallel()
-	main := compileC(t, "dlmain")
-	plugin := compileC(t, "plugin", "-shared", "-fPIC")
-	so := plugin.bin + ".so"
-	if out, err := exec.Command("mv", plugin.bin, so).CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	main, plugin, so := compileDlopen(t)
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": main.bin, "args": []string{so}})
@@ -322,12 +328,7 @@ func TestBreakpointInLoadedLibrary(t *testing.T) {
 // it later, and stacks through it are whole.
 func TestBreakpointInLibraryLoadedUnwatched(t *testing.T) {
 	t.Parallel()
-	main := compileC(t, "dlmain")
-	plugin := compileC(t, "plugin", "-shared", "-fPIC")
-	so := plugin.bin + ".so"
-	if out, err := exec.Command("mv", plugin.bin, so).CombinedOutput(); err != nil {
-		t.Fatalf("%v %s", err, out)
-	}
+	main, plugin, so := compileDlopen(t)
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": main.bin, "args": []string{so}})

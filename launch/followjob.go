@@ -30,7 +30,8 @@ type followJob struct {
 	la    *launcherAgent
 	mgmt  *jsonrpc2.Conn
 	procs []Proc
-	nodes *localNodes
+	local *localNodes
+	jobNodes
 
 	released  atomic.Bool
 	exited    atomic.Bool
@@ -157,7 +158,7 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 	if err != nil {
 		return fail("host name", err)
 	}
-	j.nodes = ln
+	j.local, j.jobNodes = ln, jobNodes{ln}
 	for i := range j.procs {
 		j.procs[i].Host = ln.host
 	}
@@ -217,13 +218,12 @@ func dialManagement(ctx context.Context, addr, token string, h jsonrpc2.Handler)
 
 func (j *followJob) ID() string       { return j.id }
 func (j *followJob) Procs() []Proc    { return append([]Proc(nil), j.procs...) }
-func (j *followJob) Hosts() []string  { return j.nodes.hosts() }
 func (j *followJob) Hold() Hold       { return HoldByAgent }
 func (j *followJob) LauncherPid() int { return j.la.pid }
 
 // nodeAgents is the following agent as the job's only node agent.
 func (j *followJob) nodeAgents() []AgentEndpoint {
-	ep := AgentEndpoint{Host: j.nodes.host, Addr: j.la.addr, Token: j.la.token, Pid: j.la.cmd.Process.Pid, Owned: true}
+	ep := AgentEndpoint{Host: j.local.host, Addr: j.la.addr, Token: j.la.token, Pid: j.la.cmd.Process.Pid, Owned: true}
 	for _, p := range j.procs {
 		ep.Ranks = append(ep.Ranks, p.Rank)
 	}
@@ -273,7 +273,7 @@ func (j *followJob) Kill(ctx context.Context, sig syscall.Signal) error {
 	if !j.released.Load() {
 		sig = syscall.SIGKILL
 	}
-	err := j.nodes.killRanks(ctx, j.procs, sig)
+	err := j.ops.killRanks(ctx, j.procs, sig)
 	if lerr := endLauncher(ctx, j.la.pid, j.launcherExited); lerr != nil && err == nil {
 		err = lerr
 	}
@@ -310,22 +310,6 @@ func (j *followJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
 	return cdti.ExitStatus(j.status.Load()), nil
 }
 
-func (j *followJob) Stage(ctx context.Context, dir string) (Staging, error) {
-	return j.nodes.stage(ctx, dir)
-}
-
-func (j *followJob) Exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
-	return j.nodes.exec(ctx, hosts, argv)
-}
-
-func (j *followJob) Ship(ctx context.Context, src, dst string) error {
-	return j.nodes.ship(ctx, src, dst)
-}
-
-func (j *followJob) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
-	return j.nodes.start(ctx, hosts, argv, env)
-}
-
 // Close lets the job go: the agent lets the launcher and every rank go untraced and ends
 // (held ranks start).
 func (j *followJob) Close() error {
@@ -336,17 +320,20 @@ func (j *followJob) Close() error {
 // shutdown asks the agent to end, killing what it follows or letting it go, and waits for it.
 func (j *followJob) shutdown(kill bool) {
 	j.closeOnce.Do(func() {
-		if j.mgmt != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			j.mgmt.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil)
-			cancel()
-			j.mgmt.Close()
+		if kill && !processEnded(j.la.pid) && j.mgmt == nil {
+			// No management connection to ask the agent with: the launcher ends its job.
+			syscall.Kill(j.la.pid, syscall.SIGTERM)
 		}
-		if kill {
-			// The agent killed the launcher; without an answer, the launcher gets SIGTERM.
-			if !processEnded(j.la.pid) {
-				syscall.Kill(j.la.pid, syscall.SIGTERM)
-			}
+		if j.mgmt == nil {
+			j.la.stop()
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := j.mgmt.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil)
+		cancel()
+		j.mgmt.Close()
+		if err != nil && kill && !processEnded(j.la.pid) {
+			syscall.Kill(j.la.pid, syscall.SIGTERM)
 		}
 		select {
 		case <-j.la.done:

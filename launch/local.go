@@ -46,7 +46,7 @@ func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barri
 		} else {
 			err = ln.checkLocal(mj.procs)
 		}
-		mj.nodes = ln
+		mj.jobNodes = jobNodes{ln}
 		if err != nil {
 			mj.Kill(ctx, syscall.SIGKILL)
 			mj.Close()
@@ -85,7 +85,7 @@ func (localWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, erro
 		j.Close()
 		return nil, err
 	}
-	j.nodes = ln
+	j.jobNodes = jobNodes{ln}
 	if err := ln.checkLocal(j.procs); err != nil {
 		j.Close()
 		return nil, fmt.Errorf("launch: %s: %w", j.id, err)

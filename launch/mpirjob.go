@@ -200,7 +200,7 @@ type mpirJob struct {
 	la     *launcherAgent
 	sess   *mpir.Session
 	procs  []Proc
-	nodes  nodeOps
+	jobNodes
 
 	mu       sync.Mutex  // serialises use of the CDTI session (its notifications)
 	released atomic.Bool // the launcher has left MPIR_Breakpoint
@@ -216,6 +216,28 @@ type nodeOps interface {
 	ship(ctx context.Context, src, dst string) error
 	start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error)
 	killRanks(ctx context.Context, procs []Proc, sig syscall.Signal) error
+}
+
+// jobNodes gives a Job the methods that reach its nodes, through its workload manager's
+// nodeOps.
+type jobNodes struct{ ops nodeOps }
+
+func (n jobNodes) Hosts() []string { return n.ops.hosts() }
+
+func (n jobNodes) Stage(ctx context.Context, dir string) (Staging, error) {
+	return n.ops.stage(ctx, dir)
+}
+
+func (n jobNodes) Exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
+	return n.ops.exec(ctx, hosts, argv)
+}
+
+func (n jobNodes) Ship(ctx context.Context, src, dst string) error {
+	return n.ops.ship(ctx, src, dst)
+}
+
+func (n jobNodes) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
+	return n.ops.start(ctx, hosts, argv, env)
 }
 
 // launchMPIR starts argv under a launcher agent and runs MPIR launch mode until the table is
@@ -315,7 +337,6 @@ func outputTail(path string) string {
 
 func (j *mpirJob) ID() string       { return j.id }
 func (j *mpirJob) Procs() []Proc    { return append([]Proc(nil), j.procs...) }
-func (j *mpirJob) Hosts() []string  { return j.nodes.hosts() }
 func (j *mpirJob) Hold() Hold       { return j.hold }
 func (j *mpirJob) LauncherPid() int { return j.la.pid }
 
@@ -344,7 +365,7 @@ func (j *mpirJob) Kill(ctx context.Context, sig syscall.Signal) error {
 	if j.exited.Load() {
 		return nil // the job ended with its launcher
 	}
-	err := j.nodes.killRanks(ctx, j.procs, sig)
+	err := j.ops.killRanks(ctx, j.procs, sig)
 	if rerr := j.Release(ctx); rerr != nil && err == nil {
 		err = rerr
 	}
@@ -386,22 +407,6 @@ func (j *mpirJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
 	}
 	j.exited.Store(true)
 	return st, nil
-}
-
-func (j *mpirJob) Stage(ctx context.Context, dir string) (Staging, error) {
-	return j.nodes.stage(ctx, dir)
-}
-
-func (j *mpirJob) Exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
-	return j.nodes.exec(ctx, hosts, argv)
-}
-
-func (j *mpirJob) Ship(ctx context.Context, src, dst string) error {
-	return j.nodes.ship(ctx, src, dst)
-}
-
-func (j *mpirJob) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
-	return j.nodes.start(ctx, hosts, argv, env)
 }
 
 // Close releases a launcher still held and lets the launcher agent go.

@@ -91,7 +91,7 @@ func (j *mpirJob) slurmNodes(ctx context.Context) error {
 		return fmt.Errorf("launch: %s: srun did not fill totalview_jobid", j.id)
 	}
 	j.id = "slurm " + job + "." + step
-	j.nodes = newSlurmNodes(j.fe, job, step, hostsOf(j.procs))
+	j.jobNodes = jobNodes{newSlurmNodes(j.fe, job, step, hostsOf(j.procs))}
 	return nil
 }
 
@@ -152,15 +152,16 @@ func (n *slurmNodes) stepArgs(hosts []string) []string {
 // the directory, says so, and removes it when signalled, by the front end (SIGUSR1, which srun
 // forwards to its tasks) or by slurmstepd when the job ends (SIGTERM, KillWait seconds before
 // SIGKILL). So the directory goes with the job even if the front end is gone. The task waits
-// in short sleeps that the trap ends: a sleep outlives its shell (proctrack/linuxproc loses
-// it once orphaned), for at most one interval if the shell is killed outright.
+// in sleeps that the trap ends. A sleep left behind by its shell keeps the step, and so the
+// job's nodes, busy until it ends: the trap kills $!, which the shell sets when it starts the
+// sleep, before anything else runs (a separate "s=$!" left a window in which a trap that came
+// between the two killed the previous sleep and orphaned the new one).
 const stagingScript = `echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"
 umask 077
 mkdir "$0" "$0/bin" "$0/lib" "$0/tmp" || exit 1
-s=
-trap 'kill $s 2>/dev/null; rm -rf --one-file-system "$0"; echo "removed $SLURMD_NODENAME"; exit 0' TERM INT HUP USR1
+trap 'kill $! 2>/dev/null; rm -rf --one-file-system "$0"; echo "removed $SLURMD_NODENAME"; exit 0' TERM INT HUP USR1
 echo "staged $SLURMD_NODENAME"
-while :; do sleep 60 & s=$!; wait $s; done`
+while :; do sleep 60 & wait $!; done`
 
 // slurmStaging is a staging directory kept by one step of the job.
 type slurmStaging struct {
@@ -355,6 +356,7 @@ type stepJob struct {
 	id    string
 	procs []Proc
 	nodes *slurmNodes
+	jobNodes
 }
 
 // attachStep finds a step's nodes (scontrol show step) and its tasks on each node (scontrol
@@ -404,7 +406,8 @@ func attachStep(ctx context.Context, fe *Frontend, ref string) (*stepJob, error)
 	if len(procs) == 0 {
 		return nil, fmt.Errorf("launch: Slurm job step %s: no tasks", ref)
 	}
-	return &stepJob{id: "slurm " + ref, procs: procs, nodes: newSlurmNodes(fe, job, step, hosts)}, nil
+	sn := newSlurmNodes(fe, job, step, hosts)
+	return &stepJob{id: "slurm " + ref, procs: procs, nodes: sn, jobNodes: jobNodes{sn}}, nil
 }
 
 // nodeTasks lists step ref's tasks on host, waiting while some have no pid yet.
@@ -510,7 +513,6 @@ func slurmOutput(ctx context.Context, name string, args ...string) (string, erro
 
 func (j *stepJob) ID() string                    { return j.id }
 func (j *stepJob) Procs() []Proc                 { return append([]Proc(nil), j.procs...) }
-func (j *stepJob) Hosts() []string               { return j.nodes.hosts() }
 func (j *stepJob) Hold() Hold                    { return HoldNone }
 func (j *stepJob) Release(context.Context) error { return nil }
 func (j *stepJob) Close() error                  { return nil }
@@ -544,20 +546,4 @@ func containsLine(s, line string) bool {
 		}
 	}
 	return false
-}
-
-func (j *stepJob) Stage(ctx context.Context, dir string) (Staging, error) {
-	return j.nodes.stage(ctx, dir)
-}
-
-func (j *stepJob) Exec(ctx context.Context, hosts []string, argv []string) []NodeResult {
-	return j.nodes.exec(ctx, hosts, argv)
-}
-
-func (j *stepJob) Ship(ctx context.Context, src, dst string) error {
-	return j.nodes.ship(ctx, src, dst)
-}
-
-func (j *stepJob) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
-	return j.nodes.start(ctx, hosts, argv, env)
 }

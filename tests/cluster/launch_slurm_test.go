@@ -394,7 +394,7 @@ func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.WaitIdle(ctx); err != nil {
-		q, _ := c.Command("squeue", "-h", "-s", "-o", "%i %T %N").CombinedOutput()
+		q, _ := c.Command("squeue", "-h", "-s", "-o", "%i %j %N").CombinedOutput()
 		d.errorf("%v\nsteps:\n%s\nprocesses of the job:\n%s", err, q, c.Processes())
 	}
 	return true
