@@ -32,6 +32,8 @@ type LaunchArgs struct {
 	DisableASLR *bool `json:"disableASLR"`
 	// NoDebug runs the program without debugging (VS Code's "Run Without Debugging").
 	NoDebug bool `json:"noDebug"`
+	// SubstitutePath maps source directories between the editor and the debug information.
+	SubstitutePath []PathRule `json:"substitutePath"`
 }
 
 // AttachArgs are the attach request's arguments.
@@ -44,6 +46,8 @@ type AttachArgs struct {
 	StopMode    string         `json:"stopMode"`
 	Ranks       string         `json:"ranks"`
 	StopAtEntry bool           `json:"stopAtEntry"`
+	// SubstitutePath maps source directories between the editor and the debug information.
+	SubstitutePath []PathRule `json:"substitutePath"`
 }
 
 // stopMode says what stops when one thread stops.
@@ -84,6 +88,7 @@ type launchPlan struct {
 	noASLR      bool
 	noDebug     bool
 	emulator    string // "qemu-ppc64" or "qemu-ppc64le": the ranks run under QEMU user mode
+	paths       pathMap
 
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
@@ -186,6 +191,9 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	}
 	p.env = mergeEnv(os.Environ(), a.Env)
 	p.noASLR = a.DisableASLR == nil || *a.DisableASLR
+	if p.paths, err = parseSubstitutePath(a.SubstitutePath); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -254,6 +262,7 @@ type attachPlan struct {
 	mode        stopMode
 	focus       string
 	stopAtEntry bool
+	paths       pathMap
 }
 
 // planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob.
@@ -326,5 +335,8 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		}
 	}
 	p.focus = a.Ranks
+	if p.paths, err = parseSubstitutePath(a.SubstitutePath); err != nil {
+		return nil, err
+	}
 	return p, nil
 }

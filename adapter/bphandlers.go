@@ -32,7 +32,8 @@ func (s *Session) dapBreakpoint(bp *userBP) Breakpoint {
 		}
 	}
 	if bp.resolved && bp.actual.File != "" {
-		out.Source = &dap.Source{Name: filepath.Base(bp.actual.File), Path: bp.actual.File}
+		file := s.sources.paths.toEditor(bp.actual.File)
+		out.Source = &dap.Source{Name: filepath.Base(file), Path: file}
 		out.Line = s.lineOut(bp.actual.Line)
 	} else if bp.kind == bpSource {
 		out.Source = &dap.Source{Name: filepath.Base(bp.path), Path: bp.path}
@@ -386,7 +387,7 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 	resp.Body.Breakpoints = []dap.BreakpointLocation{}
 	for line := first; line <= last; line++ {
 		for _, b := range bins {
-			locs, err := b.LineBreakpoints(a.Source.Path, line)
+			locs, err := b.LineBreakpoints(s.sources.paths.toDebug(a.Source.Path), line)
 			if err != nil {
 				continue
 			}

@@ -134,7 +134,7 @@ func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) {
 		var err error
 		switch bp.kind {
 		case bpSource:
-			locs, err = bin.LineBreakpoints(bp.path, bp.line)
+			locs, err = bin.LineBreakpoints(b.j.s.sources.paths.toDebug(bp.path), bp.line)
 		case bpFunction, bpEntry:
 			locs, err = bin.FunctionBreakpoints(bp.fn)
 		case bpInstruction:

@@ -147,6 +147,7 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	if !s.claimStart(&req.Request) {
 		return
 	}
+	s.sources.paths = plan.paths
 	if plan.coreFile != "" {
 		j, err := openCoreJob(s, plan)
 		if err != nil {
@@ -221,6 +222,7 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 	if !s.claimStart(&req.Request) {
 		return
 	}
+	s.sources.paths = plan.paths
 	logDir, err := s.prepareLogDir()
 	if err == nil {
 		var exe string

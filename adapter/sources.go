@@ -12,19 +12,27 @@ import (
 // elsewhere (libc's "../sysdeps/…", a build tree's absolute paths) name files the front end
 // cannot open; sending such a path makes the client try to open it and report an error, so
 // those sources go out without a path, de-emphasised, with the recorded name kept visible.
+// Paths recorded where the program was built are first mapped to the editor's (paths, the
+// substitutePath argument).
 type sourceCache struct {
+	paths  pathMap // set once, before the job starts
 	mu     sync.Mutex
 	exists map[string]bool
 }
 
 // source returns the DAP source for a file recorded in the debug information.
 func (c *sourceCache) source(file string) *dap.Source {
-	if c.readable(file) {
-		return &dap.Source{Name: filepath.Base(file), Path: file}
+	local := c.paths.toEditor(file)
+	if c.readable(local) {
+		return &dap.Source{Name: filepath.Base(local), Path: local}
+	}
+	origin := "not on this machine: " + file
+	if local != file {
+		origin += " (mapped to " + local + ")"
 	}
 	return &dap.Source{
 		Name:             filepath.Base(file),
-		Origin:           "not on this machine: " + file,
+		Origin:           origin,
 		PresentationHint: "deemphasize",
 	}
 }

@@ -45,7 +45,27 @@ export function checkConfig(input: DebugConfig): CheckResult {
   } else {
     err(`request must be "launch" or "attach", not ${JSON.stringify(c.request)}`);
   }
+  checkSubstitutePath(c, err);
   return errors.length ? { errors } : { config: c, errors };
+}
+
+/** Checks "substitutePath": rules of two absolute directories, as the adapter wants them. */
+function checkSubstitutePath(c: DebugConfig, err: (m: string) => void): void {
+  if (c.substitutePath === undefined) {
+    return;
+  }
+  if (!Array.isArray(c.substitutePath)) {
+    err(`"substitutePath" must be a list of {"from": ..., "to": ...} rules, not ${describe(c.substitutePath)}`);
+    return;
+  }
+  c.substitutePath.forEach((r: unknown, i: number) => {
+    const rule = r as { from?: unknown; to?: unknown };
+    if (!isPlainObject(r) || typeof rule.from !== 'string' || typeof rule.to !== 'string') {
+      err(`"substitutePath"[${i}] must be {"from": "/dir/here", "to": "/dir/as/built"}, not ${describe(r)}`);
+    } else if (!rule.from.startsWith('/') || !rule.to.startsWith('/')) {
+      err(`"substitutePath"[${i}]: "from" and "to" must be absolute paths, not ${JSON.stringify(rule.from)} and ${JSON.stringify(rule.to)}`);
+    }
+  });
 }
 
 function checkLaunch(c: DebugConfig, err: (m: string) => void): void {

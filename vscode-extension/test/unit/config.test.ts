@@ -41,6 +41,9 @@ test('launch: invalid fields are named', () => {
   rejects(launch({ stopAtEntry: 'yes' }), /"stopAtEntry" must be true or false/);
   rejects(launch({ disableASLR: 0 }), /"disableASLR" must be true or false/);
   rejects(launch({ noDebug: 'true' }), /"noDebug" must be true or false/);
+  rejects(launch({ substitutePath: { from: '/a', to: '/b' } }), /"substitutePath" must be a list/);
+  rejects(launch({ substitutePath: [{ from: 'src', to: '/build' }] }), /"substitutePath"\[0\]: "from" and "to" must be absolute/);
+  rejects(launch({ substitutePath: [{ from: '/src' }] }), /"substitutePath"\[0\] must be/);
   rejects(launch({ np: 4, ranks: '0-4' }), /"ranks": .*rank 4 is out of range \(the job has 4 ranks\)/);
   rejects(launch({ np: 4, ranks: '3-1' }), /reversed/);
   rejects(launch({ np: 4, ranks: '' }), /names no rank/);
@@ -148,8 +151,8 @@ test('package.json declares exactly the launch and attach arguments of the READM
   assert.ok(launchFields.length >= 10 && attachFields.length >= 4, `${launchFields} / ${attachFields}`);
   const attrs = packageJson().contributes.debuggers[0].configurationAttributes;
   assert.deepEqual(Object.keys(attrs.launch.properties).sort(), [...launchFields].sort());
-  // Attach takes its own targets plus program, stopMode and ranks of launch.
-  assert.deepEqual(Object.keys(attrs.attach.properties).sort(), [...attachFields, 'program', 'stopMode', 'ranks'].sort());
+  // Attach takes its own targets plus program, stopMode, ranks and substitutePath of launch.
+  assert.deepEqual(Object.keys(attrs.attach.properties).sort(), [...attachFields, 'program', 'stopMode', 'ranks', 'substitutePath'].sort());
   for (const [req, props] of Object.entries(attrs) as [string, { properties: Record<string, { description?: string; markdownDescription?: string }> }][]) {
     for (const [k, v] of Object.entries(props.properties)) {
       assert.ok((v.description ?? v.markdownDescription ?? '').length > 10, `${req}.${k} has no description`);
