@@ -254,8 +254,16 @@ func allOutput(d *dapSession) string {
 // representative frame must be that frame.
 func checkParallelStacks(t *testing.T, d *dapSession, ranks RanksBody) ParallelStacksBody {
 	t.Helper()
+	checkParallelStacksBy(t, d, ranks, true)
+	return checkParallelStacksBy(t, d, ranks, false)
+}
+
+// checkParallelStacksBy is checkParallelStacks for one merge: by frame, or (byFunction) by
+// function whatever the line, where no two siblings may name the same function.
+func checkParallelStacksBy(t *testing.T, d *dapSession, ranks RanksBody, byFunction bool) ParallelStacksBody {
+	t.Helper()
 	var ps ParallelStacksBody
-	d.call("hpcdap/parallelStacks", map[string]any{}, &ps)
+	d.call("hpcdap/parallelStacks", map[string]any{"byFunction": byFunction}, &ps)
 	type fkey struct {
 		name, path string
 		line       int
@@ -274,6 +282,9 @@ func checkParallelStacks(t *testing.T, d *dapSession, ranks RanksBody) ParallelS
 			if f.Source != nil {
 				k.path = f.Source.Path
 			}
+			if byFunction {
+				k.line = 0
+			}
 			stacks[r.Rank] = append(stacks[r.Rank], k)
 		}
 	}
@@ -288,6 +299,9 @@ func checkParallelStacks(t *testing.T, d *dapSession, ranks RanksBody) ParallelS
 		if n.Source != nil {
 			k.path = n.Source.Path
 		}
+		if byFunction {
+			k.line = 0
+		}
 		path = append(append([]fkey(nil), path...), k)
 		set, err := rankset.Parse(n.Ranks, -1)
 		if err != nil || set.Len() != n.Count {
@@ -301,7 +315,16 @@ func checkParallelStacks(t *testing.T, d *dapSession, ranks RanksBody) ParallelS
 			t.Errorf("node %d %s: frame %d of rank %d is not this frame", n.ID, n.Name, n.FrameLevel, rep)
 		}
 		childRanks := rankset.Set{}
+		seen := map[fkey]bool{}
 		for _, c := range n.Children {
+			ck := fkey{name: c.Name}
+			if c.Source != nil {
+				ck.path = c.Source.Path
+			}
+			if byFunction && seen[ck] {
+				t.Errorf("node %d: two children for %s", n.ID, c.Name)
+			}
+			seen[ck] = true
 			cs, _ := rankset.Parse(c.Ranks, -1)
 			if !cs.Intersect(childRanks).Empty() {
 				t.Errorf("node %d: children share ranks", n.ID)

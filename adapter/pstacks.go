@@ -58,7 +58,7 @@ func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 	defer cancel()
 	stacks := j.collectStacks(ctx, set)
-	body := s.mergeStacks(stacks, req.Arguments.MaxFrames)
+	body := s.mergeStacks(stacks, req.Arguments.MaxFrames, req.Arguments.ByFunction)
 	s.respond(&req.Request, body)
 }
 
@@ -186,8 +186,9 @@ func tracebackConfirms(tb []cdti.TraceFrame, phys []uint64) bool {
 }
 
 // mergeStacks builds the prefix tree: outermost frame first, one node per distinct frame
-// after the same path, siblings ordered by their lowest rank, ids in depth-first order.
-func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int) ParallelStacksBody {
+// after the same path (per function, whatever the line, with byFunction), siblings ordered by
+// their lowest rank, ids in depth-first order.
+func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int, byFunction bool) ParallelStacksBody {
 	type building struct {
 		node     *StackNode
 		set      rankset.Set
@@ -209,7 +210,11 @@ func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int) ParallelStacks
 		level := root
 		for i := len(frames) - 1; i >= 0; i-- {
 			f := frames[i]
-			b := level.children[f]
+			key := f
+			if byFunction {
+				key.line = 0
+			}
+			b := level.children[key]
 			if b == nil {
 				n := &StackNode{Name: f.name, ThreadID: st.thread.ID, FrameLevel: i, Children: []*StackNode{}}
 				if f.file != "" {
@@ -218,7 +223,7 @@ func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int) ParallelStacks
 					n.Line = s.lineOut(f.line)
 				}
 				b = &building{node: n, children: map[treeFrame]*building{}}
-				level.children[f] = b
+				level.children[key] = b
 				level.order = append(level.order, b)
 			}
 			b.set = b.set.Add(st.rank.Num)

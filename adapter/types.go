@@ -183,6 +183,9 @@ type FocusRequest struct {
 type ParallelStacksArguments struct {
 	Ranks     string `json:"ranks,omitempty"`
 	MaxFrames int    `json:"maxFrames,omitempty"`
+	// ByFunction merges frames of one function whatever line the ranks are at (each node then
+	// shows the line of its lowest rank), as DDT's and STAT's function-level views do.
+	ByFunction bool `json:"byFunction,omitempty"`
 }
 
 // ParallelStacksRequest is hpcdap/parallelStacks.

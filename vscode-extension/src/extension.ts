@@ -66,6 +66,9 @@ export function activate(context: vscode.ExtensionContext): void {
       if (e.affectsConfiguration('launch')) {
         enableViews(workspaceUsesHpcdap());
       }
+      if (e.affectsConfiguration('hpcdap.parallelStacks')) {
+        void sessions.refresh();
+      }
     }),
     vscode.commands.registerCommand('hpcdap.continueRanks', rankAction('continue')),
     vscode.commands.registerCommand('hpcdap.pauseRanks', rankAction('pause')),

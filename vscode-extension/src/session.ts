@@ -65,9 +65,9 @@ export class HpcSession {
   }
 
   /** Fetches the merged stacks of the stopped ranks. */
-  async fetchStacks(maxFrames: number): Promise<void> {
+  async fetchStacks(maxFrames: number, byFunction = false): Promise<void> {
     try {
-      this.stacks = (await this.session.customRequest(Requests.parallelStacks, { maxFrames })) as ParallelStacksResponse;
+      this.stacks = (await this.session.customRequest(Requests.parallelStacks, { maxFrames, byFunction })) as ParallelStacksResponse;
       this.stacksError = undefined;
       this.stacksStale = false;
     } catch (e) {
@@ -282,7 +282,7 @@ export class SessionManager implements vscode.Disposable {
         }
         const anyStopped = h.ranks.list().some((r) => r.state === 'stopped');
         if (doStacks && (anyStopped || h.ranks.size === 0)) {
-          await h.fetchStacks(maxFrames());
+          await h.fetchStacks(maxFrames(), stacksByFunction());
           if (h.stacksError) {
             this.log.warn(`${h.name}: ${Requests.parallelStacks}: ${h.stacksError}`);
           }
@@ -316,6 +316,11 @@ interface AdapterMessage {
 /** The hpcdap.parallelStacks.maxFrames setting. */
 export function maxFrames(): number {
   return vscode.workspace.getConfiguration('hpcdap').get<number>('parallelStacks.maxFrames', 64);
+}
+
+/** The hpcdap.parallelStacks.byFunction setting. */
+export function stacksByFunction(): boolean {
+  return vscode.workspace.getConfiguration('hpcdap').get<boolean>('parallelStacks.byFunction', false);
 }
 
 /** The message of an error from a custom request. */

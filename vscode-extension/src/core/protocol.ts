@@ -59,6 +59,8 @@ export interface StackNode {
 export interface ParallelStacksArguments {
   ranks?: string;
   maxFrames?: number;
+  /** Merge a function's frames whatever line each rank is at. */
+  byFunction?: boolean;
 }
 
 /** The body of the hpcdap/parallelStacks response. */
