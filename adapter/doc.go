@@ -42,7 +42,9 @@
 // first rank to stop is the primary; every other running rank is sent SIGSTOP and the stopped
 // event goes out once all have reported), or per rank or per thread (stopMode). Continue,
 // pause and steps apply to the focus set (hpcdap/focus); a step steps every focus rank's main
-// thread, gdb's way (step.go). Breakpoints are resolved once per binary and planted at each
+// thread, gdb's way (step.go). In stop mode thread a stopped thread is held (HoldThread) while
+// its rank runs; stepping it stops the rank for the step and holds the thread again after it.
+// Breakpoints are resolved once per binary and planted at each
 // rank's load bias with batched SetBreakpoint Updates; conditions, hit counts and log points
 // are evaluated on the front end when a rank reports the trap. Data breakpoints are CDTI
 // watchpoints propagated to every thread.

@@ -219,9 +219,35 @@ func TestStopModeThread(t *testing.T) {
 	}
 	w0 := eval()
 	waitFor(t, "the released worker to work while the other stays held", func() bool { return eval() > w0 })
-	before := eval()
-	if msg := d.callErr("next", map[string]any{"threadId": b.ThreadId}); !strings.Contains(msg, "stopMode") {
-		t.Errorf("next in stopMode thread: %q", msg)
+	// Stepping the held thread: the rank stops for the step, the thread steps one instruction
+	// and is held again, and the other worker goes on working throughout.
+	var idv dap.EvaluateResponseBody
+	d.call("evaluate", map[string]any{"expression": "id", "frameId": bf[0].Id, "context": "watch"}, &idv)
+	heldWork := "work[" + idv.Result + "]"
+	value := func(frameID int, expr string) int {
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": expr, "frameId": frameID, "context": "watch"}, &ev)
+		n, _ := strconv.Atoi(ev.Result)
+		return n
 	}
-	waitFor(t, "the released worker to go on working", func() bool { return eval() > before })
+	pc0 := bf[0].InstructionPointerReference
+	for i := 0; i < 3; i++ {
+		d.call("next", map[string]any{"threadId": b.ThreadId, "granularity": "instruction"}, nil)
+		st := d.stopped()
+		if st.ThreadId != b.ThreadId || st.Reason != "step" || st.AllThreadsStopped {
+			t.Fatalf("stop after next %d: %+v, want a step stop of thread %d alone", i, st, b.ThreadId)
+		}
+	}
+	bf = d.stackTrace(b.ThreadId)
+	if bf[0].Name != "worker" || bf[0].InstructionPointerReference == pc0 {
+		t.Errorf("after three instruction steps: %s at %s (was %s)", bf[0].Name, bf[0].InstructionPointerReference, pc0)
+	}
+	before := eval()
+	waitFor(t, "the released worker to go on working after the steps", func() bool { return eval() > before })
+	h0 := value(bf[0].Id, heldWork)
+	time.Sleep(200 * time.Millisecond)
+	bf = d.stackTrace(b.ThreadId)
+	if h := value(bf[0].Id, heldWork); h > h0+1 {
+		t.Errorf("the stepped thread ran on after its steps: %s went from %d to %d", heldWork, h0, h)
+	}
 }

@@ -114,10 +114,17 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 	if t.Rank.notif == nil {
 		// stopMode "thread": the rank runs with this thread held; CDTI steps a thread only
 		// while its process is suspended.
+		held := t.Rank.sym.held[t.LWP]
 		j.mu.Unlock()
-		return fmt.Errorf("rank %d runs with only this thread held (stopMode \"thread\"): stepping needs the rank stopped; use stopMode \"rank\" or \"all\"", t.Rank.Num)
+		if !held {
+			return fmt.Errorf("rank %d: LWP %d is not stopped", t.Rank.Num, t.LWP)
+		}
+		if err := j.suspendForStep(ctx, t); err != nil {
+			return err
+		}
+	} else {
+		j.mu.Unlock()
 	}
-	j.mu.Unlock()
 	steppers := make([]*stepper, len(ranks))
 	errs := make([]error, len(ranks))
 	var wg sync.WaitGroup
@@ -176,6 +183,65 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 		}
 	}
 	return nil
+}
+
+// suspendForStep suspends the rank of a thread that stop mode "thread" holds while the rest of
+// the rank runs, so that the thread can be stepped: a SIGSTOP stops the process, then the
+// thread's hold is lifted (the rank's other held threads stay held). The step then runs the
+// rank as in the other modes and, when it ends, the thread is held again and the rank goes on.
+func (j *Job) suspendForStep(ctx context.Context, t *Thread) error {
+	r := t.Rank
+	st := &stepper{j: j, r: r, lwp: t.LWP, ch: make(chan *cdti.Notify, 4)}
+	j.mu.Lock()
+	if r.stepper != nil {
+		j.mu.Unlock()
+		return fmt.Errorf("rank %d is stepping", r.Num)
+	}
+	r.stepper = st // the SIGSTOP's notification comes to st
+	j.mu.Unlock()
+	giveBack := func() {
+		j.mu.Lock()
+		if r.stepper == st {
+			r.stepper = nil
+		}
+		j.mu.Unlock()
+	}
+	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
+	if err == nil && rs[0].Code != cdti.CmdSuccess {
+		err = fmt.Errorf("%v", rs[0].Code)
+	}
+	if err != nil {
+		giveBack()
+		return fmt.Errorf("rank %d: stop it to step LWP %d: %w", r.Num, t.LWP, err)
+	}
+	var m *cdti.Notify
+	select {
+	case m = <-st.ch:
+	case <-ctx.Done():
+		giveBack()
+		j.mu.Lock()
+		r.sigstops++ // the SIGSTOP's stop, when it comes, is discarded
+		j.mu.Unlock()
+		return fmt.Errorf("rank %d: did not stop to step LWP %d: %w", r.Num, t.LWP, ctx.Err())
+	}
+	giveBack()
+	if int(m.Signal.Signal) != int(syscall.SIGSTOP) {
+		// Something else stopped the rank first (another thread's breakpoint): that stop is
+		// reported as usual, the SIGSTOP discarded when it comes, and the step not begun.
+		j.mu.Lock()
+		r.sigstops++
+		j.mu.Unlock()
+		r.evMu.Lock()
+		j.handleSignal(r, m)
+		r.evMu.Unlock()
+		return fmt.Errorf("rank %d stopped for another event before the step began", r.Num)
+	}
+	ns := m.Signal
+	j.mu.Lock()
+	r.notif = &ns
+	j.mu.Unlock()
+	r.sym.invalidate()
+	return j.releaseHeld(r, []int{t.LWP})
 }
 
 // prepare reads where the step starts.
