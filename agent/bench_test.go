@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // GetMemory of 8 bytes and of MaxMemorySize (65024) bytes over loopback TCP: one Query per
@@ -49,7 +50,7 @@ func BenchmarkBreakpointHitContinue(b *testing.B) {
 	h := newHarness(b, "")
 	h.spawn(1, progBin, "loop", strconv.Itoa(b.N))
 	tt, _ := startStopped(b, h, 1)
-	tt.setBreak(0, sym(b, progBin, "hit"))
+	tt.setBreak(0, testenv.NMSymbol(b, progBin, "hit"))
 	cont := &cdti.ContinueProcess{}
 	b.ResetTimer()
 	start := time.Now()

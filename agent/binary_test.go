@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 var (
@@ -133,7 +134,7 @@ func TestBinarySpawn(t *testing.T) {
 	if err != nil || len(ack.Ranks) != 2 {
 		t.Fatalf("attach: %+v %v", ack, err)
 	}
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	for r := uint32(0); r < 2; r++ {
 		// The ranks get their rank, not the session token the agent was started with.
 		pid := tt.query(r, &cdti.GetProcessData{}).Ack.(*cdti.GetProcessDataAck).TGID
@@ -258,7 +259,7 @@ func TestBinaryAttachAndKill(t *testing.T) {
 			tt.attach(0, 99, "dbg")
 			tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
 			tt.signalNotify()
-			hit := sym(t, progBin, "hit")
+			hit := testenv.NMSymbol(t, progBin, "hit")
 			tt.setBreak(0, hit)
 			tt.cont(0)
 			if n := tt.signalNotify(); n.InstAddress != hit {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // A breakpoint at a function found with nm stops the process with the PC there (read through
@@ -26,7 +27,7 @@ func TestBreakpointAtFunction(t *testing.T) {
 		t.Errorf("first stop at %#x, want ld.so's entry %#x", first.InstAddress, interp)
 	}
 
-	hit, inner, main := sym(t, progBin, "hit"), sym(t, progBin, "inner"), sym(t, progBin, "main")
+	hit, inner, main := testenv.NMSymbol(t, progBin, "hit"), testenv.NMSymbol(t, progBin, "inner"), testenv.NMSymbol(t, progBin, "main")
 	tt.setBreak(0, hit)
 	// The text shows the trap to the process, the original to the tool.
 	if got := procMem(t, pid, hit, 1)[0]; got != 0xCC {
@@ -150,7 +151,7 @@ func TestThousandHits(t *testing.T) {
 	h := newHarness(t, "")
 	out := h.spawn(1, progBin, "loop", "1000")
 	tt, _ := startStopped(t, h, 1)
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
 	tt.cont(0)
 	hits := 0
@@ -181,7 +182,7 @@ func TestStepOverBreakpoint(t *testing.T) {
 	h.spawn(1, progBin, "loop", "2")
 	tt, _ := startStopped(t, h, 1)
 	pid := h.rankPid(0)
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
 	tt.cont(0)
 	if n := tt.signalNotify(); n.InstAddress != hit {
@@ -249,7 +250,7 @@ func TestSetRegisterSet(t *testing.T) {
 	h := newHarness(t, "")
 	out := h.spawn(1, progBin, "loop", "3")
 	tt, _ := startStopped(t, h, 1)
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
 	tt.cont(0)
 	tt.signalNotify()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // DynamicNotifyStart delivers the Control signal at the program's entry point (AT_ENTRY, the
@@ -51,7 +52,7 @@ func TestProcessQueries(t *testing.T) {
 	h.spawn(1, progBin, "loop", "2")
 	tt, _ := startStopped(t, h, 1)
 	pid := h.rankPid(0)
-	tt.setBreak(0, sym(t, progBin, "hit"))
+	tt.setBreak(0, testenv.NMSymbol(t, progBin, "hit"))
 	tt.cont(0)
 	tt.signalNotify()
 
@@ -118,7 +119,7 @@ func TestSetMemoryAndBreakpoints(t *testing.T) {
 	h.spawn(1, progBin, "loop", "1")
 	tt, _ := startStopped(t, h, 1)
 	pid := h.rankPid(0)
-	poke := sym(t, progBin, "poke")
+	poke := testenv.NMSymbol(t, progBin, "poke")
 	orig := tt.memory(0, poke, 4)
 	tt.setBreak(0, poke+1)
 	patch := []byte{0x90, 0x91, 0x92, 0x93}
@@ -154,7 +155,7 @@ func TestAllocateMemory(t *testing.T) {
 	h.spawn(1, progBin, "loop", "1")
 	tt, _ := startStopped(t, h, 1)
 	pid := h.rankPid(0)
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
 	tt.cont(0)
 	tt.signalNotify()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // readUntilClosed reads a connection until the peer closes it; it fails if the peer keeps it
@@ -153,7 +154,7 @@ func TestBadInput(t *testing.T) {
 	h := newHarness(t, "")
 	h.spawn(1, progBin, "run")
 	tt, _ := startStopped(t, h, 1)
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 
 	// A frame whose length is shorter than a header, and one whose descriptors point outside
 	// the message (from an attached tool, so that it passes the message-level checks): each

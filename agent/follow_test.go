@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // mpichProgram compiles testdata/mpi.c with MPICH's compiler wrapper.
@@ -116,7 +117,7 @@ func TestFollowExecHydra(t *testing.T) {
 		}
 	}
 
-	main := sym(t, prog, "main")
+	main := testenv.NMSymbol(t, prog, "main")
 	tt := h.dial(1)
 	for rank := range uint32(4) {
 		tt.attach(rank, 99, "fe")

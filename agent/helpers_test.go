@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target/ptrace"
 )
 
@@ -340,35 +341,6 @@ func startStopped(t testing.TB, h *harness, id uint32, extra ...int) (*testTool,
 	return tt, n
 }
 
-// symbols reads a program's symbol table with nm (the oracle for addresses).
-func symbols(t testing.TB, bin string) map[string]uint64 {
-	t.Helper()
-	out, err := exec.Command("nm", bin).Output()
-	if err != nil {
-		t.Fatalf("nm %s: %v (install the Debian package binutils)", bin, err)
-	}
-	syms := make(map[string]uint64)
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 3 {
-			if v, err := strconv.ParseUint(f[0], 16, 64); err == nil {
-				syms[f[2]] = v
-			}
-		}
-	}
-	return syms
-}
-
-func sym(t testing.TB, bin, name string) uint64 {
-	t.Helper()
-	v, ok := symbols(t, bin)[name]
-	if !ok {
-		t.Fatalf("nm %s: no symbol %s", bin, name)
-	}
-	return v
-}
-
 // textBytes returns the file bytes of bin's .text section and its address.
 func textBytes(t testing.TB, bin string) (uint64, []byte) {
 	t.Helper()
@@ -419,19 +391,14 @@ func taskStates(t testing.TB, pid int) map[int]byte {
 	return out
 }
 
-// procStatus reads a field of /proc/PID/status.
+// procStatus reads a field of /proc/PID/status, failing the test when the process is gone.
 func procStatus(t testing.TB, pid int, field string) string {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	v, err := testenv.ProcStatus(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	return v
 }
 
 // objdumpStore finds, in objdump's disassembly of function fn, the instruction that writes to
@@ -514,22 +481,11 @@ func (tt *testTool) waitTermination(rank uint32) cdti.ExitStatus {
 // symbol table's address and size.
 func inFunc(t testing.TB, bin, name string, pc uint64) bool {
 	t.Helper()
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
+	s := testenv.ELFSymbol(t, bin, name)
+	if elf.ST_TYPE(s.Info) != elf.STT_FUNC {
+		t.Fatalf("%s: %s is not a function", bin, name)
 	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_FUNC {
-			return pc > s.Value && pc < s.Value+s.Size
-		}
-	}
-	t.Fatalf("%s: no function %s", bin, name)
-	return false
+	return pc > s.Value && pc < s.Value+s.Size
 }
 
 // rawConn is a CDTI connection without the client's checks, to send what a broken or hostile

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // Control with sndSignal SIGSTOP on a process already in a job-control stop (how slurmstepd
@@ -46,7 +47,7 @@ func controlInJobControlStop(t *testing.T, sigcontFirst bool) {
 	if err := h.a.AttachRanks(map[uint32]int{0: pid}); err != nil {
 		t.Fatal(err)
 	}
-	counter := sym(t, progBin, "counter")
+	counter := testenv.NMSymbol(t, progBin, "counter")
 	tt := h.dial(1)
 	tt.attach(0, 99, "dbg")
 	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target/ptrace"
 )
 
@@ -139,7 +140,7 @@ func waitDead(t *testing.T, pid int) {
 // waitRunning waits until pid's counter moves: it runs.
 func waitRunning(t *testing.T, pid int) {
 	t.Helper()
-	counter := sym(t, progBin, "counter")
+	counter := testenv.NMSymbol(t, progBin, "counter")
 	c0 := le.Uint64(procMem(t, pid, counter, 8))
 	deadline := time.Now().Add(20 * time.Second)
 	for le.Uint64(procMem(t, pid, counter, 8)) == c0 {

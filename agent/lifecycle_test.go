@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target/ptrace"
 )
 
@@ -54,7 +55,7 @@ func checkUntouched(t *testing.T, pid int) {
 			}
 		}
 	}
-	counter := sym(t, progBin, "counter")
+	counter := testenv.NMSymbol(t, progBin, "counter")
 	c1 := le.Uint64(procMem(t, pid, counter, 8))
 	deadline = time.Now().Add(10 * time.Second)
 	for le.Uint64(procMem(t, pid, counter, 8)) == c1 {
@@ -85,7 +86,7 @@ func TestDetachLeavesProcessUntouched(t *testing.T) {
 	if n := tt.signalNotify(); n.Signal != uint32(syscall.SIGSTOP) {
 		t.Fatalf("%+v", n)
 	}
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
 	tt.cont(0)
 	if n := tt.signalNotify(); n.InstAddress != hit {
@@ -118,9 +119,9 @@ func TestDroppedConnection(t *testing.T) {
 	tt.attach(0, 99, "dbg")
 	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
 	tt.signalNotify()
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
-	tt.mustUpdate(0, &cdti.SetWatchpoint{Addr: sym(t, progBin, "counter"), Length: 8, Type: cdti.WatchWrite})
+	tt.mustUpdate(0, &cdti.SetWatchpoint{Addr: testenv.NMSymbol(t, progBin, "counter"), Length: 8, Type: cdti.WatchWrite})
 	tt.cont(0)
 	n := tt.signalNotify()
 	if n.InstAddress != hit {
@@ -144,7 +145,7 @@ func TestAgentShutdownLetsGo(t *testing.T) {
 	tt.attach(0, 99, "dbg")
 	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
 	tt.signalNotify()
-	tt.setBreak(0, sym(t, progBin, "hit"))
+	tt.setBreak(0, testenv.NMSymbol(t, progBin, "hit"))
 	tt.cont(0)
 	tt.signalNotify()
 	h.a.Shutdown(false)
@@ -163,7 +164,7 @@ func TestRedbookTwoTools(t *testing.T) {
 	h := newHarness(t, "")
 	h.spawn(1, progBin, "run")
 	dbg, _ := startStopped(t, h, 1)
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	dbg.setBreak(0, hit)
 	dbg.cont(0)
 	if n := dbg.signalNotify(); n.InstAddress != hit {
@@ -387,7 +388,7 @@ func TestDroppedConnectionCancelsPendingStop(t *testing.T) {
 	tt.attach(0, 99, "dbg")
 	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
 	tt.signalNotify()
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
 	tt.cont(0)
 	if n := tt.signalNotify(); n.InstAddress != hit {

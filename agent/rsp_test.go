@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/ppc64"
 )
 
@@ -98,10 +99,7 @@ func fixedLayout(t testing.TB, emulator string) string {
 // compile builds powerSource statically with the cross compiler.
 func (a powerArch) compile(t testing.TB) string {
 	t.Helper()
-	gcc, err := exec.LookPath(a.gcc)
-	if err != nil {
-		t.Fatalf("%s not found: install the Debian package gcc-%s", a.gcc, strings.TrimSuffix(a.gcc, "-gcc"))
-	}
+	gcc := testenv.NeedTool(t, a.gcc, "gcc-"+strings.TrimSuffix(a.gcc, "-gcc"))
 	dir := t.TempDir()
 	src := filepath.Join(dir, "power.c")
 	if err := os.WriteFile(src, []byte(powerSource), 0o644); err != nil {
@@ -341,10 +339,10 @@ func TestRSPPowerAgainstGDB(t *testing.T) {
 
 			// Memory: text reads show the program's instruction, not the trap; data is written.
 			text := tt.memory(0, addAddr, 8)
-			if want := fileBytes(t, exe, addAddr, 8); !bytes.Equal(text, want) {
+			if want := testenv.ELFBytes(t, exe, addAddr, 8); !bytes.Equal(text, want) {
 				t.Errorf("text at add: % x, file has % x", text, want)
 			}
-			markerAddr := elfSymbol(t, exe, "marker")
+			markerAddr := testenv.ELFSymbol(t, exe, "marker").Value
 			got := tt.memory(0, markerAddr, 8)
 			if a.order.Uint64(got) != 0x1122334455667788 {
 				t.Errorf("marker reads % x", got)
@@ -447,27 +445,6 @@ func comparePowerRegs(t *testing.T, tt *testTool, tid uint32, order binary.ByteO
 	}
 }
 
-// fileBytes reads n bytes at a virtual address from the executable.
-func fileBytes(t testing.TB, exe string, addr uint64, n int) []byte {
-	t.Helper()
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, s := range f.Sections {
-		if s.Type == elf.SHT_PROGBITS && addr >= s.Addr && addr+uint64(n) <= s.Addr+s.Size {
-			b := make([]byte, n)
-			if _, err := s.ReadAt(b, int64(addr-s.Addr)); err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
-	}
-	t.Fatalf("%s: %#x is in no section", exe, addr)
-	return nil
-}
-
 // TestRSPPowerTenThousandHits counts every hit of the loop's breakpoint through the agent:
 // exactly as many as the program calls add, on both byte orders; the program's own sum proves
 // that every call ran the original instruction.
@@ -508,27 +485,6 @@ func TestRSPPowerTenThousandHits(t *testing.T) {
 			out.waitFor(t, fmt.Sprintf("sum %d ", calls*(calls-1)/2))
 		})
 	}
-}
-
-// elfSymbol returns a symbol's value from the executable's symbol table.
-func elfSymbol(t testing.TB, exe, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == name {
-			return s.Value
-		}
-	}
-	t.Fatalf("%s: no symbol %s", exe, name)
-	return 0
 }
 
 // rspTrace returns stderr when RSP_TRACE is set, for following a test's packets.
@@ -639,7 +595,7 @@ func TestRSPPowerOldQEMU(t *testing.T) {
 	h.spawnPower(exe, "9")
 	tt, _ := startStopped(t, h, 1)
 	tt.mustUpdate(0, &cdti.SetBreakpoint{Addr: addr, Instruction: ppc64.TrapWordLinux})
-	if got, want := tt.memory(0, addr, 4), fileBytes(t, exe, addr, 4); !bytes.Equal(got, want) {
+	if got, want := tt.memory(0, addr, 4), testenv.ELFBytes(t, exe, addr, 4); !bytes.Equal(got, want) {
 		t.Errorf("memory at the breakpoint % x, file % x", got, want)
 	}
 	if hits := countHits(t, tt, addr); hits != 9 {

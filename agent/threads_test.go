@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // procTasks lists /proc/PID/task, sorted.
@@ -62,7 +63,7 @@ func simultaneousHits(t *testing.T) (queued bool) {
 	out := h.spawn(1, threadsBin, "1")
 	tt, _ := startStopped(t, h, 1)
 	pid := h.rankPid(0)
-	bump, total := sym(t, threadsBin, "bump"), sym(t, threadsBin, "total")
+	bump, total := testenv.NMSymbol(t, threadsBin, "bump"), testenv.NMSymbol(t, threadsBin, "total")
 	tt.setBreak(0, bump)
 	tt.cont(0)
 	seen := map[uint32]bool{}
@@ -136,7 +137,7 @@ func TestHoldRelease(t *testing.T) {
 	h := newHarness(t, "")
 	out := h.spawn(1, threadsBin, "1")
 	tt, _ := startStopped(t, h, 1)
-	bump := sym(t, threadsBin, "bump")
+	bump := testenv.NMSymbol(t, threadsBin, "bump")
 	tt.setBreak(0, bump)
 	tt.cont(0)
 	n := tt.signalNotify()
@@ -191,7 +192,7 @@ func TestWatchpoint(t *testing.T) {
 	h := newHarness(t, "")
 	out := h.spawn(1, progBin, "watch")
 	tt, _ := startStopped(t, h, 1)
-	watched := sym(t, progBin, "watched")
+	watched := testenv.NMSymbol(t, progBin, "watched")
 	store := objdumpStore(t, progBin, "poke", "watched")
 	rs := tt.update(0, &cdti.SetWatchpoint{Addr: watched, Length: 4, Type: cdti.WatchWrite})
 	if rs[0].Code != cdti.CmdSuccess {
@@ -247,7 +248,7 @@ func TestContinuationSignal(t *testing.T) {
 			h := newHarness(t, "")
 			out := h.spawn(1, progBin, "signal")
 			tt, _ := startStopped(t, h, 1, int(syscall.SIGUSR1))
-			hit := sym(t, progBin, "hit")
+			hit := testenv.NMSymbol(t, progBin, "hit")
 			tt.setBreak(0, hit)
 			tt.cont(0)
 			if n := tt.signalNotify(); n.InstAddress != hit {
@@ -316,7 +317,7 @@ func TestWatchPropagate(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := tt.signalNotify()
-	total := sym(t, threadsBin, "total")
+	total := testenv.NMSymbol(t, threadsBin, "total")
 	tt.mustUpdate(0, &cdti.SetWatchpoint{Addr: total, Length: 8, Type: cdti.WatchWrite})
 	tt.cont(0)
 	n := tt.signalNotify()
@@ -349,7 +350,7 @@ func TestExecFollowed(t *testing.T) {
 	h := newHarness(t, "")
 	out := h.spawn(1, progBin, "exec")
 	tt, _ := startStopped(t, h, 1)
-	hit := sym(t, progBin, "hit")
+	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit) // in the old image: never hit
 	tt.cont(0)
 	n := tt.signalNotify()
@@ -385,10 +386,10 @@ func TestReadWatchpoint(t *testing.T) {
 	h := newHarness(t, "")
 	out := h.spawn(1, progBin, "rwatch")
 	tt, _ := startStopped(t, h, 1)
-	watched := sym(t, progBin, "watched")
+	watched := testenv.NMSymbol(t, progBin, "watched")
 	tt.mustUpdate(0, &cdti.SetWatchpoint{Addr: watched, Length: 4, Type: cdti.WatchRead})
-	tt.mustUpdate(0, &cdti.SetWatchpoint{Addr: sym(t, progBin, "counter"), Length: 8, Type: cdti.WatchWrite})
-	if r := tt.update(0, &cdti.SetWatchpoint{Addr: sym(t, progBin, "spin"), Length: 4, Type: cdti.WatchWrite})[0]; r.Code != cdti.CmdHwdUnavail {
+	tt.mustUpdate(0, &cdti.SetWatchpoint{Addr: testenv.NMSymbol(t, progBin, "counter"), Length: 8, Type: cdti.WatchWrite})
+	if r := tt.update(0, &cdti.SetWatchpoint{Addr: testenv.NMSymbol(t, progBin, "spin"), Length: 4, Type: cdti.WatchWrite})[0]; r.Code != cdti.CmdHwdUnavail {
 		t.Errorf("third watchpoint: %v, want CmdHwdUnavail", r.Code)
 	}
 	tt.cont(0)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // lddResult is what ldd (the real dynamic linker in trace mode) reports.
@@ -19,7 +21,7 @@ type lddResult struct {
 
 func ldd(t testing.TB, prog string, env []string) lddResult {
 	t.Helper()
-	needTool(t, "ldd", "libc-bin")
+	testenv.NeedTool(t, "ldd", "libc-bin")
 	cmd := exec.Command("ldd", prog)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()
@@ -107,7 +109,7 @@ func libsFixture(t *testing.T) string {
 		{"-o", filepath.Join(bin, "main_noinherit"), src("main.c"), "-L" + lib, "-louter_plain", "-Wl,-rpath-link," + lib,
 			"-Wl,--enable-new-dtags,-rpath,$ORIGIN/../lib"},
 	}
-	needTool(t, "gcc", "gcc")
+	testenv.NeedTool(t, "gcc", "gcc")
 	for _, s := range steps {
 		if out, err := exec.Command("gcc", s...).CombinedOutput(); err != nil {
 			t.Fatalf("gcc %v: %v\n%s", s, err, out)
@@ -152,8 +154,8 @@ func TestResolveMatchesLdd(t *testing.T) {
 // Real programs with many libraries: MPI programs and the launchers.
 func TestResolveMatchesLddMPI(t *testing.T) {
 	env := withoutVars(os.Environ(), "LD_LIBRARY_PATH")
-	for _, p := range []string{program(t, "ompi"), program(t, "mpich"), needTool(t, "srun", "slurm-client"),
-		needTool(t, "orterun", "openmpi-bin"), needTool(t, "mpiexec.hydra", "mpich")} {
+	for _, p := range []string{program(t, "ompi"), program(t, "mpich"), testenv.NeedTool(t, "srun", "slurm-client"),
+		testenv.NeedTool(t, "orterun", "openmpi-bin"), testenv.NeedTool(t, "mpiexec.hydra", "mpich")} {
 		checkAgainstLdd(t, p, env)
 	}
 }

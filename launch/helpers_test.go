@@ -1,22 +1,19 @@
 package launch
 
 import (
-	"bytes"
 	"context"
-	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/tests/cluster"
 )
 
@@ -67,13 +64,13 @@ func program(t testing.TB, name string) string {
 	var err error
 	switch name {
 	case "ompi":
-		err = build("libopenmpi-dev", "mpicc.openmpi", "-g", "-O0", "-o", out, "testdata/mpi_ranks.c")
+		err = testenv.Build("libopenmpi-dev", "mpicc.openmpi", "-g", "-O0", "-o", out, "testdata/mpi_ranks.c")
 	case "mpich":
-		err = build("libmpich-dev", "mpicc.mpich", "-g", "-O0", "-o", out, "testdata/mpi_ranks.c")
+		err = testenv.Build("libmpich-dev", "mpicc.mpich", "-g", "-O0", "-o", out, "testdata/mpi_ranks.c")
 	case "serial":
-		err = build("gcc", "gcc", "-g", "-O0", "-o", out, "testdata/serial.c")
+		err = testenv.Build("gcc", "gcc", "-g", "-O0", "-o", out, "testdata/serial.c")
 	case "hpcdap":
-		err = build("golang", "go", "build", "-o", out, "github.com/hpcdap/hpcdap/cmd/hpcdap")
+		err = testenv.Build("golang", "go", "build", "-o", out, "github.com/hpcdap/hpcdap/cmd/hpcdap")
 	default:
 		err = fmt.Errorf("unknown test program %q", name)
 	}
@@ -83,25 +80,6 @@ func program(t testing.TB, name string) string {
 	}
 	built[name] = out
 	return out
-}
-
-func build(pkg, name string, args ...string) error {
-	if _, err := exec.LookPath(name); err != nil {
-		return fmt.Errorf("%s not found: install the Debian package %s", name, pkg)
-	}
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-func needTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s not found: install the Debian package %s", name, pkg)
-	}
-	return p
 }
 
 // ompiEnv lets Open MPI's mpirun run as root on a 2-core machine, and keeps it from aborting
@@ -129,41 +107,15 @@ func newFrontend(t testing.TB, wlm string, nodeTmp string) *Frontend {
 	return fe
 }
 
-// envOf reads one variable of a process's initial environment.
-func envOf(pid int, name string) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return "", false
-	}
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte(name+"=")); ok {
-			return string(v), true
-		}
-	}
-	return "", false
-}
-
-// procStatus returns a field of /proc/PID/status.
-func procStatus(pid int, field string) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return ""
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
 // tracerProcess is the process (thread group) whose thread traces pid, or 0.
 func tracerProcess(pid int) int {
-	tid, err := strconv.Atoi(procStatus(pid, "TracerPid"))
+	tr, _ := testenv.ProcStatus(pid, "TracerPid")
+	tid, err := strconv.Atoi(tr)
 	if err != nil || tid == 0 {
 		return 0
 	}
-	tgid, _ := strconv.Atoi(procStatus(tid, "Tgid"))
+	g, _ := testenv.ProcStatus(tid, "Tgid")
+	tgid, _ := strconv.Atoi(g)
 	return tgid
 }
 
@@ -187,38 +139,17 @@ func ranksRunning(t testing.TB, prog, rankVar string, filter map[string]string) 
 		}
 		ok := true
 		for k, v := range filter {
-			if got, _ := envOf(pid, k); got != v {
+			if got, _ := testenv.ProcEnv(pid, k); got != v {
 				ok = false
 			}
 		}
-		if v, found := envOf(pid, rankVar); ok && found {
+		if v, found := testenv.ProcEnv(pid, rankVar); ok && found {
 			if r, err := strconv.Atoi(v); err == nil {
 				out[r] = pid
 			}
 		}
 	}
 	return out
-}
-
-// elfEntry returns a program's e_entry and the address of a symbol (link-time values).
-func elfEntry(t testing.TB, prog, sym string) (entry, addr uint64) {
-	t.Helper()
-	f, err := elf.Open(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == sym {
-			return f.Entry, s.Value
-		}
-	}
-	t.Fatalf("%s: no symbol %s", prog, sym)
-	return 0, 0
 }
 
 // rankTool is a test tool driving the ranks of a job through their node agents, as the

@@ -5,12 +5,14 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // Every x86-64 entry that ldconfig -p prints is found by Lookup at the path ldconfig gives
 // first for that name, and the cache holds as many entries as ldconfig lists.
 func TestLDCacheMatchesLdconfig(t *testing.T) {
-	ldconfig := needTool(t, "ldconfig", "libc-bin")
+	ldconfig := testenv.NeedTool(t, "ldconfig", "libc-bin")
 	c, err := ReadLDCache("/etc/ld.so.cache")
 	if err != nil {
 		t.Fatal(err)

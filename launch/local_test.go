@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // driveRanks is what the adapter does with a held job: attach every rank through its node
@@ -21,7 +22,7 @@ import (
 func driveRanks(t *testing.T, app *App, g *Agents, prog string, sigcont bool) map[int]int {
 	t.Helper()
 	rt := dialAgents(t, g)
-	entry, fn := elfEntry(t, prog, "after_init")
+	entry, fn := testenv.ELFEntry(t, prog), testenv.ELFSymbol(t, prog, "after_init").Value
 	procs := app.Procs()
 	var failed []string
 	for _, p := range procs {
@@ -100,7 +101,7 @@ func driveRanks(t *testing.T, app *App, g *Agents, prog string, sigcont bool) ma
 // its own code.
 func TestLocalOpenMPIEndToEnd(t *testing.T) {
 	prog := program(t, "ompi")
-	needTool(t, "mpirun.openmpi", "openmpi-bin")
+	testenv.NeedTool(t, "mpirun.openmpi", "openmpi-bin")
 	fe := newFrontend(t, "local", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -121,7 +122,7 @@ func TestLocalOpenMPIEndToEnd(t *testing.T) {
 		if tree[p.Rank] != p.Pid {
 			t.Errorf("rank %d: pid %d, the process tree says %d", p.Rank, p.Pid, tree[p.Rank])
 		}
-		if pp := procStatus(p.Pid, "PPid"); pp != fmt.Sprint(app.LauncherPid()) {
+		if pp, _ := testenv.ProcStatus(p.Pid, "PPid"); pp != fmt.Sprint(app.LauncherPid()) {
 			t.Errorf("rank %d: parent %s, launcher pid %d", p.Rank, pp, app.LauncherPid())
 		}
 	}
@@ -166,7 +167,7 @@ func TestLocalOpenMPIEndToEnd(t *testing.T) {
 // after_init once a tool starts them, each exiting with its own code.
 func TestLocalHydraEndToEnd(t *testing.T) {
 	prog := program(t, "mpich")
-	needTool(t, "mpiexec.hydra", "mpich")
+	testenv.NeedTool(t, "mpiexec.hydra", "mpich")
 	fe := newFrontend(t, "local", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -185,10 +186,10 @@ func TestLocalHydraEndToEnd(t *testing.T) {
 		}
 		// Held at the exec: in a tracing stop, one thread, nothing of the program run yet
 		// (no MPI library mapped).
-		if st := procStatus(p.Pid, "State"); !strings.HasPrefix(st, "t") {
+		if st, _ := testenv.ProcStatus(p.Pid, "State"); !strings.HasPrefix(st, "t") {
 			t.Errorf("rank %d: state %q, want t (traced, held at its exec)", p.Rank, st)
 		}
-		if tr := procStatus(p.Pid, "TracerPid"); tr == "0" || tr == "" {
+		if tr, _ := testenv.ProcStatus(p.Pid, "TracerPid"); tr == "0" || tr == "" {
 			t.Errorf("rank %d: TracerPid %q, want the agent", p.Rank, tr)
 		}
 		if maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid)); strings.Contains(string(maps), "libmpi") {
@@ -222,7 +223,7 @@ func TestLocalHydraEndToEnd(t *testing.T) {
 // on every launch) and equals the process tree; the job is left running.
 func TestLocalAttachMpirun(t *testing.T) {
 	prog := program(t, "ompi")
-	mpirun := needTool(t, "mpirun.openmpi", "openmpi-bin")
+	mpirun := testenv.NeedTool(t, "mpirun.openmpi", "openmpi-bin")
 	out := filepath.Join(t.TempDir(), "out")
 	f, _ := os.Create(out)
 	cmd := exec.Command(mpirun, "-np", "3", prog, "30")
@@ -258,7 +259,7 @@ func TestLocalAttachMpirun(t *testing.T) {
 		t.Errorf("Deregister: %v", err)
 	}
 	// Deregister leaves an attached job running, the launcher untraced.
-	if st := procStatus(cmd.Process.Pid, "TracerPid"); st != "0" {
+	if st, _ := testenv.ProcStatus(cmd.Process.Pid, "TracerPid"); st != "0" {
 		t.Errorf("mpirun TracerPid %q after Deregister, want 0", st)
 	}
 	if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
@@ -286,7 +287,7 @@ func TestLocalLaunchErrors(t *testing.T) {
 // are missing, and nothing of the job is left.
 func TestLocalHydraPartial(t *testing.T) {
 	prog := program(t, "mpich")
-	needTool(t, "mpiexec.hydra", "mpich")
+	testenv.NeedTool(t, "mpiexec.hydra", "mpich")
 	fe := newFrontend(t, "local", "")
 	fe.opts.Timeout = 10 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -309,7 +310,7 @@ func TestLocalHydraPartial(t *testing.T) {
 // rank runs the program afterwards and the launcher is gone.
 func TestLocalHydraDeregisterHeld(t *testing.T) {
 	prog := program(t, "mpich")
-	needTool(t, "mpiexec.hydra", "mpich")
+	testenv.NeedTool(t, "mpiexec.hydra", "mpich")
 	fe := newFrontend(t, "local", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

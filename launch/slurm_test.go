@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/tests/cluster"
 )
 
@@ -32,7 +33,7 @@ func slurmTasks(t *testing.T, prog, job, step string) map[int]Proc {
 	t.Helper()
 	out := map[int]Proc{}
 	for rank, pid := range ranksRunning(t, prog, "SLURM_PROCID", map[string]string{"SLURM_JOB_ID": job, "SLURM_STEP_ID": step}) {
-		node, _ := envOf(pid, "SLURMD_NODENAME")
+		node, _ := testenv.ProcEnv(pid, "SLURMD_NODENAME")
 		out[rank] = Proc{Rank: rank, Host: node, Pid: pid}
 	}
 	return out
@@ -80,7 +81,9 @@ func TestSlurmLaunchEndToEnd(t *testing.T) {
 		t.Errorf("hold %v, want at exec", app.Hold())
 	}
 	for _, p := range app.Procs() {
-		if st, tr := procStatus(p.Pid, "State"), procStatus(p.Pid, "TracerPid"); !strings.HasPrefix(st, "T") || tr != "0" {
+		st, _ := testenv.ProcStatus(p.Pid, "State")
+		tr, _ := testenv.ProcStatus(p.Pid, "TracerPid")
+		if !strings.HasPrefix(st, "T") || tr != "0" {
 			t.Errorf("rank %d: state %q tracer %q, want stopped and untraced", p.Rank, st, tr)
 		}
 	}
@@ -307,7 +310,7 @@ func TestSlurmAttachSrunPid(t *testing.T) {
 	if err := app.Deregister(); err != nil {
 		t.Errorf("Deregister: %v", err)
 	}
-	if tr := procStatus(cmd.Process.Pid, "TracerPid"); tr != "0" {
+	if tr, _ := testenv.ProcStatus(cmd.Process.Pid, "TracerPid"); tr != "0" {
 		t.Errorf("srun TracerPid %q after Deregister", tr)
 	}
 }

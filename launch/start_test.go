@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // The workload manager follows the request: srun and Slurm steps need Slurm, the rest is local
@@ -39,7 +41,7 @@ func TestWLMFor(t *testing.T) {
 // agent serves it, and after Release (no tool attached) the job runs to its end.
 func TestStartLocal(t *testing.T) {
 	prog := program(t, "mpich")
-	needTool(t, "mpiexec.hydra", "mpich")
+	testenv.NeedTool(t, "mpiexec.hydra", "mpich")
 	fe := newFrontend(t, "local", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

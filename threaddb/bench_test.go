@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 
@@ -69,7 +70,7 @@ func BenchmarkMapLWP1000(b *testing.B) {
 // BenchmarkGDBInfoThreads1000 times gdb (with glibc's libthread_db) attaching to the same kind of
 // process and listing its threads: `gdb -batch -p PID -ex 'info threads'`.
 func BenchmarkGDBInfoThreads1000(b *testing.B) {
-	needTool(b, "gdb", "gdb")
+	testenv.NeedTool(b, "gdb", "gdb")
 	progs := buildPrograms(b)
 	tg := startTarget(b, progs.dynamic, benchThreads)
 	b.ResetTimer()
@@ -107,7 +108,7 @@ func BenchmarkTLSAddress1000(b *testing.B) {
 	tg, p, mem, _ := benchTarget(b)
 	path := buildPrograms(b).dynamic
 	exe := moduleFor(b, procModules(b, tg.pid), path)
-	off := symbolValue(b, path, "tlsvar")
+	off := testenv.NMSymbol(b, path, "tlsvar")
 	list, err := p.List()
 	if err != nil {
 		b.Fatal(err)

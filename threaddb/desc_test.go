@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 
@@ -36,7 +37,7 @@ func readLib(t testing.TB, path string) *threaddb.Library {
 // TestHostDescriptorsMatchDebugInfo checks every decoded x86_64 descriptor against the layout
 // of glibc's own structures, which gdb reads from libc's debug information (libc6-dbg).
 func TestHostDescriptorsMatchDebugInfo(t *testing.T) {
-	needTool(t, "gdb", "gdb")
+	testenv.NeedTool(t, "gdb", "gdb")
 	lib := readLib(t, hostLibc)
 	if lib.Machine != elf.EM_X86_64 || lib.Order != binary.LittleEndian || lib.PtrSize != 8 || lib.Static {
 		t.Fatalf("target description: %v %v %d static=%v", lib.Machine, lib.Order, lib.PtrSize, lib.Static)

@@ -18,18 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
-
-// needTool fails the test when a tool it needs is missing.
-func needTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is required (Debian package %s): %v", name, pkg, err)
-	}
-	return p
-}
 
 // run runs a command and fails the test with its output on error.
 func run(t testing.TB, dir string, name string, args ...string) string {
@@ -61,7 +52,7 @@ var (
 // buildPrograms compiles the test programs once per test binary run.
 func buildPrograms(t testing.TB) programs {
 	t.Helper()
-	needTool(t, "gcc", "gcc")
+	testenv.NeedTool(t, "gcc", "gcc")
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "threaddb-test-")
 		if err != nil {
@@ -271,26 +262,6 @@ func procModules(t testing.TB, pid int) []threaddb.Module {
 	return mods
 }
 
-// symbolValue returns the value of a symbol from nm's output (nm is the oracle for symbol
-// addresses and TLS offsets).
-func symbolValue(t testing.TB, file, name string) uint64 {
-	t.Helper()
-	needTool(t, "nm", "binutils")
-	out := run(t, "", "nm", file)
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 3 && f[2] == name {
-			v, err := strconv.ParseUint(f[0], 16, 64)
-			if err != nil {
-				t.Fatalf("nm %s: %q: %v", file, line, err)
-			}
-			return v
-		}
-	}
-	t.Fatalf("nm %s: no symbol %s", file, name)
-	return 0
-}
-
 // gdbThread is what gdb, through the real libthread_db, says of one thread.
 type gdbThread struct {
 	pthread uint64
@@ -309,7 +280,7 @@ var (
 // the number of threads "info threads" listed.
 func runGDB(t testing.TB, pid int, cmds ...string) map[int]*gdbThread {
 	t.Helper()
-	needTool(t, "gdb", "gdb")
+	testenv.NeedTool(t, "gdb", "gdb")
 	args := []string{"-batch", "-nx", "-p", strconv.Itoa(pid), "-ex", "set width 0", "-ex", "info threads"}
 	for _, c := range cmds {
 		args = append(args, "-ex", "thread apply all -c "+c)

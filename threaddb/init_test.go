@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 
@@ -65,7 +66,7 @@ func (s stoppedThreads) ThreadPointer(lwp int) (uint64, error) {
 // what "info threads" lists: gdb's view of a program whose thread library is not initialised.
 func gdbStarti(t *testing.T, path string) []string {
 	t.Helper()
-	needTool(t, "gdb", "gdb")
+	testenv.NeedTool(t, "gdb", "gdb")
 	out := run(t, "", "gdb", "-batch", "-nx", "-ex", "starti", "-ex", "info threads", "--args", path, "8")
 	var rows []string
 	row := regexp.MustCompile(`^\*?\s*\d+\s+(\S.*)$`)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 
@@ -160,10 +161,10 @@ func liveRound(t *testing.T, tg *target, p *threaddb.Process, mem *procMem, thr 
 		t.Errorf("List has %d threads, want %d (gdb lists %d)", len(list.Threads), want, len(oracle))
 	}
 	exe := moduleFor(t, mods, path)
-	tlsOff := symbolValue(t, path, "tlsvar")
-	arrOff := symbolValue(t, path, "tlsarr")
-	even := exe.Bias + symbolValue(t, path, "worker_even")
-	odd := exe.Bias + symbolValue(t, path, "worker_odd")
+	tlsOff := testenv.NMSymbol(t, path, "tlsvar")
+	arrOff := testenv.NMSymbol(t, path, "tlsarr")
+	even := exe.Bias + testenv.NMSymbol(t, path, "worker_even")
+	odd := exe.Bias + testenv.NMSymbol(t, path, "worker_odd")
 	if id, err := p.ModuleID(exe); err != nil || id != 1 {
 		t.Errorf("ModuleID(executable) = %d, %v; want 1", id, err)
 	}
@@ -194,9 +195,9 @@ func liveRound(t *testing.T, tg *target, p *threaddb.Process, mem *procMem, thr 
 	var libOff, lazyOff, ieOff uint64
 	if withLib {
 		libMod, lazy, ie = moduleFor(t, mods, "libtls.so"), moduleFor(t, mods, "liblazy.so"), moduleFor(t, mods, "libie.so")
-		libOff = symbolValue(t, libMod.Path, "libvar")
-		lazyOff = symbolValue(t, lazy.Path, "lazyvar")
-		ieOff = symbolValue(t, ie.Path, "ievar")
+		libOff = testenv.NMSymbol(t, libMod.Path, "libvar")
+		lazyOff = testenv.NMSymbol(t, lazy.Path, "lazyvar")
+		ieOff = testenv.NMSymbol(t, ie.Path, "ievar")
 	}
 
 	order := binary.LittleEndian
@@ -362,7 +363,7 @@ func TestConcurrentQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	exe := moduleFor(t, mods, path)
-	off := symbolValue(t, path, "tlsvar")
+	off := testenv.NMSymbol(t, path, "tlsvar")
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := 0; g < 4; g++ {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 
@@ -161,8 +162,8 @@ func TestPPC64UnderQEMU(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				needTool(t, c.gcc, "gcc-"+strings.ReplaceAll(c.name, "ppc64le", "powerpc64le")+"-linux-gnu")
-				needTool(t, c.qemu, "qemu-user")
+				testenv.NeedTool(t, c.gcc, "gcc-"+strings.ReplaceAll(c.name, "ppc64le", "powerpc64le")+"-linux-gnu")
+				testenv.NeedTool(t, c.qemu, "qemu-user")
 				dir := t.TempDir()
 				exe := filepath.Join(dir, "selfdump")
 				args := []string{"-g", "-O0", "-pthread", "-o", exe, src}
@@ -224,8 +225,8 @@ func ppc64Check(t *testing.T, s *snapshot, exe, sysroot string, static bool) {
 	for _, th := range list.Threads {
 		byLWP[th.LWP] = th
 	}
-	tlsOff := symbolValue(t, exe, "tlsvar")
-	arrOff := symbolValue(t, exe, "tlsarr") + 8
+	tlsOff := testenv.NMSymbol(t, exe, "tlsvar")
+	arrOff := testenv.NMSymbol(t, exe, "tlsarr") + 8
 	order := lib.Order
 	for _, r := range s.recs {
 		th, ok := byLWP[r.tid]
@@ -273,7 +274,7 @@ func ppc64Check(t *testing.T, s *snapshot, exe, sysroot string, static bool) {
 		}
 		if !static {
 			ie := moduleFor(t, mods, "libie.so")
-			addr, err := p.TLSAddress(th, ie, symbolValue(t, ie.Path, "ievar"))
+			addr, err := p.TLSAddress(th, ie, testenv.NMSymbol(t, ie.Path, "ievar"))
 			if err != nil || addr != r.ieAddr {
 				t.Errorf("LWP %d: &ievar = %#x, %v; the thread said %#x", r.tid, addr, err, r.ieAddr)
 			} else {

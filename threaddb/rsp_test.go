@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/ppc64"
 	tgt "github.com/hpcdap/hpcdap/target"
 	"github.com/hpcdap/hpcdap/target/rsp"
@@ -53,25 +54,6 @@ func (r *rspThreads) ThreadPointer(lwp int) (uint64, error) {
 		return 0, fmt.Errorf("general registers of %d: %d bytes", lwp, len(regs))
 	}
 	return r.order.Uint64(regs[13*8:]), nil
-}
-
-// qemuUser returns a QEMU user-mode emulator: QEMU ≥ 9 from scripts/qemu-user.sh's cache
-// ($HPCDAP_QEMU_DIR, else $XDG_CACHE_HOME/hpcdap/qemu/bin) when present, else the system's.
-func qemuUser(t *testing.T, name string) string {
-	t.Helper()
-	dir := os.Getenv("HPCDAP_QEMU_DIR")
-	if dir == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "hpcdap", "qemu", "bin")
-	}
-	if p := filepath.Join(dir, name); fileExists(p) {
-		return p
-	}
-	return needTool(t, name, "qemu-user")
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -132,7 +114,7 @@ var powerTargets = []powerTarget{
 // program runs; its libc.so.6 and ld.so are loaded at run-time addresses all the same.
 func buildRSPThreads(t *testing.T, pt powerTarget, static bool) string {
 	t.Helper()
-	needTool(t, pt.gcc, pt.gccPkg)
+	testenv.NeedTool(t, pt.gcc, pt.gccPkg)
 	src, _ := filepath.Abs("testdata/rspthreads.c")
 	exe := filepath.Join(t.TempDir(), "rspthreads")
 	args := []string{"-g", "-O0", "-pthread", "-o", exe, src}
@@ -210,7 +192,7 @@ func TestPPC64LiveRSP(t *testing.T) {
 // ppc64LiveRSP is one case of TestPPC64LiveRSP.
 func ppc64LiveRSP(t *testing.T, pt powerTarget, static bool) {
 	exe := buildRSPThreads(t, pt, static)
-	emu := qemuUser(t, pt.qemu)
+	emu := testenv.QEMUUser(t, pt.qemu)
 	recFile := filepath.Join(t.TempDir(), "records")
 	modFile := filepath.Join(t.TempDir(), "modules")
 	args := []string{exe, recFile}
@@ -390,8 +372,8 @@ func checkRound(t *testing.T, tp *threaddb.Process, mem *rspMemory, order binary
 	if nt, err := tp.NThreads(); err != nil || nt != len(cur) {
 		t.Errorf("round %d: NThreads = %d, %v; want %d", round, nt, err, len(cur))
 	}
-	tlsOff := symbolValue(t, exeMod.Path, "tlsvar")
-	arrOff := symbolValue(t, exeMod.Path, "tlsarr") + 8
+	tlsOff := testenv.NMSymbol(t, exeMod.Path, "tlsvar")
+	arrOff := testenv.NMSymbol(t, exeMod.Path, "tlsarr") + 8
 	thr := &rspThreads{p: mem.p, order: order}
 	for _, r := range cur {
 		th, ok := live[r.tid]
@@ -537,9 +519,9 @@ func TestPPC64SelfRecordsAgainstGDB(t *testing.T) {
 	for _, pt := range powerTargets {
 		t.Run(pt.name, func(t *testing.T) {
 			t.Parallel()
-			gdb := needTool(t, "gdb-multiarch", "gdb-multiarch")
+			gdb := testenv.NeedTool(t, "gdb-multiarch", "gdb-multiarch")
 			exe := buildRSPThreads(t, pt, true)
-			emu := qemuUser(t, pt.qemu)
+			emu := testenv.QEMUUser(t, pt.qemu)
 			dir := t.TempDir()
 			recFile := filepath.Join(dir, "records")
 			script := filepath.Join(dir, "records.py")

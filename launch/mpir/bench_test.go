@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // BenchmarkOpenMPILaunchToTable measures MPIR launch mode through a real agent: from the agent
@@ -13,7 +15,7 @@ import (
 // the whole job to the launcher's exit.
 func BenchmarkOpenMPILaunchToTable(b *testing.B) {
 	need(b, ompiProg, agentBin)
-	mpirun := needTool(b, "mpirun.openmpi", "openmpi-bin")
+	mpirun := testenv.NeedTool(b, "mpirun.openmpi", "openmpi-bin")
 	var toTable time.Duration
 	for b.Loop() {
 		t0 := time.Now()

@@ -2,7 +2,6 @@ package mpir
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // Built once per test binary, on first use (fuzz workers, which run TestMain too, need none).
@@ -42,19 +42,9 @@ func TestMain(m *testing.M) {
 }
 
 func build() {
-	buildErrs[ompiProg] = run("mpicc.openmpi (Debian package libopenmpi-dev)", "mpicc.openmpi", "-g", "-O0", "-o",
+	buildErrs[ompiProg] = testenv.Build("libopenmpi-dev", "mpicc.openmpi", "-g", "-O0", "-o",
 		ompiProg, "../testdata/mpi_ranks.c")
-	buildErrs[agentBin] = run("go", "go", "build", "-o", agentBin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
-}
-
-func run(what, name string, args ...string) error {
-	if _, err := exec.LookPath(name); err != nil {
-		return fmt.Errorf("%s not found: install %s", name, what)
-	}
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return nil
+	buildErrs[agentBin] = testenv.Build("golang", "go", "build", "-o", agentBin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
 }
 
 func need(t testing.TB, paths ...string) {
@@ -65,15 +55,6 @@ func need(t testing.TB, paths ...string) {
 			t.Fatalf("building %s: %v", filepath.Base(p), err)
 		}
 	}
-}
-
-func needTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s not found: install the Debian package %s", name, pkg)
-	}
-	return p
 }
 
 // ompiEnv is the environment for Open MPI's mpirun as root on a 2-core machine.
@@ -117,27 +98,6 @@ func procAuxv(t testing.TB, pid int) Auxv {
 	return ParseAuxv(words)
 }
 
-// nmDynamic runs nm -D --defined-only and returns name → value.
-func nmDynamic(t testing.TB, path string) map[string]uint64 {
-	t.Helper()
-	needTool(t, "nm", "binutils")
-	out, err := exec.Command("nm", "-D", "--defined-only", path).Output()
-	if err != nil {
-		t.Fatalf("nm -D %s: %v", path, err)
-	}
-	syms := map[string]uint64{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 3 {
-			if v, err := strconv.ParseUint(f[0], 16, 64); err == nil {
-				syms[f[2]] = v
-			}
-		}
-	}
-	return syms
-}
-
 // libPath finds the file a program loads for a library name, with ldd as the oracle.
 func libPath(t testing.TB, prog, lib string) string {
 	t.Helper()
@@ -153,20 +113,6 @@ func libPath(t testing.TB, prog, lib string) string {
 	}
 	t.Fatalf("ldd %s does not list %s:\n%s", prog, lib, out)
 	return ""
-}
-
-// envOf reads one variable of a process's initial environment.
-func envOf(pid int, name string) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		return "", false
-	}
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte(name+"=")); ok {
-			return string(v), true
-		}
-	}
-	return "", false
 }
 
 // agent is an `hpcdap agent` child serving one spawned launcher.
@@ -254,7 +200,7 @@ func rankPids(t testing.TB, root int, prog, rankVar string) map[int]int {
 	walk = func(pid int) {
 		for _, c := range children(pid) {
 			if exe, err := os.Readlink("/proc/" + strconv.Itoa(c) + "/exe"); err == nil && exe == want {
-				if v, ok := envOf(c, rankVar); ok {
+				if v, ok := testenv.ProcEnv(c, rankVar); ok {
 					if r, err := strconv.Atoi(v); err == nil {
 						out[r] = c
 					}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // gdbScript stops mpirun at MPIR_Breakpoint (the recipe that works without debug info), prints
@@ -53,8 +55,8 @@ quit
 // /proc/PID/maps.
 func TestProctableMatchesGDB(t *testing.T) {
 	need(t, ompiProg)
-	needTool(t, "gdb", "gdb")
-	mpirun := needTool(t, "mpirun.openmpi", "openmpi-bin")
+	testenv.NeedTool(t, "gdb", "gdb")
+	mpirun := testenv.NeedTool(t, "mpirun.openmpi", "openmpi-bin")
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "go")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -181,7 +183,7 @@ read:
 	}
 	// The ranks the table names are this job's: their environment carries the same rank.
 	for _, p := range procs {
-		if r, ok := envOf(p.Pid, "OMPI_COMM_WORLD_RANK"); !ok || r != strconv.Itoa(p.Rank) {
+		if r, ok := testenv.ProcEnv(p.Pid, "OMPI_COMM_WORLD_RANK"); !ok || r != strconv.Itoa(p.Rank) {
 			t.Errorf("pid %d: OMPI_COMM_WORLD_RANK %q (found %v), want %d", p.Pid, r, ok, p.Rank)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // Launch mode over CDTI through a real agent: mpirun, spawned by the agent and held before its
@@ -17,7 +19,7 @@ import (
 // the job completes and the launcher's exit is seen.
 func TestLaunchOpenMPIOverAgent(t *testing.T) {
 	need(t, ompiProg, agentBin)
-	mpirun := needTool(t, "mpirun.openmpi", "openmpi-bin")
+	mpirun := testenv.NeedTool(t, "mpirun.openmpi", "openmpi-bin")
 	a := startAgent(t, ompiEnv(), mpirun, "-np", "4", ompiProg)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -6,13 +6,15 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // The MPIR symbols of Open MPI's libopen-rte and of srun come from .dynsym and equal what
 // nm -D reports; orterun itself defines none.
 func TestLookupFileMatchesNm(t *testing.T) {
 	need(t, ompiProg)
-	srun := needTool(t, "srun", "slurm-client")
+	srun := testenv.NeedTool(t, "srun", "slurm-client")
 	rte := libPath(t, ompiProg, "libopen-rte.so")
 	for _, c := range []struct {
 		path     string
@@ -29,7 +31,7 @@ func TestLookupFileMatchesNm(t *testing.T) {
 		if fs.Source != SourceDynsym || !fs.Has() {
 			t.Errorf("%s: source %q, complete %v; want .dynsym and complete", c.path, fs.Source, fs.Has())
 		}
-		nm := nmDynamic(t, c.path)
+		nm := testenv.NMSymbols(t, c.path, "-D", "--defined-only")
 		for _, name := range c.required {
 			want, ok := nm[name]
 			if !ok {
@@ -47,7 +49,7 @@ func TestLookupFileMatchesNm(t *testing.T) {
 			}
 		}
 	}
-	orterun := needTool(t, "orterun", "openmpi-bin")
+	orterun := testenv.NeedTool(t, "orterun", "openmpi-bin")
 	if _, err := LookupFile(orterun); !errors.Is(err, ErrNoSymbols) {
 		t.Errorf("LookupFile(orterun) = %v, want ErrNoSymbols (the symbols live in libopen-rte)", err)
 	}
@@ -56,7 +58,7 @@ func TestLookupFileMatchesNm(t *testing.T) {
 // Debian's mpiexec.hydra exports nothing; its offsets come from the known-builds table, keyed
 // by the build ID that readelf reports.
 func TestLookupFileHydraKnownBuild(t *testing.T) {
-	hydra := needTool(t, "mpiexec.hydra", "mpich")
+	hydra := testenv.NeedTool(t, "mpiexec.hydra", "mpich")
 	if n := len(nmDynamicMatching(t, hydra, "MPIR")); n != 0 {
 		t.Fatalf("nm -D lists %d MPIR symbols in %s: the known-builds path is not needed", n, hydra)
 	}
@@ -99,7 +101,7 @@ func TestLookupFileHydraKnownBuild(t *testing.T) {
 
 func nmDynamicMatching(t testing.TB, path, sub string) []string {
 	var out []string
-	for name := range nmDynamic(t, path) {
+	for name := range testenv.NMSymbols(t, path, "-D", "--defined-only") {
 		if strings.Contains(name, sub) {
 			out = append(out, name)
 		}

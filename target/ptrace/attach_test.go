@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -47,7 +48,7 @@ func TestAttachDetach(t *testing.T) {
 	}
 	addr := symAddr(t, pid, progPath, "target_fn")
 	got := make([]byte, 16)
-	if _, err := p.ReadMemory(addr, got); err != nil || string(got) != string(fileBytes(t, progPath, symbol(t, progPath, "target_fn"), 16)) {
+	if _, err := p.ReadMemory(addr, got); err != nil || string(got) != string(testenv.ELFBytes(t, progPath, testenv.NMSymbol(t, progPath, "target_fn"), 16)) {
 		t.Fatalf("read target_fn: % x %v", got, err)
 	}
 	if _, err := tr.Attach(pid); err == nil {
@@ -150,7 +151,7 @@ func TestManyProcesses(t *testing.T) {
 	tr := newTracer(t)
 	const n = 16
 	procs := make([]target.Process, n)
-	symbol(t, progPath, "target_fn") // fill the cache symbolNoT reads
+	testenv.NMSymbol(t, progPath, "target_fn") // here a missing nm or symbol fails the test
 	for i := range procs {
 		procs[i] = spawn(t, tr, "count", fmt.Sprint(10+i))
 	}
@@ -180,7 +181,11 @@ func runOneBreakpoint(p target.Process, calls int) error {
 	if err != nil {
 		return err
 	}
-	addr := base + symbolNoT(progPath, "target_fn")
+	fn, err := symbolNoT(progPath, "target_fn")
+	if err != nil {
+		return err
+	}
+	addr := base + fn
 	orig := make([]byte, 1)
 	if _, err := p.ReadMemory(addr, orig); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -69,7 +70,7 @@ func BenchmarkBreakpointCycle(b *testing.B) {
 // measured separately and subtracted. Use a fixed -benchtime (e.g. 2000x): each run starts gdb.
 func BenchmarkBreakpointCycleGDB(b *testing.B) {
 	needPrograms(b)
-	gdb := needTool(b, "gdb", "gdb")
+	gdb := testenv.NeedTool(b, "gdb", "gdb")
 	script := filepath.Join(b.TempDir(), "cycle.gdb")
 	os.WriteFile(script, []byte("set startup-with-shell off\nbreak target_fn\ncommands\nsilent\ncontinue\nend\nrun\n"), 0o644)
 	run := func(n int) time.Duration {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -22,7 +23,7 @@ func TestReadMemoryMatchesELF(t *testing.T) {
 		if err != nil || n != len(got) {
 			t.Fatalf("read %s: %d, %v", name, n, err)
 		}
-		want := fileBytes(t, progPath, symbol(t, progPath, name), len(got))
+		want := testenv.ELFBytes(t, progPath, testenv.NMSymbol(t, progPath, name), len(got))
 		if string(got) != string(want) {
 			t.Fatalf("%s in memory % x\nin file % x", name, got, want)
 		}
@@ -75,7 +76,7 @@ func TestBreakpointStepCycle(t *testing.T) {
 	pid := p.Info().Pid
 	addr := symAddr(t, pid, progPath, "target_fn")
 	next, _ := objdumpInsns(t, progPath)
-	base := addr - symbol(t, progPath, "target_fn")
+	base := addr - testenv.NMSymbol(t, progPath, "target_fn")
 	want := next[addr-base] + base // oracle: objdump's next instruction
 	orig := make([]byte, 1)
 	if _, err := p.ReadMemory(addr, orig); err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -198,7 +199,7 @@ func init() {
 
 // With ExitKill the spawned process dies with the tracer's program; without, it runs on.
 func TestExitKill(t *testing.T) {
-	needTool(t, "sleep", "coreutils")
+	testenv.NeedTool(t, "sleep", "coreutils")
 	for _, mode := range []string{"kill", "keep"} {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), exitKillHelper+"="+mode)

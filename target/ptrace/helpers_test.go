@@ -3,8 +3,6 @@
 package ptrace
 
 import (
-	"bufio"
-	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -13,10 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -72,16 +70,6 @@ func needPrograms(t testing.TB) {
 	if buildErr != nil {
 		t.Fatalf("test programs: %v", buildErr)
 	}
-}
-
-// needTool returns the path of an oracle tool or fails the test naming its Debian package.
-func needTool(t testing.TB, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s not found: install the Debian package %s", name, pkg)
-	}
-	return p
 }
 
 func newTracer(t testing.TB) *Tracer {
@@ -160,37 +148,6 @@ func expectExit(t testing.TB, p target.Process, status int) {
 	}
 }
 
-var nmCache sync.Map
-
-// symbol returns a symbol's value from nm (the oracle), cached per binary.
-func symbol(t testing.TB, bin, name string) uint64 {
-	t.Helper()
-	v, ok := nmCache.Load(bin)
-	if !ok {
-		out, err := exec.Command(needTool(t, "nm", "binutils"), bin).Output()
-		if err != nil {
-			t.Fatalf("nm %s: %v", bin, err)
-		}
-		syms := map[string]uint64{}
-		sc := bufio.NewScanner(bytes.NewReader(out))
-		for sc.Scan() {
-			f := strings.Fields(sc.Text())
-			if len(f) == 3 {
-				if a, err := strconv.ParseUint(f[0], 16, 64); err == nil {
-					syms[f[2]] = a
-				}
-			}
-		}
-		nmCache.Store(bin, syms)
-		v = syms
-	}
-	a, ok := v.(map[string]uint64)[name]
-	if !ok {
-		t.Fatalf("nm: no symbol %s in %s", name, bin)
-	}
-	return a
-}
-
 type mapping struct {
 	start, end, off uint64
 	perm, path      string
@@ -246,7 +203,7 @@ func symAddr(t testing.TB, pid int, bin, name string) uint64 {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	v := symbol(t, bin, name)
+	v := testenv.NMSymbol(t, bin, name)
 	if f.Type == elf.ET_DYN {
 		return loadBase(t, pid, bin) + v
 	}
@@ -257,7 +214,7 @@ func symAddr(t testing.TB, pid int, bin, name string) uint64 {
 // the address of the next instruction, and the text of the instruction that ends there.
 func objdumpInsns(t testing.TB, bin string) (next map[uint64]uint64, prevText map[uint64]string) {
 	t.Helper()
-	out, err := exec.Command(needTool(t, "objdump", "binutils"), "-d", "--no-show-raw-insn", bin).Output()
+	out, err := exec.Command(testenv.NeedTool(t, "objdump", "binutils"), "-d", "--no-show-raw-insn", bin).Output()
 	if err != nil {
 		t.Fatalf("objdump: %v", err)
 	}
@@ -318,8 +275,7 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
-// mapBase and symbolNoT are loadBase and symbol for goroutines without a testing.T; symbol
-// must have been called once for bin.
+// mapBase and symbolNoT are loadBase and testenv.NMSymbol for goroutines without a testing.T.
 func mapBase(pid int, bin string) (uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
@@ -336,7 +292,14 @@ func mapBase(pid int, bin string) (uint64, error) {
 	return 0, fmt.Errorf("pid %d: %s not mapped", pid, bin)
 }
 
-func symbolNoT(bin, name string) uint64 {
-	v, _ := nmCache.Load(bin)
-	return v.(map[string]uint64)[name]
+func symbolNoT(bin, name string) (uint64, error) {
+	syms, err := testenv.NM(bin)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := syms[name]
+	if !ok {
+		return 0, fmt.Errorf("nm %s: no symbol %s", bin, name)
+	}
+	return v, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -55,7 +56,7 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 // environment as ours), stops at the first instruction of regs_fn and returns gdb's view.
 func gdbRegisters(t *testing.T, env []string) (map[string]uint64, uint64, uint64, uint64) {
 	t.Helper()
-	gdb := needTool(t, "gdb", "gdb")
+	gdb := testenv.NeedTool(t, "gdb", "gdb")
 	cmd := exec.Command(gdb, "-batch", "-nx",
 		"-ex", "set startup-with-shell off",
 		"-ex", "set disable-randomization on",
@@ -106,7 +107,7 @@ func TestRegistersMatchGDB(t *testing.T) {
 	env := []string{"PATH=/usr/bin:/bin"}
 	gregs, gmxcsr, gfcw, gxmm0 := gdbRegisters(t, env)
 
-	setarch := needTool(t, "setarch", "util-linux")
+	setarch := testenv.NeedTool(t, "setarch", "util-linux")
 	tr := newTracer(t)
 	p, err := tr.Spawn([]string{setarch, "x86_64", "-R", progPath, "regs"}, env, "", nil)
 	if err != nil {

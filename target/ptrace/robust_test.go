@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -80,7 +81,7 @@ func TestConcurrentUse(t *testing.T) {
 	p := spawn(t, tr, "count", "1")
 	pid := p.Info().Pid
 	addr := symAddr(t, pid, progPath, "target_fn")
-	want := fileBytes(t, progPath, symbol(t, progPath, "target_fn"), 32)
+	want := testenv.ELFBytes(t, progPath, testenv.NMSymbol(t, progPath, "target_fn"), 32)
 	pc0, err := p.PC(pid)
 	if err != nil {
 		t.Fatal(err)

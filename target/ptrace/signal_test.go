@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -282,10 +283,10 @@ func TestStepSyscall(t *testing.T) {
 	pid := p.Info().Pid
 	stopAtFunction(t, p, "raw_getpid")
 	next, prev := objdumpInsns(t, progPath)
-	base := symAddr(t, pid, progPath, "raw_getpid") - symbol(t, progPath, "raw_getpid")
+	base := symAddr(t, pid, progPath, "raw_getpid") - testenv.NMSymbol(t, progPath, "raw_getpid")
 	var after uint64
 	for a, text := range prev {
-		f := symbol(t, progPath, "raw_getpid")
+		f := testenv.NMSymbol(t, progPath, "raw_getpid")
 		if strings.TrimSpace(text) == "syscall" && a > f && a < f+64 {
 			after = a + base
 		}

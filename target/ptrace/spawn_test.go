@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -195,12 +196,12 @@ func TestExecEvent(t *testing.T) {
 		t.Fatalf("Exe after exec %q, want %q", p.Info().Exe, real)
 	}
 	// Memory is that of the new image.
-	addr := symbol(t, staticBin, "target_fn")
+	addr := testenv.NMSymbol(t, staticBin, "target_fn")
 	got := make([]byte, 16)
 	if _, err := p.ReadMemory(addr, got); err != nil {
 		t.Fatal(err)
 	}
-	want := fileBytes(t, staticBin, addr, 16)
+	want := testenv.ELFBytes(t, staticBin, addr, 16)
 	if string(got) != string(want) {
 		t.Fatalf("target_fn after exec: % x, file % x", got, want)
 	}
@@ -252,25 +253,4 @@ func TestExecFromThread(t *testing.T) {
 	}
 	p.Resume(pid, 0)
 	expectExit(t, p, 7<<8)
-}
-
-// fileBytes reads n bytes of the ELF file at virtual address addr.
-func fileBytes(t testing.TB, bin string, addr uint64, n int) []byte {
-	t.Helper()
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, s := range f.Sections {
-		if s.Type == elf.SHT_PROGBITS && addr >= s.Addr && addr+uint64(n) <= s.Addr+s.Size {
-			b := make([]byte, n)
-			if _, err := s.ReadAt(b, int64(addr-s.Addr)); err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
-	}
-	t.Fatalf("%s: no section holds %#x", bin, addr)
-	return nil
 }

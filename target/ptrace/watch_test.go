@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -18,7 +19,7 @@ func TestWatchpoints(t *testing.T) {
 	p := spawn(t, tr, "watch")
 	pid := p.Info().Pid
 	watched := symAddr(t, pid, progPath, "watched")
-	base := watched - symbol(t, progPath, "watched")
+	base := watched - testenv.NMSymbol(t, progPath, "watched")
 	_, prev := objdumpInsns(t, progPath)
 
 	if err := p.SetWatchpoint(pid, 0, watched, 4, target.WatchRead); !errors.Is(err, target.ErrUnsupported) {

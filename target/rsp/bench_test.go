@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // benchSource calls add() as often as its argument says.
@@ -56,7 +58,7 @@ func BenchmarkGDBBreakpointHit(b *testing.B) {
 	for _, a := range []crossArch{archBE, archLE} {
 		b.Run(a.name, func(b *testing.B) {
 			emu, _ := a.qemu(b)
-			gdb := gdbMultiarch(b)
+			gdb := testenv.NeedTool(b, "gdb-multiarch", "gdb-multiarch")
 			exe := a.compile(b, "bench", benchSource, "-O0")
 			addr := resolve(b, exe, "add")
 			endian := map[bool]string{true: "big", false: "little"}[a == archBE]

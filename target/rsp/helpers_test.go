@@ -2,7 +2,6 @@ package rsp
 
 import (
 	"bytes"
-	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/target"
 )
@@ -29,43 +29,26 @@ var (
 	archLE = crossArch{"ppc64le", "powerpc64le-linux-gnu-", "gcc-powerpc64le-linux-gnu", binary.LittleEndian}
 )
 
-// qemuCacheDir is where scripts/qemu-user.sh leaves QEMU ≥ 9: $HPCDAP_QEMU_DIR, else
-// $XDG_CACHE_HOME/hpcdap/qemu/bin (~/.cache/hpcdap/qemu/bin).
-func qemuCacheDir() string {
-	if d := os.Getenv("HPCDAP_QEMU_DIR"); d != "" {
-		return d
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "hpcdap", "qemu", "bin")
-}
-
 // qemu returns the emulator for a, preferring QEMU ≥ 9 from the cache. With only the
 // system's QEMU 7.2 it says so: trap words in text then become stub breakpoints.
 func (a crossArch) qemu(t testing.TB) (path string, modern bool) {
 	t.Helper()
-	p := filepath.Join(qemuCacheDir(), "qemu-"+a.name)
+	p := filepath.Join(testenv.QEMUDir(), "qemu-"+a.name)
 	if _, err := os.Stat(p); err == nil {
 		return p, true
 	}
 	sys, err := exec.LookPath("qemu-" + a.name)
 	if err != nil {
-		t.Fatalf("qemu-%s not found in %s nor on PATH: run scripts/qemu-user.sh (QEMU ≥ 9) or install the Debian package qemu-user", a.name, qemuCacheDir())
+		t.Fatalf("qemu-%s not found in %s nor on PATH: run scripts/qemu-user.sh (QEMU ≥ 9) or install the Debian package qemu-user", a.name, testenv.QEMUDir())
 	}
-	t.Logf("QEMU ≥ 9 not in %s (scripts/qemu-user.sh puts it there): using %s, where trap words in text fall back to Z0 stub breakpoints", qemuCacheDir(), sys)
+	t.Logf("QEMU ≥ 9 not in %s (scripts/qemu-user.sh puts it there): using %s, where trap words in text fall back to Z0 stub breakpoints", testenv.QEMUDir(), sys)
 	return sys, false
 }
 
 // compile builds a static program with the cross compiler.
 func (a crossArch) compile(t testing.TB, name, src string, flags ...string) string {
 	t.Helper()
-	gcc, err := exec.LookPath(a.prefix + "gcc")
-	if err != nil {
-		t.Fatalf("%sgcc not found: install the Debian package %s", a.prefix, a.gccPkg)
-	}
+	gcc := testenv.NeedTool(t, a.prefix+"gcc", a.gccPkg)
 	dir := t.TempDir()
 	c := filepath.Join(dir, name+".c")
 	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
@@ -98,27 +81,6 @@ func resolve(t testing.TB, exe, fn string) uint64 {
 	return e.Breakpoint()
 }
 
-// symbolAddr returns the address of a data symbol.
-func symbolAddr(t testing.TB, exe, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == name {
-			return s.Value
-		}
-	}
-	t.Fatalf("%s: no symbol %s", exe, name)
-	return 0
-}
-
 // deterministic writes a wrapper that runs the emulator so that two runs of a program (one
 // under this client, one under gdb) get the same addresses. QEMU ≥ 9 places the program's
 // memory among its own host mappings, which vary from run to run even without address
@@ -134,10 +96,7 @@ func deterministic(t testing.TB, emulator string) string {
 	if qemuMajor(version) >= 9 {
 		script = fmt.Sprintf("#!/bin/sh\nexec %s -R 0x8000000000 \"$@\"\n", emulator)
 	} else {
-		setarch, err := exec.LookPath("setarch")
-		if err != nil {
-			t.Fatal("setarch not found: install the Debian package util-linux")
-		}
+		setarch := testenv.NeedTool(t, "setarch", "util-linux")
 		script = fmt.Sprintf("#!/bin/sh\nexec %s -R %s \"$@\"\n", setarch, emulator)
 	}
 	w := filepath.Join(t.TempDir(), "qemu-fixed")
@@ -186,21 +145,11 @@ func leader(t testing.TB, p *Process) int {
 	return ths[0]
 }
 
-// gdbMultiarch returns the path of gdb-multiarch, the oracle.
-func gdbMultiarch(t testing.TB) string {
-	t.Helper()
-	g, err := exec.LookPath("gdb-multiarch")
-	if err != nil {
-		t.Fatal("gdb-multiarch not found: install the Debian package gdb-multiarch")
-	}
-	return g
-}
-
 // underGDB runs exe under a second emulator with gdb-multiarch attached through the stub,
 // runs gdb's commands, and returns gdb's output.
 func underGDB(t testing.TB, a crossArch, emulator string, args []string, commands ...string) string {
 	t.Helper()
-	gdb := gdbMultiarch(t)
+	gdb := testenv.NeedTool(t, "gdb-multiarch", "gdb-multiarch")
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/target"
 )
@@ -324,7 +325,7 @@ func TestMemoryMatchesELF(t *testing.T) {
 				t.Errorf("write at 8: %v, want ErrAddress", err)
 			}
 			// Data: write the double scale, read it back.
-			scale := symbolAddr(t, exe, "scale")
+			scale := testenv.ELFSymbol(t, exe, "scale").Value
 			v := make([]byte, 8)
 			a.order.PutUint64(v, 0x4004000000000000) // 2.5
 			if _, err := p.WriteMemory(scale, v); err != nil {

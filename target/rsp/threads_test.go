@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -72,7 +73,7 @@ func TestThreads(t *testing.T) {
 				t.Fatal(err)
 			}
 			raw := make([]byte, 24)
-			if _, err := p.ReadMemory(symbolAddr(t, exe, "tids"), raw); err != nil {
+			if _, err := p.ReadMemory(testenv.ELFSymbol(t, exe, "tids").Value, raw); err != nil {
 				t.Fatal(err)
 			}
 			var want []int
@@ -255,7 +256,7 @@ func TestInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if _, err := p.ReadMemory(symbolAddr(t, exe, "count"), make([]byte, 8)); !errors.Is(err, target.ErrRunning) {
+	if _, err := p.ReadMemory(testenv.ELFSymbol(t, exe, "count").Value, make([]byte, 8)); !errors.Is(err, target.ErrRunning) {
 		t.Fatalf("read while running: %v, want ErrRunning", err)
 	}
 	if err := p.Interrupt(tid); err != nil {
@@ -267,7 +268,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	read := func(name string) uint64 {
 		b := make([]byte, 8)
-		if _, err := p.ReadMemory(symbolAddr(t, exe, name), b); err != nil {
+		if _, err := p.ReadMemory(testenv.ELFSymbol(t, exe, name).Value, b); err != nil {
 			t.Fatal(err)
 		}
 		return a.order.Uint64(b)
@@ -277,7 +278,7 @@ func TestInterrupt(t *testing.T) {
 	}
 	one := make([]byte, 8)
 	a.order.PutUint64(one, 1)
-	if _, err := p.WriteMemory(symbolAddr(t, exe, "stop"), one); err != nil {
+	if _, err := p.WriteMemory(testenv.ELFSymbol(t, exe, "stop").Value, one); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Resume(tid, 0); err != nil {

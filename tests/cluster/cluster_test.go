@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 var slurm = Lazy(Config{})
@@ -55,13 +57,8 @@ func program(t *testing.T, name string) string {
 		for _, b := range []struct{ name, cc, pkg string }{
 			{"ompi", "mpicc.openmpi", "libopenmpi-dev"}, {"mpich", "mpicc.mpich", "libmpich-dev"},
 		} {
-			if _, err := exec.LookPath(b.cc); err != nil {
-				progErr = fmt.Errorf("%s not found: install the Debian package %s", b.cc, b.pkg)
-				return
-			}
 			out := filepath.Join(progDir, "mpi_ranks_"+b.name)
-			if o, err := exec.Command(b.cc, "-O0", "-g", "-o", out, "../../launch/testdata/mpi_ranks.c").CombinedOutput(); err != nil {
-				progErr = fmt.Errorf("%s: %v\n%s", b.cc, err, o)
+			if progErr = testenv.Build(b.pkg, b.cc, "-O0", "-g", "-o", out, "../../launch/testdata/mpi_ranks.c"); progErr != nil {
 				return
 			}
 			progs[b.name] = out

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/adapter/dapclient"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // The hpcdap binary, built once for the package: `hpcdap dap` is what the DAP tests talk to,
@@ -33,10 +34,7 @@ func hpcdap(t testing.TB) string {
 			return
 		}
 		hpcdapBin = filepath.Join(dir, "hpcdap")
-		out, err := exec.Command("go", "build", "-o", hpcdapBin, "github.com/hpcdap/hpcdap/cmd/hpcdap").CombinedOutput()
-		if err != nil {
-			hpcdapErr = fmt.Errorf("go build hpcdap: %v\n%s", err, out)
-		}
+		hpcdapErr = testenv.Build("golang", "go", "build", "-o", hpcdapBin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
 	})
 	if hpcdapErr != nil {
 		t.Fatalf("phase build: %v", hpcdapErr)
@@ -331,16 +329,8 @@ func taskOf(pid int) (taskOracle, error) {
 
 // status returns a field of /proc/PID/status ("" if the process is gone).
 func status(pid int, field string) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return ""
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	v, _ := testenv.ProcStatus(pid, field)
+	return v
 }
 
 // checkRankTable compares the adapter's rank table with the tasks' own environments: same

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/launch"
 )
 
@@ -44,17 +45,8 @@ type funcSymbols struct {
 
 func readFuncSymbols(t *testing.T, path string) *funcSymbols {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatalf("%s: symbols: %v", path, err)
-	}
-	fs := &funcSymbols{entry: f.Entry}
-	for _, s := range syms {
+	fs := &funcSymbols{entry: testenv.ELFEntry(t, path)}
+	for _, s := range testenv.ELFSymbols(t, path) {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 && s.Size != 0 {
 			fs.syms = append(fs.syms, s)
 		}
