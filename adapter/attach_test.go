@@ -1,8 +1,6 @@
 package adapter
 
 import (
-	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // startSpin runs spin as a plain process whose ticks the test counts.
@@ -40,18 +39,10 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// procStatus returns a field of /proc/PID/status.
+// procStatus returns a field of /proc/PID/status ("" if the process is gone).
 func procStatus(pid int, field string) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return ""
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, field+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
+	v, _ := testenv.ProcStatus(pid, field)
+	return v
 }
 
 // TestAttachDetach attaches to two running processes as ranks, stops them at a breakpoint,

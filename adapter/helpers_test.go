@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/adapter/dapclient"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -50,11 +51,14 @@ func TestMain(m *testing.M) {
 // needTool fails the test when a program it needs is missing.
 func needTool(t testing.TB, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is required by this test and was not found in PATH (install it: make deps)", name)
-	}
-	return p
+	return testenv.NeedTool(t, name, toolPackages[name])
+}
+
+// toolPackages names the Debian package of each tool the adapter's tests run.
+var toolPackages = map[string]string{
+	"gcc": "gcc", "gdb": "gdb", "gdb-multiarch": "gdb-multiarch", "objdump": "binutils",
+	"mpicc.openmpi": "libopenmpi-dev", "mpirun.openmpi": "openmpi-bin", "mpicc.mpich": "libmpich-dev",
+	"mpiexec.hydra": "mpich", "node": "nodejs", "npm": "npm", "lldb-vscode-15": "lldb-15",
 }
 
 // program is a C test program compiled into a test directory.
