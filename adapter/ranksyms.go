@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -416,8 +417,8 @@ func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *threadStack {
 	}
 	ts.proc = rs.newProcess(mods, lwp)
 	ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
-	if n := len(ts.frames); n > 0 && ts.frames[n-1].Module == nil && ts.frames[n-1].PC != 0 {
-		// A caller in no known object: a library loaded since the link map was last read
+	if slices.ContainsFunc(ts.frames, func(f *symbols.Frame) bool { return f.Module == nil && f.PC != 0 }) {
+		// A frame in no known object: a library loaded since the link map was last read
 		// (library loads are watched only while a breakpoint waits for one).
 		if fresh, _ := rs.modules(ctx, true); len(fresh) != len(mods) {
 			ts.proc = rs.newProcess(fresh, lwp)

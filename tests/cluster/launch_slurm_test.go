@@ -255,31 +255,86 @@ func rankStack(ctx context.Context, cl *cdti.Client, rank int, syms *funcSymbols
 // x86RSP is the index of rsp in x86-64's user_regs_struct.
 const x86RSP = 19
 
-// TestDAPSrunLaunch runs last: the Slurm step of its ranks sometimes outlives the job on one
-// node for a minute ("Kill task failed", the node drained), which would hold up the tests after it.
-//
+// Kill -9 of `hpcdap dap` while every rank of an srun job is stopped at a breakpoint: the node
+// agents see their front end's connections drop, take their breakpoints out and let the ranks
+// go; the launcher's agent lets srun go; the job runs to its end and the nodes are idle again.
+func TestDAPSrunFrontEndKilled(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	var d *dapRun
+	var ranks []rankState
+	for attempt := 1; ; attempt++ {
+		var ok bool
+		if d, ranks, ok = srunToBreakpoint(t, c, p, attempt == srunAttempts); ok {
+			break
+		}
+		t.Logf("attempt %d: a rank crashed in Open MPI's start-up before the breakpoint: running the job again", attempt)
+	}
+	d.in("kill -9 of hpcdap dap")
+	if err := d.cmd.Process.Kill(); err != nil {
+		d.fatalf("kill: %v", err)
+	}
+	<-d.done
+	d.in("the ranks after the front end died")
+	deadline := time.Now().Add(60 * time.Second)
+	for _, r := range ranks {
+		for {
+			st, tr := status(r.Pid, "State"), status(r.Pid, "TracerPid")
+			if st == "" || strings.HasPrefix(st, "Z") || (tr == "0" && !strings.HasPrefix(st, "t") && !strings.HasPrefix(st, "T")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				d.fatalf("rank %d on %s (pid %d) still %q, traced by %q, a minute after the front end died", r.Rank, r.Host, r.Pid, st, tr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	d.in("the job's end")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := c.WaitIdle(ctx); err != nil {
+		q, _ := c.Command("squeue", "-h", "-s", "-o", "%i %j %N").CombinedOutput()
+		d.fatalf("%v\nsteps:\n%s\nprocesses of the job:\n%s", err, q, c.Processes())
+	}
+	for _, r := range ranks {
+		if st := status(r.Pid, "State"); st != "" && !strings.HasPrefix(st, "Z") {
+			d.errorf("rank %d (pid %d) still exists after the job ended: %s", r.Rank, r.Pid, st)
+		}
+	}
+}
+
 // `hpcdap dap` launches `srun --mpi=pmix -N4 -n8` under MPIR: srun's tasks are held at exec,
 // agents start on each node through `srun --overlap`, and every rank stops at the breakpoint
 // (stopMode rank, so each rank's own stop is seen). The ranks are where the tasks' own
 // environments say, stacks of every rank include main, and continuing runs every rank to its
-// exit code (10 + rank).
+// exit code (10 + rank). Then every step of the job must end and the nodes be idle again (this
+// check found a staging step kept alive for a minute by an orphaned sleep).
 //
-// Open MPI 4.1.4 under `srun --mpi=pmix` now and then kills a rank with SIGSEGV at pc 0 in its
-// start-up, with or without a debugger; a job that loses a rank that way before the breakpoint
-// is run again, up to three times in all.
+// A job that loses a rank before the breakpoint is run again (see srunAttempts).
 func TestDAPSrunLaunch(t *testing.T) {
 	hpcdap(t)
 	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
 	c := slurm.Need(t)
 	cancelJobs(t, c)
-	for attempt := 1; !srunLaunch(t, c, p, attempt == 3); attempt++ {
+	for attempt := 1; !srunLaunch(t, c, p, attempt == srunAttempts); attempt++ {
 		t.Logf("attempt %d: a rank crashed in Open MPI's start-up before the breakpoint: running the job again", attempt)
 	}
 }
 
-// srunLaunch runs TestDAPSrunLaunch's job once. Unless last, it reports false when a rank
-// stopped for a signal before every rank reached the breakpoint.
-func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
+// srunAttempts bounds how often a debugged srun job is run again when a rank dies before the
+// breakpoint. Open MPI 4.1.4 under `srun --mpi=pmix` now and then kills a rank with SIGSEGV at
+// pc 0 in MPI_Init, its main thread's stack gone, its progress threads in their event loops:
+// in about 1 of 6 debugged runs here (0 of 20 plain runs; an earlier session saw it without a
+// debugger too). The cause is not found.
+const srunAttempts = 5
+
+// srunToBreakpoint launches `srun -N4 -n8` of p through `hpcdap dap` with a breakpoint in
+// at_breakpoint and waits until every rank stopped there. Unless last, it reports false (the
+// session ended) when a rank stopped for a signal before every rank reached the breakpoint:
+// Open MPI 4.1.4 under srun --mpi=pmix now and then crashes a rank in its start-up.
+func srunToBreakpoint(t *testing.T, c *Cluster, p *cprog, last bool) (*dapRun, []rankState, bool) {
 	d := startDAP(t, c, 240*time.Second)
 	d.initialize()
 	d.in("launch")
@@ -304,9 +359,19 @@ func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
 	d.in("run to the breakpoint")
 	for deadline := time.Now().Add(120 * time.Second); !last && time.Now().Before(deadline); {
 		rs := d.rankTable()
-		if slices.ContainsFunc(rs, func(r rankState) bool { return r.StopReason == "exception" }) {
+		if i := slices.IndexFunc(rs, func(r rankState) bool { return r.StopReason == "exception" }); i >= 0 {
+			r := rs[i]
+			var stacks []string
+			for _, th := range d.threads() {
+				if strings.HasPrefix(th.Name, fmt.Sprintf("rank %d ", r.Rank)) {
+					stacks = append(stacks, fmt.Sprintf("%s: %v", th.Name, frameNames(d.stackTrace(th.Id))))
+				}
+			}
+			t.Logf("rank %d on %s stopped for %s before the breakpoint (thread %d); threads:\n%s", r.Rank, r.Host,
+				r.Signal, r.ThreadID, strings.Join(stacks, "\n"))
 			d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
-			return false
+			d.close()
+			return nil, nil, false
 		}
 		if !slices.ContainsFunc(rs, func(r rankState) bool { return r.State != "stopped" || r.StopReason != "breakpoint" }) {
 			break
@@ -316,6 +381,16 @@ func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
 	ranks = d.waitRanks(120*time.Second, "stopped at the breakpoint", func(r rankState) bool {
 		return r.State == "stopped" && r.StopReason == "breakpoint"
 	})
+	return d, ranks, true
+}
+
+// srunLaunch runs TestDAPSrunLaunch's job once; false: see srunToBreakpoint.
+func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
+	d, ranks, ok := srunToBreakpoint(t, c, p, last)
+	if !ok {
+		return false
+	}
+	line := p.line(t, "bp")
 	d.in("stacks at the breakpoint")
 	threads := d.threads()
 	for _, r := range ranks {
