@@ -222,3 +222,30 @@ func TestManyRanksSeveralAgents(t *testing.T) {
 		}
 	}
 }
+
+// TestNullCallStack: a call through a null function pointer faults at pc 0, in no object; the
+// stack still shows who made the call (the return address is on the stack top), as gdb's does.
+func TestNullCallStack(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "nullcall")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	if st.Reason != "exception" {
+		t.Fatalf("stopped %+v", st)
+	}
+	oracle := gdbOracle(t, p, []string{"HPCDAP_RANK=0"}, nil, "run", "oracle-dump", "kill")[0]
+	frames := d.stackTrace(st.ThreadId)
+	if len(frames) != len(oracle.Frames) || len(frames) != 3 {
+		t.Fatalf("frames %s, gdb %s", frameList(frames), oracleList(oracle.Frames))
+	}
+	if frames[0].InstructionPointerReference != "0x0" || frames[0].Source != nil && frames[0].Source.Path != "" {
+		t.Errorf("frame 0 %+v, want pc 0 in no source", frames[0])
+	}
+	compareFrames(t, frames[1:], oracle.Frames[1:])
+	if frames[1].Line != p.line(t, "call-hook") {
+		t.Errorf("caller at line %d, want the call at %d", frames[1].Line, p.line(t, "call-hook"))
+	}
+}

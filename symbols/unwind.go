@@ -466,8 +466,10 @@ func (p *Process) heuristicUnwind(f *Frame) (*Regs, error) {
 	switch a.Machine {
 	case elf.EM_X86_64:
 		sp, _ := regs.SP()
-		// At a function's first instruction the return address is at the stack top.
-		atEntry := f.exact && f.Function != nil && f.lookupPC == f.Function.Entry
+		// At a function's first instruction the return address is at the stack top; so it is
+		// where a call through a null or wild pointer went to no object at all (as gdb
+		// assumes for a pc of 0).
+		atEntry := f.exact && (f.Module == nil || f.Function != nil && f.lookupPC == f.Function.Entry)
 		if !atEntry && f.exact && f.Module != nil {
 			if s, ok := f.Module.Bin.Symbol(f.lookupPC); ok && s.Func && s.Addr == f.lookupPC {
 				atEntry = true
