@@ -325,9 +325,10 @@ func TestDAPSrunLaunch(t *testing.T) {
 
 // srunAttempts bounds how often a debugged srun job is run again when a rank dies before the
 // breakpoint. Open MPI 4.1.4 under `srun --mpi=pmix` now and then kills a rank with SIGSEGV at
-// pc 0 in MPI_Init, its main thread's stack gone, its progress threads in their event loops:
-// in about 1 of 6 debugged runs here (0 of 20 plain runs; an earlier session saw it without a
-// debugger too). The cause is not found.
+// pc 0 in MPI_Init: main → PMPI_Init → ompi_mpi_init → opal_progress → event_base_loop → an
+// event callback that is a null pointer, the progress threads in their own event loops. Seen
+// in about 1 of 8 debugged runs on a loaded machine, none in 28 on an idle one, none in 20 plain
+// runs (an earlier session saw it without a debugger too). The cause is not found.
 const srunAttempts = 5
 
 // srunToBreakpoint launches `srun -N4 -n8` of p through `hpcdap dap` with a breakpoint in
