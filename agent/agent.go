@@ -83,6 +83,7 @@ type Agent struct {
 	life       lifeline     // front-end connections, for KillOnExit
 	launcher   *launcherRec // the launcher process (SpawnSpec.Launcher, FollowExec), or nil
 	rankSubs   rankSubs     // management connections told of each new rank (ranks.subscribe)
+	gone       []GoneRank   // ranks AttachLiveRanks found gone (guarded by mu)
 	follow     *follower    // FollowExec's, or nil
 }
 
@@ -236,6 +237,44 @@ func (a *Agent) AttachRanks(pids map[uint32]int) error {
 		}
 	}
 	return nil
+}
+
+// GoneRank is a rank given to AttachLiveRanks whose process was not there.
+type GoneRank struct {
+	Rank  int    `json:"rank"`
+	Pid   int    `json:"pid"`
+	Error string `json:"error"`
+}
+
+// AttachLiveRanks is AttachRanks for an agent a workload manager started for a job whose
+// ranks may have died meanwhile: the ranks whose process is gone are not served but recorded
+// (Gone, and the gone list of agent.register), so that the front end can say which rank died
+// instead of waiting for an agent that gave up.
+func (a *Agent) AttachLiveRanks(pids map[uint32]int) error {
+	live := map[uint32]int{}
+	var gone []GoneRank
+	for r, pid := range pids {
+		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); pid <= 0 || err != nil {
+			gone = append(gone, GoneRank{Rank: int(r), Pid: pid, Error: "no such process"})
+			continue
+		}
+		live[r] = pid
+	}
+	sort.Slice(gone, func(i, j int) bool { return gone[i].Rank < gone[j].Rank })
+	for _, g := range gone {
+		a.logf("agent: attach rank %d: pid %d: %s", g.Rank, g.Pid, g.Error)
+	}
+	a.mu.Lock()
+	a.gone = append(a.gone, gone...)
+	a.mu.Unlock()
+	return a.AttachRanks(live)
+}
+
+// Gone lists the ranks AttachLiveRanks found gone.
+func (a *Agent) Gone() []GoneRank {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]GoneRank(nil), a.gone...)
 }
 
 func (a *Agent) addProc(p *proc) error {

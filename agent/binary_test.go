@@ -237,6 +237,59 @@ func TestBinaryConnect(t *testing.T) {
 	}
 }
 
+// --connect with --attach: a rank whose process has ended before the agent starts is named in
+// the registration's gone list, and the node's other ranks are still served; with --listen the
+// agent refuses such a list outright.
+func TestBinaryConnectGoneRank(t *testing.T) {
+	needPrograms(t)
+	live := exec.Command(progBin, "run")
+	out := newOutFile(t)
+	live.Stdout = out.f
+	if err := live.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { live.Process.Kill(); live.Wait() }()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	list := "0=" + strconv.Itoa(live.Process.Pid) + ",1=" + strconv.Itoa(dead.Process.Pid)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ap := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--connect", l.Addr().String(), "--attach", list)
+	l.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
+	nc, err := l.Accept()
+	if err != nil {
+		t.Fatalf("no registration: %v", err)
+	}
+	var msg struct {
+		Params RegisterParams `json:"params"`
+	}
+	if err := (boundedCodec{}).ReadObject(bufio.NewReader(nc), &msg); err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	p := msg.Params
+	if len(p.Ranks) != 1 || p.Ranks[0].Rank != 0 || p.Ranks[0].Pid != live.Process.Pid {
+		t.Errorf("ranks served %+v, want rank 0 (pid %d) alone", p.Ranks, live.Process.Pid)
+	}
+	if len(p.Gone) != 1 || p.Gone[0].Rank != 1 || p.Gone[0].Pid != dead.Process.Pid || p.Gone[0].Error == "" {
+		t.Errorf("gone %+v, want rank 1 (pid %d)", p.Gone, dead.Process.Pid)
+	}
+	mgmtShutdown(t, p.Address, false)
+	if err := ap.cmd.Wait(); err != nil {
+		t.Errorf("agent exit: %v", err)
+	}
+
+	strict := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--listen", "127.0.0.1:0", "--attach", list)
+	if err := strict.cmd.Wait(); err == nil || !strings.Contains(strict.stderr.String(), "no such process") {
+		t.Errorf("--listen with a gone pid: exit %v, stderr %q", err, strict.stderr.String())
+	}
+}
+
 // SIGTERM: the agent removes its traps and lets the process go; SIGKILL: the kernel lets the
 // process go (it is never left stopped), but what the agent had planted stays: the thread that
 // was stopped on a breakpoint receives its SIGTRAP and the process dies of it.

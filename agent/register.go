@@ -14,11 +14,12 @@ import (
 // RegisterParams is the agent.register notification an agent started with --connect sends to
 // the front end (see the package documentation for the rendezvous).
 type RegisterParams struct {
-	Token   string     `json:"token"`   // the session token: proves the agent belongs to the session
-	Node    string     `json:"node"`    // the node name
-	Address string     `json:"address"` // host:port of the agent's listener, both planes
-	Pid     int        `json:"pid"`     // the agent's process id
-	Ranks   []RankInfo `json:"ranks"`   // the ranks it serves
+	Token   string     `json:"token"`          // the session token: proves the agent belongs to the session
+	Node    string     `json:"node"`           // the node name
+	Address string     `json:"address"`        // host:port of the agent's listener, both planes
+	Pid     int        `json:"pid"`            // the agent's process id
+	Ranks   []RankInfo `json:"ranks"`          // the ranks it serves
+	Gone    []GoneRank `json:"gone,omitempty"` // ranks it was given whose process was gone
 }
 
 // RegisterMethod is the JSON-RPC method of the registration notification.
@@ -70,6 +71,7 @@ func (a *Agent) registerOnce(ctx context.Context, frontEnd string, listen *net.T
 		Address: net.JoinHostPort(host.String(), strconv.Itoa(listen.Port)),
 		Pid:     os.Getpid(),
 		Ranks:   a.RankInfos(),
+		Gone:    a.Gone(),
 	}
 	rpc := jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(nc, boundedCodec{}), jsonrpc2.HandlerWithError(
 		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))

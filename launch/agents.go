@@ -55,6 +55,11 @@ type registration struct {
 		Rank int `json:"rank"`
 		Pid  int `json:"pid"`
 	} `json:"ranks"`
+	Gone []struct {
+		Rank  int    `json:"rank"`
+		Pid   int    `json:"pid"`
+		Error string `json:"error"`
+	} `json:"gone"`
 }
 
 // maxRegistration bounds a registration message: it lists at most 64 ranks.
@@ -226,6 +231,7 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	deadline := time.NewTimer(a.fe.opts.Timeout)
 	defer deadline.Stop()
 	var why string
+	var gone []string // ranks whose process an agent found gone
 wait:
 	for len(got) < len(place.Hosts) {
 		select {
@@ -240,6 +246,9 @@ wait:
 				ep.Ranks = append(ep.Ranks, r.Rank)
 			}
 			sort.Ints(ep.Ranks)
+			for _, g := range reg.Gone {
+				gone = append(gone, fmt.Sprintf("rank %d on %s (pid %d): %s", g.Rank, reg.Node, g.Pid, g.Error))
+			}
 			if fmt.Sprint(ep.Ranks) != fmt.Sprint(h.Ranks) {
 				a.fe.logf("launch: %s: agent on %s serves ranks %v, expected %v", a.ID(), reg.Node, ep.Ranks, h.Ranks)
 			}
@@ -269,10 +278,22 @@ wait:
 				missing = append(missing, fmt.Sprintf("%s (ranks %v)", h.Host, h.Ranks))
 			}
 		}
-		return g, fmt.Errorf("launch: %s: %d of %d node agents registered (%s); missing: %s\ndaemon output:\n%s",
-			a.ID(), len(got), len(place.Hosts), why, strings.Join(missing, ", "), tail(d.Log(), 20))
+		return g, fmt.Errorf("launch: %s: %d of %d node agents registered (%s); missing: %s%s\ndaemon output:\n%s",
+			a.ID(), len(got), len(place.Hosts), why, strings.Join(missing, ", "), goneText(gone), tail(d.Log(), 20))
+	}
+	if len(gone) > 0 {
+		return g, fmt.Errorf("launch: %s: every node agent registered, but%s", a.ID(), goneText(gone))
 	}
 	return g, nil
+}
+
+// goneText lists the ranks agents found gone, for an error message.
+func goneText(gone []string) string {
+	if len(gone) == 0 {
+		return ""
+	}
+	sort.Strings(gone)
+	return fmt.Sprintf(" %d rank(s) had ended before their agent started: %s", len(gone), strings.Join(gone, "; "))
 }
 
 // tail returns the last n lines of s.

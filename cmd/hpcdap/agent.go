@@ -133,7 +133,13 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if pids != nil {
-		if err := a.AttachRanks(pids); err != nil {
+		attach := a.AttachRanks
+		if *connect != "" {
+			// Started for a job by its workload manager: a rank that died meanwhile is reported
+			// to the front end, not a reason to give up the node's other ranks.
+			attach = a.AttachLiveRanks
+		}
+		if err := attach(pids); err != nil {
 			return err
 		}
 	} else {

@@ -217,8 +217,8 @@ func TestDAPSrunSegfault(t *testing.T) {
 }
 
 // startSleepingJob runs `srun -N4 -n8 ranks SECONDS` from this host and waits until every rank
-// sleeps after the breakpoint function. Open MPI under srun --mpi=pmix now and then crashes a
-// rank in its start-up: the job is then run again, up to three times.
+// has said it sleeps after the breakpoint function. Open MPI under srun --mpi=pmix now and
+// then crashes a rank in its start-up (see srunAttempts): the job is then run again.
 func startSleepingJob(t *testing.T, c *Cluster, prog string, n int) (*exec.Cmd, *outFile, map[int]bool) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
@@ -233,32 +233,34 @@ func startSleepingJob(t *testing.T, c *Cluster, prog string, n int) (*exec.Cmd, 
 		go func() { cmd.Process.Wait(); close(exited) }()
 		deadline := time.Now().Add(60 * time.Second)
 		for {
-			sleeping := map[int]bool{}
-			for _, pid := range processesRunning(prog) {
-				if wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid)); string(wchan) == "hrtimer_nanosleep" {
-					sleeping[pid] = true
+			if strings.Count(out.String(), " asleep\n") == n {
+				pids := map[int]bool{}
+				for _, pid := range processesRunning(prog) {
+					pids[pid] = true
 				}
-			}
-			if len(sleeping) == n {
 				t.Cleanup(func() { cmd.Process.Kill(); <-exited })
-				return cmd, out, sleeping
+				return cmd, out, pids
 			}
+			crashed := strings.Contains(out.String(), "error:")
 			select {
 			case <-exited:
+				crashed = true
 			case <-time.After(50 * time.Millisecond):
-				if time.Now().Before(deadline) {
+				if !crashed && time.Now().Before(deadline) {
 					continue
 				}
-				cmd.Process.Kill()
-				<-exited
-				t.Fatalf("srun -n%d: %d ranks asleep within 60 s\n%s", n, len(sleeping), out.String())
+			}
+			cmd.Process.Kill()
+			<-exited
+			if !crashed {
+				t.Fatalf("srun -n%d: not every rank asleep within 60 s\n%s", n, out.String())
 			}
 			break
 		}
-		if attempt == 3 {
-			t.Fatalf("srun -n%d ended before every rank slept, three times:\n%s", n, out.String())
+		if attempt == srunAttempts {
+			t.Fatalf("srun -n%d: a rank died before every rank slept, %d times:\n%s", n, attempt, out.String())
 		}
-		t.Logf("attempt %d: srun ended before every rank slept (an Open MPI start-up crash?):\n%s", attempt, out.String())
+		t.Logf("attempt %d: a rank died before every rank slept (see srunAttempts):\n%s", attempt, out.String())
 	}
 }
 

@@ -1,5 +1,5 @@
 /* An MPI job for the debugger tests under srun: every rank passes MPI_Init, meets the
-   others in a barrier, calls at_breakpoint (a place for a breakpoint), optionally sleeps
+   others in a barrier, calls at_breakpoint (a place for a breakpoint), optionally says so and sleeps
    argv[1] seconds, prints where it runs and exits with 10 + its rank, so that per-rank exit
    codes can be told apart. */
 #include <mpi.h>
@@ -21,8 +21,11 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Barrier(MPI_COMM_WORLD);
     at_breakpoint(rank);
-    if (argc > 1)
+    if (argc > 1) {
+        printf("rank %d asleep\n", rank);
+        fflush(stdout);
         sleep(atoi(argv[1]));
+    }
     gethostname(host, sizeof host);
     printf("rank %d/%d on %s pid %d\n", rank, size, host, (int)getpid());
     fflush(stdout);
