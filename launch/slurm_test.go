@@ -80,9 +80,17 @@ func TestSlurmLaunchEndToEnd(t *testing.T) {
 	if app.Hold() != HoldAtExec {
 		t.Errorf("hold %v, want at exec", app.Hold())
 	}
+	// srun fills its table once the tasks are forked; slurmstepd stops each at its exec a moment
+	// later (it traces the task to its exec, then leaves it in a job-control stop).
 	for _, p := range app.Procs() {
-		st, _ := testenv.ProcStatus(p.Pid, "State")
-		tr, _ := testenv.ProcStatus(p.Pid, "TracerPid")
+		var st, tr string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			st, _ = testenv.ProcStatus(p.Pid, "State")
+			tr, _ = testenv.ProcStatus(p.Pid, "TracerPid")
+			if strings.HasPrefix(st, "T") && tr == "0" || time.Now().After(deadline) {
+				break
+			}
+		}
 		if !strings.HasPrefix(st, "T") || tr != "0" {
 			t.Errorf("rank %d: state %q tracer %q, want stopped and untraced", p.Rank, st, tr)
 		}
