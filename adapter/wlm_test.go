@@ -95,6 +95,21 @@ func waitBreakpointStops(t testing.TB, d *dapSession, np int) map[int]int {
 	return tids
 }
 
+// stopInCombineAndGoOn waits for every rank to stop at the breakpoint in combine, checks each
+// rank's stack there, then clears the breakpoint (combine runs again in the reduction's later
+// rounds) and lets every rank go.
+func stopInCombineAndGoOn(t *testing.T, d *dapSession, p *program, np int) {
+	t.Helper()
+	tids := waitBreakpointStops(t, d, np)
+	for r := 0; r < np; r++ {
+		checkCombineStack(t, d, p, r, tids[r])
+	}
+	d.setBreakpoints(p.src)
+	for r := 0; r < np; r++ {
+		d.call("continue", map[string]any{"threadId": tids[r]}, nil)
+	}
+}
+
 // checkCombineStack checks one rank's stack at the breakpoint in combine, which MPI_Allreduce
 // calls: combine on top at the breakpoint's line, MPI frames, then MPI_Allreduce, then main.
 func checkCombineStack(t *testing.T, d *dapSession, p *program, rank, tid int) {
@@ -152,16 +167,7 @@ func TestMPIRunBreakpoint(t *testing.T) {
 				t.Fatalf("breakpoint not verified: %+v", bps[0])
 			}
 			d.call("configurationDone", nil, nil)
-			tids := waitBreakpointStops(t, d, np)
-			for r := 0; r < np; r++ {
-				checkCombineStack(t, d, p, r, tids[r])
-			}
-			// Clear the breakpoint (combine runs again in the reduction's later rounds) and
-			// let every rank go.
-			d.setBreakpoints(p.src)
-			for r := 0; r < np; r++ {
-				d.call("continue", map[string]any{"threadId": tids[r]}, nil)
-			}
+			stopInCombineAndGoOn(t, d, p, np)
 			d.event("exited")
 			d.event("terminated")
 			for _, r := range d.ranks().Ranks {
@@ -399,14 +405,7 @@ func TestHydraBreakpoint(t *testing.T) {
 	}
 	d.setBreakpoints(p.src, p.line(t, "combine"))
 	d.call("configurationDone", nil, nil)
-	tids := waitBreakpointStops(t, d, np)
-	for r := 0; r < np; r++ {
-		checkCombineStack(t, d, p, r, tids[r])
-	}
-	d.setBreakpoints(p.src)
-	for r := 0; r < np; r++ {
-		d.call("continue", map[string]any{"threadId": tids[r]}, nil)
-	}
+	stopInCombineAndGoOn(t, d, p, np)
 	d.event("terminated")
 	for _, r := range d.ranks().Ranks {
 		if r.ExitCode == nil || *r.ExitCode != 10+r.Rank {

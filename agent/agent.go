@@ -229,7 +229,7 @@ func (a *Agent) AttachRanks(pids map[uint32]int) error {
 	}
 	for _, r := range ranks {
 		pid := pids[r]
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); pid <= 0 || err != nil {
+		if !processExists(pid) {
 			return fmt.Errorf("agent: attach rank %d: pid %d: no such process", r, pid)
 		}
 		if err := a.addProc(newProc(a, r, pid, nil, false)); err != nil {
@@ -254,7 +254,7 @@ func (a *Agent) AttachLiveRanks(pids map[uint32]int) error {
 	live := map[uint32]int{}
 	var gone []GoneRank
 	for r, pid := range pids {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); pid <= 0 || err != nil {
+		if !processExists(pid) {
 			gone = append(gone, GoneRank{Rank: int(r), Pid: pid, Error: "no such process"})
 			continue
 		}
@@ -268,6 +268,12 @@ func (a *Agent) AttachLiveRanks(pids map[uint32]int) error {
 	a.gone = append(a.gone, gone...)
 	a.mu.Unlock()
 	return a.AttachRanks(live)
+}
+
+// processExists reports whether pid names a process of this host.
+func processExists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return pid > 0 && err == nil
 }
 
 // Gone lists the ranks AttachLiveRanks found gone.

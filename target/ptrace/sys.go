@@ -145,16 +145,12 @@ func readStatus(tid int) (procStatus, error) {
 // SignalPending reports whether sig is pending for process pid or one of its threads
 // (/proc/PID/task/*/status, SigPnd and ShdPnd): sent, and not yet delivered or dequeued.
 func SignalPending(pid int, sig syscall.Signal) bool {
-	tasks, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	tids, err := taskList(pid)
 	if err != nil {
 		return false
 	}
 	bit := uint64(1) << (sig - 1)
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		if st, err := readStatus(tid); err == nil && (st.SigPnd|st.ShdPnd)&bit != 0 {
 			return true
 		}

@@ -134,17 +134,8 @@ func TestDAPSlurmAttachDeadlock(t *testing.T) {
 	if err != nil || !strings.Contains(out, "StepId="+step) {
 		d.errorf("scontrol show step %s: %v\n%s", step, err, out)
 	}
-	for _, r := range ranks {
-		// The agents detach when the session ends; give a slow machine a moment.
-		deadline := time.Now().Add(10 * time.Second)
-		for status(r.Pid, "TracerPid") != "0" && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if tr, st := status(r.Pid, "TracerPid"), status(r.Pid, "State"); tr != "0" || strings.HasPrefix(st, "T") || strings.HasPrefix(st, "t") {
-			d.errorf("rank %d on %s (pid %d) after the disconnect: TracerPid %q, state %q; want untraced and not stopped",
-				r.Rank, r.Host, r.Pid, tr, st)
-		}
-	}
+	// The agents detach when the session ends; give a slow machine a moment.
+	d.checkLetGo(ranks, 10*time.Second)
 	// gdb, attached now that the debugger is gone, sees each kind of rank where the adapter did.
 	for _, r := range ranks[:2] {
 		g := gdbBacktrace(t, r.Pid)
@@ -335,16 +326,7 @@ func TestDAPAttachSrunLauncherPid(t *testing.T) {
 
 	d.in("disconnect without terminating")
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
-	for _, r := range ranks {
-		deadline := time.Now().Add(10 * time.Second)
-		for status(r.Pid, "TracerPid") != "0" && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		if tr, st := status(r.Pid, "TracerPid"), status(r.Pid, "State"); tr != "0" || strings.HasPrefix(st, "T") || strings.HasPrefix(st, "t") {
-			d.errorf("rank %d on %s (pid %d) after the disconnect: TracerPid %q, state %q; want untraced and running",
-				r.Rank, r.Host, r.Pid, tr, st)
-		}
-	}
+	d.checkLetGo(ranks, 10*time.Second)
 	d.in("the job after the disconnect")
 	waited := make(chan error, 1)
 	go func() { waited <- srun.Wait() }()

@@ -333,6 +333,27 @@ func status(pid int, field string) string {
 	return v
 }
 
+// checkLetGo waits up to limit for the debugger to let every rank go: each is then untraced and
+// not stopped (or has ended), else the test fails naming it.
+func (d *dapRun) checkLetGo(ranks []rankState, limit time.Duration) {
+	d.t.Helper()
+	deadline := time.Now().Add(limit)
+	for _, r := range ranks {
+		for {
+			st, tr := status(r.Pid, "State"), status(r.Pid, "TracerPid")
+			if st == "" || strings.HasPrefix(st, "Z") || (tr == "0" && !strings.HasPrefix(st, "t") && !strings.HasPrefix(st, "T")) {
+				break
+			}
+			if time.Now().After(deadline) {
+				d.errorf("rank %d on %s (pid %d): state %q, traced by %q, %v after the debugger let go; want untraced and running",
+					r.Rank, r.Host, r.Pid, st, tr, limit)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
 // checkRankTable compares the adapter's rank table with the tasks' own environments: same
 // ranks, same nodes, one step; and the job spreads over every node of the cluster.
 func checkRankTable(d *dapRun, ranks []rankState, n int, nodes []string) {

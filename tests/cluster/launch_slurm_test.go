@@ -278,18 +278,9 @@ func TestDAPSrunFrontEndKilled(t *testing.T) {
 	}
 	<-d.done
 	d.in("the ranks after the front end died")
-	deadline := time.Now().Add(60 * time.Second)
-	for _, r := range ranks {
-		for {
-			st, tr := status(r.Pid, "State"), status(r.Pid, "TracerPid")
-			if st == "" || strings.HasPrefix(st, "Z") || (tr == "0" && !strings.HasPrefix(st, "t") && !strings.HasPrefix(st, "T")) {
-				break
-			}
-			if time.Now().After(deadline) {
-				d.fatalf("rank %d on %s (pid %d) still %q, traced by %q, a minute after the front end died", r.Rank, r.Host, r.Pid, st, tr)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	d.checkLetGo(ranks, 60*time.Second)
+	if d.t.Failed() {
+		d.t.FailNow()
 	}
 	d.in("the job's end")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
