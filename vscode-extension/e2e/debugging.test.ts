@@ -99,16 +99,12 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
 
         // Parallel Stacks: main on all ranks; compute on ranks 1-3, wait_for_peers on rank 0. A
         // function may show as several nodes, one per line the ranks are at: their rank sets
-        // together must name exactly those ranks.
+        // together must name exactly those ranks. The view refreshes a moment after the ranks
+        // stop, so a tree read from fewer stopped ranks may show first: wait for the whole one.
         const stackRows = wb.pane('Parallel Stacks').locator('.customview-tree .monaco-list-row');
-        const stacks = await wb.waitForTreeRows(
-          'Parallel Stacks',
-          (rs) => ['main', 'compute', 'wait_for_peers'].every((n) => rs.some((r) => r.label === n)),
-          'main, compute and wait_for_peers',
-        );
-        const ranksOf = (name: string) => {
+        const ranksOf = (rows: { label: string; description: string }[], name: string) => {
           let set = RankSet.empty;
-          for (const row of stacks.filter((r) => r.label === name)) {
+          for (const row of rows.filter((r) => r.label === name)) {
             const m = /^(\S*) · (\d+) ranks?$/.exec(row.description);
             assert.ok(m, `description of a ${name} node: ${row.description}`);
             const s = RankSet.parse(m![1], 4);
@@ -117,9 +113,15 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
           }
           return set.toString();
         };
-        assert.equal(ranksOf('main'), '0-3');
-        assert.equal(ranksOf('compute'), '1-3');
-        assert.equal(ranksOf('wait_for_peers'), '0');
+        const want: Record<string, string> = { main: '0-3', compute: '1-3', wait_for_peers: '0' };
+        const stacks = await wb.waitForTreeRows(
+          'Parallel Stacks',
+          (rs) => Object.entries(want).every(([name, ranks]) => ranksOf(rs, name) === ranks),
+          'main on ranks 0-3, compute on 1-3 and wait_for_peers on 0',
+        );
+        for (const [name, ranks] of Object.entries(want)) {
+          assert.equal(ranksOf(stacks, name), ranks, name);
+        }
         await wb.screenshot('stopped');
         const node = (name: string) => stackRows.filter({ has: page.locator('.label-name', { hasText: name }) }).first();
 
