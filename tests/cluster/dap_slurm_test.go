@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,8 +20,27 @@ import (
 const ompiTaskEnv = "OMPI_MCA_mpi_yield_when_idle=1"
 
 // submitDeadlock submits a batch job whose step 0 runs the deadlocked program on four nodes
-// and waits until every rank has reported that it blocks. It returns the job id.
+// and waits until every rank has reported that it blocks. It returns the job id. A job that
+// loses a rank in its start-up, before any debugger is near it, is submitted again (see
+// srunAttempts).
 func submitDeadlock(t *testing.T, c *Cluster, prog string, n int) string {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		job, out, ok := submitDeadlockOnce(t, c, prog, n)
+		if ok {
+			return job
+		}
+		if attempt == srunAttempts {
+			t.Fatalf("phase submit: job %s lost a rank in its start-up, %d times:\n%s", job, attempt, out)
+		}
+		t.Logf("phase submit: attempt %d: job %s lost a rank in its start-up (see srunAttempts):\n%s", attempt, job, out)
+		c.Command("scancel", job).Run()
+	}
+}
+
+// submitDeadlockOnce submits the deadlocked job once. It reports false, with the job's output,
+// if a rank died before every rank blocked.
+func submitDeadlockOnce(t *testing.T, c *Cluster, prog string, n int) (job string, out []byte, ok bool) {
 	t.Helper()
 	dir := t.TempDir()
 	outFile := filepath.Join(dir, "job.out")
@@ -29,25 +49,27 @@ func submitDeadlock(t *testing.T, c *Cluster, prog string, n int) string {
 	if err := os.WriteFile(scriptFile, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, c, 30*time.Second, "sbatch", "--parsable", "-N4", "-n"+strconv.Itoa(n), "--output="+outFile,
+	sb, err := run(t, c, 30*time.Second, "sbatch", "--parsable", "-N4", "-n"+strconv.Itoa(n), "--output="+outFile,
 		"--chdir="+dir, scriptFile)
 	if err != nil {
-		t.Fatalf("phase submit: sbatch: %v\n%s", err, out)
+		t.Fatalf("phase submit: sbatch: %v\n%s", err, sb)
 	}
-	job := strings.TrimSpace(out)
+	job = strings.TrimSpace(sb)
 	if _, err := strconv.Atoi(job); err != nil {
-		t.Fatalf("phase submit: sbatch --parsable said %q", out)
+		t.Fatalf("phase submit: sbatch --parsable said %q", sb)
 	}
 	t.Cleanup(func() { c.Command("scancel", job).Run() })
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		b, _ := os.ReadFile(outFile)
-		if strings.Count(string(b), " blocking\n") == n {
-			return job
-		}
-		if time.Now().After(deadline) {
+		out, _ = os.ReadFile(outFile)
+		switch {
+		case strings.Count(string(out), " blocking\n") == n:
+			return job, out, true
+		case bytes.Contains(out, []byte("srun: error:")):
+			return job, out, false
+		case time.Now().After(deadline):
 			q, _ := c.Command("squeue", "-s").CombinedOutput()
-			t.Fatalf("phase submit: job %s: not every rank blocks within 60 s:\n%s\nsqueue -s:\n%s\n%s", job, b, q, c.Logs())
+			t.Fatalf("phase submit: job %s: not every rank blocks within 60 s:\n%s\nsqueue -s:\n%s\n%s", job, out, q, c.Logs())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -319,7 +319,8 @@ func TestDAPSrunLaunch(t *testing.T) {
 // pc 0 in MPI_Init: main → PMPI_Init → ompi_mpi_init → opal_progress → event_base_loop → an
 // event callback that is a null pointer, the progress threads in their own event loops. Seen
 // in about 1 of 8 debugged runs on a loaded machine, none in 28 on an idle one, none in 20 plain
-// runs (an earlier session saw it without a debugger too). The cause is not found.
+// runs on an idle one, but also in plain jobs on a loaded machine, before any debugger was near
+// (the deadlocked job submitDeadlock starts is submitted again too). The cause is not found.
 const srunAttempts = 5
 
 // srunToBreakpoint launches `srun -N4 -n8` of p through `hpcdap dap` with a breakpoint in

@@ -35,7 +35,7 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
   }
   const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'hpcdap-e2e-ws-'));
   const { source, program } = buildRing(ws);
-  // Each rank creates ready.<rank> here once past its start-up (see ring.c).
+  // Each rank creates ready.<rank> here once in compute or wait_for_peers (see ring.c).
   const ready = fs.mkdtempSync(path.join(os.tmpdir(), 'hpcdap-e2e-ready-'));
   fs.mkdirSync(path.join(ws, '.vscode'));
   fs.writeFileSync(
@@ -133,10 +133,16 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
         const position = page.locator('.statusbar-item[id="status.editor.selection"]');
         await position.filter({ hasText: /Ln \d+/ }).waitFor();
         const inCompute = (l: number) => l >= compute.first && l <= compute.last;
+        // A click the tree drops while it redraws is given again after 5 s, twice at most.
         let line = 0;
-        for (const deadline = Date.now() + 15_000; ; await page.waitForTimeout(100)) {
+        for (let start = Date.now(), clicks = 1; ; await page.waitForTimeout(100)) {
           line = Number(/Ln (\d+)/.exec(await position.innerText())?.[1] ?? 0);
-          if (inCompute(line) || Date.now() > deadline) break;
+          if (inCompute(line) || Date.now() - start > 15_000) break;
+          if (Date.now() - start > 5_000 * clicks && clicks < 3) {
+            console.log(`the cursor is at line ${line} 5 s after a click on compute; clicking again`);
+            await node('compute').click();
+            clicks++;
+          }
         }
         assert.ok(inCompute(line), `line ${line} is not in compute (${compute.first}-${compute.last})`);
         await wb.screenshot('frame');
@@ -144,9 +150,9 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
         // Compare "rank" across the ranks of a compute node: one value per rank, as the launcher
         // numbered them (rank i runs with HPCDAP_RANK=i).
         const computeRanks = RankSet.parse(/^(\S*) ·/.exec(norm(await node('compute').locator('.label-description').innerText()))![1], 4);
-        await node('compute').click({ button: 'right' });
-        await page.locator('.context-view .action-label', { hasText: 'Compare Expression Across These Ranks' }).click();
-        await page.locator('.quick-input-widget input.input').fill('rank');
+        const input = page.locator('.quick-input-widget input.input');
+        await wb.chooseFromContextMenu(node('compute'), 'Compare Expression Across These Ranks', input);
+        await input.fill('rank');
         await page.keyboard.press('Enter');
         const table = page.frameLocator('iframe.webview').first().frameLocator('iframe#active-frame').locator('#compare tbody tr');
         await table.first().waitFor();
