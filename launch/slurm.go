@@ -152,16 +152,17 @@ func (n *slurmNodes) stepArgs(hosts []string) []string {
 // the directory, says so, and removes it when signalled, by the front end (SIGUSR1, which srun
 // forwards to its tasks) or by slurmstepd when the job ends (SIGTERM, KillWait seconds before
 // SIGKILL). So the directory goes with the job even if the front end is gone. The task waits
-// in sleeps that the trap ends. A sleep left behind by its shell keeps the step, and so the
-// job's nodes, busy until it ends: the trap kills $!, which the shell sets when it starts the
-// sleep, before anything else runs (a separate "s=$!" left a window in which a trap that came
-// between the two killed the previous sleep and orphaned the new one).
+// in sleeps that the trap ends (it kills $!). A signal that comes while the shell starts a
+// sleep can still leave that sleep behind, reparented and so no longer the step's in Slurm's
+// eyes where it tracks processes by parentage; with the step's output open it kept the step,
+// and the job's nodes, busy for Slurm's 60 s output timeout. So each sleep is short (1 s) and
+// has no stdio of the step: one left behind ends within a second and holds nothing.
 const stagingScript = `echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"
 umask 077
 mkdir "$0" "$0/bin" "$0/lib" "$0/tmp" || exit 1
 trap 'kill $! 2>/dev/null; rm -rf --one-file-system "$0"; echo "removed $SLURMD_NODENAME"; exit 0' TERM INT HUP USR1
 echo "staged $SLURMD_NODENAME"
-while :; do sleep 60 & wait $!; done`
+while :; do sleep 1 </dev/null >/dev/null 2>&1 & wait $!; done`
 
 // slurmStaging is a staging directory kept by one step of the job.
 type slurmStaging struct {

@@ -218,8 +218,47 @@ func Attach(ctx context.Context, c Conn, opts Options) (*Session, []Proc, error)
 	if err := s.plant(ctx); err != nil {
 		return s, nil, err
 	}
-	procs, err := s.WaitSpawned(ctx)
+	procs, err := s.waitSpawnedLate(ctx)
 	return s, procs, err
+}
+
+// latePoll is how long an attach waits for MPIR_Breakpoint before it looks at the table itself.
+const latePoll = time.Second
+
+// waitSpawnedLate is WaitSpawned for a launcher found before it marked its table filled. A
+// launcher that checked MPIR_being_debugged before the tool set it never calls
+// MPIR_Breakpoint (srun calls it only when a debugger is announced), yet fills its table and
+// sets MPIR_debug_state all the same: so every latePoll without a hit the launcher is stopped
+// and the table read. The launcher is left stopped.
+func (s *Session) waitSpawnedLate(ctx context.Context) ([]Proc, error) {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, latePoll)
+		procs, err := s.WaitSpawned(wctx)
+		cancel()
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return procs, err
+		}
+		if !s.stopped {
+			if err := s.update(ctx, &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)}); err != nil {
+				return nil, fmt.Errorf("mpir: stop the launcher: %w", err)
+			}
+			// A breakpoint hit that comes first is continued by waitSignal; the state tells.
+			if _, err := s.waitSignal(ctx, func(n *cdti.NotifySignal) bool { return n.Signal == uint32(syscall.SIGSTOP) }); err != nil {
+				return nil, fmt.Errorf("mpir: wait for the launcher to stop: %w", err)
+			}
+		}
+		state, err := s.readInt(ctx, s.syms.DebugState)
+		if err != nil {
+			return nil, fmt.Errorf("mpir: read MPIR_debug_state: %w", err)
+		}
+		size, err := s.readInt(ctx, s.syms.ProctableSize)
+		if err != nil {
+			return nil, fmt.Errorf("mpir: read MPIR_proctable_size: %w", err)
+		}
+		if state == DebugSpawned && size > 0 {
+			return ReadTable(ctx, s.mem, s.order, s.syms.Proctable, s.syms.ProctableSize)
+		}
+	}
 }
 
 // trapInstruction is the breakpoint instruction the agent expects for a machine.

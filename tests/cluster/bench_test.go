@@ -142,7 +142,7 @@ func BenchmarkSrunLaunchToBreakpoint(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				if err := c.WaitIdle(ctx); err != nil {
+				if _, err := c.WaitIdle(ctx); err != nil {
 					b.Fatal(err)
 				}
 				cancel()
@@ -192,7 +192,7 @@ func BenchmarkSrunPlain(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				if err := c.WaitIdle(ctx); err != nil {
+				if _, err := c.WaitIdle(ctx); err != nil {
 					b.Fatal(err)
 				}
 				cancel()

@@ -194,31 +194,64 @@ func (c *Cluster) LocalDir() string { return filepath.Join(c.Dir, "local") }
 // NodeDir is where node's LocalDir really lives, as the host sees it.
 func (c *Cluster) NodeDir(node string) string { return filepath.Join(c.Dir, "nodelocal", node) }
 
-// IdleNodes returns how many nodes sinfo reports idle.
+// IdleNodes reports how many nodes are idle: free, and neither drained nor down.
 func (c *Cluster) IdleNodes() (int, error) {
-	out, err := c.Command("sinfo", "-h", "-t", "idle", "-o", "%D").Output()
+	nodes, err := c.nodeStates()
 	if err != nil {
-		return 0, fmt.Errorf("cluster: sinfo: %w", err)
+		return 0, err
 	}
-	s := strings.TrimSpace(string(out))
-	if s == "" {
-		return 0, nil
+	n := 0
+	for _, st := range nodes {
+		if st.state == "idle" {
+			n++
+		}
 	}
-	return strconv.Atoi(s)
+	return n, nil
+}
+
+// nodeState is a node's state and, for a drained or down node, the reason Slurm gives.
+type nodeState struct{ name, state, reason string }
+
+// nodeStates lists every node's state as sinfo reports it (idle, allocated, drained, ...).
+func (c *Cluster) nodeStates() ([]nodeState, error) {
+	out, err := c.Command("sinfo", "-h", "-N", "-o", "%N|%T|%E").Output()
+	if err != nil {
+		return nil, fmt.Errorf("cluster: sinfo: %w", err)
+	}
+	var nodes []nodeState
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.SplitN(l, "|", 3); len(f) == 3 {
+			nodes = append(nodes, nodeState{f[0], f[1], f[2]})
+		}
+	}
+	return nodes, nil
 }
 
 // WaitIdle waits until no job is left in the queue and every node is idle, so that the next
-// test gets the whole cluster.
-func (c *Cluster) WaitIdle(ctx context.Context) error {
+// test gets the whole cluster. A node an earlier job left drained (Slurm drains a node whose
+// tasks it failed to kill) is resumed once the queue is empty, and named in the returned
+// list with its reason, so that one test's failure does not fail every later one.
+func (c *Cluster) WaitIdle(ctx context.Context) (resumed []string, err error) {
 	for {
 		q, err := c.Command("squeue", "-h", "-o", "%i").Output()
-		n, err2 := c.IdleNodes()
-		if err == nil && err2 == nil && len(bytes.TrimSpace(q)) == 0 && n == len(c.Nodes) {
-			return nil
+		nodes, err2 := c.nodeStates()
+		idle := 0
+		for _, st := range nodes {
+			switch {
+			case st.state == "idle":
+				idle++
+			case err == nil && len(bytes.TrimSpace(q)) == 0 && (st.state == "drained" || st.state == "down"):
+				if c.Command("scontrol", "update", "NodeName="+st.name, "State=RESUME").Run() == nil {
+					resumed = append(resumed, fmt.Sprintf("%s (%s: %s)", st.name, st.state, st.reason))
+				}
+			}
+		}
+		if err == nil && err2 == nil && len(bytes.TrimSpace(q)) == 0 && idle == len(c.Nodes) {
+			return resumed, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("cluster: not idle (queue %q, %d idle nodes): %w", bytes.TrimSpace(q), n, ctx.Err())
+			return resumed, fmt.Errorf("cluster: not idle (queue %q, nodes %v): %w", bytes.TrimSpace(q), nodes, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -334,7 +367,8 @@ func pidsByConf(conf string) []int {
 }
 
 // Processes describes the cluster's processes that belong to a job (their environment has
-// SLURM_JOB_ID), one line each: pid, parent, command, state, tracer, for failure reports.
+// SLURM_JOB_ID), one line each: pid, parent, command, state, tracer, kernel wait channel and
+// pending signals, for failure reports.
 func (c *Cluster) Processes() string {
 	var b strings.Builder
 	for _, pid := range pidsByConf(c.Conf) {
@@ -352,8 +386,10 @@ func (c *Cluster) Processes() string {
 			return "?"
 		}
 		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		fmt.Fprintf(&b, "pid %d ppid %s %q state %s tracer %s\n", pid, field("PPid"),
-			strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), field("State"), field("TracerPid"))
+		wchan, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+		fmt.Fprintf(&b, "pid %d ppid %s %q state %s tracer %s wchan %s sigpnd %s shdpnd %s\n", pid, field("PPid"),
+			strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")), field("State"), field("TracerPid"),
+			wchan, field("SigPnd"), field("ShdPnd"))
 	}
 	return b.String()
 }
@@ -384,7 +420,11 @@ func (s *Shared) Need(t testing.TB) *Cluster {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.WaitIdle(ctx); err != nil {
+	resumed, err := c.WaitIdle(ctx)
+	if len(resumed) > 0 {
+		t.Logf("cluster: resumed nodes an earlier test left drained: %s", strings.Join(resumed, ", "))
+	}
+	if err != nil {
 		t.Fatalf("%v\n%s", err, c.Logs())
 	}
 	return c

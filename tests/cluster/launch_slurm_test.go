@@ -285,9 +285,9 @@ func TestDAPSrunFrontEndKilled(t *testing.T) {
 	d.in("the job's end")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := c.WaitIdle(ctx); err != nil {
+	if resumed, err := c.WaitIdle(ctx); err != nil || len(resumed) > 0 {
 		q, _ := c.Command("squeue", "-h", "-s", "-o", "%i %j %N").CombinedOutput()
-		d.fatalf("%v\nsteps:\n%s\nprocesses of the job:\n%s", err, q, c.Processes())
+		d.fatalf("%v; drained nodes: %v\nsteps:\n%s\nprocesses of the job:\n%s", err, resumed, q, c.Processes())
 	}
 	for _, r := range ranks {
 		if st := status(r.Pid, "State"); st != "" && !strings.HasPrefix(st, "Z") {
@@ -453,9 +453,9 @@ func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
 	d.in("the job's steps end")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.WaitIdle(ctx); err != nil {
+	if resumed, err := c.WaitIdle(ctx); err != nil || len(resumed) > 0 {
 		q, _ := c.Command("squeue", "-h", "-s", "-o", "%i %j %N").CombinedOutput()
-		d.errorf("%v\nsteps:\n%s\nprocesses of the job:\n%s", err, q, c.Processes())
+		d.errorf("%v; drained nodes: %v\nsteps:\n%s\nprocesses of the job:\n%s", err, resumed, q, c.Processes())
 	}
 	return true
 }
