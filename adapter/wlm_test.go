@@ -581,7 +581,7 @@ func frontEndKilled(t *testing.T, p *program, launcher string, env map[string]an
 		}
 	}
 	// The ranks' parent ends with its job.
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		if st := procStatus(parent, "State"); st == "" || strings.HasPrefix(st, "Z") {
 			return
 		}

@@ -106,9 +106,16 @@ func TestNMSeesRebuild(t *testing.T) {
 
 func TestProc(t *testing.T) {
 	sh := testenv.NeedTool(t, "sh", "dash")
-	// The child says when it runs: before its exec, /proc shows the parent's environment.
-	cmd := exec.Command(sh, "-c", "echo ready; exec sleep 30")
+	// The child says when it runs (before its exec, /proc shows the parent's environment) and
+	// then waits in the shell itself, reading its stdin: no further exec, during which /proc
+	// would show no environment at all.
+	cmd := exec.Command(sh, "-c", "echo ready; read line")
 	cmd.Env = []string{"TESTENV_MARK=here", "EMPTY=", "PATH=/usr/bin:/bin"}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -195,21 +195,24 @@ func (t *Tracer) progress(p *process) {
 	}
 }
 
-// drainSteps continues every thread that was single-stepping, has been stopped by the
-// detach's interrupt and still has the step's SIGTRAP pending: the kernel may report
-// PTRACE_EVENT_STOP before it dequeues that trap, and once detached the thread would take the
-// SIGTRAP with the default action and kill the process. Continued, the thread dequeues the
-// trap first (synchronous signals go first) and stops for it; detachSignal then drops it.
-// It reports whether any thread was continued.
+// drainSteps continues every thread that has been stopped by the detach's interrupt and still
+// has a SIGTRAP of its own pending — from a single step, or from a breakpoint it hit as the
+// interrupt came: the kernel reports PTRACE_EVENT_STOP before it dequeues that trap, and once
+// detached the thread would take the SIGTRAP with the default action and kill the process.
+// Continued, the thread dequeues the trap first (synchronous signals go first) and stops for
+// it; detachSignal then drops it (a breakpoint's only once the agent has removed it). It
+// reports whether any thread was continued.
 func (t *Tracer) drainSteps(p *process) bool {
 	drained := false
 	for _, th := range p.threads {
-		if !th.step || th.kind == stopSignal {
+		if th.kind == stopSignal {
 			continue
 		}
 		th.step = false
+		// A blocked SIGTRAP (sent, not a trap: traps unblock it) would not stop the thread.
 		st, err := readStatus(th.tid)
-		if err != nil || st.SigPnd&(1<<(unix.SIGTRAP-1)) == 0 {
+		trap := uint64(1) << (unix.SIGTRAP - 1)
+		if err != nil || st.SigPnd&trap == 0 || st.SigBlk&trap != 0 {
 			continue
 		}
 		if ptraceRaw(unix.PTRACE_CONT, th.tid, 0, 0) == nil {

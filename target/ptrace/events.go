@@ -127,7 +127,8 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 		t.announce(th)
 	}
 	if p.phase == phaseDetaching {
-		return // Detach decides what becomes of th.sig
+		th.stopPC = th.pc() // Detach decides what becomes of th.sig, by where the trap left it
+		return
 	}
 	ev.PC = th.pc()
 	th.stopPC = ev.PC

@@ -147,6 +147,65 @@ func TestDetachWhileStepping(t *testing.T) {
 	}
 }
 
+// TestDetachAtBreakpointHit: detaching while the thread runs into a breakpoint, removed just
+// before the detach, never leaves the breakpoint's SIGTRAP to kill the untraced process: the
+// detach's interrupt may be reported before the trap is dequeued. Timing-dependent, so the
+// scenario runs many times.
+func TestDetachAtBreakpointHit(t *testing.T) {
+	needPrograms(t)
+	cmd := exec.Command(progPath, "count", "-1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	tr := newTracer(t)
+	addr := uint64(0)
+	orig := make([]byte, 1)
+	const runs = 300
+	for i := range runs {
+		p, err := tr.Attach(pid)
+		if err != nil {
+			if st, serr := readStatus(pid); serr != nil || st.State == 'Z' {
+				cmd.Wait()
+				t.Fatalf("run %d: the process died after the previous detach: %v", i, cmd.ProcessState)
+			}
+			t.Fatalf("run %d: attach: %v", i, err)
+		}
+		if addr == 0 {
+			addr = symAddr(t, pid, progPath, "target_fn")
+			if _, err := p.ReadMemory(addr, orig); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := p.WriteMemory(addr, []byte{0xcc}); err != nil {
+			t.Fatalf("run %d: plant: %v", i, err)
+		}
+		if err := p.Resume(pid, 0); err != nil {
+			t.Fatalf("run %d: resume: %v", i, err)
+		}
+		// The loop calls target_fn all the time: the hit comes at once, before, during or
+		// after the detach's interrupt.
+		if _, err := p.WriteMemory(addr, orig); err != nil {
+			t.Fatalf("run %d: remove: %v", i, err)
+		}
+		if err := p.Detach(); err != nil {
+			t.Fatalf("run %d: detach: %v", i, err)
+		}
+		for range p.Events() {
+		}
+		if st, err := readStatus(pid); err != nil || st.State == 'Z' || st.State == 'X' {
+			cmd.Wait()
+			t.Fatalf("run %d: the process died after the detach: %v", i, cmd.ProcessState)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	if st, err := readStatus(pid); err != nil || st.State == 'Z' {
+		cmd.Wait()
+		t.Fatalf("the process died after the last detach: %v", cmd.ProcessState)
+	}
+}
+
 // TestHeldQueueRelease: events collected while a queue is held (an Attach in progress) are all
 // receivable without blocking once it is released, in order, however many there are.
 func TestHeldQueueRelease(t *testing.T) {
