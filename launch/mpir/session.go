@@ -198,16 +198,7 @@ func Attach(ctx context.Context, c Conn, opts Options) (*Session, []Proc, error)
 	if err := s.resolve(ctx); err != nil {
 		return s, nil, err
 	}
-	state, err := s.readInt(ctx, s.syms.DebugState)
-	if err != nil {
-		return s, nil, fmt.Errorf("mpir: read MPIR_debug_state: %w", err)
-	}
-	size, err := s.readInt(ctx, s.syms.ProctableSize)
-	if err != nil {
-		return s, nil, fmt.Errorf("mpir: read MPIR_proctable_size: %w", err)
-	}
-	if state == DebugSpawned && size > 0 {
-		procs, err := ReadTable(ctx, s.mem, s.order, s.syms.Proctable, s.syms.ProctableSize)
+	if procs, ok, err := s.filledTable(ctx); ok || err != nil {
 		return s, procs, err
 	}
 	if s.syms.BeingDebugged != 0 && s.syms.File.Source != SourceKnownBuild {
@@ -247,18 +238,28 @@ func (s *Session) waitSpawnedLate(ctx context.Context) ([]Proc, error) {
 				return nil, fmt.Errorf("mpir: wait for the launcher to stop: %w", err)
 			}
 		}
-		state, err := s.readInt(ctx, s.syms.DebugState)
-		if err != nil {
-			return nil, fmt.Errorf("mpir: read MPIR_debug_state: %w", err)
-		}
-		size, err := s.readInt(ctx, s.syms.ProctableSize)
-		if err != nil {
-			return nil, fmt.Errorf("mpir: read MPIR_proctable_size: %w", err)
-		}
-		if state == DebugSpawned && size > 0 {
-			return ReadTable(ctx, s.mem, s.order, s.syms.Proctable, s.syms.ProctableSize)
+		if procs, ok, err := s.filledTable(ctx); ok || err != nil {
+			return procs, err
 		}
 	}
+}
+
+// filledTable reads the table of a stopped launcher if MPIR_debug_state says it is filled
+// (MPIR_DEBUG_SPAWNED and a non-empty MPIR_proctable_size); ok is false if it is not yet.
+func (s *Session) filledTable(ctx context.Context) (procs []Proc, ok bool, err error) {
+	state, err := s.readInt(ctx, s.syms.DebugState)
+	if err != nil {
+		return nil, false, fmt.Errorf("mpir: read MPIR_debug_state: %w", err)
+	}
+	size, err := s.readInt(ctx, s.syms.ProctableSize)
+	if err != nil {
+		return nil, false, fmt.Errorf("mpir: read MPIR_proctable_size: %w", err)
+	}
+	if state != DebugSpawned || size <= 0 {
+		return nil, false, nil
+	}
+	procs, err = ReadTable(ctx, s.mem, s.order, s.syms.Proctable, s.syms.ProctableSize)
+	return procs, true, err
 }
 
 // trapInstruction is the breakpoint instruction the agent expects for a machine.

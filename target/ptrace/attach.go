@@ -188,21 +188,21 @@ func (t *Tracer) progress(p *process) {
 			r.finish(nil)
 		}
 	case phaseDetaching:
-		if t.drainSteps(p) {
+		if t.drainTraps(p) {
 			return // wait for the step traps
 		}
 		t.finishDetach(p)
 	}
 }
 
-// drainSteps continues every thread that has been stopped by the detach's interrupt and still
+// drainTraps continues every thread that has been stopped by the detach's interrupt and still
 // has a SIGTRAP of its own pending — from a single step, or from a breakpoint it hit as the
 // interrupt came: the kernel reports PTRACE_EVENT_STOP before it dequeues that trap, and once
 // detached the thread would take the SIGTRAP with the default action and kill the process.
 // Continued, the thread dequeues the trap first (synchronous signals go first) and stops for
 // it; detachSignal then drops it (a breakpoint's only once the agent has removed it). It
 // reports whether any thread was continued.
-func (t *Tracer) drainSteps(p *process) bool {
+func (t *Tracer) drainTraps(p *process) bool {
 	drained := false
 	for _, th := range p.threads {
 		if th.kind == stopSignal {

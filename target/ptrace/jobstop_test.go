@@ -3,6 +3,7 @@
 package ptrace
 
 import (
+	"fmt"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -108,6 +109,41 @@ func TestKillInJobControlStop(t *testing.T) {
 // step's SIGTRAP to kill the untraced process. The race (the interrupt reported before the
 // trap is dequeued) is timing-dependent, so the scenario runs many times.
 func TestDetachWhileStepping(t *testing.T) {
+	detachRuns(t, 500, func(p target.Process, pid int) error { return p.Step(pid, 0) })
+}
+
+// TestDetachAtBreakpointHit: detaching while the thread runs into a breakpoint, removed just
+// before the detach, never leaves the breakpoint's SIGTRAP to kill the untraced process: the
+// detach's interrupt may be reported before the trap is dequeued. Timing-dependent, so the
+// scenario runs many times.
+func TestDetachAtBreakpointHit(t *testing.T) {
+	addr := uint64(0)
+	orig := make([]byte, 1)
+	detachRuns(t, 300, func(p target.Process, pid int) error {
+		if addr == 0 {
+			addr = symAddr(t, pid, progPath, "target_fn")
+			if _, err := p.ReadMemory(addr, orig); err != nil {
+				return err
+			}
+		}
+		if _, err := p.WriteMemory(addr, []byte{0xcc}); err != nil {
+			return fmt.Errorf("plant: %w", err)
+		}
+		if err := p.Resume(pid, 0); err != nil {
+			return err
+		}
+		// The loop calls target_fn all the time: the hit comes at once, before, during or
+		// after the detach's interrupt.
+		if _, err := p.WriteMemory(addr, orig); err != nil {
+			return fmt.Errorf("remove: %w", err)
+		}
+		return nil
+	})
+}
+
+// detachRuns attaches runs times to a process calling target_fn forever, does before each
+// detach what before says, and fails as soon as the process has died after a detach.
+func detachRuns(t *testing.T, runs int, before func(p target.Process, pid int) error) {
 	needPrograms(t)
 	cmd := exec.Command(progPath, "count", "-1")
 	if err := cmd.Start(); err != nil {
@@ -116,7 +152,6 @@ func TestDetachWhileStepping(t *testing.T) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	pid := cmd.Process.Pid
 	tr := newTracer(t)
-	const runs = 500
 	for i := range runs {
 		p, err := tr.Attach(pid)
 		if err != nil {
@@ -126,8 +161,8 @@ func TestDetachWhileStepping(t *testing.T) {
 			}
 			t.Fatalf("run %d: attach: %v", i, err)
 		}
-		if err := p.Step(pid, 0); err != nil {
-			t.Fatalf("run %d: step: %v", i, err)
+		if err := before(p, pid); err != nil {
+			t.Fatalf("run %d: %v", i, err)
 		}
 		if err := p.Detach(); err != nil {
 			t.Fatalf("run %d: detach: %v", i, err)
@@ -140,65 +175,6 @@ func TestDetachWhileStepping(t *testing.T) {
 		}
 	}
 	// The last detach may have left a trap pending just now: give it a moment to strike.
-	time.Sleep(20 * time.Millisecond)
-	if st, err := readStatus(pid); err != nil || st.State == 'Z' {
-		cmd.Wait()
-		t.Fatalf("the process died after the last detach: %v", cmd.ProcessState)
-	}
-}
-
-// TestDetachAtBreakpointHit: detaching while the thread runs into a breakpoint, removed just
-// before the detach, never leaves the breakpoint's SIGTRAP to kill the untraced process: the
-// detach's interrupt may be reported before the trap is dequeued. Timing-dependent, so the
-// scenario runs many times.
-func TestDetachAtBreakpointHit(t *testing.T) {
-	needPrograms(t)
-	cmd := exec.Command(progPath, "count", "-1")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	pid := cmd.Process.Pid
-	tr := newTracer(t)
-	addr := uint64(0)
-	orig := make([]byte, 1)
-	const runs = 300
-	for i := range runs {
-		p, err := tr.Attach(pid)
-		if err != nil {
-			if st, serr := readStatus(pid); serr != nil || st.State == 'Z' {
-				cmd.Wait()
-				t.Fatalf("run %d: the process died after the previous detach: %v", i, cmd.ProcessState)
-			}
-			t.Fatalf("run %d: attach: %v", i, err)
-		}
-		if addr == 0 {
-			addr = symAddr(t, pid, progPath, "target_fn")
-			if _, err := p.ReadMemory(addr, orig); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := p.WriteMemory(addr, []byte{0xcc}); err != nil {
-			t.Fatalf("run %d: plant: %v", i, err)
-		}
-		if err := p.Resume(pid, 0); err != nil {
-			t.Fatalf("run %d: resume: %v", i, err)
-		}
-		// The loop calls target_fn all the time: the hit comes at once, before, during or
-		// after the detach's interrupt.
-		if _, err := p.WriteMemory(addr, orig); err != nil {
-			t.Fatalf("run %d: remove: %v", i, err)
-		}
-		if err := p.Detach(); err != nil {
-			t.Fatalf("run %d: detach: %v", i, err)
-		}
-		for range p.Events() {
-		}
-		if st, err := readStatus(pid); err != nil || st.State == 'Z' || st.State == 'X' {
-			cmd.Wait()
-			t.Fatalf("run %d: the process died after the detach: %v", i, cmd.ProcessState)
-		}
-	}
 	time.Sleep(20 * time.Millisecond)
 	if st, err := readStatus(pid); err != nil || st.State == 'Z' {
 		cmd.Wait()

@@ -232,6 +232,7 @@ func (c *Cluster) nodeStates() ([]nodeState, error) {
 // tasks it failed to kill) is resumed once the queue is empty, and named in the returned
 // list with its reason, so that one test's failure does not fail every later one.
 func (c *Cluster) WaitIdle(ctx context.Context) (resumed []string, err error) {
+	asked := map[string]bool{} // a resumed node is drained until slurmctld has seen to it
 	for {
 		q, err := c.Command("squeue", "-h", "-o", "%i").Output()
 		nodes, err2 := c.nodeStates()
@@ -240,8 +241,9 @@ func (c *Cluster) WaitIdle(ctx context.Context) (resumed []string, err error) {
 			switch {
 			case st.state == "idle":
 				idle++
-			case err == nil && len(bytes.TrimSpace(q)) == 0 && (st.state == "drained" || st.state == "down"):
+			case err == nil && len(bytes.TrimSpace(q)) == 0 && (st.state == "drained" || st.state == "down") && !asked[st.name]:
 				if c.Command("scontrol", "update", "NodeName="+st.name, "State=RESUME").Run() == nil {
+					asked[st.name] = true
 					resumed = append(resumed, fmt.Sprintf("%s (%s: %s)", st.name, st.state, st.reason))
 				}
 			}

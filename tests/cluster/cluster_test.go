@@ -106,6 +106,33 @@ func TestClusterUp(t *testing.T) {
 	t.Logf("cluster start took %v", c.Startup)
 }
 
+// A drained node is not idle; WaitIdle resumes it once the queue is empty and names it.
+func TestWaitIdleResumesDrained(t *testing.T) {
+	c := slurm.Need(t)
+	if out, err := run(t, c, 10*time.Second, "scontrol", "update", "NodeName=node2", "State=DRAIN", "Reason=drained by a test"); err != nil {
+		t.Fatalf("scontrol drain: %v\n%s", err, out)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if n, err := c.IdleNodes(); err == nil && n == 3 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("idle nodes with node2 drained: %d, %v; want 3", n, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resumed, err := c.WaitIdle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resumed) != 1 || !strings.HasPrefix(resumed[0], "node2 (drained: drained by a test)") {
+		t.Errorf("resumed %q, want node2 with its reason", resumed)
+	}
+	if n, err := c.IdleNodes(); err != nil || n != 4 {
+		t.Errorf("idle nodes after WaitIdle: %d, %v; want 4", n, err)
+	}
+}
+
 // srun -N4 -n8 hostname runs on node1..node4, with gethostname() returning the node name.
 func TestSrunHostnames(t *testing.T) {
 	c := slurm.Need(t)
