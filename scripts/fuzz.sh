@@ -7,8 +7,11 @@
 # engine treats as a normal end: it saves what it found and passes unless an input failed.
 # Ending the run with -fuzztime=8s instead races the Go 1.26 engine's deadline against its
 # workers' shutdown and can fail a healthy run with "context deadline exceeded"; a count
-# (-fuzztime=Nx) would not bound the time. A failing input is written under the package's
-# testdata/fuzz as usual and fails the script.
+# (-fuzztime=Nx) would not bound the time. The interrupt goes to the engine's coordinator only
+# (--foreground), never to its worker processes: a worker that sees it first exits while the
+# coordinator still waits on it, which the engine records as a crash with no cause ("fuzzing
+# process hung or terminated unexpectedly: <nil>"). The coordinator stops its workers itself.
+# A failing input is written under the package's testdata/fuzz as usual and fails the script.
 set -euo pipefail
 fuzztime=${FUZZTIME:-8s}
 cd "$(dirname "$0")/.."
@@ -30,7 +33,7 @@ for dir in $(go list -f '{{.Dir}}' "${@:-./...}"); do
   for target in $targets; do
     echo "fuzz: $pkg $target ($fuzztime)"
     # -k: a target that ignores the interrupt (stuck in an input) is killed and fails.
-    if out=$(cd "$dir" && timeout --preserve-status -s INT -k 60s "$fuzztime" \
+    if out=$(cd "$dir" && timeout --foreground --preserve-status -s INT -k 60s "$fuzztime" \
       "$test" -test.run='^$' -test.fuzz="^${target}\$" -test.fuzztime=1000000000x \
       -test.fuzzcachedir="$cache/$pkg" -test.timeout=20m -test.paniconexit0 2>&1); then
       echo "$out" | tail -2
