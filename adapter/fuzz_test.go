@@ -88,9 +88,10 @@ func FuzzDataID(f *testing.F) {
 	f.Add("m:/tmp/stacks:4010:4:counter")
 	f.Add("a:3:7ffe12345678:8:local")
 	f.Add("m:::0:")
+	f.Add("a:-1:10:4:x")
 	f.Fuzz(func(t *testing.T, s string) {
 		d, err := parseDataID(s)
-		if err == nil && (d.size <= 0 || (d.module == "" && !strings.HasPrefix(s, "a:"))) {
+		if err == nil && (d.size <= 0 || d.rank < 0 || (d.module == "" && !strings.HasPrefix(s, "a:"))) {
 			t.Fatalf("accepted %q as %+v", s, d)
 		}
 	})

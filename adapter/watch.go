@@ -51,10 +51,14 @@ func parseDataID(id string) (*dataTarget, error) {
 	}
 	d := &dataTarget{dataID: id, size: n, expr: parts[4]}
 	if parts[0] == "m" {
+		// An empty module would make addrIn take the link-time address for rank 0's.
+		if parts[1] == "" {
+			return nil, fmt.Errorf("dataId %q names no module", id)
+		}
 		d.module, d.link = parts[1], a
 	} else {
 		r, err := strconv.Atoi(parts[1])
-		if err != nil {
+		if err != nil || r < 0 {
 			return nil, fmt.Errorf("dataId %q is malformed", id)
 		}
 		d.rank, d.addr = r, a
