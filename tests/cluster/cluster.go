@@ -235,20 +235,21 @@ func (c *Cluster) WaitIdle(ctx context.Context) (resumed []string, err error) {
 	asked := map[string]bool{} // a resumed node is drained until slurmctld has seen to it
 	for {
 		q, err := c.Command("squeue", "-h", "-o", "%i").Output()
-		nodes, err2 := c.nodeStates()
+		queueEmpty := err == nil && len(bytes.TrimSpace(q)) == 0
+		nodes, err := c.nodeStates()
 		idle := 0
 		for _, st := range nodes {
 			switch {
 			case st.state == "idle":
 				idle++
-			case err == nil && len(bytes.TrimSpace(q)) == 0 && (st.state == "drained" || st.state == "down") && !asked[st.name]:
+			case queueEmpty && (st.state == "drained" || st.state == "down") && !asked[st.name]:
 				if c.Command("scontrol", "update", "NodeName="+st.name, "State=RESUME").Run() == nil {
 					asked[st.name] = true
 					resumed = append(resumed, fmt.Sprintf("%s (%s: %s)", st.name, st.state, st.reason))
 				}
 			}
 		}
-		if err == nil && err2 == nil && len(bytes.TrimSpace(q)) == 0 && idle == len(c.Nodes) {
+		if queueEmpty && err == nil && idle == len(c.Nodes) {
 			return resumed, nil
 		}
 		select {

@@ -338,7 +338,7 @@ export class Workbench {
       try {
         await shown.waitFor({ state: 'visible', timeout: 3000 });
         return;
-      } catch (e) {
+      } catch {
         if (i >= 4 || !(await entry.isVisible())) {
           break;
         }
