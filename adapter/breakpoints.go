@@ -434,11 +434,16 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 	b.mu.Unlock()
 	info := stopInfo{reason: "breakpoint", tid: tid}
 	if len(matched) == 0 {
-		// A trap nobody set here (the program's own int3, or one removed meanwhile).
 		if b.isUserSite(r, addr) {
 			return true, info
 		}
-		return true, stopInfo{reason: "exception", text: fmt.Sprintf("SIGTRAP (trace/breakpoint trap) on rank %d", r.Num), tid: tid}
+		// The agent reports a Breakpoint only for a trap it planted, so this is one that was
+		// removed after the thread hit it (a temporary one of a step that has ended, or a
+		// breakpoint the user cleared while this hit waited behind another stop). The agent
+		// put the thread back on addr, where the original instruction stands again: it runs
+		// as if the trap had never been there.
+		b.j.logf("rank %d: hit of removed breakpoint %#x: go on", r.Num, addr)
+		return false, info
 	}
 	stop := false
 	for _, bp := range matched {

@@ -47,7 +47,7 @@ type Rank struct {
 	stopText    string             // its description
 	stopBPs     []int
 	exit        *cdti.ExitStatus
-	sigstops    int  // SIGSTOPs sent by the adapter and not yet reported
+	sigstopSent bool // a SIGSTOP to stop it is on its way (agents without StopProcess)
 	pauseReq    bool // a pause asked this rank to stop
 	gen         int  // bumped at every resume: frames and variables of older stops are stale
 	stepper     *stepper

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,14 +19,17 @@ import (
 // that the adapter builds the job's stops:
 //
 //   - all-stop (the default): the first rank that stops for a reason of its own becomes the
-//     primary stop; every other running rank is sent SIGSTOP, and the DAP stopped event goes
-//     out once all of them have reported (the collector);
+//     primary stop; every other running rank is stopped (StopProcess), and the DAP stopped
+//     event goes out once all of them have reported (the collector);
 //   - rank: a rank's stop is reported alone, the others keep running;
 //   - thread: the stopped thread is held and its rank continued at once.
 //
-// A SIGSTOP the adapter sent is counted (Rank.sigstops). When a rank stops for another reason
-// first, its SIGSTOP stays pending in the kernel and shows up when the rank next runs: it is
-// then recognised as stale and the rank continued silently.
+// Ranks are stopped with the agent's StopProcess, not with a signal: the agent stops every
+// thread and answers with one Notify(SIGSTOP, Interrupt), or tells that a notification already
+// on its way is the stop; nothing is left in the kernel to stop the rank again later. A rank
+// that an all-stop or a pause waits for takes whatever notification comes next as its stop,
+// even one that would otherwise be passed on (a false condition, a library load, a signal the
+// program handles). Only against an agent without the extension (a real CNK) is SIGSTOP sent.
 
 // collector gathers an all-stop.
 type collector struct {
@@ -198,14 +202,14 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 		r.startOnce.Do(func() { close(r.started) })
 		return
 	}
-	if sig == int(syscall.SIGSTOP) && r.sigstops > 0 {
-		r.sigstops--
-		wanted := !j.stopAll && (r.pauseReq || (j.collect != nil && j.collect.waiting[r]))
-		if !wanted {
-			// A stale SIGSTOP from an earlier all-stop: nobody waits for it.
+	if ns.Reason == cdti.SignalInterrupt || (sig == int(syscall.SIGSTOP) && r.sigstopSent) {
+		// The stop the adapter asked for. One that nobody waits for any more (its all-stop was
+		// completed by another stop of this rank meanwhile) has nothing to report.
+		r.sigstopSent = false
+		if !j.awaitedLocked(r) {
 			j.mu.Unlock()
-			j.logf("rank %d: stale SIGSTOP: continue", r.Num)
-			j.resume(r, false)
+			j.logf("rank %d: stop nobody waits for: continue", r.Num)
+			j.resume(r, true)
 			return
 		}
 		r.pauseReq = false
@@ -215,7 +219,7 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 	}
 	if j.stopAll {
 		j.mu.Unlock()
-		j.resume(r, false)
+		j.resume(r, true)
 		return
 	}
 	j.mu.Unlock()
@@ -223,19 +227,19 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 	switch {
 	case sig == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalBreakpoint && j.isLibraryEvent(r, ns.InstAddress):
 		j.onLibraryEvent(r)
-		j.resume(r, true)
+		j.passOn(r, tid)
 		return
 	case sig == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalBreakpoint:
 		stop, info2 := j.bps.hit(r, tid, ns.InstAddress)
 		if !stop {
-			j.resume(r, false)
+			j.passOn(r, tid)
 			return
 		}
 		info = info2
 	case sig == int(syscall.SIGTRAP) && (ns.Reason == cdti.SignalWatchpointRead || ns.Reason == cdti.SignalWatchpointWrite):
 		stop, info2 := j.bps.watchHit(r, tid, ns.DataAddress)
 		if !stop {
-			j.resume(r, false)
+			j.passOn(r, tid)
 			return
 		}
 		info = info2
@@ -247,7 +251,7 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 		stopOnSignals := j.signalStop
 		j.mu.Unlock()
 		if !stopOnSignals && sig != int(syscall.SIGTRAP) {
-			j.resume(r, false) // the signal is delivered as if nobody watched
+			j.passOn(r, tid) // the signal is delivered as if nobody watched
 			return
 		}
 		info = stopInfo{reason: "signal", text: signalName(sig), tid: tid}
@@ -257,6 +261,28 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 		}
 	}
 	j.rankStopped(r, info)
+}
+
+// awaitedLocked reports whether an all-stop or a pause waits for r to stop; j.mu must be held.
+func (j *Job) awaitedLocked(r *Rank) bool {
+	return !j.stopAll && (r.pauseReq || (j.collect != nil && j.collect.waiting[r]))
+}
+
+// passOn lets a rank go on after a notification that is no stop of the user's: a condition
+// that does not hold, a library load, a signal the program handles itself, a trap of a
+// breakpoint removed meanwhile. A rank that an all-stop or a pause waits for stays stopped
+// instead, this notification being its stop (what it was is kept by the agent: a signal is
+// delivered, a breakpoint stepped over, when the rank runs again).
+func (j *Job) passOn(r *Rank, tid int) {
+	j.mu.Lock()
+	if j.awaitedLocked(r) {
+		r.pauseReq = false
+		j.mu.Unlock()
+		j.rankStopped(r, stopInfo{reason: "pause", tid: tid})
+		return
+	}
+	j.mu.Unlock()
+	j.resume(r, true)
 }
 
 // rankStopped records a stop and moves the job's stop forward according to the stop mode.
@@ -316,10 +342,10 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 				continue
 			}
 			j.collect.waiting[q] = true
-			if q.sigstops == 0 {
-				q.sigstops++
-				go j.sendStop(q)
+			if q.stepper != nil {
+				q.stepper.cancelLocked() // the job stops: a step under way ends where it is
 			}
+			go j.sendStop(q)
 		}
 		if j.steps != nil {
 			j.steps = nil // the step group ends with this stop
@@ -347,46 +373,11 @@ func (j *Job) finishCollectLocked() {
 	j.collect = nil
 	body := j.takeChangedLocked()
 	t := j.threadForLocked(c.primary, c.info.tid)
-	raced := map[*Rank]int{}
-	for _, q := range j.ranks {
-		if q.state == rankStopped && q.sigstops > 0 {
-			raced[q] = q.gen
-		}
-	}
 	j.mu.Unlock()
-	j.discardStops(raced)
 	if body != nil {
 		j.s.sendEvent("hpcdap/ranksChanged", body)
 	}
 	j.sendStopped(t, c.info, true)
-}
-
-// discardStops cancels the SIGSTOPs of an all-stop that lost the race against another stop
-// of their rank (a breakpoint hit first): they wait in the kernel until the rank runs again.
-// Were the front end to die meanwhile, the agents would let the rank go untraced and that
-// SIGSTOP would freeze it in a job-control stop. A SIGCONT removes pending stop signals when
-// it is sent (and reaches the program, when it runs, as a SIGCONT that continues nothing).
-// ranks maps each rank to its stop generation: a rank resumed meanwhile keeps its count.
-func (j *Job) discardStops(ranks map[*Rank]int) {
-	var wg sync.WaitGroup
-	for r, gen := range ranks {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGCONT)})
-			if err != nil || rs[0].Code != cdti.CmdSuccess {
-				j.logf("rank %d: SIGCONT to discard a pending SIGSTOP: %v %v", r.Num, err, rs)
-				return
-			}
-			j.mu.Lock()
-			if r.gen == gen && r.state == rankStopped {
-				r.sigstops = 0
-			}
-			j.mu.Unlock()
-			j.logf("rank %d: pending SIGSTOP discarded", r.Num)
-		})
-	}
-	wg.Wait()
 }
 
 // threadForLocked is threadFor with j.mu held.
@@ -446,19 +437,20 @@ func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
 	j.s.sendStoppedEvent(t, info, all)
 }
 
-// sendStop sends SIGSTOP to a running rank (its counter is already raised).
+// sendStop stops a running rank for an all-stop or a pause (the caller marked it awaited).
+// If that fails because the rank has stopped or ended meanwhile, its own report completes the
+// wait; otherwise the failure is logged and the collector stops waiting for it.
 func (j *Job) sendStop(r *Rank) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
-	if err == nil && rs[0].Code == cdti.CmdSuccess {
-		j.logf("rank %d: SIGSTOP sent", r.Num)
+	stopping, err := j.stopRank(ctx, r)
+	if err == nil {
+		j.logf("rank %d: stop sent (notification to come: %v)", r.Num, stopping)
 		return
 	}
-	j.logf("rank %d: SIGSTOP not sent: %v %v", r.Num, err, rs)
+	j.logf("rank %d: stop not sent: %v", r.Num, err)
 	j.mu.Lock()
-	r.sigstops--
-	if j.collect != nil && j.collect.waiting[r] && (r.state == rankExited || r.state == rankStopped) {
+	if j.collect != nil && j.collect.waiting[r] && r.state != rankRunning {
 		delete(j.collect.waiting, r)
 		j.finishCollectLocked()
 		return
@@ -466,8 +458,36 @@ func (j *Job) sendStop(r *Rank) {
 	j.mu.Unlock()
 }
 
+// stopRank asks r's agent to stop the rank (StopProcess) and reports whether a notification
+// of that stop follows (false: one already on its way is the stop). Against an agent without
+// the extension (a real CNK) it sends SIGSTOP instead, which always notifies.
+func (j *Job) stopRank(ctx context.Context, r *Rank) (bool, error) {
+	stopping, err := r.node.client.StopProcess(ctx, uint32(r.Num))
+	if !errors.Is(err, cdti.ErrNotSupported) {
+		return stopping, err
+	}
+	j.mu.Lock()
+	sent := r.sigstopSent
+	r.sigstopSent = true
+	j.mu.Unlock()
+	if sent {
+		return true, nil // one SIGSTOP is on its way already
+	}
+	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
+	if err == nil && rs[0].Code != cdti.CmdSuccess {
+		err = fmt.Errorf("send SIGSTOP: %v", rs[0].Code)
+	}
+	if err != nil {
+		j.mu.Lock()
+		r.sigstopSent = false
+		j.mu.Unlock()
+		return false, err
+	}
+	return true, nil
+}
+
 // resume continues a stopped rank (ContinueProcess on its notified thread). internal marks a
-// resume the user does not see (a condition that was false, a stale SIGSTOP).
+// resume the user does not see (a condition that was false, a stop nobody waits for).
 func (j *Job) resume(r *Rank, internal bool) error {
 	j.logf("rank %d: resume", r.Num)
 	j.mu.Lock()
@@ -616,10 +636,7 @@ func (j *Job) pause(ranks []*Rank) bool {
 		if r.stepper != nil {
 			r.stepper.cancelLocked()
 		}
-		if r.sigstops == 0 {
-			r.sigstops++
-			go j.sendStop(r)
-		}
+		go j.sendStop(r)
 	}
 	j.mu.Unlock()
 	return any
@@ -788,7 +805,6 @@ func (j *Job) detach() {
 				if len(held) > 0 {
 					j.releaseHeld(r, held)
 				}
-				j.drainStops(r)
 				for range 100 {
 					rs, err := n.client.Update(ctx, uint32(r.Num), &cdti.ReleaseControl{})
 					if err != nil || rs[0].Code != cdti.CmdPendingNotify {
@@ -801,25 +817,6 @@ func (j *Job) detach() {
 		})
 	}
 	wg.Wait()
-}
-
-// drainStops consumes the SIGSTOPs the adapter sent to r that have not arrived yet: released
-// untraced, a process would take them as a job-control stop and freeze. The rank is continued
-// so that a pending SIGSTOP is delivered (and swallowed) while the adapter still controls it.
-func (j *Job) drainStops(r *Rank) {
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		j.mu.Lock()
-		n, state := r.sigstops, r.state
-		j.mu.Unlock()
-		if n <= 0 || state == rankExited {
-			return
-		}
-		if state == rankStopped {
-			j.resume(r, true)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // logf writes a diagnostic line to the server's log.

@@ -39,6 +39,13 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 		s.continueSingleThread(req, j, t)
 		return
 	}
+	if len(ranks) == 1 {
+		// One rank (stop modes rank and thread): no stop of it is half handled while it is
+		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
+		// running again, before this continue looks at it).
+		ranks[0].evMu.Lock()
+		defer ranks[0].evMu.Unlock()
+	}
 	j.mu.Lock()
 	threadMode := j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
 	j.mu.Unlock()

@@ -176,7 +176,16 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 	if j.mode == stopAll {
 		j.steps = g
 	}
+	// The step's response tells the client that t runs; the other ranks the step resumes are
+	// announced, so that no client goes on taking them for stopped.
+	var others []*Thread
+	for _, st := range steppers {
+		if st != nil && st.r != t.Rank {
+			others = append(others, st.r.threads...)
+		}
+	}
 	j.mu.Unlock()
+	j.s.sendContinued(others, t.ID)
 	for _, st := range steppers {
 		if st != nil {
 			go st.run()
@@ -186,7 +195,7 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 }
 
 // suspendForStep suspends the rank of a thread that stop mode "thread" holds while the rest of
-// the rank runs, so that the thread can be stepped: a SIGSTOP stops the process, then the
+// the rank runs, so that the thread can be stepped: the process is stopped, then the
 // thread's hold is lifted (the rank's other held threads stay held). The step then runs the
 // rank as in the other modes and, when it ends, the thread is held again and the rank goes on.
 func (j *Job) suspendForStep(ctx context.Context, t *Thread) error {
@@ -197,7 +206,7 @@ func (j *Job) suspendForStep(ctx context.Context, t *Thread) error {
 		j.mu.Unlock()
 		return fmt.Errorf("rank %d is stepping", r.Num)
 	}
-	r.stepper = st // the SIGSTOP's notification comes to st
+	r.stepper = st // the stop's notification comes to st
 	j.mu.Unlock()
 	giveBack := func() {
 		j.mu.Lock()
@@ -206,11 +215,7 @@ func (j *Job) suspendForStep(ctx context.Context, t *Thread) error {
 		}
 		j.mu.Unlock()
 	}
-	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
-	if err == nil && rs[0].Code != cdti.CmdSuccess {
-		err = fmt.Errorf("%v", rs[0].Code)
-	}
-	if err != nil {
+	if _, err := j.stopRank(ctx, r); err != nil {
 		giveBack()
 		return fmt.Errorf("rank %d: stop it to step LWP %d: %w", r.Num, t.LWP, err)
 	}
@@ -218,24 +223,22 @@ func (j *Job) suspendForStep(ctx context.Context, t *Thread) error {
 	select {
 	case m = <-st.ch:
 	case <-ctx.Done():
+		// The stop's notification, when it comes, finds nobody waiting and the rank goes on.
 		giveBack()
-		j.mu.Lock()
-		r.sigstops++ // the SIGSTOP's stop, when it comes, is discarded
-		j.mu.Unlock()
 		return fmt.Errorf("rank %d: did not stop to step LWP %d: %w", r.Num, t.LWP, ctx.Err())
 	}
 	giveBack()
-	if int(m.Signal.Signal) != int(syscall.SIGSTOP) {
+	if !isRequestedStop(m, r) {
 		// Something else stopped the rank first (another thread's breakpoint): that stop is
-		// reported as usual, the SIGSTOP discarded when it comes, and the step not begun.
-		j.mu.Lock()
-		r.sigstops++
-		j.mu.Unlock()
+		// reported as usual and the step not begun.
 		r.evMu.Lock()
 		j.handleSignal(r, m)
 		r.evMu.Unlock()
 		return fmt.Errorf("rank %d stopped for another event before the step began", r.Num)
 	}
+	j.mu.Lock()
+	r.sigstopSent = false
+	j.mu.Unlock()
 	ns := m.Signal
 	j.mu.Lock()
 	r.notif = &ns
@@ -548,18 +551,6 @@ func (st *stepper) stepInstr(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if st.staleStop(m) {
-			// A SIGSTOP left over from an earlier all-stop stopped the thread before its
-			// instruction ran: step again.
-			rs, err := st.r.node.client.Update(ctx, uint32(st.r.Num), &cdti.StepThread{ThreadID: uint32(st.lwp)})
-			if err != nil {
-				return err
-			}
-			if rs[0].Code != cdti.CmdSuccess {
-				return fmt.Errorf("step LWP %d: %v", st.lwp, rs[0].Code)
-			}
-			continue
-		}
 		ns := m.Signal
 		if int(ns.Signal) == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalStepComplete && int(ns.ThreadID) == st.lwp {
 			st.setNotif(m)
@@ -618,9 +609,6 @@ func (st *stepper) runTo(ctx context.Context, addrs []uint64, minSP uint64) erro
 		m, err := st.wait(ctx)
 		if err != nil {
 			return err
-		}
-		if st.staleStop(m) {
-			continue // continued again at the top of the loop
 		}
 		ns := m.Signal
 		if int(ns.Signal) == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalBreakpoint && st.j.isLibraryEvent(st.r, ns.InstAddress) {
@@ -690,23 +678,16 @@ func (st *stepper) releaseOthers(ctx context.Context, held []int) {
 	}
 }
 
-// staleStop recognises a SIGSTOP the adapter sent for an all-stop that ended before it
-// arrived: nobody waits for it, so the step goes on.
-func (st *stepper) staleStop(m *cdti.Notify) bool {
-	if int(m.Signal.Signal) != int(syscall.SIGSTOP) {
-		return false
-	}
-	j := st.j
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	r := st.r
-	if r.sigstops == 0 || st.cancelled || r.pauseReq || (j.collect != nil && j.collect.waiting[r]) {
-		return false
-	}
-	r.sigstops--
+// isRequestedStop reports whether m is the notification of a stop the adapter asked r's agent
+// for (StopProcess, or SIGSTOP where the agent lacks it).
+func isRequestedStop(m *cdti.Notify, r *Rank) bool {
 	ns := m.Signal
-	r.notif = &ns
-	return true
+	if ns.Reason == cdti.SignalInterrupt {
+		return true
+	}
+	r.job.mu.Lock()
+	defer r.job.mu.Unlock()
+	return int(ns.Signal) == int(syscall.SIGSTOP) && r.sigstopSent
 }
 
 // wait returns the rank's next notification for the step.

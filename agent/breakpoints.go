@@ -3,6 +3,8 @@ package agent
 import (
 	"errors"
 	"fmt"
+
+	"github.com/hpcdap/hpcdap/cdti"
 )
 
 // breakpoint is one planted trap. The table keeps the original bytes, so that reads show the
@@ -86,7 +88,27 @@ func (p *proc) resetBreakpoint(addr uint64, owner uint32) bool {
 		return true
 	}
 	p.removeTrap(b)
+	p.dropHits(addr)
 	return true
+}
+
+// dropHits forgets the queued notifications of hits of the breakpoint at addr, which is gone:
+// each such thread was put back on addr, where the original instruction now stands, and runs
+// it when the process next runs, as if the trap had never been there. Without this, a tool
+// that removed a breakpoint after one thread's hit was reported would still be told of the
+// other threads that hit it at the same time.
+func (p *proc) dropHits(addr uint64) {
+	kept := p.pending[:0]
+	for _, n := range p.pending {
+		if n.reason == cdti.SignalBreakpoint && n.inst == addr {
+			if th := p.threads[n.tid]; th != nil {
+				th.sig = 0
+			}
+			continue
+		}
+		kept = append(kept, n)
+	}
+	p.pending = kept
 }
 
 // removeTrap restores the original bytes and forgets the trap.

@@ -138,6 +138,15 @@
 // StepComplete). ReleaseControl continues the notified thread first, and answers
 // CmdPendingNotify (keeping control) while other notifications are queued.
 //
+// StopProcess (an hpcdap extension) stops a running process for the tool holding control
+// without a signal: every thread is interrupted and one Notify(SIGSTOP, Interrupt) follows,
+// or, when a notification is already queued or in flight, the ack says so and nothing more is
+// sent. Nothing is left in the kernel that could stop the process again later, as a SIGSTOP
+// sent to a process that stopped for another reason first would be. A tool step under way is
+// cancelled. When ResetBreakpoint removes a trap's last owner, the queued notifications of
+// hits of that trap are dropped: each such thread stands on the address, where the original
+// instruction is again, and executes it when the process runs.
+//
 // Signal reasons: a hit of a planted breakpoint is Breakpoint (instAddress = the breakpoint,
 // where the thread's PC is put back), a watchpoint WatchpointRead or WatchpointWrite (with the
 // data address), a tool's step StepComplete, anything else Generic (instAddress = the PC).

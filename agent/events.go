@@ -192,6 +192,14 @@ func (p *proc) threadGone(tid int) {
 	delete(p.pins, tid)
 	kept := p.pending[:0]
 	for _, n := range p.pending {
+		if n.tid == tid && n.reason == cdti.SignalInterrupt {
+			// A stop the tool asked for names any thread: another one takes it.
+			if other := p.sortedTids(); len(other) > 0 {
+				n.tid = other[0]
+				kept = append(kept, n)
+			}
+			continue
+		}
 		if n.tid != tid {
 			kept = append(kept, n)
 		}
@@ -230,6 +238,11 @@ func (p *proc) sendNext() {
 	}
 	n := p.pending[0]
 	p.pending = p.pending[1:]
+	if n.reason == cdti.SignalInterrupt {
+		if th := p.threads[n.tid]; th != nil {
+			n.inst = p.threadPC(th) // where the thread stands now that every thread is stopped
+		}
+	}
 	p.inflight = &n
 	p.holder.defaultTid = n.tid
 	p.holder.tc.send(&cdti.Notify{

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"syscall"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/target"
@@ -77,6 +78,8 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 		return p.sendSignal(th.tid, c.Signal, tid), nil
 	case *cdti.SendSignalToProcess:
 		return p.sendSignal(0, c.Signal, tid), nil
+	case *cdti.StopProcess:
+		return p.stopProcess(th), nil
 	case *cdti.ContinueProcess:
 		code, _ := p.satisfy(th.tid)
 		if code != cdti.CmdSuccess {
@@ -166,6 +169,26 @@ func (p *proc) sendSignal(tid int, sig uint32, ackTid uint32) cdti.Result {
 		return fail(cdti.CmdParmErr, ackTid)
 	}
 	return ok(&cdti.BareAck{ThreadID: ackTid})
+}
+
+// stopProcess answers the StopProcess extension: every thread stops without a signal and one
+// Notify(SIGSTOP, SignalInterrupt) names th once all are stopped; nothing is left in the
+// kernel to stop the process again later. A notification already queued or in flight is the
+// stop (Stopping false, nothing more is sent). A tool step under way is cancelled: its thread
+// stops where it stands, and its step trap, should it still come, is ignored as stale.
+func (p *proc) stopProcess(th *pthread) cdti.Result {
+	tid := uint32(th.tid)
+	if !p.started {
+		return fail(cdti.CmdParmErr, tid) // held before its first instruction: nothing runs
+	}
+	if p.inflight != nil || len(p.pending) > 0 {
+		return ok(&cdti.StopProcessAck{ThreadID: tid})
+	}
+	for _, o := range p.threads {
+		o.stepReq, o.toolStep = false, false
+	}
+	p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGSTOP), reason: cdti.SignalInterrupt})
+	return ok(&cdti.StopProcessAck{ThreadID: tid, Stopping: true})
 }
 
 // stepThread answers StepThread: it satisfies the notification in flight and single-steps th,

@@ -266,3 +266,14 @@ func (c *Client) Traceback(ctx context.Context, rank, tid uint32, maxFrames int)
 	}
 	return a.Frames, nil
 }
+
+// StopProcess stops every thread of rank's process without a signal (extension). It reports
+// whether a Notify(SIGSTOP, SignalInterrupt) follows; false means a notification already on
+// its way is the stop. A real BG/Q answers ErrNotSupported.
+func (c *Client) StopProcess(ctx context.Context, rank uint32) (bool, error) {
+	a, err := oneAck[*StopProcessAck](ctx, c, "stop", rank, &StopProcess{})
+	if err != nil {
+		return false, err
+	}
+	return a.Stopping, nil
+}

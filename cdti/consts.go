@@ -226,6 +226,9 @@ const (
 )
 
 func (v NotifySignalReason) String() string {
+	if v == SignalInterrupt {
+		return "NotifySignal_Interrupt"
+	}
 	return enumName([]string{"NotifySignal_Generic", "NotifySignal_Breakpoint",
 		"NotifySignal_WatchpointRead", "NotifySignal_WatchpointWrite", "NotifySignal_StepComplete"},
 		int64(v), "NotifySignalReason")

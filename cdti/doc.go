@@ -113,6 +113,9 @@
 //	1106  GetTracebackAck            frame count u32 @8, frames @16: {pc u64, cfa u64}, innermost first
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
+//	1205  StopProcess        Update  (threadID only): stop every thread without a signal
+//	1206  StopProcessAck             stopping u32 @8: 1 = a Notify(SIGSTOP, reason 100 Interrupt) follows,
+//	                                 0 = the process is already suspended or a notification is on its way
 //
 // Register sets are the operating system's own layouts in the target's byte order: for
 // RegSetGeneral, x86_64 user_regs_struct or ppc64 pt_regs; for RegSetFloat, x86_64

@@ -86,6 +86,7 @@ func commandSamples() []cmdSample {
 		{&GetRegisterSet{ThreadID: 51, Set: RegSetFloat, MaxLength: 512}, 16, 16 + 512},
 		{&GetTraceback{ThreadID: 52, MaxFrames: 64}, 16, 16 + 16*64},
 		{&SetRegisterSet{ThreadID: 53, Set: RegSetGeneral, Data: data}, 16 + len(data), 8},
+		{&StopProcess{ThreadID: 54}, 8, 16},
 	}
 }
 
@@ -145,5 +146,7 @@ func ackSamples() []ackSample {
 		{&GetRegisterSetAck{ThreadID: 41, Set: RegSetGeneral, Data: data}, 16 + len(data)},
 		{&GetTracebackAck{ThreadID: 42, Frames: []TraceFrame{{0x401000, 0x7ffe0010}, {0x401234, 0x7ffe0040}}}, 16 + 32},
 		bare(&SetRegisterSetAck{ThreadID: 43}),
+		{&StopProcessAck{ThreadID: 44, Stopping: true}, 16},
+		{&StopProcessAck{ThreadID: 45}, 16},
 	}
 }

@@ -65,7 +65,7 @@ class OracleDump(gdb.Command):
         super().__init__("oracle-dump", gdb.COMMAND_USER)
 
     def invoke(self, arg, from_tty):
-        out = {"frames": [], "locals": {}, "args": {}, "signal": "", "siaddr": None, "exprs": {}}
+        out = {"frames": [], "locals": {}, "args": {}, "signal": 0, "siaddr": None, "exprs": {}}
         try:
             out["frames"] = frames()
             locs, args = variables(gdb.selected_frame())

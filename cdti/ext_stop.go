@@ -1,0 +1,66 @@
+package cdti
+
+import "fmt"
+
+// Extension command types of the process stop (see StopProcess).
+const (
+	TypeStopProcess    CommandType = 1205
+	TypeStopProcessAck CommandType = 1206
+)
+
+// SignalInterrupt is the extension reason of the Notify that answers StopProcess: the signal
+// is SIGSTOP, but no SIGSTOP was sent, and none waits in the target to be taken later. BG/Q
+// never assigned the value, so a tool that only knows BG/Q's reasons sees an unknown one.
+const SignalInterrupt NotifySignalReason = 100
+
+// StopProcess asks the agent to stop every thread of a running process for the tool holding
+// control, without a signal: nothing is queued in the target that could stop it again later,
+// which a SIGSTOP sent to a process that stops for another reason first would be.
+//
+// StopProcessAck.Stopping says what follows. True: every thread is being stopped and one
+// Notify(SIGSTOP, SignalInterrupt) comes once all are (after the ack). False: the process is
+// already suspended for the tool, or a notification to it is in flight or queued; that
+// notification is the stop and no other comes. A tool step under way is cancelled (its
+// thread stops where it is; no StepComplete follows). A real CNK answers CmdInval.
+type StopProcess struct{ ThreadID uint32 }
+
+func (c *StopProcess) CommandType() CommandType { return TypeStopProcess }
+func (c *StopProcess) Thread() uint32           { return c.ThreadID }
+func (c *StopProcess) EncodedSize() int         { return 8 }
+func (c *StopProcess) AckSize() int             { return stopProcessAckSize }
+func (c *StopProcess) Encode(b []byte)          { be.PutUint32(b, c.ThreadID) }
+
+// stopProcessAckSize: thread id uint32 @0, stopping uint32 @8 (0 or 1).
+const stopProcessAckSize = 16
+
+// StopProcessAck answers StopProcess.
+type StopProcessAck struct {
+	ThreadID uint32
+	Stopping bool // a Notify(SIGSTOP, SignalInterrupt) follows
+}
+
+func (a *StopProcessAck) CommandType() CommandType { return TypeStopProcessAck }
+func (a *StopProcessAck) Thread() uint32           { return a.ThreadID }
+func (a *StopProcessAck) EncodedSize() int         { return stopProcessAckSize }
+func (a *StopProcessAck) Encode(b []byte) {
+	be.PutUint32(b, a.ThreadID)
+	if a.Stopping {
+		be.PutUint32(b[8:], 1)
+	}
+}
+
+func decStopProcessAck(b []byte) (Ack, error) {
+	if err := need(TypeStopProcessAck, b, stopProcessAckSize); err != nil {
+		return nil, err
+	}
+	v := be.Uint32(b[8:])
+	if v > 1 {
+		return nil, fmt.Errorf("%v: stopping is %d, want 0 or 1", TypeStopProcessAck, v)
+	}
+	return &StopProcessAck{ThreadID: be.Uint32(b), Stopping: v == 1}, nil
+}
+
+func init() {
+	register(TypeStopProcess, "StopProcess", MsgUpdate, true,
+		threadDecoder(TypeStopProcess, func(t uint32) Command { return &StopProcess{t} }), decStopProcessAck)
+}
