@@ -481,9 +481,7 @@ func (j *Job) updateLibraryWatch(ctx context.Context, ranks []*Rank) {
 		} else {
 			j.bps.removeTemp(ctx, r, rbrk)
 		}
-		r.sym.mu.Lock()
-		r.sym.libWait = want
-		r.sym.mu.Unlock()
+		r.sym.setLibraryWatch(want)
 	}
 }
 

@@ -3,7 +3,10 @@ package adapter
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -359,4 +362,100 @@ func TestBreakpointInLibraryLoadedUnwatched(t *testing.T) {
 	d.setBreakpoints(main.src)
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
 	d.event("terminated")
+}
+
+// TestStackThroughLibraryLoadedInUnloadedPlace: the program unloads a library the adapter
+// has listed and loads another where the first was, without a breakpoint waiting for a library
+// (so nobody watches). A stack through the second library is gdb's: a module list read at an
+// earlier stop, or while the program ran, must not lend the first library's symbols and call
+// frame information to the second's code.
+func TestStackThroughLibraryLoadedInUnloadedPlace(t *testing.T) {
+	t.Parallel()
+	main := compileC(t, "reload")
+	first := compileC(t, "reloadlib", "-shared", "-fPIC", "-DFIRST")
+	second := compileC(t, "reloadlib", "-shared", "-fPIC")
+	libs := []string{first.bin + ".so", second.bin + ".so"}
+	for i, p := range []*program{first, second} {
+		if err := os.Rename(p.bin, libs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oracle := gdbOracle(t, main, nil, libs, "break callback", "run", "oracle-dump", "kill")
+	t.Run("listed at a stop", func(t *testing.T) {
+		d := newDAP(t, viaPipe)
+		defer d.close()
+		d.launch(map[string]any{"program": main.bin, "args": libs})
+		d.setBreakpoints(main.src, main.line(t, "first-loaded"))
+		d.call("configurationDone", nil, nil)
+		st := d.stopped()
+		if st.Reason != "breakpoint" {
+			t.Fatalf("stopped %+v", st)
+		}
+		// Setting a breakpoint reads the link map: the first library is listed from here on.
+		listFirstAndBreakInCallback(t, d, main, libs[0])
+		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+		checkReloadedStack(t, d, main, second, oracle[0].Frames)
+	})
+	t.Run("listed while running", func(t *testing.T) {
+		goFile := filepath.Join(t.TempDir(), "go")
+		d := newDAP(t, viaPipe)
+		defer d.close()
+		d.launch(map[string]any{"program": main.bin, "args": append(slices.Clone(libs), goFile)})
+		d.call("configurationDone", nil, nil)
+		waitOutput(t, d, "first loaded")
+		// The link map is read while the program runs, in the generation of the next stop.
+		listFirstAndBreakInCallback(t, d, main, libs[0])
+		if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		checkReloadedStack(t, d, main, second, oracle[0].Frames)
+	})
+}
+
+// listFirstAndBreakInCallback sets the breakpoint in the reload program's callback and checks
+// that the module list now holds the first library.
+func listFirstAndBreakInCallback(t *testing.T, d *dapSession, main *program, firstLib string) {
+	t.Helper()
+	bps := d.setBreakpoints(main.src, main.line(t, "callback"))
+	if len(bps) != 1 || !bps[0].Verified {
+		t.Fatalf("breakpoint in callback: %+v", bps)
+	}
+	var mods dap.ModulesResponseBody
+	d.call("modules", map[string]any{}, &mods)
+	if !slices.ContainsFunc(mods.Modules, func(m dap.Module) bool { return m.Path == firstLib }) {
+		t.Fatalf("first library not among the modules: %+v", mods.Modules)
+	}
+}
+
+// checkReloadedStack waits for the reload program's stop in callback, compares the stack
+// through the second library with gdb's, and lets the program end.
+func checkReloadedStack(t *testing.T, d *dapSession, main, second *program, want []oracleFrame) {
+	t.Helper()
+	st := d.stopped()
+	if st.Reason != "breakpoint" {
+		t.Fatalf("stopped %+v", st)
+	}
+	frames := d.stackTrace(st.ThreadId)
+	if len(frames) != len(want) {
+		t.Errorf("stack %s, gdb %+v", frameList(frames), want)
+	} else {
+		for i, f := range frames {
+			if f.Name != want[i].Name || f.Line != want[i].Line {
+				t.Errorf("frame %d: %s:%d, gdb %s:%d (stack %s)", i, f.Name, f.Line, want[i].Name, want[i].Line, frameList(frames))
+			}
+		}
+	}
+	if len(frames) > 1 && frames[1].Line != second.line(t, "lib-call") {
+		t.Errorf("frame 1 at line %d, want the second library's call at %d", frames[1].Line, second.line(t, "lib-call"))
+	}
+	d.setBreakpoints(main.src)
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	d.event("terminated")
+	out := allOutput(d)
+	if !strings.Contains(out, "second over first\n") {
+		t.Fatalf("the second library was not loaded where the first was, so this run tests nothing:\n%s", out)
+	}
+	if !strings.Contains(out, "second says 41\n") {
+		t.Errorf("output %q", out)
+	}
 }

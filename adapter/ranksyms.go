@@ -31,7 +31,7 @@ type rankSymbols struct {
 	order   binary.ByteOrder
 	exe     string
 	mods    []*symbols.Module
-	modsGen int // rank generation at which mods were last checked against the link map
+	modsGen listGen // when mods were last read from the link map
 	mem     *rankMemory
 	stacks  map[int]*threadStack // by LWP, for the current stop
 	tdb     *threaddb.Process
@@ -40,7 +40,10 @@ type rankSymbols struct {
 	libWait bool   // a trap at rbrk is planted (Job.updateLibraryWatch)
 	rdebug  uint64 // the address of r_debug once the dynamic linker has set it up
 	// lmNames remembers link-map entries already read, so that a walk after each dlopen reads
-	// one word group per entry instead of also reading every library's name again.
+	// one word group per entry instead of also reading every library's name again. It is kept
+	// only while library loads are watched: a library loaded unseen after another was
+	// unloaded can get the unloaded one's entry, name pointer and bias back, and only a walk
+	// between the two (at the unload's event) drops the old name.
 	lmNames map[lmEntry]string
 
 	held   map[int]bool // LWPs held by stop mode thread (guarded by the job's mutex)
@@ -93,7 +96,7 @@ func (rs *rankSymbols) num() uint32 { return uint32(rs.rank.Num) }
 
 // ensure learns the rank's machine and modules; it runs once (at the first stop).
 func (rs *rankSymbols) ensure(ctx context.Context) error {
-	gen := rs.rank.genSnapshot()
+	gen := rs.rank.listGenNow()
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if rs.loaded {
@@ -104,7 +107,7 @@ func (rs *rankSymbols) ensure(ctx context.Context) error {
 	return rs.loadErr
 }
 
-func (rs *rankSymbols) loadLocked(ctx context.Context, gen int) error {
+func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 	r := rs.rank
 	ti, err := rs.client().TargetInfo(ctx, rs.num())
 	if err != nil {
@@ -129,16 +132,27 @@ func (rs *rankSymbols) Arch() *symbols.Arch {
 	return rs.arch
 }
 
-// modules returns the rank's modules, rereading the link map once per stop when asked to
-// (a library may have been loaded since).
+// setLibraryWatch records whether the link-map breakpoint is planted (Job.updateLibraryWatch).
+// The remembered link-map names are forgotten when it goes: changes from then on are not seen.
+func (rs *rankSymbols) setLibraryWatch(planted bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.libWait = planted
+	if !planted {
+		rs.lmNames = nil
+	}
+}
+
+// modules returns the rank's modules, rereading the link map when asked to (a library may
+// have been loaded since): once per stop, every time while the rank runs.
 func (rs *rankSymbols) modules(ctx context.Context, refresh bool) ([]*symbols.Module, error) {
 	if err := rs.ensure(ctx); err != nil {
 		return nil, err
 	}
-	gen := rs.rank.genSnapshot() // before rs.mu: the job's lock is taken first, never after
+	gen := rs.rank.listGenNow() // before rs.mu: the job's lock is taken first, never after
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if refresh && rs.modsGen != gen && rs.rank.node.client != nil {
+	if refresh && (rs.modsGen != gen || !gen.stopped) && rs.rank.node.client != nil {
 		if err := rs.readModulesLocked(ctx, gen); err != nil {
 			return rs.mods, err
 		}
@@ -146,12 +160,19 @@ func (rs *rankSymbols) modules(ctx context.Context, refresh bool) ([]*symbols.Mo
 	return rs.mods, nil
 }
 
-// genSnapshot reads the rank's generation (its own lock-free copy is good enough to decide
-// whether to reread the link map).
-func (r *Rank) genSnapshot() int {
+// listGen identifies when a module list was read: the rank's generation, and whether the
+// rank was stopped then. A list read while the rank ran (a breakpoint set meanwhile) belongs
+// to no stop: libraries may have come and gone before the rank stopped in that generation.
+type listGen struct {
+	gen     int
+	stopped bool
+}
+
+// listGenNow reads the rank's generation and state.
+func (r *Rank) listGenNow() listGen {
 	r.job.mu.Lock()
 	defer r.job.mu.Unlock()
-	return r.gen
+	return listGen{gen: r.gen, stopped: r.state == rankStopped}
 }
 
 // Auxiliary vector entry types.
@@ -164,7 +185,7 @@ const (
 // readModulesLocked finds the executable's load bias from the auxiliary vector and the shared
 // objects from the dynamic linker's link map (r_debug, through DT_DEBUG), all read from the
 // process through CDTI.
-func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen int) error {
+func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error {
 	r := rs.rank
 	cache := r.job.syms
 	bin, err := cache.Open(rs.exe)
@@ -345,7 +366,10 @@ func (rs *rankSymbols) linkMap(ctx context.Context, exe string, bias uint64) ([]
 		}
 		lm = lNext
 	}
-	rs.lmNames = names
+	rs.lmNames = nil
+	if rs.libWait {
+		rs.lmNames = names
+	}
 	return out, nil
 }
 
@@ -417,10 +441,11 @@ func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *threadStack {
 	}
 	ts.proc = rs.newProcess(mods, lwp)
 	ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
-	if slices.ContainsFunc(ts.frames, func(f *symbols.Frame) bool { return f.Module == nil && f.PC != 0 }) {
-		// A frame in no known object: a library loaded since the link map was last read
-		// (library loads are watched only while a breakpoint waits for one).
-		if fresh, _ := rs.modules(ctx, true); len(fresh) != len(mods) {
+	if !rs.listedThisStop() && !rs.framesInPlace(ctx, mods, ts.frames) {
+		// A frame in no known object, or in one whose code is no longer where the list places
+		// it: libraries were loaded or unloaded since the link map was last read (see
+		// modcheck.go). Read it again and unwind with what the process maps now.
+		if fresh, _ := rs.modules(ctx, true); !slices.Equal(fresh, mods) {
 			ts.proc = rs.newProcess(fresh, lwp)
 			ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
 		}
