@@ -76,6 +76,13 @@ func compilePower(t testing.TB, tg powerTarget) *program {
 // testdata/gdboracle.py: the dumps its commands ask for, and gdb's other output.
 func powerOracle(t testing.TB, p *program, emulator string, cmds ...string) ([]oracleDump, string) {
 	t.Helper()
+	return emulatedOracle(t, p, emulator, nil, cmds...)
+}
+
+// emulatedOracle is powerOracle for a program of any machine QEMU emulates, with extra
+// environment for gdb (ORACLE_EXPRS).
+func emulatedOracle(t testing.TB, p *program, emulator string, env []string, cmds ...string) ([]oracleDump, string) {
+	t.Helper()
 	gdb := needTool(t, "gdb-multiarch")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -95,7 +102,9 @@ func powerOracle(t testing.TB, p *program, emulator string, cmds ...string) ([]o
 		args = append(args, "-ex", c)
 	}
 	args = append(args, "-ex", "kill")
-	out, err := exec.Command(gdb, args...).CombinedOutput()
+	cmd := exec.Command(gdb, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	var dumps []oracleDump
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {

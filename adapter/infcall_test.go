@@ -1,0 +1,179 @@
+package adapter
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/rankset"
+)
+
+// callExprs are calls whose results gdb prints on the same program, in this order (bump and
+// reset change counter, which later expressions read).
+var callExprs = []string{
+	"add(2, 3)", "add(local, counter)", "scale(3, 'a', 2, 1)", "scale(-4, 2, 1, 0)", "twice(add(2, 3)) + 1",
+	"color_value(BLUE)", "length(name)", `length("hello")`, "(int)strlen(name)", "(unsigned long)strlen(greeting)",
+	"many(1, 2, 3, 4, 5, 6, 7, 8)", "add(1, 2, 3)", "add(1)", "bump(4)", "counter + 0", "reset()", "counter * 2",
+	"bump(9) - 1",
+}
+
+// callOracle runs calls.c (built static, for QEMU) under gdb-multiarch on qemu-x86_64 and
+// prints callExprs at the stop mark: gdb cannot call functions in a native x86-64 process on
+// a kernel whose extended register state is larger than it knows (its register writes fail),
+// while its writes to QEMU's stub work. QEMU's stub describes the vector registers in a way
+// gdb 13 cannot write (an internal error), so floating-point calls are compared with the
+// program's own results instead (callFloats).
+func callOracle(t *testing.T) map[string]string {
+	t.Helper()
+	needTool(t, "gdb-multiarch")
+	emu := testenv.QEMUUser(t, "qemu-x86_64")
+	static := compileC(t, "calls", "-static")
+	dumps, out := emulatedOracle(t, static, emu, []string{"ORACLE_EXPRS=" + jsonList(callExprs)},
+		"set unwindonsignal on", fmt.Sprintf("break calls.c:%d", static.line(t, "stop")), "continue", "oracle-dump")
+	if len(dumps[0].Exprs) != len(callExprs) {
+		t.Fatalf("gdb evaluated %d of %d expressions:\n%s", len(dumps[0].Exprs), len(callExprs), out)
+	}
+	return dumps[0].Exprs
+}
+
+// evalIn evaluates expr in a frame with a DAP context; err is the error response's message.
+func evalIn(d *dapSession, frameID int, expr, ctx string) (dap.EvaluateResponseBody, string) {
+	d.t.Helper()
+	m, err := d.c.Request("evaluate", map[string]any{"expression": expr, "frameId": frameID, "context": ctx})
+	if err != nil {
+		d.t.Fatalf("evaluate %q: %v", expr, err)
+	}
+	var b dap.EvaluateResponseBody
+	if !m.Success {
+		return b, m.Message
+	}
+	if err := m.Decode(&b); err != nil {
+		d.t.Fatal(err)
+	}
+	return b, ""
+}
+
+// sameAsGDB reports whether an evaluate answered gdb's printed value, or its error for
+// "<error: ...>".
+func sameAsGDB(got dap.EvaluateResponseBody, errMsg, want string) bool {
+	if e, ok := strings.CutPrefix(want, "<error: "); ok {
+		return errMsg == strings.TrimSuffix(e, ">")
+	}
+	return errMsg == "" && got.Result == want
+}
+
+func TestFunctionCallsAgainstGDB(t *testing.T) {
+	t.Parallel()
+	oracle := callOracle(t)
+	p := compileC(t, "calls")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "stop"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	frames := d.stackTrace(st.ThreadId)
+	before := d.scopeVars(frames[0].Id, "Registers")
+
+	// Calls on hover are refused and run nothing.
+	if _, msg := evalIn(d, frames[0].Id, "bump(100)", "hover"); !strings.Contains(msg, "not evaluated on hover") {
+		t.Errorf("bump(100) on hover: %q, want a refusal", msg)
+	}
+	for _, e := range callExprs {
+		got, msg := evalIn(d, frames[0].Id, e, "watch")
+		if !sameAsGDB(got, msg, oracle[e]) {
+			t.Errorf("evaluate %q = %q (error %q), gdb prints %q", e, got.Result, msg, oracle[e])
+		}
+	}
+	// Without debugging information the return type must be given, as gdb asks.
+	if _, msg := evalIn(d, frames[0].Id, "strlen(name)", "repl"); !strings.Contains(msg, "'strlen' has unknown return type; cast the call to its declared return type") {
+		t.Errorf("strlen(name): %q", msg)
+	}
+	// Floating point: the values the program's own calls computed.
+	for call, native := range map[string]string{"mix(ratio, 0.25, 3)": "mix_native", "halve(ratio)": "halve_native",
+		"fsum(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)": "fsum_native", "halve(3)": "halve_native + 0.75f"} {
+		got, msg := evalIn(d, frames[0].Id, call, "watch")
+		want, _ := evalIn(d, frames[0].Id, native, "watch")
+		if msg != "" || got.Result != want.Result || want.Result == "" || got.Type != strings.Fields(want.Type)[0] {
+			t.Errorf("evaluate %q = %q %q (error %q); the program computed %s = %q %q", call, got.Result, got.Type, msg,
+				native, want.Result, want.Type)
+		}
+	}
+	// A signal inside the called function: gdb's message, and nothing changed.
+	if _, msg := evalIn(d, frames[0].Id, "crash(0)", "repl"); !strings.HasPrefix(msg,
+		"The program being debugged was signaled while in a function called from the expression: SIGSEGV (") ||
+		!strings.Contains(msg, "in crash at calls.c:") || !strings.Contains(msg, "(crash) was abandoned") {
+		t.Errorf("crash(0): %q", msg)
+	}
+	frames = d.stackTrace(st.ThreadId)
+	after := d.scopeVars(frames[0].Id, "Registers")
+	if len(after) != len(before) || len(before) < 20 {
+		t.Errorf("registers: %d before the calls, %d after", len(before), len(after))
+	}
+	for name, v := range before {
+		if after[name].Value != v.Value {
+			t.Errorf("register %s: %s before the calls, %s after", name, v.Value, after[name].Value)
+		}
+	}
+	// The program goes on from where it stopped, with the global the calls left.
+	var cont dap.ContinueResponseBody
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, &cont)
+	var exited dap.ExitedEventBody
+	d.event("exited").Decode(&exited)
+	if exited.ExitCode != 0 {
+		t.Errorf("exit code %d", exited.ExitCode)
+	}
+	if out := allOutput(d); !strings.Contains(out, "start 8 0") || !strings.Contains(out, "counter 9 abcdefg 1.5") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+func TestFunctionCallsAcrossRanks(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "calls")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	// Each rank stops at the mark on its own (stop mode rank), so that every rank has set
+	// rank_id when the expression is compared.
+	d.launch(map[string]any{"program": p.bin, "np": 4, "stopMode": "rank"})
+	d.setBreakpoints(p.src, p.line(t, "stop"))
+	d.call("configurationDone", nil, nil)
+	for range 4 {
+		if st := d.stopped(); st.Reason != "breakpoint" {
+			t.Fatalf("stopped %+v", st)
+		}
+	}
+	var cmp CompareBody
+	d.call("hpcdap/compareExpression", map[string]any{"expression": "add(rank_id, 10) * bump(rank_id)"}, &cmp)
+	if len(cmp.Groups) != 4 || len(cmp.Errors) != 0 {
+		t.Fatalf("compareExpression: %+v", cmp)
+	}
+	for _, g := range cmp.Groups {
+		r := rankset.MustParse(g.Ranks, 4).Min()
+		if want := fmt.Sprint((r + 10) * (3 + r)); g.Count != 1 || g.Value != want {
+			t.Errorf("rank %d: %q, want %s", r, g.Value, want)
+		}
+	}
+	// Each rank's call changed its own counter, once.
+	d.call("hpcdap/compareExpression", map[string]any{"expression": "counter - rank_id"}, &cmp)
+	if len(cmp.Groups) != 1 || cmp.Groups[0].Value != "3" || cmp.Groups[0].Ranks != "0-3" {
+		t.Errorf("counter - rank_id across ranks after one bump each: %+v", cmp)
+	}
+	d.call("hpcdap/compareExpression", map[string]any{"expression": "crash(0)"}, &cmp)
+	if len(cmp.Errors) != 1 || cmp.Errors[0].Ranks != "0-3" || !strings.Contains(cmp.Errors[0].Message, "SIGSEGV") {
+		t.Errorf("crash(0) across ranks: %+v", cmp)
+	}
+	d.setBreakpoints(p.src)
+	for _, r := range d.ranks().Ranks {
+		d.call("continue", map[string]any{"threadId": r.ThreadID}, nil)
+	}
+	d.event("terminated")
+	out := allOutput(d)
+	for r := 0; r < 4; r++ {
+		if !strings.Contains(out, fmt.Sprintf("counter %d abcdefg 1.5", 3+r)) {
+			t.Errorf("rank %d did not print its bumped counter:\n%s", r, out)
+		}
+	}
+}
