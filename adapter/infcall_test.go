@@ -2,6 +2,8 @@ package adapter
 
 import (
 	"fmt"
+	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -25,11 +27,10 @@ var callExprs = []string{
 // while its writes to QEMU's stub work. QEMU's stub describes the vector registers in a way
 // gdb 13 cannot write (an internal error), so floating-point calls are compared with the
 // program's own results instead (callFloats).
-func callOracle(t *testing.T) map[string]string {
+func callOracle(t *testing.T, static *program) map[string]string {
 	t.Helper()
 	needTool(t, "gdb-multiarch")
 	emu := testenv.QEMUUser(t, "qemu-x86_64")
-	static := compileC(t, "calls", "-static")
 	dumps, out := emulatedOracle(t, static, emu, []string{"ORACLE_EXPRS=" + jsonList(callExprs)},
 		"set unwindonsignal on", fmt.Sprintf("break calls.c:%d", static.line(t, "stop")), "continue", "oracle-dump")
 	if len(dumps[0].Exprs) != len(callExprs) {
@@ -66,7 +67,7 @@ func sameAsGDB(got dap.EvaluateResponseBody, errMsg, want string) bool {
 
 func TestFunctionCallsAgainstGDB(t *testing.T) {
 	t.Parallel()
-	oracle := callOracle(t)
+	oracle := callOracle(t, compileC(t, "calls", "-static"))
 	p := compileC(t, "calls")
 	d := newDAP(t, viaPipe)
 	defer d.close()
@@ -130,6 +131,31 @@ func TestFunctionCallsAgainstGDB(t *testing.T) {
 	}
 }
 
+// TestFunctionCallsIFunc calls libc's strlen in a static x86-64 program, where it is a GNU
+// indirect function: its symbol names a resolver, which the call runs first.
+func TestFunctionCallsIFunc(t *testing.T) {
+	t.Parallel()
+	static := compileC(t, "calls", "-static")
+	if out, err := exec.Command("readelf", "-s", static.bin).Output(); err != nil ||
+		!regexp.MustCompile(`IFUNC\s+GLOBAL\s+\S+\s+\S+\s+strlen\n`).Match(out) {
+		t.Fatalf("strlen is not an indirect function in the static program (%v)", err)
+	}
+	oracle := callOracle(t, static)
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": static.bin})
+	d.setBreakpoints(static.src, static.line(t, "stop"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	frames := d.stackTrace(st.ThreadId)
+	for _, e := range []string{"(int)strlen(name)", "(unsigned long)strlen(greeting)"} {
+		got, msg := evalIn(d, frames[0].Id, e, "repl")
+		if !sameAsGDB(got, msg, oracle[e]) {
+			t.Errorf("evaluate %q = %q (error %q), gdb prints %q", e, got.Result, msg, oracle[e])
+		}
+	}
+}
+
 func TestFunctionCallsAcrossRanks(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "calls")
@@ -175,5 +201,60 @@ func TestFunctionCallsAcrossRanks(t *testing.T) {
 		if !strings.Contains(out, fmt.Sprintf("counter %d abcdefg 1.5", 3+r)) {
 			t.Errorf("rank %d did not print its bumped counter:\n%s", r, out)
 		}
+	}
+}
+
+// TestFunctionCallsEmulatedPower calls functions in Power programs (ELFv1 big-endian, ELFv2
+// little-endian) under QEMU and compares with gdb-multiarch's print of the same calls on a
+// second QEMU, floating point included; a signal in a call leaves the registers as they were.
+func TestFunctionCallsEmulatedPower(t *testing.T) {
+	t.Parallel()
+	exprs := append([]string{"mix(ratio, 0.25, 3)", "halve(ratio)", "halve(3)", "fsum(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)"},
+		callExprs...)
+	for _, tg := range powerTargets {
+		t.Run(tg.emulator, func(t *testing.T) {
+			emulator := modernQEMU(t, tg.emulator)
+			p := compilePowerC(t, tg, "calls")
+			dumps, out := emulatedOracle(t, p, emulator, []string{"ORACLE_EXPRS=" + jsonList(exprs)},
+				"set unwindonsignal on", fmt.Sprintf("break calls.c:%d", p.line(t, "stop")), "continue", "oracle-dump")
+			oracle := dumps[0].Exprs
+			if len(oracle) != len(exprs) {
+				t.Fatalf("gdb evaluated %d of %d expressions:\n%s", len(oracle), len(exprs), out)
+			}
+			d := newDAP(t, viaPipe)
+			defer d.close()
+			d.launch(map[string]any{"program": p.bin, "emulator": tg.emulator})
+			d.setBreakpoints(p.src, p.line(t, "stop"))
+			d.call("configurationDone", nil, nil)
+			st := d.stopped()
+			frames := d.stackTrace(st.ThreadId)
+			before := d.scopeVars(frames[0].Id, "Registers")
+			for _, e := range exprs {
+				got, msg := evalIn(d, frames[0].Id, e, "watch")
+				if !sameAsGDB(got, msg, oracle[e]) {
+					t.Errorf("evaluate %q = %q (error %q), gdb prints %q", e, got.Result, msg, oracle[e])
+				}
+			}
+			if _, msg := evalIn(d, frames[0].Id, "crash(0)", "repl"); !strings.HasPrefix(msg,
+				"The program being debugged was signaled while in a function called from the expression: SIGSEGV (") {
+				t.Errorf("crash(0): %q", msg)
+			}
+			frames = d.stackTrace(st.ThreadId)
+			after := d.scopeVars(frames[0].Id, "Registers")
+			if len(after) != len(before) || len(before) < 32 {
+				t.Errorf("registers: %d before the calls, %d after", len(before), len(after))
+			}
+			for name, v := range before {
+				if after[name].Value != v.Value {
+					t.Errorf("register %s: %s before the calls, %s after", name, v.Value, after[name].Value)
+				}
+			}
+			d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+			var exited dap.ExitedEventBody
+			d.event("exited").Decode(&exited)
+			if out := allOutput(d); exited.ExitCode != 0 || !strings.Contains(out, "counter 9 abcdefg 1.5") {
+				t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
+			}
+		})
 	}
 }

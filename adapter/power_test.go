@@ -51,13 +51,19 @@ func modernQEMU(t testing.TB, name string) string {
 // compilePower builds testdata/power.c statically with the cross compiler.
 func compilePower(t testing.TB, tg powerTarget) *program {
 	t.Helper()
+	return compilePowerC(t, tg, "power")
+}
+
+// compilePowerC builds testdata/<name>.c statically with the cross compiler.
+func compilePowerC(t testing.TB, tg powerTarget, name string) *program {
+	t.Helper()
 	gcc := needTool(t, tg.prefix+"gcc")
-	src, err := os.ReadFile(filepath.Join("testdata", "power.c"))
+	src, err := os.ReadFile(filepath.Join("testdata", name+".c"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	p := &program{src: filepath.Join(dir, "power.c"), bin: filepath.Join(dir, "power"), dir: dir, marks: map[string]int{}}
+	p := &program{src: filepath.Join(dir, name+".c"), bin: filepath.Join(dir, name), dir: dir, marks: map[string]int{}}
 	if err := os.WriteFile(p.src, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
