@@ -18,8 +18,19 @@ import (
 // thread alone and restores it on return, on a signal and on a timeout. No stop or continue
 // reaches the run control of the session: the rank stays stopped as it was.
 
-// callTimeout bounds one function call in an expression.
+// callTimeout bounds one function call in an expression unless the launch's callTimeout
+// says otherwise.
 const callTimeout = 10 * time.Second
+
+// callLimit is the session's bound on one function call.
+func (s *Session) callLimit() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.callTimeout > 0 {
+		return s.callTimeout
+	}
+	return callTimeout
+}
 
 // atHWCap is the auxiliary vector type of the hardware capabilities, the argument of a GNU
 // indirect function's resolver.
@@ -27,16 +38,17 @@ const atHWCap = 16
 
 // threadCaller runs functions in one thread of a rank (symbols.Caller).
 type threadCaller struct {
-	rs   *rankSymbols
-	lwp  int
-	proc *symbols.Process // the thread's process, to name where a signal stopped a call
+	rs      *rankSymbols
+	lwp     int
+	proc    *symbols.Process // the thread's process, to name where a signal stopped a call
+	timeout time.Duration
 	// called reports that a function ran: the process may have changed.
 	called bool
 }
 
 // newCaller returns the Caller of thread t, whose stack ts is.
 func newCaller(t *Thread, ts *threadStack) *threadCaller {
-	return &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: ts.proc}
+	return &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: ts.proc, timeout: t.Rank.job.s.callLimit()}
 }
 
 // callsAllowed says whether an evaluate request of DAP context ctx may call functions: not on
@@ -93,8 +105,8 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 		return 0, fmt.Errorf("call %s: %d bytes of literal arguments (at most %d)", name, len(cmd.Data), cdti.MaxCallData)
 	}
 	cmd.ThreadID = uint32(tc.lwp)
-	cmd.TimeoutMS = uint32(callTimeout / time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout+defaultTimeout)
+	cmd.TimeoutMS = uint32(tc.timeout / time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), tc.timeout+defaultTimeout)
 	defer cancel()
 	tc.called = true
 	ack, err := r.node.client.CallFunction(ctx, uint32(r.Num), cmd)
@@ -108,7 +120,7 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 	case errors.Is(err, cdti.ErrNotSupported):
 		return 0, fmt.Errorf("call %s: calling functions is not available on rank %d%s (its agent does not offer it)", name, r.Num, r.where())
 	case errors.Is(err, cdti.CmdTimeout):
-		return 0, fmt.Errorf("call %s: the function ran longer than %v and could not be interrupted on rank %d; the thread runs on with the call's registers", name, callTimeout, r.Num)
+		return 0, fmt.Errorf("call %s: the function ran longer than %v and could not be interrupted on rank %d; the thread runs on with the call's registers", name, tc.timeout, r.Num)
 	case errors.Is(err, cdti.CmdParmErr):
 		return 0, fmt.Errorf("call %s: rank %d, LWP %d cannot run a function now (it must be stopped after the program's start)", name, r.Num, tc.lwp)
 	case err != nil:
@@ -124,7 +136,7 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 			signalName(sig), signalDescription(sig), tc.where(ack.PC), name)
 	case cdti.CallTimedOut:
 		return 0, fmt.Errorf("The function %s called from the expression did not return within %v; it was interrupted%s "+
-			"and the state before the call was restored.", name, callTimeout, tc.where(ack.PC))
+			"and the state before the call was restored.", name, tc.timeout, tc.where(ack.PC))
 	case cdti.CallThreadExited:
 		return 0, fmt.Errorf("The thread (LWP %d) exited while in the function %s called from the expression.", tc.lwp, name)
 	}

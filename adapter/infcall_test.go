@@ -258,3 +258,50 @@ func TestFunctionCallsEmulatedPower(t *testing.T) {
 		})
 	}
 }
+
+// TestFunctionCallThreadsTimeoutBreakpoints: during a call the process's other thread does not
+// run; a call that does not return is interrupted after the launch's callTimeout with the
+// thread restored; a breakpoint inside a called function is passed over and stops the program
+// when it later runs there itself.
+func TestFunctionCallThreadsTimeoutBreakpoints(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "callthreads")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "callTimeout": 0.5})
+	d.setBreakpoints(p.src, p.line(t, "stop"), p.line(t, "nap"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	frames := d.stackTrace(st.ThreadId)
+	before := d.scopeVars(frames[0].Id, "Registers")
+	ticks, _ := evalIn(d, frames[0].Id, "ticks", "watch")
+	if v, msg := evalIn(d, frames[0].Id, "nap(200)", "repl"); v.Result != "200" {
+		t.Errorf("nap(200) = %q (error %q)", v.Result, msg)
+	}
+	if after, _ := evalIn(d, frames[0].Id, "ticks", "watch"); after.Result != ticks.Result || ticks.Result == "" {
+		t.Errorf("ticks %q before the call, %q after: the other thread ran", ticks.Result, after.Result)
+	}
+	if _, msg := evalIn(d, frames[0].Id, "spin()", "repl"); !strings.Contains(msg, "did not return within 500ms") ||
+		!strings.Contains(msg, "in spin at callthreads.c:") {
+		t.Errorf("spin(): %q", msg)
+	}
+	frames = d.stackTrace(st.ThreadId)
+	after := d.scopeVars(frames[0].Id, "Registers")
+	for name, v := range before {
+		if after[name].Value != v.Value {
+			t.Errorf("register %s: %s before the calls, %s after", name, v.Value, after[name].Value)
+		}
+	}
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	st = d.stopped()
+	if top := d.stackTrace(st.ThreadId)[0]; st.Reason != "breakpoint" || top.Name != "nap" || top.Line != p.line(t, "nap") {
+		t.Errorf("stopped (%s) in %s line %d, want the breakpoint in nap", st.Reason, top.Name, top.Line)
+	}
+	d.setBreakpoints(p.src)
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	var exited dap.ExitedEventBody
+	d.event("exited").Decode(&exited)
+	if out := allOutput(d); exited.ExitCode != 0 || !strings.Contains(out, "done 1") {
+		t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
+	}
+}

@@ -352,7 +352,7 @@ func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
 		case !callsAllowed(a.Context):
 			return symbols.EvalOptions{Caller: noCaller{errHoverCall}}
 		}
-		calls = &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p}
+		calls = &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: s.callLimit()}
 		return symbols.EvalOptions{Caller: calls}
 	}
 	if fr != nil {
