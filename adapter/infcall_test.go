@@ -305,3 +305,36 @@ func TestFunctionCallThreadsTimeoutBreakpoints(t *testing.T) {
 		t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
 	}
 }
+
+// TestFunctionCallsCXXMethods calls C++ member functions (the object's address is the hidden
+// this argument), overloads chosen by their number of arguments, compared with gdb's print on
+// the same program under QEMU.
+func TestFunctionCallsCXXMethods(t *testing.T) {
+	t.Parallel()
+	needTool(t, "gdb-multiarch")
+	exprs := []string{"c.add(2)", "pc->add(5)", "c.add(2, 3)", "b.area()", "c.add(b.area())", "c.bump(2)", "c.base + 0"}
+	static := compileWith(t, "g++", "callscpp", ".cpp", "-static")
+	dumps, out := emulatedOracle(t, static, testenv.QEMUUser(t, "qemu-x86_64"), []string{"ORACLE_EXPRS=" + jsonList(exprs)},
+		fmt.Sprintf("break callscpp.cpp:%d", static.line(t, "stop")), "continue", "oracle-dump")
+	oracle := dumps[0].Exprs
+	if len(oracle) != len(exprs) {
+		t.Fatalf("gdb evaluated %d of %d expressions:\n%s", len(oracle), len(exprs), out)
+	}
+	p := compileWith(t, "g++", "callscpp", ".cpp")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "stop"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	frames := d.stackTrace(st.ThreadId)
+	for _, e := range exprs {
+		got, msg := evalIn(d, frames[0].Id, e, "watch")
+		if !sameAsGDB(got, msg, oracle[e]) {
+			t.Errorf("evaluate %q = %q (error %q), gdb prints %q", e, got.Result, msg, oracle[e])
+		}
+	}
+	if _, msg := evalIn(d, frames[0].Id, "c.nosuch(1)", "watch"); msg != "Couldn't find method Counter::nosuch" {
+		t.Errorf("c.nosuch(1): %q", msg)
+	}
+}
