@@ -112,10 +112,11 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 	ack, err := r.node.client.CallFunction(ctx, uint32(r.Num), cmd)
 	// Whatever happened, the function may have written memory.
 	tc.rs.mu.Lock()
-	if tc.rs.mem != nil {
-		tc.rs.mem.reset()
-	}
+	mem := tc.rs.mem
 	tc.rs.mu.Unlock()
+	if mem != nil {
+		mem.reset()
+	}
 	switch {
 	case errors.Is(err, cdti.ErrNotSupported):
 		return 0, fmt.Errorf("call %s: calling functions is not available on rank %d%s (its agent does not offer it)", name, r.Num, r.where())

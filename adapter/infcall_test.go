@@ -92,6 +92,16 @@ func TestFunctionCallsAgainstGDB(t *testing.T) {
 	if _, msg := evalIn(d, frames[0].Id, "strlen(name)", "repl"); !strings.Contains(msg, "'strlen' has unknown return type; cast the call to its declared return type") {
 		t.Errorf("strlen(name): %q", msg)
 	}
+	// Structures by value are refused before anything runs.
+	for call, want := range map[string]string{
+		"make_pair(1)":      "calling a function that returns `struct pair' is not supported",
+		"pair_sum(origin)":  "passing `struct pair' by value (argument 1) is not supported",
+		"pair_sum(bump(1))": "passing `struct pair' by value (argument 1) is not supported",
+	} {
+		if _, msg := evalIn(d, frames[0].Id, call, "watch"); msg != want {
+			t.Errorf("evaluate %q: %q, want %q", call, msg, want)
+		}
+	}
 	// Floating point: the values the program's own calls computed.
 	for call, native := range map[string]string{"mix(ratio, 0.25, 3)": "mix_native", "halve(ratio)": "halve_native",
 		"fsum(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)": "fsum_native", "halve(3)": "halve_native + 0.75f"} {

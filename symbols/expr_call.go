@@ -139,6 +139,11 @@ func (e *evaluator) callFunctionThis(fn *Value, args []*node, ret *Type, this *u
 	if ft.Prototyped && len(args) < len(params) {
 		return nil, errors.New("Too few arguments in function call.")
 	}
+	for i, param := range params { // refused before any argument is evaluated (and runs code)
+		if ps := param.Strip(); ft.Prototyped && i < len(args) && ps != nil && (ps.Kind == KindStruct || ps.Kind == KindUnion) {
+			return nil, fmt.Errorf("passing `%s' by value (argument %d) is not supported", param, i+1)
+		}
+	}
 	for i, a := range args {
 		v, err := e.eval(a)
 		if err != nil {

@@ -21,6 +21,12 @@ void reset(void) { counter = 0; }
 int many(int a, int b, int c, int d, int e, int f, int g, int h) {
 	return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h;
 }
+struct pair {
+	int a, b;
+};
+struct pair origin = {1, 2};
+struct pair make_pair(int a) { struct pair p = {a, counter}; return p; }
+int pair_sum(struct pair p) { return p.a + p.b; }
 double fsum(double a, double b, double c, double d, double e, double f, double g, double h, double i, double j) {
 	return a + b + c + d + e + f + g + h + i + 2 * j;
 }
@@ -37,6 +43,7 @@ int main(void) {
 	mix_native = mix(ratio, 0.25f, 3);
 	halve_native = halve(ratio);
 	fsum_native = fsum(1, 2, 3, 4, 5, 6, 7, 8, 9, 10);
+	origin = make_pair(pair_sum(origin));
 	printf("start %d %d\n", add(local, 1), rank_id); /* MARK: stop */
 	printf("counter %d %s %g\n", counter, name, ratio);
 	return 0;
