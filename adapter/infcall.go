@@ -132,9 +132,13 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 		return ack.Value, nil
 	case cdti.CallSignaled:
 		sig := int(ack.Signal)
+		what := signalName(sig)
+		if d := signalDescription(sig); d != what {
+			what += " (" + d + ")"
+		}
 		return 0, fmt.Errorf("The program being debugged was signaled while in a function called from the expression: "+
-			"%s (%s)%s. The state before the call was restored; the evaluation of the expression containing the function (%s) was abandoned.",
-			signalName(sig), signalDescription(sig), tc.where(ack.PC), name)
+			"%s%s. The state before the call was restored; the evaluation of the expression containing the function (%s) was abandoned.",
+			what, tc.where(ack.PC), name)
 	case cdti.CallTimedOut:
 		return 0, fmt.Errorf("The function %s called from the expression did not return within %v; it was interrupted%s "+
 			"and the state before the call was restored.", name, tc.timeout, tc.where(ack.PC))
