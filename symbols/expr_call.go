@@ -85,6 +85,10 @@ func (e *evaluator) callFunctionThis(fn *Value, args []*node, ret *Type, this *u
 	}
 	name := fn.Name
 	ft := fn.Type.Strip()
+	if e.lang == LangFortran || ft.Lang == LangFortran {
+		// Fortran passes arguments by reference, with hidden lengths for strings.
+		return nil, fmt.Errorf("calling the Fortran procedure %s from an expression is not supported", name)
+	}
 	var entry, toc uint64
 	if ft.Kind == KindPointer {
 		p, err := fn.Uint()
