@@ -122,6 +122,8 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 		return 0, fmt.Errorf("call %s: calling functions is not available on rank %d%s (its agent does not offer it)", name, r.Num, r.where())
 	case errors.Is(err, cdti.CmdTimeout):
 		return 0, fmt.Errorf("call %s: the function ran longer than %v and could not be interrupted on rank %d; the thread runs on with the call's registers", name, tc.timeout, r.Num)
+	case errors.Is(err, cdti.CmdProcessExiting):
+		return 0, fmt.Errorf("The program (rank %d) exited while in the function %s called from the expression.", r.Num, name)
 	case errors.Is(err, cdti.CmdParmErr):
 		return 0, fmt.Errorf("call %s: rank %d, LWP %d cannot run a function now (it must be stopped after the program's start)", name, r.Num, tc.lwp)
 	case err != nil:

@@ -348,3 +348,26 @@ func TestFunctionCallsCXXMethods(t *testing.T) {
 		t.Errorf("c.nosuch(1): %q", msg)
 	}
 }
+
+// TestFunctionCallExits: a called function that ends the program is reported as such, and the
+// session sees the exit with the function's code.
+func TestFunctionCallExits(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "callthreads")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "stop"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	frames := d.stackTrace(st.ThreadId)
+	if _, msg := evalIn(d, frames[0].Id, "end_program(3)", "repl"); msg != "The program (rank 0) exited while in the function end_program called from the expression." {
+		t.Errorf("end_program(3): %q", msg)
+	}
+	var exited dap.ExitedEventBody
+	d.event("exited").Decode(&exited)
+	if exited.ExitCode != 3 {
+		t.Errorf("exit code %d, want 3", exited.ExitCode)
+	}
+	d.event("terminated")
+}

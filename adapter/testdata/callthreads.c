@@ -3,6 +3,7 @@
  * passed over and still works afterwards. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 volatile long ticks;
@@ -25,6 +26,8 @@ int spin(void) {
 		x++;
 	return x;
 }
+
+void end_program(int code) { exit(code); }
 
 int main(void) {
 	pthread_t t;
