@@ -371,3 +371,25 @@ func TestFunctionCallExits(t *testing.T) {
 	}
 	d.event("terminated")
 }
+
+// BenchmarkFunctionCall times evaluate of a call (add(2, 3)) at one stop: the CDTI round trip
+// and the agent's save, run to the return trap and restore.
+func BenchmarkFunctionCall(b *testing.B) {
+	p := compileC(b, "calls")
+	d := newDAP(b, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(b, "stop"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	fid := d.stackTrace(st.ThreadId)[0].Id
+	var l latency
+	for b.Loop() {
+		l.time(func() {
+			if v, msg := evalIn(d, fid, "add(2, 3)", "repl"); v.Result != "5" {
+				b.Fatalf("add(2, 3) = %q (%s)", v.Result, msg)
+			}
+		})
+	}
+	l.report(b)
+}
