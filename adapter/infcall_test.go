@@ -17,7 +17,7 @@ import (
 var callExprs = []string{
 	"add(2, 3)", "add(local, counter)", "scale(3, 'a', 2, 1)", "scale(-4, 2, 1, 0)", "twice(add(2, 3)) + 1",
 	"color_value(BLUE)", "length(name)", `length("hello")`, "(int)strlen(name)", "(unsigned long)strlen(greeting)",
-	"many(1, 2, 3, 4, 5, 6, 7, 8)", "add(1, 2, 3)", "add(1)", "bump(4)", "counter + 0", "reset()", "counter * 2",
+	"many(1, 2, 3, 4, 5, 6, 7, 8)", "op(4, 5)", "(*op)(6, 7)", "add(1, 2, 3)", "add(1)", "bump(4)", "counter + 0", "reset()", "counter * 2",
 	"bump(9) - 1",
 }
 

@@ -115,7 +115,16 @@ func (e *evaluator) callFunctionThis(fn *Value, args []*node, ret *Type, this *u
 		}
 		entry = a
 		if e.p.Arch.ELFv1() {
-			toc = e.tocOf(fn.mod, entry)
+			if e.inOPD(entry) {
+				// A dereferenced function pointer: the address of a descriptor.
+				var d [16]byte
+				if err := e.p.ReadMemory(d[:], entry); err != nil {
+					return nil, err
+				}
+				entry, toc = binary.BigEndian.Uint64(d[:]), binary.BigEndian.Uint64(d[8:])
+			} else {
+				toc = e.tocOf(fn.mod, entry)
+			}
 		}
 	}
 	rt := ft.Elem
@@ -293,6 +302,18 @@ func (e *evaluator) callArg(c *Call, v *Value, param *Type, n int) (CallArg, err
 	}
 	u, err := cv.Uint()
 	return CallArg{Kind: ArgInt, Bits: u}, err
+}
+
+// inOPD reports whether a run-time address lies in the .opd section (of function
+// descriptors) of its module.
+func (e *evaluator) inOPD(addr uint64) bool {
+	m := e.p.ModuleAt(addr)
+	if m == nil || m.Bin.opd == nil {
+		return false
+	}
+	o := m.Bin.opd
+	a := addr - m.Bias
+	return a >= o.addr && a < o.addr+uint64(len(o.data))
 }
 
 // tocOf finds the TOC pointer of an ELFv1 function from its descriptor in the module's .opd,

@@ -21,6 +21,8 @@ void reset(void) { counter = 0; }
 int many(int a, int b, int c, int d, int e, int f, int g, int h) {
 	return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h;
 }
+int (*op)(int, int) = add; /* on ELFv1, a pointer to add's descriptor */
+
 struct pair {
 	int a, b;
 };
