@@ -393,3 +393,55 @@ func BenchmarkFunctionCall(b *testing.B) {
 	}
 	l.report(b)
 }
+
+// TestFunctionCallInBlockedThread calls a function in a thread stopped inside a blocking
+// read(2): the call runs (the system call is not restarted under it) and, once the program
+// goes on, the read is restarted and returns what the other thread writes.
+func TestFunctionCallInBlockedThread(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "callsyscall")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "ready"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	mainTid := d.ranks().Ranks[0].ThreadID
+	if st.ThreadId == mainTid {
+		t.Fatalf("the breakpoint stopped the main thread")
+	}
+	var mainFrame *dap.StackFrame
+	for _, f := range d.stackTrace(mainTid) {
+		if f.Name == "main" {
+			mainFrame = &f
+			break
+		}
+	}
+	if mainFrame == nil {
+		t.Fatalf("the main thread has no frame of main")
+	}
+	top := d.stackTrace(mainTid)[0]
+	if !strings.Contains(top.Name, "read") {
+		t.Fatalf("the main thread stands in %s, not in read", top.Name)
+	}
+	before := d.scopeVars(top.Id, "Registers")
+	if rax := before["rax"].Value; rax != "0xfffffffffffffe00" { // -ERESTARTSYS: a read to restart
+		t.Errorf("rax %q in the blocked thread, want -ERESTARTSYS (a system call to restart)", rax)
+	}
+	if v, msg := evalIn(d, mainFrame.Id, "add(40, 2)", "repl"); v.Result != "42" {
+		t.Fatalf("add(40, 2) in the blocked thread = %q (error %q)", v.Result, msg)
+	}
+	after := d.scopeVars(d.stackTrace(mainTid)[0].Id, "Registers")
+	for name, v := range before {
+		if after[name].Value != v.Value {
+			t.Errorf("register %s: %s before the call, %s after", name, v.Value, after[name].Value)
+		}
+	}
+	d.setBreakpoints(p.src)
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	var exited dap.ExitedEventBody
+	d.event("exited").Decode(&exited)
+	if out := allOutput(d); exited.ExitCode != 0 || !strings.Contains(out, "read 1 x") {
+		t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
+	}
+}
