@@ -1,6 +1,7 @@
 package symbols
 
 import (
+	"debug/dwarf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -408,25 +409,71 @@ func (e *evaluator) methodCall(n *node, ret *Type) (v *Value, ok bool, err error
 	if _, err := obj.Field(k.text); err == nil {
 		return nil, false, nil // a data member (a pointer to function, say)
 	}
-	var fv *Value
-	for _, m := range e.p.mods {
-		for _, fn := range m.Bin.Functions() {
-			if fn.Name != st.Name+"::"+k.text && !strings.HasSuffix(fn.Name, "::"+st.Name+"::"+k.text) {
-				continue
-			}
-			cand := e.functionValue(m, fn, fn.Name)
-			if fv == nil || len(cand.Type.Params) == len(n.kids) { // this + the arguments
-				fv = cand
-			}
-		}
+	fv, off, virtual, err := e.findMethod(st, k.text, len(n.kids)-1)
+	if err != nil {
+		return nil, true, err
 	}
 	if fv == nil {
 		return nil, true, fmt.Errorf("Couldn't find method %s::%s", st.Name, k.text)
+	}
+	if virtual {
+		return nil, true, fmt.Errorf("calling the virtual function %s from an expression is not supported", fv.Name)
 	}
 	this, inMem := obj.Address()
 	if !inMem {
 		return nil, true, fmt.Errorf("cannot call method %s::%s on an object that is not in memory", st.Name, k.text)
 	}
+	this += uint64(off)
 	v, err = e.callFunctionThis(fv, n.kids[1:], ret, &this)
 	return v, true, err
+}
+
+// findMethod finds member function name of class st or, failing that, of its non-virtual base
+// classes (off: where the base lies in the object). Among overloads, the one taking nargs
+// arguments is preferred. virtual reports a function declared virtual.
+func (e *evaluator) findMethod(st *Type, name string, nargs int) (fv *Value, off int64, virtual bool, err error) {
+	for _, m := range e.p.mods {
+		for _, fn := range m.Bin.Functions() {
+			if fn.Name != st.Name+"::"+name && !strings.HasSuffix(fn.Name, "::"+st.Name+"::"+name) {
+				continue
+			}
+			cand := e.functionValue(m, fn, fn.Name)
+			if fv == nil || len(cand.Type.Params) == nargs+1 { // this + the arguments
+				fv, virtual = cand, m.Bin.isVirtual(fn)
+			}
+		}
+	}
+	if fv != nil {
+		return fv, 0, virtual, nil
+	}
+	for _, f := range st.Fields {
+		bt := f.Type.Strip()
+		if !f.Base || bt == nil || bt.Kind != KindStruct {
+			continue
+		}
+		bv, boff, bvirt, err := e.findMethod(bt, name, nargs)
+		if err != nil || bv == nil {
+			continue
+		}
+		if f.Virtual {
+			return nil, 0, false, fmt.Errorf("calling %s through the virtual base %s is not supported", bv.Name, bt.Name)
+		}
+		return bv, f.Offset + boff, bvirt, nil
+	}
+	return nil, 0, false, nil
+}
+
+// isVirtual reports whether a member function is declared virtual (on its declaration).
+func (b *Binary) isVirtual(fn *Function) bool {
+	for _, off := range []dwarf.Offset{fn.off, fn.spec} {
+		if off == 0 {
+			continue
+		}
+		if ent, err := b.entryAt(off); err == nil {
+			if v, ok := ent.Val(dwarf.AttrVirtuality).(int64); ok && v != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
