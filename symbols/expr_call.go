@@ -409,29 +409,45 @@ func (e *evaluator) methodCall(n *node, ret *Type) (v *Value, ok bool, err error
 	if _, err := obj.Field(k.text); err == nil {
 		return nil, false, nil // a data member (a pointer to function, say)
 	}
-	fv, off, virtual, err := e.findMethod(st, k.text, len(n.kids)-1)
+	fv, off, slot, err := e.findMethod(st, k.text, len(n.kids)-1)
 	if err != nil {
 		return nil, true, err
 	}
 	if fv == nil {
 		return nil, true, fmt.Errorf("Couldn't find method %s::%s", st.Name, k.text)
 	}
-	if virtual {
-		return nil, true, fmt.Errorf("calling the virtual function %s from an expression is not supported", fv.Name)
-	}
 	this, inMem := obj.Address()
 	if !inMem {
 		return nil, true, fmt.Errorf("cannot call method %s::%s on an object that is not in memory", st.Name, k.text)
 	}
 	this += uint64(off)
+	if slot >= 0 {
+		// A virtual function: the object's virtual table (its first word) says which
+		// function its dynamic type has in that slot: a code address, or an ELFv1 descriptor,
+		// which is what a pointer to the function holds.
+		ps := uint64(e.p.Arch.PtrSize)
+		vtbl, err := e.p.readUint(this, int(ps))
+		if err != nil {
+			return nil, true, err
+		}
+		target, err := e.p.readUint(vtbl+uint64(slot)*ps, int(ps))
+		if err != nil {
+			return nil, true, err
+		}
+		pt := &Type{Kind: KindPointer, Size: int64(ps), Elem: fv.Type, Lang: e.lang}
+		ptr := e.mkInt(pt, target)
+		ptr.Name = fv.Name
+		fv = ptr
+	}
 	v, err = e.callFunctionThis(fv, n.kids[1:], ret, &this)
 	return v, true, err
 }
 
 // findMethod finds member function name of class st or, failing that, of its non-virtual base
 // classes (off: where the base lies in the object). Among overloads, the one taking nargs
-// arguments is preferred. virtual reports a function declared virtual.
-func (e *evaluator) findMethod(st *Type, name string, nargs int) (fv *Value, off int64, virtual bool, err error) {
+// arguments is preferred. slot is the virtual-table slot of a virtual function, else -1.
+func (e *evaluator) findMethod(st *Type, name string, nargs int) (fv *Value, off int64, slot int, err error) {
+	slot = -1
 	for _, m := range e.p.mods {
 		for _, fn := range m.Bin.Functions() {
 			if fn.Name != st.Name+"::"+name && !strings.HasSuffix(fn.Name, "::"+st.Name+"::"+name) {
@@ -439,41 +455,53 @@ func (e *evaluator) findMethod(st *Type, name string, nargs int) (fv *Value, off
 			}
 			cand := e.functionValue(m, fn, fn.Name)
 			if fv == nil || len(cand.Type.Params) == nargs+1 { // this + the arguments
-				fv, virtual = cand, m.Bin.isVirtual(fn)
+				fv, slot = cand, m.Bin.vtableSlot(fn)
 			}
 		}
 	}
 	if fv != nil {
-		return fv, 0, virtual, nil
+		return fv, 0, slot, nil
 	}
 	for _, f := range st.Fields {
 		bt := f.Type.Strip()
 		if !f.Base || bt == nil || bt.Kind != KindStruct {
 			continue
 		}
-		bv, boff, bvirt, err := e.findMethod(bt, name, nargs)
+		bv, boff, bslot, err := e.findMethod(bt, name, nargs)
 		if err != nil || bv == nil {
 			continue
 		}
 		if f.Virtual {
-			return nil, 0, false, fmt.Errorf("calling %s through the virtual base %s is not supported", bv.Name, bt.Name)
+			return nil, 0, -1, fmt.Errorf("calling %s through the virtual base %s is not supported", bv.Name, bt.Name)
 		}
-		return bv, f.Offset + boff, bvirt, nil
+		return bv, f.Offset + boff, bslot, nil
 	}
-	return nil, 0, false, nil
+	return nil, 0, -1, nil
 }
 
-// isVirtual reports whether a member function is declared virtual (on its declaration).
-func (b *Binary) isVirtual(fn *Function) bool {
+// vtableSlot returns the virtual-table slot of a virtual member function (from
+// DW_AT_vtable_elem_location on its declaration, DW_OP_constu n), or -1.
+func (b *Binary) vtableSlot(fn *Function) int {
 	for _, off := range []dwarf.Offset{fn.off, fn.spec} {
 		if off == 0 {
 			continue
 		}
-		if ent, err := b.entryAt(off); err == nil {
-			if v, ok := ent.Val(dwarf.AttrVirtuality).(int64); ok && v != 0 {
-				return true
+		ent, err := b.entryAt(off)
+		if err != nil {
+			continue
+		}
+		loc, ok := ent.Val(dwarf.AttrVtableElemLoc).([]byte)
+		if !ok || len(loc) < 2 || loc[0] != 0x10 { // DW_OP_constu
+			continue
+		}
+		n, shift := 0, 0
+		for _, c := range loc[1:] {
+			n |= int(c&0x7f) << shift
+			shift += 7
+			if c&0x80 == 0 {
+				return n
 			}
 		}
 	}
-	return false
+	return -1
 }
