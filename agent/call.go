@@ -27,7 +27,8 @@ func (p *proc) callFunction(th *pthread, c *cdti.CallFunction) cdti.Result {
 			return fail(cdti.CmdParmErr, tid)
 		}
 	}
-	if c.Return > cdti.CallFloat64 || c.Entry == 0 || len(c.Args) > cdti.MaxCallArgs || len(c.Data) > cdti.MaxCallData {
+	if c.Return > cdti.CallFloat64 || c.Entry == 0 || len(c.Args) > cdti.MaxCallArgs || len(c.Data) > cdti.MaxCallData ||
+		c.TimeoutMS > cdti.MaxCallTimeoutMS {
 		return fail(cdti.CmdParmErr, tid)
 	}
 	if !p.started || p.startBP != 0 || p.stepOver != nil || !th.stopped {

@@ -45,6 +45,7 @@ func TestCallFunction(t *testing.T) {
 		{Entry: 0},
 		{Entry: hit, Return: 7},
 		{Entry: hit, Args: []cdti.CallArg{{Kind: 0}}},
+		{Entry: hit, TimeoutMS: cdti.MaxCallTimeoutMS + 1},
 	} {
 		if r := tt.update(0, bad)[0]; r.Code != cdti.CmdParmErr {
 			t.Errorf("CallFunction %+v: %v, want CmdParmErr", bad, r.Code)

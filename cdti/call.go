@@ -16,7 +16,8 @@ const (
 const (
 	MaxCallArgs         = 32   // arguments of one call
 	MaxCallData         = 4096 // bytes CallFunction copies onto the thread's stack
-	callFunctionSize    = 32   // + 16 per argument + the data
+	MaxCallTimeoutMS    = 3600 * 1000
+	callFunctionSize    = 32 // + 16 per argument + the data
 	callFunctionAckSize = 32
 )
 
@@ -65,7 +66,7 @@ type CallArg struct {
 // is then interrupted). The other threads stay as they were. Breakpoints met on the way are
 // stepped over. Layout: entry u64 @8 (the function's code address; Power ELFv2: its global
 // entry point), toc u64 @16 (Power ELFv1: r2 from the function's descriptor, 0 to keep r2),
-// timeout in milliseconds u32 @24 (0: 10 s), return kind u8 @28, argument count u8 @29, data
+// timeout in milliseconds u32 @24 (0: 10 s; at most MaxCallTimeoutMS), return kind u8 @28, argument count u8 @29, data
 // length u16 @30, arguments @32 (16 bytes each: kind u8, 7 bytes of padding, value u64), data
 // after them.
 type CallFunction struct {

@@ -113,7 +113,7 @@
 //	1106  GetTracebackAck            frame count u32 @8, frames @16: {pc u64, cfa u64}, innermost first
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
-//	1203  CallFunction       Update  entry u64 @8, toc u64 @16, timeout ms u32 @24 (0: 10 s), return kind u8 @28,
+//	1203  CallFunction       Update  entry u64 @8, toc u64 @16, timeout ms u32 @24 (0: 10 s, ≤ 3,600,000), return kind u8 @28,
 //	                                 argument count u8 @29 (≤ 32), data length u16 @30 (≤ 4096),
 //	                                 arguments @32 (16 bytes each: kind u8, 7 bytes padding, value u64), data after them
 //	1204  CallFunctionAck            outcome u32 @8 (1 returned, 2 signaled, 3 timed out, 4 thread exited),
