@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/hpcdap/hpcdap/rankset"
 )
@@ -34,6 +35,8 @@ type LaunchArgs struct {
 	NoDebug bool `json:"noDebug"`
 	// SubstitutePath maps source directories between the editor and the debug information.
 	SubstitutePath []PathRule `json:"substitutePath"`
+	// CallTimeout bounds a function call in an expression, in seconds (default 10).
+	CallTimeout *float64 `json:"callTimeout"`
 }
 
 // AttachArgs are the attach request's arguments.
@@ -89,6 +92,7 @@ type launchPlan struct {
 	noDebug     bool
 	emulator    string // "qemu-ppc64" or "qemu-ppc64le": the ranks run under QEMU user mode
 	paths       pathMap
+	callTimeout time.Duration
 
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
@@ -192,6 +196,9 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	p.env = mergeEnv(os.Environ(), a.Env)
 	p.noASLR = a.DisableASLR == nil || *a.DisableASLR
 	if p.paths, err = parseSubstitutePath(a.SubstitutePath); err != nil {
+		return nil, err
+	}
+	if p.callTimeout, err = parseCallTimeout(a.CallTimeout); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -339,4 +346,19 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// maxCallTimeout bounds the callTimeout argument.
+const maxCallTimeout = time.Hour
+
+// parseCallTimeout checks the callTimeout argument (seconds); nil gives callTimeout.
+func parseCallTimeout(secs *float64) (time.Duration, error) {
+	if secs == nil {
+		return callTimeout, nil
+	}
+	d := time.Duration(*secs * float64(time.Second))
+	if !(*secs > 0) || d < time.Millisecond || d > maxCallTimeout {
+		return 0, fmt.Errorf(`"callTimeout" must be between 0.001 and %v seconds, not %v`, maxCallTimeout.Seconds(), *secs)
+	}
+	return d, nil
 }

@@ -17,6 +17,7 @@ import (
 //	                          beside lldb-vscode-15 on the same program; p50/p99 per request.
 //	BenchmarkLaunchToStop     launch → every rank stopped at a breakpoint, for 1, 16, 64 ranks.
 //	BenchmarkMemoryPerRank    the adapter's heap per rank of a stopped job with its stacks read.
+//	BenchmarkFunctionCall     evaluate of a function call at one stop (infcall_test.go).
 
 // latency records request durations and reports percentiles.
 type latency struct{ d []time.Duration }

@@ -43,13 +43,19 @@ func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
 	j.mu.Unlock()
 	values := make([]string, len(ranks))
 	errs := make([]string, len(ranks))
+	called := make([]*Thread, len(ranks))
 	forEach(len(ranks), func(i int) {
-		v, e := j.evalOnRank(ctx, ranks[i], expr, a.FrameLevel)
-		values[i] = v
+		v, t, e := j.evalOnRank(ctx, ranks[i], expr, a.FrameLevel)
+		values[i], called[i] = v, t
 		if e != nil {
 			errs[i] = e.Error()
 		}
 	})
+	for _, t := range called {
+		if t != nil {
+			s.invalidateAfterWrite(j, t) // a function ran there
+		}
+	}
 	body := CompareBody{Groups: []CompareGroup{}, Errors: []CompareError{}}
 	byValue := map[string]rankset.Set{}
 	byErr := map[string]rankset.Set{}
@@ -80,49 +86,60 @@ func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
 	s.respond(&req.Request, body)
 }
 
-// evalOnRank evaluates expr in rank r's main thread.
-func (j *Job) evalOnRank(ctx context.Context, r *Rank, expr string, level *int) (string, error) {
+// evalOnRank evaluates expr in rank r's main thread. called is that thread when the
+// expression called a function in it.
+func (j *Job) evalOnRank(ctx context.Context, r *Rank, expr string, level *int) (v string, called *Thread, err error) {
 	j.mu.Lock()
 	state := r.state
 	t := r.mainThread()
 	j.mu.Unlock()
 	if state != rankStopped {
-		return "", fmt.Errorf("rank is %s", state)
+		return "", nil, fmt.Errorf("rank is %s", state)
 	}
 	if t == nil {
-		return "", errors.New("no thread")
+		return "", nil, errors.New("no thread")
 	}
 	ts, err := r.sym.stack(ctx, t.LWP)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
+	calls := newCaller(t, ts)
+	defer func() {
+		if calls.called {
+			called = t
+		}
+	}()
 	if level != nil {
 		if *level >= len(ts.frames) {
-			return "", fmt.Errorf("no frame %d (the stack has %d)", *level, len(ts.frames))
+			return "", nil, fmt.Errorf("no frame %d (the stack has %d)", *level, len(ts.frames))
 		}
-		return evalString(ts.frames[*level], expr)
+		v, err := evalString(ts.frames[*level], expr, calls)
+		return v, nil, err
 	}
 	var first error
 	for _, f := range ts.frames {
 		if f.Function == nil {
 			continue // no debugging information: no scope to evaluate in
 		}
-		v, err := evalString(f, expr)
+		v, err := evalString(f, expr, calls)
 		if err == nil {
-			return v, nil
+			return v, nil, nil
 		}
 		if first == nil {
 			first = err
+		}
+		if calls.called {
+			break // a function ran: evaluating again in an outer frame would run it again
 		}
 	}
 	if first == nil {
 		first = errors.New("no frame with debugging information")
 	}
-	return "", first
+	return "", nil, first
 }
 
-func evalString(f *symbols.Frame, expr string) (string, error) {
-	v, err := f.Eval(expr)
+func evalString(f *symbols.Frame, expr string, calls symbols.Caller) (string, error) {
+	v, err := f.EvalWith(expr, symbols.EvalOptions{Caller: calls})
 	if err != nil {
 		return "", err
 	}

@@ -148,6 +148,9 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 		return
 	}
 	s.sources.paths = plan.paths
+	s.mu.Lock()
+	s.callTimeout = plan.callTimeout
+	s.mu.Unlock()
 	if plan.coreFile != "" {
 		j, err := openCoreJob(s, plan)
 		if err != nil {

@@ -51,13 +51,19 @@ func modernQEMU(t testing.TB, name string) string {
 // compilePower builds testdata/power.c statically with the cross compiler.
 func compilePower(t testing.TB, tg powerTarget) *program {
 	t.Helper()
+	return compilePowerC(t, tg, "power")
+}
+
+// compilePowerC builds testdata/<name>.c statically with the cross compiler.
+func compilePowerC(t testing.TB, tg powerTarget, name string) *program {
+	t.Helper()
 	gcc := needTool(t, tg.prefix+"gcc")
-	src, err := os.ReadFile(filepath.Join("testdata", "power.c"))
+	src, err := os.ReadFile(filepath.Join("testdata", name+".c"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	p := &program{src: filepath.Join(dir, "power.c"), bin: filepath.Join(dir, "power"), dir: dir, marks: map[string]int{}}
+	p := &program{src: filepath.Join(dir, name+".c"), bin: filepath.Join(dir, name), dir: dir, marks: map[string]int{}}
 	if err := os.WriteFile(p.src, src, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +81,13 @@ func compilePower(t testing.TB, tg powerTarget) *program {
 // powerOracle runs the program under gdb-multiarch connected to a second QEMU, with
 // testdata/gdboracle.py: the dumps its commands ask for, and gdb's other output.
 func powerOracle(t testing.TB, p *program, emulator string, cmds ...string) ([]oracleDump, string) {
+	t.Helper()
+	return emulatedOracle(t, p, emulator, nil, cmds...)
+}
+
+// emulatedOracle is powerOracle for a program of any machine QEMU emulates, with extra
+// environment for gdb (ORACLE_EXPRS).
+func emulatedOracle(t testing.TB, p *program, emulator string, env []string, cmds ...string) ([]oracleDump, string) {
 	t.Helper()
 	gdb := needTool(t, "gdb-multiarch")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,7 +108,9 @@ func powerOracle(t testing.TB, p *program, emulator string, cmds ...string) ([]o
 		args = append(args, "-ex", c)
 	}
 	args = append(args, "-ex", "kill")
-	out, err := exec.Command(gdb, args...).CombinedOutput()
+	cmd := exec.Command(gdb, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	var dumps []oracleDump
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {

@@ -99,6 +99,10 @@ func testMalformed(t *testing.T, tr transport) {
 		{map[string]any{"program": "/bin/true", "launcher": "pbs"}, "launcher"},
 		{map[string]any{"program": "/bin/true", "stopMode": "some"}, "stopMode"},
 		{map[string]any{"program": "/bin/true", "np": 4, "ranks": "2-9"}, "ranks"},
+		{map[string]any{"program": "/bin/true", "callTimeout": 0}, "callTimeout"},
+		{map[string]any{"program": "/bin/true", "callTimeout": -2}, "callTimeout"},
+		{map[string]any{"program": "/bin/true", "callTimeout": 1e9}, "callTimeout"},
+		{map[string]any{"program": "/bin/true", "callTimeout": "10s"}, "callTimeout"},
 	} {
 		if msg := d.callErr("launch", bad.args); !strings.Contains(msg, bad.contains) {
 			t.Errorf("launch %v: %q, want a message about %q", bad.args, msg, bad.contains)

@@ -45,6 +45,8 @@ type Session struct {
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool
+	// callTimeout bounds a function call in an expression (0: the default, callTimeout).
+	callTimeout time.Duration
 }
 
 func newSession(srv *Server, conn io.ReadWriteCloser) *Session {

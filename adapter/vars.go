@@ -344,25 +344,40 @@ func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
 	}
 	var val *symbols.Value
 	var err error
+	var calls *threadCaller
+	opts := func(t *Thread, p *symbols.Process) symbols.EvalOptions {
+		switch {
+		case j.core != nil:
+			return symbols.EvalOptions{Caller: noCaller{errors.New("a core file cannot run functions")}}
+		case !callsAllowed(a.Context):
+			return symbols.EvalOptions{Caller: noCaller{errHoverCall}}
+		}
+		calls = &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: s.callLimit()}
+		return symbols.EvalOptions{Caller: calls}
+	}
 	if fr != nil {
-		val, err = fr.frame.Eval(expr)
+		val, err = fr.frame.EvalWith(expr, opts(fr.thread, fr.frame.Process()))
 	} else {
 		var p *symbols.Process
 		var t *Thread
 		p, t, err = j.globalScope()
 		if err == nil {
-			val, err = p.Eval(expr)
+			val, err = p.EvalWith(expr, opts(t, p))
 			fr = &frameRef{thread: t}
 		}
 	}
 	if err == nil {
 		err = val.Fetch()
 	}
+	called := calls != nil && calls.called
+	if called && fr.thread != nil {
+		s.invalidateAfterWrite(j, fr.thread) // the function may have changed what the client shows
+	}
 	if err != nil {
 		s.sendError(&req.Request, errEvaluate, err.Error())
 		return
 	}
-	if hasAssignment(expr) && fr.thread != nil {
+	if hasAssignment(expr) && fr.thread != nil && !called {
 		s.invalidateAfterWrite(j, fr.thread)
 	}
 	hex := a.Format != nil && a.Format.Hex

@@ -252,6 +252,26 @@
 // staging directory (Config.StagingDir) and nothing outside it. The Power register commands
 // (Get/Set{General,Special,Float,Debug}Reg(s)) and the trap-handler commands answer CmdInval.
 //
+// # Function calls (CallFunction)
+//
+// CallFunction (x86_64 and Power) runs a function in one stopped thread for a tool's
+// expression, inside the Update, on the process's goroutine: the thread's general and
+// floating-point sets are saved; the arguments go where the calling convention puts them
+// (callabi.go: System V AMD64 below the 128-byte red zone with the stack 16-byte aligned at the
+// call; Power ELFv1/ELFv2 below the 288-byte protected zone, with a back chain, a parameter save
+// area, r2 from the descriptor on ELFv1 and r12 = the global entry on ELFv2); the return
+// address is the program's entry point (AT_ENTRY, through the descriptor on ELFv1), where an
+// internal trap is planted for the call (code, not the stack: stacks are not executable). Only
+// that thread runs (its events are captured, as for an injected system call; other threads
+// that were running keep running and their notifications queue). Breakpoints met inside the
+// function are stepped over. The thread is restored (registers, continuation signal,
+// breakpoint state) when the trap is reached, when a signal stops it inside the function (the
+// signal is discarded and reported in the ack), and when the timeout passes (the thread is
+// interrupted first); the process stays suspended and no Notify is sent. Limits: the AVX upper
+// halves and Power's vector registers are not saved; a breakpoint stepped over inside a call
+// is lifted for one step while threads that were running go on. The call is refused
+// (CmdParmErr) before the program's entry point is reached or while the thread runs.
+//
 // # Power programs over the GDB remote protocol (RSPBackend)
 //
 // `hpcdap agent --backend rsp --emulator qemu-ppc64|qemu-ppc64le -- PROGRAM` starts each rank

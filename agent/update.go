@@ -122,6 +122,8 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 		return done, nil
 	case *cdti.SetRegisterSet:
 		return p.setRegisterSet(th, c), nil
+	case *cdti.CallFunction:
+		return p.callFunction(th, c), nil
 	}
 	if r, handled := p.powerUpdate(th, c); handled {
 		return r, nil

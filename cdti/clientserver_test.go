@@ -169,6 +169,9 @@ func TestClientServerSession(t *testing.T) {
 		if _, err := c.Traceback(ctx, 3, 0, 0); !errors.Is(err, ErrNotSupported) {
 			t.Errorf("traceback on BG/Q: %v", err)
 		}
+		if _, err := c.CallFunction(ctx, 3, &CallFunction{Entry: 0x401000}); !errors.Is(err, ErrNotSupported) {
+			t.Errorf("call function on BG/Q: %v", err)
+		}
 
 		if d, err := c.Detach(ctx, 3, RanksInNode); err != nil || d.Ranks[0] != 3 {
 			t.Errorf("detach %#v, %v", d, err)

@@ -55,7 +55,7 @@
 // serializes anyway. Every call takes a context; ClientOptions.Timeout bounds calls whose context
 // has none. Convenience calls: Attach, Detach, Control, Query, Update, QueryBatch, UpdateBatch,
 // ReadMemory and WriteMemory (any size), ThreadList, and the extension calls TargetInfo,
-// RegisterSet, SetRegisterSet and Traceback. RoundTrip sends any request message.
+// RegisterSet, SetRegisterSet, Traceback and CallFunction. RoundTrip sends any request message.
 //
 // Notifications. Notify messages arrive unsolicited among the acks and are delivered, in order,
 // on Client.Notifications. The reading goroutine never blocks on that channel: notifications wait
@@ -113,6 +113,11 @@
 //	1106  GetTracebackAck            frame count u32 @8, frames @16: {pc u64, cfa u64}, innermost first
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
+//	1203  CallFunction       Update  entry u64 @8, toc u64 @16, timeout ms u32 @24 (0: 10 s, ≤ 3,600,000), return kind u8 @28,
+//	                                 argument count u8 @29 (≤ 32), data length u16 @30 (≤ 4096),
+//	                                 arguments @32 (16 bytes each: kind u8, 7 bytes padding, value u64), data after them
+//	1204  CallFunctionAck            outcome u32 @8 (1 returned, 2 signaled, 3 timed out, 4 thread exited),
+//	                                 signal u32 @12, value u64 @16, pc u64 @24
 //	1205  StopProcess        Update  (threadID only): stop every thread without a signal
 //	1206  StopProcessAck             stopping u32 @8: 1 = a Notify(SIGSTOP, reason 100 Interrupt) follows,
 //	                                 0 = the process is already suspended or a notification is on its way
@@ -124,6 +129,20 @@
 // MaxRegisterSetSize). In a traceback, frame 0's pc is the thread's program counter and every
 // outer pc is a return address; cfa is the frame's canonical frame address (or its frame address
 // where the agent walks a back chain).
+//
+// CallFunction runs a function of the program in one stopped thread, for a debugger's
+// expressions (print f(2)): the agent saves the thread's registers, places the arguments as
+// the machine's calling convention wants them (kinds: 1 an integer-class word, 2 a float's
+// bits, 3 a double's bits, 4 the address at which the agent copied the data onto the
+// thread's stack plus the value as an offset), makes the program's entry point the return
+// address with a trap planted there, runs that thread alone until the trap, and restores every
+// register. A signal in the function, or the timeout (the thread is then interrupted), ends the
+// call the same way, restored; the ack's outcome says which, with the signal and the pc. The
+// value is the integer return register, or the bits of the float or double return value, as
+// the return kind (0 none, 1 integer, 2 float, 3 double) asks. The process stays suspended as
+// the tool left it and no Notify is sent for the call. On Power, entry is the code address
+// (ELFv2: the global entry point, also put in r12) and toc, when not 0, the ELFv1 TOC pointer
+// for r2. A BG/Q CNK answers CmdInval: a tool then cannot call functions.
 //
 // Breakpoint instructions on targets that are not Power. SetBreakpoint.Instruction and
 // ResetBreakpoint.Instruction are 32-bit fields sized for Power's fixed-width instructions. On

@@ -86,6 +86,9 @@ func commandSamples() []cmdSample {
 		{&GetRegisterSet{ThreadID: 51, Set: RegSetFloat, MaxLength: 512}, 16, 16 + 512},
 		{&GetTraceback{ThreadID: 52, MaxFrames: 64}, 16, 16 + 16*64},
 		{&SetRegisterSet{ThreadID: 53, Set: RegSetGeneral, Data: data}, 16 + len(data), 8},
+		{&CallFunction{ThreadID: 54, Entry: 0x401136, TOC: 0x10028000, TimeoutMS: 5000, Return: CallFloat64,
+			Args: []CallArg{{CallInt, 7}, {CallFloat64, 0x4004000000000000}, {CallData, 0}}, Data: []byte("abc\x00")},
+			32 + 3*16 + 4, 32},
 		{&StopProcess{ThreadID: 54}, 8, 16},
 	}
 }
@@ -146,6 +149,7 @@ func ackSamples() []ackSample {
 		{&GetRegisterSetAck{ThreadID: 41, Set: RegSetGeneral, Data: data}, 16 + len(data)},
 		{&GetTracebackAck{ThreadID: 42, Frames: []TraceFrame{{0x401000, 0x7ffe0010}, {0x401234, 0x7ffe0040}}}, 16 + 32},
 		bare(&SetRegisterSetAck{ThreadID: 43}),
+		{&CallFunctionAck{ThreadID: 44, Outcome: CallSignaled, Signal: 11, Value: 0, PC: 0x401140}, 32},
 		{&StopProcessAck{ThreadID: 44, Stopping: true}, 16},
 		{&StopProcessAck{ThreadID: 45}, 16},
 	}

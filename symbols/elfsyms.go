@@ -12,6 +12,7 @@ type Symbol struct {
 	Addr  uint64 // code address for functions (ELFv1 descriptors already resolved)
 	Size  uint64
 	Func  bool // STT_FUNC or STT_GNU_IFUNC
+	IFunc bool // STT_GNU_IFUNC: Addr is the resolver that returns the function's address
 	Local bool // STB_LOCAL
 	// localEntry is the ELFv2 offset from global to local entry point (ppc64le).
 	localEntry uint64
@@ -55,7 +56,7 @@ func loadSymbols(files []*elf.File, opd *opdTable, ppc64le bool) *symtab {
 				continue
 			}
 			seen[k] = true
-			sym := Symbol{Name: s.Name, Addr: addr, Size: s.Size, Func: fn,
+			sym := Symbol{Name: s.Name, Addr: addr, Size: s.Size, Func: fn, IFunc: typ == elf.STT_GNU_IFUNC,
 				Local: elf.ST_BIND(s.Info) == elf.STB_LOCAL}
 			if fn && ppc64le {
 				if v := (s.Other >> 5) & 7; v >= 2 && v <= 6 {

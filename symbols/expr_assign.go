@@ -6,21 +6,27 @@ import (
 )
 
 // call handles "f(...)": Fortran subscripts and sections; function calls are refused.
-func (e *evaluator) call(n *node) (*Value, error) {
+func (e *evaluator) call(n *node) (*Value, error) { return e.callWith(n, nil) }
+
+// callWith evaluates a call or (Fortran) subscript; ret is the type of a cast around it.
+func (e *evaluator) callWith(n *node, ret *Type) (*Value, error) {
 	if e.lang == LangFortran && n.kids[0].op == "ident" {
 		if v, ok, err := e.fortranIntrinsic(n.kids[0].text, n.kids[1:]); ok {
 			return v, err
 		}
 	}
-	base, err := e.eval(n.kids[0])
+	if v, ok, err := e.methodCall(n, ret); ok {
+		return v, err
+	}
+	base, err := e.callee(n.kids[0])
 	if err != nil {
 		return nil, err
 	}
+	if isCallable(base) {
+		return e.callFunction(base, n.kids[1:], ret)
+	}
 	s := base.Type.Strip()
 	if s == nil || (s.Kind != KindArray && s.Kind != KindString) {
-		if s != nil && s.Kind == KindFunc {
-			return nil, fmt.Errorf("calling functions in the debugged program is not supported")
-		}
 		return nil, fmt.Errorf("cannot subscript something of type `%s'", base.Type)
 	}
 	args := n.kids[1:]

@@ -21,19 +21,24 @@ func (f *Frame) Eval(expr string) (*Value, error) { return f.proc.eval(expr, f) 
 func (p *Process) Eval(expr string) (*Value, error) { return p.eval(expr, nil) }
 
 type evaluator struct {
-	p    *Process
-	f    *Frame
-	lang Language
-	mod  *Module
+	p      *Process
+	f      *Frame
+	lang   Language
+	mod    *Module
+	caller Caller // runs the functions the expression calls (nil: calls are refused)
 }
 
-func (p *Process) eval(expr string, f *Frame) (v *Value, err error) {
+func (p *Process) eval(expr string, f *Frame) (*Value, error) {
+	return p.evalWith(expr, f, EvalOptions{})
+}
+
+func (p *Process) evalWith(expr string, f *Frame, o EvalOptions) (v *Value, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("symbols: evaluating %q: internal error: %v", expr, r)
 		}
 	}()
-	e := &evaluator{p: p, f: f, lang: LangC}
+	e := &evaluator{p: p, f: f, lang: LangC, caller: o.Caller}
 	if f != nil && f.Function != nil {
 		e.lang = f.Function.Language()
 		e.mod = f.Module
@@ -250,11 +255,16 @@ func (e *evaluator) eval(n *node) (*Value, error) {
 		}
 		return e.resolve(m)
 	case "cast":
-		v, err := e.eval(n.kids[0])
+		t, err := e.typeOf(n.typ)
 		if err != nil {
 			return nil, err
 		}
-		t, err := e.typeOf(n.typ)
+		var v *Value
+		if n.kids[0].op == "call" {
+			v, err = e.callWith(n.kids[0], t) // the cast gives an unknown return type
+		} else {
+			v, err = e.eval(n.kids[0])
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -337,23 +347,37 @@ func (e *evaluator) ident(name string) (*Value, error) {
 func (e *evaluator) function(name string) *Value {
 	for _, m := range e.p.mods {
 		for _, fn := range m.Bin.FunctionsNamed(name) {
-			t := &Type{Kind: KindFunc, Size: 1, Lang: fn.cu.Lang}
-			if ent, err := m.Bin.entryAt(fn.off); err == nil {
-				t.Prototyped, _ = ent.Val(dwarf.AttrPrototyped).(bool)
-				if rt, ok := ent.Val(dwarf.AttrType).(dwarf.Offset); ok {
-					t.Elem, _ = m.Bin.typeAt(rt)
-				}
-				t.Params = m.Bin.paramTypes(fn)
-			}
-			if t.Elem == nil {
-				t.Elem = voidType
-			}
-			v := newMemValue(e.p, m, e.f, t, fn.Entry+m.Bias)
-			v.Name = name
-			return v
+			return e.functionValue(m, fn, name)
 		}
 	}
 	return nil
+}
+
+// functionValue is a function of module m as a value (its address, of function type).
+func (e *evaluator) functionValue(m *Module, fn *Function, name string) *Value {
+	t := &Type{Kind: KindFunc, Size: 1, Lang: fn.cu.Lang}
+	for _, off := range []dwarf.Offset{fn.off, fn.spec} { // a C++ method's declaration holds its type
+		ent, err := m.Bin.entryAt(off)
+		if off == 0 || err != nil {
+			continue
+		}
+		if p, ok := ent.Val(dwarf.AttrPrototyped).(bool); ok {
+			t.Prototyped = t.Prototyped || p
+		}
+		if rt, ok := ent.Val(dwarf.AttrType).(dwarf.Offset); ok && t.Elem == nil {
+			t.Elem, _ = m.Bin.typeAt(rt)
+		}
+	}
+	if t.Lang == LangCPlusPlus {
+		t.Prototyped = true // C++ functions always have prototypes
+	}
+	t.Params = m.Bin.paramTypes(fn)
+	if t.Elem == nil {
+		t.Elem = voidType
+	}
+	v := newMemValue(e.p, m, e.f, t, fn.Entry+m.Bias)
+	v.Name = name
+	return v
 }
 
 // paramTypes returns the types of a function's formal parameters.

@@ -93,7 +93,7 @@ func (f *formatter) value(v *Value, depth int) {
 	}
 	t := v.Type
 	s := t.Strip()
-	if s == nil {
+	if s == nil || s.Kind == KindVoid { // the value of a call of a void function
 		f.w("void")
 		return
 	}

@@ -37,6 +37,7 @@ type Value struct {
 	err       error        // reading the contents failed
 	// state is "not allocated" / "not associated" for Fortran allocatables and pointers.
 	state string
+	ifunc bool // a function known by an STT_GNU_IFUNC symbol: its address is the resolver's
 }
 
 // implicitPtr records a DW_OP_implicit_pointer: a pointer to the variable at DIE die, plus off.
