@@ -213,7 +213,7 @@ type nodeOps interface {
 	hosts() []string
 	stage(ctx context.Context, dir string) (Staging, error)
 	exec(ctx context.Context, hosts []string, argv []string) []NodeResult
-	ship(ctx context.Context, src, dst string) error
+	ship(ctx context.Context, hosts []string, src, dst string) error
 	start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error)
 	killRanks(ctx context.Context, procs []Proc, sig syscall.Signal) error
 }
@@ -232,8 +232,8 @@ func (n jobNodes) Exec(ctx context.Context, hosts []string, argv []string) []Nod
 	return n.ops.exec(ctx, hosts, argv)
 }
 
-func (n jobNodes) Ship(ctx context.Context, src, dst string) error {
-	return n.ops.ship(ctx, src, dst)
+func (n jobNodes) Ship(ctx context.Context, hosts []string, src, dst string) error {
+	return n.ops.ship(ctx, hosts, src, dst)
 }
 
 func (n jobNodes) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
