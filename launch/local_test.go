@@ -2,6 +2,7 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -331,5 +332,36 @@ func TestLocalHydraDeregisterHeld(t *testing.T) {
 	}
 	if !processEnded(launcher) {
 		t.Errorf("launcher pid %d still there after Deregister", launcher)
+	}
+}
+
+// A launcher that fails (the program does not exist) fails the launch as soon as it has
+// ended, not at the phase's time limit, and the error names the launcher's end and what it
+// said about the program: Open MPI's mpirun under MPIR, MPICH's hydra followed through its
+// forks.
+func TestLocalLaunchMissingProgram(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-program")
+	for _, tc := range []struct{ launcher, pkg string }{{"mpirun.openmpi", "openmpi-bin"}, {"mpiexec.hydra", "mpich"}} {
+		t.Run(tc.launcher, func(t *testing.T) {
+			testenv.NeedTool(t, tc.launcher, tc.pkg)
+			fe := newFrontend(t, "local", "")
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: tc.launcher, Args: []string{"-n", "2"}, Program: missing,
+				Env: ompiEnv, Dir: t.TempDir()})
+			if err == nil {
+				app.Kill(ctx, syscall.SIGKILL)
+				app.Deregister()
+				t.Fatalf("launch of %s: no error", missing)
+			}
+			t.Logf("error: %v", err)
+			msg := err.Error()
+			if !strings.Contains(msg, "no-such-program") || !strings.Contains(msg, "exit") {
+				t.Errorf("error names neither the program nor the launcher's end: %v", err)
+			}
+			if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "deadline") || strings.Contains(msg, "within") {
+				t.Errorf("the launch waited for its time limit: %v", err)
+			}
+		})
 	}
 }

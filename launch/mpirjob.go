@@ -90,6 +90,14 @@ func startAgentProcess(ctx context.Context, fe *Frontend, mode []string, ls laun
 	// If the front end dies, the agent is told to go: it removes its traps and detaches, so
 	// the launcher is never left stopped.
 	la.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	// What the agent says on stderr before its log is open (a bad argument, a program it
+	// cannot run) goes to the same file, which the errors quote.
+	errLog, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("launch: launcher agent log: %w", err)
+	}
+	defer errLog.Close()
+	la.cmd.Stderr = errLog
 	stdout, err := la.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -412,8 +412,9 @@ func (n *slurmNodes) start(ctx context.Context, hosts []string, argv func(string
 		return nil, errors.New("launch: start daemons: no hosts")
 	}
 	var script strings.Builder
-	// The step id lets Stop signal the daemons through Slurm.
-	script.WriteString(`echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"` + "\n" + `case "$SLURMD_NODENAME" in` + "\n")
+	// The step id lets Stop signal the daemons through Slurm; the node name maps the task
+	// labels of the output to nodes.
+	script.WriteString(`echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"; echo "node $SLURMD_NODENAME"` + "\n" + `case "$SLURMD_NODENAME" in` + "\n")
 	for _, h := range hosts {
 		words := argv(h)
 		q := make([]string, len(words))
@@ -435,7 +436,48 @@ func (n *slurmNodes) start(ctx context.Context, hosts []string, argv func(string
 		return nil, err
 	}
 	d.terminate = scancelStep(d, "TERM")
+	d.endedFrom = endedTasks
 	return d, nil
+}
+
+// taskLine is a labelled line of a step's output, "TASK: text"; taskNode is the line in
+// which a daemon task names its node; taskEnd is srun's report of a task that ended badly,
+// "srun: error: NODE: task N: Exited with exit code 3".
+var (
+	taskLine = regexp.MustCompile(`(?m)^(\d+): (.*)$`)
+	taskNode = regexp.MustCompile(`(?m)^(\d+): node (\S+)$`)
+	taskEnd  = regexp.MustCompile(`(?m)^srun: error: (\S+): task (\d+): (.*)$`)
+)
+
+// endedTasks reads from a daemon step's output which nodes' daemons ended badly, each with
+// srun's report and the last lines its task wrote.
+func endedTasks(log string) map[string]string {
+	out := map[string]string{}
+	for _, m := range taskEnd.FindAllStringSubmatch(log, -1) {
+		out[m[1]] = m[3]
+	}
+	if len(out) == 0 {
+		return out
+	}
+	node := map[string]string{}
+	for _, m := range taskNode.FindAllStringSubmatch(log, -1) {
+		node[m[1]] = m[2]
+	}
+	said := map[string][]string{}
+	for _, m := range taskLine.FindAllStringSubmatch(log, -1) {
+		if n, ok := node[m[1]]; ok && !strings.HasPrefix(m[2], "step ") && m[2] != "node "+n {
+			said[n] = append(said[n], m[2])
+		}
+	}
+	for n, why := range out {
+		if lines := said[n]; len(lines) > 0 {
+			if len(lines) > 3 {
+				lines = lines[len(lines)-3:]
+			}
+			out[n] = why + ": " + strings.Join(lines, " / ")
+		}
+	}
+	return out
 }
 
 // scancelStep returns a function that sends sig to the tasks of the step a daemon set runs
