@@ -150,6 +150,10 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 				return fail("following the launcher", fmt.Errorf("the launcher ended (%s) with %s",
 					cdti.ExitStatus(*li.ExitStatus), caughtSummary(caught, size)))
 			}
+		case <-la.done:
+			// The agent that follows the launcher is gone: nothing more will be caught.
+			return fail("following the launcher", fmt.Errorf("the agent following it ended (%v) with %s",
+				la.cmd.ProcessState, caughtSummary(caught, size)))
 		case <-ctx.Done():
 			return fail("following the launcher", fmt.Errorf("%s within %v", caughtSummary(caught, size), fe.opts.Timeout))
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -304,6 +305,65 @@ func TestLocalHydraPartial(t *testing.T) {
 	}
 	if left := ranksRunning(t, prog, "PMI_RANK", nil); len(left) != 0 {
 		t.Errorf("ranks left running after the failed launch: %v", left)
+	}
+}
+
+// The agent that follows hydra's forks is killed (SIGKILL) while it holds part of the job
+// (ranks 0 and 1; ranks 2 and 3 run /bin/true and are never caught): the launch fails as soon
+// as the agent is gone, saying so and how many ranks it had caught, not at the phase's time
+// limit, and the launcher, told to end, takes the ranks with it.
+func TestLocalHydraAgentKilled(t *testing.T) {
+	prog := program(t, "mpich")
+	testenv.NeedTool(t, "mpiexec.hydra", "mpich")
+	fe := newFrontend(t, "local", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	mark := map[string]string{"HPCDAP_TEST_JOB": newToken()[:12]}
+	killed := make(chan int, 1)
+	go func() {
+		defer close(killed)
+		// Held ranks are traced by the agent: their tracer is the one to kill.
+		for ctx.Err() == nil {
+			held := ranksRunning(t, prog, "PMI_RANK", mark)
+			if len(held) == 2 {
+				tr, _ := testenv.ProcStatus(held[0], "TracerPid")
+				if pid, err := strconv.Atoi(tr); err == nil && pid > 0 {
+					syscall.Kill(pid, syscall.SIGKILL)
+					killed <- pid
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "mpiexec.hydra", Args: []string{"-n", "2"}, Program: prog,
+		ProgramArgs: []string{":", "-n", "2", "/bin/true"}, Env: []string{"HPCDAP_TEST_JOB=" + mark["HPCDAP_TEST_JOB"]}})
+	if err == nil {
+		app.Deregister()
+		t.Fatal("a job whose following agent was killed was launched")
+	}
+	agent, ok := <-killed
+	if !ok {
+		t.Fatalf("the two held ranks were not seen: %v", err)
+	}
+	t.Logf("killed agent pid %d; launch error: %v", agent, err)
+	msg := err.Error()
+	if !strings.Contains(msg, "the agent following it ended (signal: killed)") || !strings.Contains(msg, "2 of 4 ranks caught") {
+		t.Errorf("error does not say the agent was killed and what it had caught: %v", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "within") {
+		t.Errorf("the launch waited for its time limit: %v", err)
+	}
+	// The launcher, told to end, takes its ranks with it.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ranksRunning(t, prog, "PMI_RANK", mark)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := ranksRunning(t, prog, "PMI_RANK", mark); len(left) != 0 {
+		t.Errorf("ranks left after the failed launch: %v", left)
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 

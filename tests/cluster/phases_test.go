@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,39 @@ func TestSlurmAgentExitsOnOneNode(t *testing.T) {
 	}
 	if strings.Join(registered, " ") != "node1 node3 node4" {
 		t.Errorf("agents registered on %v, want node1 node3 node4", registered)
+	}
+}
+
+// srun of a program that does not exist, under MPIR: srun fills its table with the tasks it
+// forked, whose exec then fails on every node while srun is held at MPIR_Breakpoint (so its
+// own words about the program cannot come out yet). The launch fails as soon as the agents
+// have looked for their ranks, naming ranks and nodes whose process is gone, not at a phase's
+// time limit.
+func TestSrunLaunchMissingProgram(t *testing.T) {
+	hpcdap(t)
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	fe := slurmFrontend(t, c)
+	missing := filepath.Join(t.TempDir(), "no-such-program")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	app, g, err := launch.Start(ctx, fe, launch.Request{Launcher: "srun", LauncherArgs: []string{"-N4"}, NP: 8,
+		Program: missing, Dir: t.TempDir()})
+	if app != nil {
+		if g != nil {
+			g.Stop()
+		}
+		app.Deregister()
+	}
+	if err == nil {
+		t.Fatalf("launch of %s: no error", missing)
+	}
+	t.Logf("error: %v", err)
+	msg := err.Error()
+	if !regexp.MustCompile(`rank\(s\) had ended before their agent started: rank \d+ on node\d \(pid \d+\)`).MatchString(msg) {
+		t.Errorf("error does not name the ranks that ended and their nodes: %v", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "within") || strings.Contains(msg, "time limit") {
+		t.Errorf("the launch waited for a time limit: %v", err)
 	}
 }
