@@ -221,6 +221,7 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 		return []string{"--attach", strings.Join(pairs, ",")}
 	}
 	t0 := time.Now()
+	a.fe.progressf("launch: %s: starting agents on %d node(s)", a.ID(), len(place.Hosts))
 	d, err := s.ExecToolDaemon(ctx, m, argv, DaemonOptions{Env: []string{"HPCDAP_TOKEN=" + token}, Args: perHost,
 		Hosts: place.HostNames()})
 	if err != nil {
@@ -257,6 +258,7 @@ wait:
 				a.fe.logf("launch: %s: agent on %s serves ranks %v, expected %v", a.ID(), reg.Node, ep.Ranks, h.Ranks)
 			}
 			got[reg.Node] = ep
+			a.fe.progressf("launch: %s: agent on %s registered (%d of %d)", a.ID(), reg.Node, len(got), len(place.Hosts))
 		case <-watch.C:
 			ended = endedAgents(d, got, byHost)
 			if len(ended) > 0 {

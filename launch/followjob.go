@@ -166,7 +166,7 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 	for i := range j.procs {
 		j.procs[i].Host = ln.host
 	}
-	fe.logf("launch: %s: %d ranks caught at their exec in %v", j.id, len(j.procs), time.Since(t0))
+	fe.progressf("launch: %s: %d ranks caught at their exec in %v", j.id, len(j.procs), time.Since(t0))
 	return j, nil
 }
 

@@ -263,6 +263,7 @@ func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string,
 		return nil, err
 	}
 	j := &mpirJob{fe: fe, family: family, la: la, id: fmt.Sprintf("%s pid %d", filepath.Base(argv[0]), la.pid)}
+	fe.progressf("launch: %s: started, waiting for its rank table", j.id)
 	fail := func(phase string, err error) (*mpirJob, error) {
 		if j.sess != nil {
 			if aerr := j.sess.Abandon(); aerr != nil {
@@ -288,7 +289,7 @@ func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string,
 	for _, p := range procs {
 		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
 	}
-	fe.logf("launch: %s: %d ranks in the MPIR table (%v)", j.id, len(procs), j.sess.Timings)
+	fe.progressf("launch: %s: %d ranks in the MPIR table (%v)", j.id, len(procs), j.sess.Timings)
 	return j, nil
 }
 
@@ -318,6 +319,7 @@ func attachMPIR(ctx context.Context, fe *Frontend, pid int) (*mpirJob, error) {
 	for _, p := range procs {
 		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
 	}
+	fe.progressf("launch: %s: attached, %d ranks in the MPIR table", j.id, len(procs))
 	// The ranks of a running job are not held: let the launcher go now.
 	if err := j.Release(ctx); err != nil {
 		return nil, err

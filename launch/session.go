@@ -133,6 +133,7 @@ func (s *Session) Ship(ctx context.Context, m *Manifest) ([]string, error) {
 		s.shipped[f.Dest] = f.Source
 		names = append(names, f.Dest)
 	}
+	s.app.fe.progressf("launch: %s: shipped %d file(s) to %d node(s), unpacked on %d", s.app.ID(), len(todo), len(s.Hosts), len(unpack))
 	s.libDirs = append(s.libDirs, newDirs...)
 	return names, nil
 }

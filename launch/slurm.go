@@ -242,6 +242,7 @@ func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
 		return nil, err
 	}
 	d.terminate = scancelStep(d, "USR1")
+	n.fe.progressf("launch: making staging directory %s on %d node(s)", dir, len(n.hostList))
 	st := &slurmStaging{d: d, hosts: n.hosts(), dir: dir}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -262,7 +263,7 @@ func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
 		}
 		if len(missing) == 0 {
 			st.stores = storesOf(st.hosts, r.creator)
-			n.fe.logf("launch: staging directory %s on %d nodes in %d store(s)", dir, len(st.hosts), len(st.stores))
+			n.fe.progressf("launch: staging directory %s on %d nodes in %d store(s)", dir, len(st.hosts), len(st.stores))
 			return st, nil
 		}
 		select {
@@ -579,6 +580,7 @@ func attachStep(ctx context.Context, fe *Frontend, ref string) (*stepJob, error)
 		return nil, fmt.Errorf("launch: Slurm job step %s: no tasks", ref)
 	}
 	sn := newSlurmNodes(fe, job, step, hosts)
+	fe.progressf("launch: Slurm job step %s: %d ranks on %d node(s)", ref, len(procs), len(hosts))
 	return &stepJob{id: "slurm " + ref, procs: procs, nodes: sn, jobNodes: jobNodes{sn}}, nil
 }
 

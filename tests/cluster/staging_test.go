@@ -17,7 +17,8 @@ import (
 // /tmp, which the cluster's nodes share as a shared file system would: one node creates the
 // session directory, the others find it with its mark and share it, the agent binary is
 // shipped and unpacked once, an agent starts on every node from it, and every rank stops at
-// the breakpoint and runs to its exit code. No session directory is left in /tmp.
+// the breakpoint and runs to its exit code. Each phase is reported on the client's console as
+// it happens. No session directory is left in /tmp.
 func TestDAPSrunSharedTmp(t *testing.T) {
 	hpcdap(t)
 	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
@@ -43,6 +44,15 @@ func TestDAPSrunSharedTmp(t *testing.T) {
 	parent, dir, nodes, stores := m[1], m[2], m[3], m[4]
 	if parent != "/tmp" || nodes != "4" || stores != "1" {
 		t.Errorf("%q: want a directory under /tmp on 4 nodes in 1 store", m[0])
+	}
+	// Each phase was reported to the client as it happened.
+	out := d.output()
+	for _, want := range []string{"ranks in the MPIR table", "making staging directory /tmp/" + dir + " on 4 node(s)",
+		"staging directory /tmp/" + dir + " on 4 nodes in 1 store(s)", "unpacked on 1", "starting agents on 4 node(s)",
+		"agent on node1 registered", "agent on node4 registered"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no progress line with %q in the client's output:\n%s", want, tail(out, 30))
+		}
 	}
 	if _, err := os.Stat(filepath.Join(parent, dir)); !os.IsNotExist(err) {
 		t.Errorf("session directory %s left in the shared /tmp: %v", filepath.Join(parent, dir), err)
