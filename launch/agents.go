@@ -211,7 +211,8 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 		byHost[h.Host] = h
 	}
 	front := net.JoinHostPort(a.fe.advertiseHost(), strconv.Itoa(rv.port()))
-	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir}
+	// --supervise: an agent killed outright leaves no trap in the ranks it attached to.
+	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir, "--supervise"}
 	perHost := func(host string) []string {
 		var pairs []string
 		h := byHost[host]
