@@ -23,28 +23,46 @@ import (
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
-// hpcdapBin is the hpcdap binary built for the tests: the agent the adapter starts, and the
-// `hpcdap dap` the stdio tests talk to.
-var hpcdapBin string
+// hpcdapBinary returns the hpcdap binary built for the tests (on first use, so that a run that
+// needs none, such as a fuzz target's, does not build it): the agent the adapter starts, and
+// the `hpcdap dap` the stdio tests talk to.
+func hpcdapBinary(t testing.TB) string {
+	t.Helper()
+	hpcdapOnce.Do(func() {
+		hpcdapDir, hpcdapErr = os.MkdirTemp("", "hpcdap-adapter-test-*")
+		if hpcdapErr != nil {
+			return
+		}
+		bin := filepath.Join(hpcdapDir, "hpcdap")
+		build := exec.Command("go", "build", "-o", bin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
+		if out, err := build.CombinedOutput(); err != nil {
+			hpcdapErr = fmt.Errorf("build hpcdap for the tests: %v\n%s", err, out)
+			return
+		}
+		hpcdapBin = bin
+	})
+	if hpcdapErr != nil {
+		t.Fatal(hpcdapErr)
+	}
+	return hpcdapBin
+}
+
+var (
+	hpcdapOnce sync.Once
+	hpcdapDir  string
+	hpcdapBin  string
+	hpcdapErr  error
+)
 
 // testSymbols is shared by the tests' in-process servers: libc's debugging information is
 // read once for the whole run, as one long-lived `hpcdap serve` would.
 var testSymbols = symbols.NewCache(nil)
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hpcdap-adapter-test-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	hpcdapBin = filepath.Join(dir, "hpcdap")
-	build := exec.Command("go", "build", "-o", hpcdapBin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build hpcdap for the tests: %v\n%s", err, out)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	if hpcdapDir != "" {
+		os.RemoveAll(hpcdapDir)
+	}
 	os.Exit(code)
 }
 
@@ -204,7 +222,7 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 	})
 	switch tr {
 	case viaPipe:
-		srv := NewServer(Config{AgentPath: hpcdapBin, Log: logger, LogDir: logDir, Symbols: testSymbols})
+		srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: logger, LogDir: logDir, Symbols: testSymbols})
 		a, b := net.Pipe()
 		done := make(chan struct{})
 		go func() { srv.ServeConn(a); close(done) }()
@@ -214,7 +232,7 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 			waitOrFail(t, done, "session end")
 		}}
 	case viaTCP:
-		srv := NewServer(Config{AgentPath: hpcdapBin, Log: logger, LogDir: logDir, Symbols: testSymbols})
+		srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: logger, LogDir: logDir, Symbols: testSymbols})
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -234,7 +252,7 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 			}
 		}}
 	case viaStdio:
-		cmd := exec.Command(hpcdapBin, "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
+		cmd := exec.Command(hpcdapBinary(t), "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
 		in, _ := cmd.StdinPipe()
 		out, _ := cmd.StdoutPipe()
 		cmd.Stderr = newTestWriter(t)

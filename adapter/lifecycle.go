@@ -183,7 +183,8 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	title := fmt.Sprintf("Starting %d rank(s) of %s", plan.np, filepath.Base(plan.program))
 	var wl *wlmLauncher
 	if plan.launcher != "" {
-		wl = &wlmLauncher{req: launchRequest(plan), agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout}
+		wl = &wlmLauncher{req: launchRequest(plan), agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout,
+			phase: s.launchPhase}
 		l = wl
 		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
 	}
@@ -235,7 +236,7 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 			var wl *wlmLauncher
 			if plan.launcherPid != 0 || plan.slurmJob != "" {
 				wl = &wlmLauncher{req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob},
-					agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout}
+					agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout, phase: s.launchPhase}
 				l = wl
 				if title = fmt.Sprintf("Attaching to the job of launcher pid %d", plan.launcherPid); plan.slurmJob != "" {
 					title = "Attaching to Slurm job step " + plan.slurmJob
@@ -269,6 +270,9 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 	s.releaseStart()
 	s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
 }
+
+// launchPhase tells the client, on its console, where a launch through a launcher is.
+func (s *Session) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
 
 // startJob brings a job up through a launcher, with progress events: agents, then ranks.
 func (s *Session) startJob(l Launcher, mode stopMode, focus, title string) (*Job, error) {

@@ -27,7 +27,7 @@ func TestOfficialClient(t *testing.T) {
 	}
 	mocha := exec.Command(filepath.Join(dir, "node_modules", ".bin", "mocha"), "--timeout", "60000", "--reporter", "dot", "test/hpcdap.test.js")
 	mocha.Dir = dir
-	mocha.Env = append(os.Environ(), "HPCDAP_BIN="+hpcdapBin)
+	mocha.Env = append(os.Environ(), "HPCDAP_BIN="+hpcdapBinary(t))
 	out, err := mocha.CombinedOutput()
 	if err != nil {
 		t.Fatalf("mocha: %v\n%s", err, out)

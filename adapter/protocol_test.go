@@ -154,7 +154,7 @@ func testMalformed(t *testing.T, tr transport) {
 func TestServeConcurrentSessions(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "stacks")
-	srv := NewServer(Config{AgentPath: hpcdapBin, Log: testLogger(t), LogDir: t.TempDir(), Symbols: testSymbols})
+	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: testLogger(t), LogDir: t.TempDir(), Symbols: testSymbols})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func waitForExit(t *testing.T, pid int) {
 // TestServeCommand runs `hpcdap serve` and talks to it over TCP.
 func TestServeCommand(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command(hpcdapBin, "serve", "--listen", "127.0.0.1:0")
+	cmd := exec.Command(hpcdapBinary(t), "serve", "--listen", "127.0.0.1:0")
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = newTestWriter(t)
 	if err := cmd.Start(); err != nil {

@@ -493,7 +493,7 @@ func TestHydraFrontEndKilled(t *testing.T) {
 }
 
 func frontEndKilled(t *testing.T, p *program, launcher string, env map[string]any, mode string) {
-	cmd := exec.Command(hpcdapBin, "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
+	cmd := exec.Command(hpcdapBinary(t), "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = newTestWriter(t)

@@ -89,6 +89,8 @@ type wlmLauncher struct {
 	logDir   string
 	logger   *log.Logger
 	timeout  time.Duration // per phase
+	// phase, when set, receives a line as each phase of the launch begins or ends.
+	phase func(msg string)
 
 	fe     *launch.Frontend
 	app    *launch.App
@@ -122,7 +124,7 @@ func (l *wlmLauncher) Start(ctx context.Context, progress func(done, total int))
 		return nil, fmt.Errorf("launch: working directory: %w", err)
 	}
 	fe, err := launch.NewFrontend(launch.Options{WLM: launch.WLMFor(l.req), AgentPath: l.agentExe, WorkDir: work,
-		Timeout: l.timeout, Logger: l.logger})
+		Timeout: l.timeout, Logger: l.logger, Progress: l.phase})
 	if err != nil {
 		return nil, err
 	}

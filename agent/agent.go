@@ -51,6 +51,9 @@ type Config struct {
 	// With a back end that offers it (target/ptrace), spawned processes are also killed by
 	// the kernel if the agent dies outright.
 	KillOnExit bool
+	// Journal, when set, receives a record of every trap before it is planted and after it
+	// is removed (see journal.go), for a supervisor that undoes them if the agent dies.
+	Journal io.Writer
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
@@ -64,6 +67,7 @@ type Agent struct {
 	staging    string
 	logger     *log.Logger
 	waitLimit  time.Duration
+	journal    *journal
 	started    time.Time
 	srv        *cdti.Server
 	done       chan struct{}
@@ -112,6 +116,9 @@ func New(cfg Config) (*Agent, error) {
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
 		killOnExit: cfg.KillOnExit,
+	}
+	if cfg.Journal != nil {
+		a.journal = &journal{w: cfg.Journal}
 	}
 	a.output = newOutputHub(a.logf)
 	a.srv = &cdti.Server{Handler: (*handler)(a), Token: []byte(cfg.Token), Node: node, ErrorLog: logger}

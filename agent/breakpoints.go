@@ -59,10 +59,12 @@ func (p *proc) setBreakpointWord(addr uint64, owner uint32, word []byte) error {
 	if n, err := p.tp.ReadMemory(addr, orig); err != nil || n != len(orig) {
 		return fmt.Errorf("read %#x: %w", addr, errOrShort(err))
 	}
+	p.a.journal.trap(p.pid, addr, orig)
 	if n, err := p.tp.WriteMemory(addr, trap); err != nil || n != len(trap) {
 		if n > 0 { // put back what was overwritten
 			p.tp.WriteMemory(addr, orig[:n])
 		}
+		p.a.journal.clear(p.pid, addr)
 		return fmt.Errorf("write %#x: %w", addr, errOrShort(err))
 	}
 	p.bps[addr] = &breakpoint{addr: addr, orig: orig, owners: map[uint32]bool{owner: true}, trap: word}
@@ -115,11 +117,14 @@ func (p *proc) dropHits(addr uint64) {
 func (p *proc) removeTrap(b *breakpoint) {
 	delete(p.bps, b.addr)
 	if b.lifted || p.exited || p.tp == nil {
+		p.a.journal.clear(p.pid, b.addr)
 		return
 	}
 	if _, err := p.tp.WriteMemory(b.addr, b.orig); err != nil {
 		p.a.logf("agent: rank %d: restore instruction at %#x: %v", p.rank, b.addr, err)
+		return
 	}
+	p.a.journal.clear(p.pid, b.addr)
 }
 
 // removeOwner removes every trap of owner.
@@ -148,6 +153,7 @@ func (p *proc) liftTrap(b *breakpoint) error {
 		return err
 	}
 	b.lifted = true
+	p.a.journal.clear(p.pid, b.addr)
 	return nil
 }
 
@@ -156,6 +162,7 @@ func (p *proc) plantTrap(b *breakpoint) error {
 		return nil
 	}
 	b.lifted = false
+	p.a.journal.trap(p.pid, b.addr, b.orig)
 	_, err := p.tp.WriteMemory(b.addr, b.trapBytes(p))
 	return err
 }
@@ -203,6 +210,9 @@ func (p *proc) shadowWrite(addr uint64, data []byte) []byte {
 			if !b.lifted {
 				out[a-addr] = trap[i]
 			}
+		}
+		if !b.lifted {
+			p.a.journal.trap(p.pid, b.addr, b.orig) // a new original under the trap
 		}
 	}
 	if out == nil {

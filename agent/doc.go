@@ -192,7 +192,9 @@
 // (the back end seizes without PTRACE_O_EXITKILL): no process is left stopped, but what the
 // agent had done stays: int3 bytes remain in the text and kill the process with SIGTRAP when
 // executed, a thread that was stopped on a breakpoint receives that SIGTRAP at once, and armed
-// debug registers stay armed.
+// debug registers stay armed. With Config.Journal the agent records every trap before it plants
+// it and after it removes it (journal.go), and a supervisor (`hpcdap agent --supervise`) puts
+// the original bytes of the traps still planted back when the agent has died.
 //
 // # Commands on x86_64
 //

@@ -111,8 +111,11 @@ func FuzzAgentFrames(f *testing.F) {
 		nc.Write(hello)
 		nc.Write(attach)
 		nc.Write(b)
-		// Read what comes back for a moment, then hang up (the agent drops the tool).
-		nc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		// Half-close: the agent answers what it was sent, finds the end of its input and hangs
+		// up (dropping the tool), which ends the read at once. (A fixed wait for the answers
+		// bounded this target to 50 inputs a second.) The deadline only guards against a hang.
+		nc.(*net.TCPConn).CloseWrite()
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 		for {
 			if _, err := cdti.ReadFrame(r); err != nil {
 				break

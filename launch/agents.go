@@ -211,7 +211,8 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 		byHost[h.Host] = h
 	}
 	front := net.JoinHostPort(a.fe.advertiseHost(), strconv.Itoa(rv.port()))
-	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir}
+	// --supervise: an agent killed outright leaves no trap in the ranks it attached to.
+	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir, "--supervise"}
 	perHost := func(host string) []string {
 		var pairs []string
 		h := byHost[host]
@@ -221,6 +222,7 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 		return []string{"--attach", strings.Join(pairs, ",")}
 	}
 	t0 := time.Now()
+	a.fe.progressf("launch: %s: starting agents on %d node(s)", a.ID(), len(place.Hosts))
 	d, err := s.ExecToolDaemon(ctx, m, argv, DaemonOptions{Env: []string{"HPCDAP_TOKEN=" + token}, Args: perHost,
 		Hosts: place.HostNames()})
 	if err != nil {
@@ -231,7 +233,11 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	deadline := time.NewTimer(a.fe.opts.Timeout)
 	defer deadline.Stop()
 	var why string
-	var gone []string // ranks whose process an agent found gone
+	var gone []string  // ranks whose process an agent found gone
+	var ended []string // nodes whose agent ended before it registered, and how
+	// A node whose agent has ended will not register: that ends the wait at once.
+	watch := time.NewTicker(100 * time.Millisecond)
+	defer watch.Stop()
 wait:
 	for len(got) < len(place.Hosts) {
 		select {
@@ -253,9 +259,19 @@ wait:
 				a.fe.logf("launch: %s: agent on %s serves ranks %v, expected %v", a.ID(), reg.Node, ep.Ranks, h.Ranks)
 			}
 			got[reg.Node] = ep
+			a.fe.progressf("launch: %s: agent on %s registered (%d of %d)", a.ID(), reg.Node, len(got), len(place.Hosts))
+		case <-watch.C:
+			ended = endedAgents(d, got, byHost)
+			if len(ended) > 0 {
+				why = "agents ended before registering: " + strings.Join(ended, "; ")
+				break wait
+			}
 		case <-d.Done():
 			// Every daemon ended: nobody else will register.
 			why = "the daemons ended"
+			if ended = endedAgents(d, got, byHost); len(ended) > 0 {
+				why += ": " + strings.Join(ended, "; ")
+			}
 			break wait
 		case <-deadline.C:
 			why = fmt.Sprintf("time limit %v", a.fe.opts.Timeout)
@@ -285,6 +301,21 @@ wait:
 		return g, fmt.Errorf("launch: %s: every node agent registered, but%s", a.ID(), goneText(gone))
 	}
 	return g, nil
+}
+
+// endedAgents names the nodes whose agent ended without registering, with their ranks and
+// how the agent ended, in host order.
+func endedAgents(d *DaemonSet, got map[string]AgentEndpoint, byHost map[string]HostPlacement) []string {
+	var out []string
+	ended := d.Ended()
+	for _, h := range d.Hosts {
+		why, ok := ended[h]
+		if _, registered := got[h]; !ok || registered {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s (ranks %v): %s", h, byHost[h].Ranks, why))
+	}
+	return out
 }
 
 // goneText lists the ranks agents found gone, for an error message.

@@ -22,9 +22,13 @@ type DaemonSet struct {
 	// terminate, when set, asks the daemons themselves to end (for a Slurm step: scancel
 	// --signal=TERM, since srun itself ends a step with SIGKILL).
 	terminate func() error
+	// endedFrom, when set, reads from the log which hosts' daemons have ended (the tasks of
+	// one srun step); otherwise each command is one host's daemon.
+	endedFrom func(log string) map[string]string
 	done      chan struct{}
 	mu        sync.Mutex
 	errs      []error
+	ended     map[string]string // host → how its command ended
 }
 
 // startDaemonCmds starts the commands (each with its output in logPath) and watches them.
@@ -34,7 +38,7 @@ func startDaemonCmds(hosts []string, cmds []*exec.Cmd, logPath string) (*DaemonS
 		return nil, fmt.Errorf("launch: daemon log: %w", err)
 	}
 	defer log.Close()
-	d := &DaemonSet{Hosts: hosts, LogPath: logPath, cmds: cmds, done: make(chan struct{})}
+	d := &DaemonSet{Hosts: hosts, LogPath: logPath, cmds: cmds, done: make(chan struct{}), ended: map[string]string{}}
 	var wg sync.WaitGroup
 	for i, c := range cmds {
 		c.Stdout, c.Stderr = log, log
@@ -50,10 +54,14 @@ func startDaemonCmds(hosts []string, cmds []*exec.Cmd, logPath string) (*DaemonS
 			return nil, fmt.Errorf("launch: start daemon %s: %w", c.Path, err)
 		}
 		wg.Go(func() {
-			if err := c.Wait(); err != nil {
-				d.mu.Lock()
+			err := c.Wait()
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			if err != nil {
 				d.errs = append(d.errs, fmt.Errorf("%s: %w", strings.Join(c.Args, " "), err))
-				d.mu.Unlock()
+			}
+			if len(cmds) == len(hosts) {
+				d.ended[hosts[i]] = c.ProcessState.String()
 			}
 		})
 	}
@@ -63,6 +71,21 @@ func startDaemonCmds(hosts []string, cmds []*exec.Cmd, logPath string) (*DaemonS
 
 // Done is closed when every daemon (or the step that runs them) has ended.
 func (d *DaemonSet) Done() <-chan struct{} { return d.done }
+
+// Ended lists the hosts whose daemon has ended so far, each with how it ended (its exit
+// status, and for a Slurm step the task's last lines of output).
+func (d *DaemonSet) Ended() map[string]string {
+	if d.endedFrom != nil {
+		return d.endedFrom(d.Log())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]string, len(d.ended))
+	for h, why := range d.ended {
+		out[h] = why
+	}
+	return out
+}
 
 // Wait waits for the daemons to end and returns their failures.
 func (d *DaemonSet) Wait(ctx context.Context) error {

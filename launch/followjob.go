@@ -150,6 +150,10 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 				return fail("following the launcher", fmt.Errorf("the launcher ended (%s) with %s",
 					cdti.ExitStatus(*li.ExitStatus), caughtSummary(caught, size)))
 			}
+		case <-la.done:
+			// The agent that follows the launcher is gone: nothing more will be caught.
+			return fail("following the launcher", fmt.Errorf("the agent following it ended (%v) with %s",
+				la.cmd.ProcessState, caughtSummary(caught, size)))
 		case <-ctx.Done():
 			return fail("following the launcher", fmt.Errorf("%s within %v", caughtSummary(caught, size), fe.opts.Timeout))
 		}
@@ -162,7 +166,7 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 	for i := range j.procs {
 		j.procs[i].Host = ln.host
 	}
-	fe.logf("launch: %s: %d ranks caught at their exec in %v", j.id, len(j.procs), time.Since(t0))
+	fe.progressf("launch: %s: %d ranks caught at their exec in %v", j.id, len(j.procs), time.Since(t0))
 	return j, nil
 }
 

@@ -35,6 +35,10 @@ type Options struct {
 	Timeout time.Duration
 	// Logger receives progress and diagnostics (default: discarded).
 	Logger *log.Logger
+	// Progress, when set, receives one line as each phase of a launch or attach begins or
+	// ends (the launcher started, the rank table read, the staging directory made, files
+	// shipped, each node agent registered), for a user waiting on it.
+	Progress func(msg string)
 }
 
 // Frontend is the front end of the tool: it owns the workload manager and every App it made,
@@ -107,6 +111,15 @@ func (fe *Frontend) WLM() WLM { return fe.wlm }
 func (fe *Frontend) Options() Options { return fe.opts }
 
 func (fe *Frontend) logf(format string, args ...any) { fe.logger.Printf(format, args...) }
+
+// progressf reports a phase's progress to Options.Progress and the log.
+func (fe *Frontend) progressf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fe.logger.Print(msg)
+	if fe.opts.Progress != nil {
+		fe.opts.Progress(msg)
+	}
+}
 
 // workFile returns a new file name in the working directory.
 func (fe *Frontend) workFile(pattern string) (string, error) {

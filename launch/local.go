@@ -129,7 +129,7 @@ func (n *localNodes) checkHosts(hosts []string) error {
 }
 
 // localStaging is a directory of this host.
-type localStaging struct{ dir string }
+type localStaging struct{ dir, host string }
 
 func (n *localNodes) stage(_ context.Context, dir string) (Staging, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -141,8 +141,10 @@ func (n *localNodes) stage(_ context.Context, dir string) (Staging, error) {
 			return nil, fmt.Errorf("launch: staging directory: %w", err)
 		}
 	}
-	return localStaging{dir}, nil
+	return localStaging{dir, n.host}, nil
 }
+
+func (l localStaging) Stores() [][]string { return [][]string{{l.host}} }
 
 func (l localStaging) Remove(context.Context) error {
 	if err := os.RemoveAll(l.dir); err != nil {
@@ -169,7 +171,10 @@ func (n *localNodes) exec(ctx context.Context, hosts []string, argv []string) []
 }
 
 // ship copies src to dst on this host, keeping its permission bits.
-func (n *localNodes) ship(_ context.Context, src, dst string) error {
+func (n *localNodes) ship(_ context.Context, hosts []string, src, dst string) error {
+	if err := n.checkHosts(hosts); err != nil {
+		return err
+	}
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("launch: ship %s: %w", src, err)

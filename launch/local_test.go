@@ -2,10 +2,12 @@ package launch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -306,6 +308,65 @@ func TestLocalHydraPartial(t *testing.T) {
 	}
 }
 
+// The agent that follows hydra's forks is killed (SIGKILL) while it holds part of the job
+// (ranks 0 and 1; ranks 2 and 3 run /bin/true and are never caught): the launch fails as soon
+// as the agent is gone, saying so and how many ranks it had caught, not at the phase's time
+// limit, and the launcher, told to end, takes the ranks with it.
+func TestLocalHydraAgentKilled(t *testing.T) {
+	prog := program(t, "mpich")
+	testenv.NeedTool(t, "mpiexec.hydra", "mpich")
+	fe := newFrontend(t, "local", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	mark := map[string]string{"HPCDAP_TEST_JOB": newToken()[:12]}
+	killed := make(chan int, 1)
+	go func() {
+		defer close(killed)
+		// Held ranks are traced by the agent: their tracer is the one to kill.
+		for ctx.Err() == nil {
+			held := ranksRunning(t, prog, "PMI_RANK", mark)
+			if len(held) == 2 {
+				tr, _ := testenv.ProcStatus(held[0], "TracerPid")
+				if pid, err := strconv.Atoi(tr); err == nil && pid > 0 {
+					syscall.Kill(pid, syscall.SIGKILL)
+					killed <- pid
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "mpiexec.hydra", Args: []string{"-n", "2"}, Program: prog,
+		ProgramArgs: []string{":", "-n", "2", "/bin/true"}, Env: []string{"HPCDAP_TEST_JOB=" + mark["HPCDAP_TEST_JOB"]}})
+	if err == nil {
+		app.Deregister()
+		t.Fatal("a job whose following agent was killed was launched")
+	}
+	agent, ok := <-killed
+	if !ok {
+		t.Fatalf("the two held ranks were not seen: %v", err)
+	}
+	t.Logf("killed agent pid %d; launch error: %v", agent, err)
+	msg := err.Error()
+	if !strings.Contains(msg, "the agent following it ended (signal: killed)") || !strings.Contains(msg, "2 of 4 ranks caught") {
+		t.Errorf("error does not say the agent was killed and what it had caught: %v", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "within") {
+		t.Errorf("the launch waited for its time limit: %v", err)
+	}
+	// The launcher, told to end, takes its ranks with it.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ranksRunning(t, prog, "PMI_RANK", mark)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := ranksRunning(t, prog, "PMI_RANK", mark); len(left) != 0 {
+		t.Errorf("ranks left after the failed launch: %v", left)
+		for _, pid := range left {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 // Deregistering a launched hydra job whose ranks are still held at their exec ends it: no
 // rank runs the program afterwards and the launcher is gone.
 func TestLocalHydraDeregisterHeld(t *testing.T) {
@@ -331,5 +392,36 @@ func TestLocalHydraDeregisterHeld(t *testing.T) {
 	}
 	if !processEnded(launcher) {
 		t.Errorf("launcher pid %d still there after Deregister", launcher)
+	}
+}
+
+// A launcher that fails (the program does not exist) fails the launch as soon as it has
+// ended, not at the phase's time limit, and the error names the launcher's end and what it
+// said about the program: Open MPI's mpirun under MPIR, MPICH's hydra followed through its
+// forks.
+func TestLocalLaunchMissingProgram(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-program")
+	for _, tc := range []struct{ launcher, pkg string }{{"mpirun.openmpi", "openmpi-bin"}, {"mpiexec.hydra", "mpich"}} {
+		t.Run(tc.launcher, func(t *testing.T) {
+			testenv.NeedTool(t, tc.launcher, tc.pkg)
+			fe := newFrontend(t, "local", "")
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: tc.launcher, Args: []string{"-n", "2"}, Program: missing,
+				Env: ompiEnv, Dir: t.TempDir()})
+			if err == nil {
+				app.Kill(ctx, syscall.SIGKILL)
+				app.Deregister()
+				t.Fatalf("launch of %s: no error", missing)
+			}
+			t.Logf("error: %v", err)
+			msg := err.Error()
+			if !strings.Contains(msg, "no-such-program") || !strings.Contains(msg, "exit") {
+				t.Errorf("error names neither the program nor the launcher's end: %v", err)
+			}
+			if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "deadline") || strings.Contains(msg, "within") {
+				t.Errorf("the launch waited for its time limit: %v", err)
+			}
+		})
 	}
 }

@@ -90,6 +90,14 @@ func startAgentProcess(ctx context.Context, fe *Frontend, mode []string, ls laun
 	// If the front end dies, the agent is told to go: it removes its traps and detaches, so
 	// the launcher is never left stopped.
 	la.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	// What the agent says on stderr before its log is open (a bad argument, a program it
+	// cannot run) goes to the same file, which the errors quote.
+	errLog, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("launch: launcher agent log: %w", err)
+	}
+	defer errLog.Close()
+	la.cmd.Stderr = errLog
 	stdout, err := la.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -213,7 +221,7 @@ type nodeOps interface {
 	hosts() []string
 	stage(ctx context.Context, dir string) (Staging, error)
 	exec(ctx context.Context, hosts []string, argv []string) []NodeResult
-	ship(ctx context.Context, src, dst string) error
+	ship(ctx context.Context, hosts []string, src, dst string) error
 	start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error)
 	killRanks(ctx context.Context, procs []Proc, sig syscall.Signal) error
 }
@@ -232,8 +240,8 @@ func (n jobNodes) Exec(ctx context.Context, hosts []string, argv []string) []Nod
 	return n.ops.exec(ctx, hosts, argv)
 }
 
-func (n jobNodes) Ship(ctx context.Context, src, dst string) error {
-	return n.ops.ship(ctx, src, dst)
+func (n jobNodes) Ship(ctx context.Context, hosts []string, src, dst string) error {
+	return n.ops.ship(ctx, hosts, src, dst)
 }
 
 func (n jobNodes) Start(ctx context.Context, hosts []string, argv func(string) []string, env []string) (*DaemonSet, error) {
@@ -255,6 +263,7 @@ func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string,
 		return nil, err
 	}
 	j := &mpirJob{fe: fe, family: family, la: la, id: fmt.Sprintf("%s pid %d", filepath.Base(argv[0]), la.pid)}
+	fe.progressf("launch: %s: started, waiting for its rank table", j.id)
 	fail := func(phase string, err error) (*mpirJob, error) {
 		if j.sess != nil {
 			if aerr := j.sess.Abandon(); aerr != nil {
@@ -280,7 +289,7 @@ func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string,
 	for _, p := range procs {
 		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
 	}
-	fe.logf("launch: %s: %d ranks in the MPIR table (%v)", j.id, len(procs), j.sess.Timings)
+	fe.progressf("launch: %s: %d ranks in the MPIR table (%v)", j.id, len(procs), j.sess.Timings)
 	return j, nil
 }
 
@@ -310,6 +319,7 @@ func attachMPIR(ctx context.Context, fe *Frontend, pid int) (*mpirJob, error) {
 	for _, p := range procs {
 		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
 	}
+	fe.progressf("launch: %s: attached, %d ranks in the MPIR table", j.id, len(procs))
 	// The ranks of a running job are not held: let the launcher go now.
 	if err := j.Release(ctx); err != nil {
 		return nil, err

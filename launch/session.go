@@ -47,6 +47,10 @@ func newSession(ctx context.Context, a *App) (*Session, error) {
 	return s, nil
 }
 
+// Stores groups the session's nodes by the directory they see (see Staging.Stores): one group
+// per node when the directory is node-local, one group of every node when they share it.
+func (s *Session) Stores() [][]string { return s.staging.Stores() }
+
 // perHost turns per-node results into one error naming the nodes that failed and how many
 // succeeded.
 func perHost(what string, res []NodeResult) error {
@@ -107,10 +111,20 @@ func (s *Session) Ship(ctx context.Context, m *Manifest) ([]string, error) {
 	}
 	s.stages++
 	stage := s.Dir + "/tmp/.stage-" + strconv.Itoa(s.stages) + ".tar"
-	if err := s.app.job.Ship(ctx, archive, stage); err != nil {
+	// One copy per store: every node when each has its own directory (a broadcast), else the
+	// first node of each shared store, which unpacks it for the others.
+	var to []string
+	unpack := s.Hosts
+	if stores := s.staging.Stores(); len(stores) < len(s.Hosts) {
+		for _, st := range stores {
+			to = append(to, st[0])
+		}
+		unpack = to
+	}
+	if err := s.app.job.Ship(ctx, to, archive, stage); err != nil {
 		return nil, err
 	}
-	res := s.app.job.Exec(ctx, s.Hosts, []string{"sh", "-c", `tar -xf "$0" -C "$1" && rm -f "$0"`, stage, s.Dir})
+	res := s.app.job.Exec(ctx, unpack, []string{"sh", "-c", `tar -xf "$0" -C "$1" && rm -f "$0"`, stage, s.Dir})
 	if err := perHost("unpack "+stage, res); err != nil {
 		return nil, err
 	}
@@ -119,6 +133,7 @@ func (s *Session) Ship(ctx context.Context, m *Manifest) ([]string, error) {
 		s.shipped[f.Dest] = f.Source
 		names = append(names, f.Dest)
 	}
+	s.app.fe.progressf("launch: %s: shipped %d file(s) to %d node(s), unpacked on %d", s.app.ID(), len(todo), len(s.Hosts), len(unpack))
 	s.libDirs = append(s.libDirs, newDirs...)
 	return names, nil
 }

@@ -157,18 +157,73 @@ func (n *slurmNodes) stepArgs(hosts []string) []string {
 // eyes where it tracks processes by parentage; with the step's output open it kept the step,
 // and the job's nodes, busy for Slurm's 60 s output timeout. So each sleep is short (1 s) and
 // has no stdio of the step: one left behind ends within a second and holds nothing.
+//
+// The directory may be on a file system the nodes share (a /tmp on NFS, a parallel file
+// system): the task whose mkdir succeeds creates it and writes a mark naming the step and its
+// node; a task whose mkdir finds the directory already there waits (up to 10 s) for a mark of
+// its own step in a directory it owns, and then shares it ("staged NODE in CREATOR"). Only the
+// creator removes the directory. A task that cannot stage says why ("failed NODE: reason")
+// before it exits, so that the front end can answer at once.
 const stagingScript = `echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"
 umask 077
-mkdir "$0" "$0/bin" "$0/lib" "$0/tmp" || exit 1
-trap 'kill $! 2>/dev/null; rm -rf --one-file-system "$0"; echo "removed $SLURMD_NODENAME"; exit 0' TERM INT HUP USR1
-echo "staged $SLURMD_NODENAME"
+node=$SLURMD_NODENAME
+mark="$0/.hpcdap-staging"
+owner=0
+trap 'kill $! 2>/dev/null; [ $owner = 1 ] && rm -rf --one-file-system "$0"; echo "removed $node"; exit 0' TERM INT HUP USR1
+fail() { printf 'failed %s: %s\n' "$node" "$(printf '%s' "$*" | tr '\n' ' ')"; exit 1; }
+if err=$(mkdir "$0" 2>&1); then
+	owner=1
+	err=$(mkdir "$0/bin" "$0/lib" "$0/tmp" 2>&1 && echo "$SLURM_JOB_ID.$SLURM_STEP_ID $node" >"$mark.new" 2>&1 &&
+		mv "$mark.new" "$mark" 2>&1) || { rm -rf --one-file-system "$0"; owner=0; fail "$err"; }
+	echo "staged $node"
+else
+	[ -d "$0" ] && [ ! -L "$0" ] && [ -O "$0" ] || fail "$err"
+	i=0
+	until read -r step creator <"$mark" 2>/dev/null && [ "$step" = "$SLURM_JOB_ID.$SLURM_STEP_ID" ]; do
+		i=$((i + 1))
+		[ $i -le 100 ] || fail "$err, and no other node of step $SLURM_JOB_ID.$SLURM_STEP_ID made it"
+		sleep 0.1 </dev/null >/dev/null 2>&1 & wait $!
+	done
+	echo "staged $node in $creator"
+fi
 while :; do sleep 1 </dev/null >/dev/null 2>&1 & wait $!; done`
 
 // slurmStaging is a staging directory kept by one step of the job.
 type slurmStaging struct {
-	d     *DaemonSet
-	hosts []string
-	dir   string
+	d      *DaemonSet
+	hosts  []string
+	dir    string
+	stores [][]string
+}
+
+// stageLine is what a staging task says about its node: "TASK: staged NODE", "TASK: staged
+// NODE in CREATOR" (a directory another node made, on a shared file system) or "TASK: failed
+// NODE: REASON"; srun's own "srun: error: NODE: task N: REASON" says a task ended.
+var stageLine = regexp.MustCompile(`(?m)^(?:\d+: (staged|failed) (\S+?)(?: in (\S+)|: (.*))?|srun: error: (\S+): task \d+: (.*))$`)
+
+// stageReport is what the staging tasks have said so far.
+type stageReport struct {
+	creator map[string]string // node → the node that made its directory (itself, or another)
+	failed  map[string]string // node → why staging failed there
+}
+
+func parseStaging(log string) stageReport {
+	r := stageReport{creator: map[string]string{}, failed: map[string]string{}}
+	for _, m := range stageLine.FindAllStringSubmatch(log, -1) {
+		switch {
+		case m[1] == "staged" && m[3] != "":
+			r.creator[m[2]] = m[3]
+		case m[1] == "staged":
+			r.creator[m[2]] = m[2]
+		case m[1] == "failed":
+			r.failed[m[2]] = m[4]
+		case m[5] != "":
+			if _, said := r.failed[m[5]]; !said {
+				r.failed[m[5]] = "staging task: " + m[6]
+			}
+		}
+	}
+	return r
 }
 
 func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
@@ -187,22 +242,70 @@ func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
 		return nil, err
 	}
 	d.terminate = scancelStep(d, "USR1")
+	n.fe.progressf("launch: making staging directory %s on %d node(s)", dir, len(n.hostList))
 	st := &slurmStaging{d: d, hosts: n.hosts(), dir: dir}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for {
-		missing := st.missing("staged")
+		r := parseStaging(d.Log())
+		var missing, failed []string
+		for _, h := range st.hosts {
+			if why, ok := r.failed[h]; ok {
+				failed = append(failed, h+": "+why)
+			} else if _, ok := r.creator[h]; !ok {
+				missing = append(missing, h)
+			}
+		}
+		if len(failed) > 0 {
+			// A node that failed fails the staging now: the others' directories go with the step.
+			d.Stop(10 * time.Second)
+			return nil, stageError(dir, failed, missing)
+		}
 		if len(missing) == 0 {
+			st.stores = storesOf(st.hosts, r.creator)
+			n.fe.progressf("launch: staging directory %s on %d nodes in %d store(s)", dir, len(st.hosts), len(st.stores))
 			return st, nil
 		}
 		select {
 		case <-d.Done():
-			return nil, fmt.Errorf("launch: staging directory %s: not created on %v:\n%s", dir, missing, tail(d.Log(), 20))
+			return nil, fmt.Errorf("launch: staging directory %s: not created on %v: the staging step ended:\n%s", dir, missing, tail(d.Log(), 20))
 		case <-ctx.Done():
 			d.Stop(10 * time.Second)
 			return nil, fmt.Errorf("launch: staging directory %s: not created on %v: %w", dir, missing, ctx.Err())
-		case <-time.After(10 * time.Millisecond):
+		case <-tick.C:
 		}
 	}
 }
+
+// stageError names the nodes where staging failed, each with its reason, and those that had
+// not answered yet.
+func stageError(dir string, failed, missing []string) error {
+	msg := fmt.Sprintf("launch: staging directory %s: failed on %d node(s): %s", dir, len(failed), strings.Join(failed, "; "))
+	if len(missing) > 0 {
+		msg += fmt.Sprintf(" (no answer yet from %v)", missing)
+	}
+	return errors.New(msg)
+}
+
+// storesOf groups hosts by the node that created the directory they see, in host order.
+func storesOf(hosts []string, creator map[string]string) [][]string {
+	var out [][]string
+	at := map[string]int{}
+	for _, h := range hosts {
+		c := creator[h]
+		i, ok := at[c]
+		if !ok {
+			i = len(out)
+			at[c] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], h)
+	}
+	return out
+}
+
+// Stores groups the hosts by the directory they see.
+func (st *slurmStaging) Stores() [][]string { return st.stores }
 
 // missing lists the hosts whose task has not printed "what HOST".
 func (st *slurmStaging) missing(what string) []string {
@@ -263,12 +366,39 @@ func (n *slurmNodes) exec(ctx context.Context, hosts []string, argv []string) []
 	return out
 }
 
-// ship broadcasts a file to every node of the job with sbcast (one copy per node).
-func (n *slurmNodes) ship(ctx context.Context, src, dst string) error {
-	cmd := exec.CommandContext(ctx, "sbcast", "--jobid="+n.job, "-f", src, dst)
-	cmd.Env = stepEnv([]string{"SBCAST_SEND_LIBS=no"})
+// ship broadcasts a file to every node of the job with sbcast (one copy per node), or, for
+// some of the nodes (one per shared store), streams it to each through a one-task step.
+func (n *slurmNodes) ship(ctx context.Context, hosts []string, src, dst string) error {
+	if hosts == nil {
+		cmd := exec.CommandContext(ctx, "sbcast", "--jobid="+n.job, "-f", src, dst)
+		cmd.Env = stepEnv([]string{"SBCAST_SEND_LIBS=no"})
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("launch: sbcast %s to %s in job %s: %w: %s", src, dst, n.job, err, strings.TrimSpace(string(b)))
+		}
+		return nil
+	}
+	var errs []error
+	for _, h := range hosts {
+		if err := n.shipTo(ctx, h, src, dst); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// shipTo copies src to dst on host through the standard input of a one-task step.
+func (n *slurmNodes) shipTo(ctx context.Context, host, src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("launch: ship %s: %w", src, err)
+	}
+	defer in.Close()
+	args := append(n.stepArgs([]string{host}), "sh", "-c", `cat >"$0"`, dst)
+	cmd := exec.CommandContext(ctx, "srun", args...)
+	cmd.Env = stepEnv(nil)
+	cmd.Stdin = in
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("launch: sbcast %s to %s in job %s: %w: %s", src, dst, n.job, err, strings.TrimSpace(string(b)))
+		return fmt.Errorf("launch: ship %s to %s on %s: %w: %s", src, dst, host, err, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
@@ -283,8 +413,9 @@ func (n *slurmNodes) start(ctx context.Context, hosts []string, argv func(string
 		return nil, errors.New("launch: start daemons: no hosts")
 	}
 	var script strings.Builder
-	// The step id lets Stop signal the daemons through Slurm.
-	script.WriteString(`echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"` + "\n" + `case "$SLURMD_NODENAME" in` + "\n")
+	// The step id lets Stop signal the daemons through Slurm; the node name maps the task
+	// labels of the output to nodes.
+	script.WriteString(`echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"; echo "node $SLURMD_NODENAME"` + "\n" + `case "$SLURMD_NODENAME" in` + "\n")
 	for _, h := range hosts {
 		words := argv(h)
 		q := make([]string, len(words))
@@ -306,7 +437,48 @@ func (n *slurmNodes) start(ctx context.Context, hosts []string, argv func(string
 		return nil, err
 	}
 	d.terminate = scancelStep(d, "TERM")
+	d.endedFrom = endedTasks
 	return d, nil
+}
+
+// taskLine is a labelled line of a step's output, "TASK: text"; taskNode is the line in
+// which a daemon task names its node; taskEnd is srun's report of a task that ended badly,
+// "srun: error: NODE: task N: Exited with exit code 3".
+var (
+	taskLine = regexp.MustCompile(`(?m)^(\d+): (.*)$`)
+	taskNode = regexp.MustCompile(`(?m)^(\d+): node (\S+)$`)
+	taskEnd  = regexp.MustCompile(`(?m)^srun: error: (\S+): task (\d+): (.*)$`)
+)
+
+// endedTasks reads from a daemon step's output which nodes' daemons ended badly, each with
+// srun's report and the last lines its task wrote.
+func endedTasks(log string) map[string]string {
+	out := map[string]string{}
+	for _, m := range taskEnd.FindAllStringSubmatch(log, -1) {
+		out[m[1]] = m[3]
+	}
+	if len(out) == 0 {
+		return out
+	}
+	node := map[string]string{}
+	for _, m := range taskNode.FindAllStringSubmatch(log, -1) {
+		node[m[1]] = m[2]
+	}
+	said := map[string][]string{}
+	for _, m := range taskLine.FindAllStringSubmatch(log, -1) {
+		if n, ok := node[m[1]]; ok && !strings.HasPrefix(m[2], "step ") && m[2] != "node "+n {
+			said[n] = append(said[n], m[2])
+		}
+	}
+	for n, why := range out {
+		if lines := said[n]; len(lines) > 0 {
+			if len(lines) > 3 {
+				lines = lines[len(lines)-3:]
+			}
+			out[n] = why + ": " + strings.Join(lines, " / ")
+		}
+	}
+	return out
 }
 
 // scancelStep returns a function that sends sig to the tasks of the step a daemon set runs
@@ -408,6 +580,7 @@ func attachStep(ctx context.Context, fe *Frontend, ref string) (*stepJob, error)
 		return nil, fmt.Errorf("launch: Slurm job step %s: no tasks", ref)
 	}
 	sn := newSlurmNodes(fe, job, step, hosts)
+	fe.progressf("launch: Slurm job step %s: %d ranks on %d node(s)", ref, len(procs), len(hosts))
 	return &stepJob{id: "slurm " + ref, procs: procs, nodes: sn, jobNodes: jobNodes{sn}}, nil
 }
 

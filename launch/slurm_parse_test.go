@@ -121,3 +121,41 @@ func FuzzStepNodeList(f *testing.F) {
 		}
 	})
 }
+
+// A staging step's output as the test cluster printed it (srun --label, four nodes sharing
+// the directory but node3, which failed), and a daemon step's with node2's agent exiting.
+const (
+	stagingLog = "0: step 3.2\n1: step 3.2\n0: staged node1\n1: staged node2 in node1\n" +
+		"2: step 3.2\n2: failed node3: mkdir: cannot create directory '/l/hpcdap-x': Read-only file system\n" +
+		"srun: error: node3: task 2: Exited with exit code 1\n3: step 3.2\n3: staged node4 in node1\n"
+	daemonLog = "0: step 1.6\n1: step 1.6\n1: node node2\n1: agent on node2: refused\n0: node node1\n" +
+		"0: listening on [::]:35899\nsrun: error: node2: task 1: Exited with exit code 3\n"
+)
+
+// parseStaging reads each node's verdict and, for a shared directory, the node that made it;
+// storesOf groups the nodes by it; endedTasks maps srun's report of a task to its node and
+// adds what the task wrote.
+func TestParseStagingAndEndedTasks(t *testing.T) {
+	r := parseStaging(stagingLog)
+	if got := fmt.Sprint(r.creator); got != "map[node1:node1 node2:node1 node4:node1]" {
+		t.Errorf("creators %s", got)
+	}
+	if got := fmt.Sprint(r.failed); got != "map[node3:mkdir: cannot create directory '/l/hpcdap-x': Read-only file system]" {
+		t.Errorf("failures %s", got)
+	}
+	r.creator["node3"] = "node3"
+	if got := fmt.Sprint(storesOf([]string{"node1", "node2", "node3", "node4"}, r.creator)); got != "[[node1 node2 node4] [node3]]" {
+		t.Errorf("stores %s", got)
+	}
+	// A task that ended without saying why is failed with srun's words.
+	r = parseStaging("0: step 3.2\nsrun: error: node1: task 0: Killed\n")
+	if r.failed["node1"] != "staging task: Killed" {
+		t.Errorf("failures %v", r.failed)
+	}
+	if got := fmt.Sprint(endedTasks(daemonLog)); got != "map[node2:Exited with exit code 3: agent on node2: refused]" {
+		t.Errorf("ended %s", got)
+	}
+	if got := endedTasks("0: step 1.6\n0: node node1\n"); len(got) != 0 {
+		t.Errorf("ended %v with no task ended", got)
+	}
+}

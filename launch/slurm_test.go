@@ -252,6 +252,88 @@ func TestSlurmSessionStaging(t *testing.T) {
 	}
 }
 
+// A session whose directory is on a file system the nodes share (the cluster's SharedDir):
+// one node creates it and the others share it (one store of four nodes), a manifest is shipped
+// and unpacked once, and a daemon on every node runs the shipped program from it; Close
+// removes it. Staging used to fail here with "File exists" on three nodes, after a minute.
+func TestSlurmSessionStagingShared(t *testing.T) {
+	prog := program(t, "serial")
+	fix := libsFixture(t)
+	c := slurm.Need(t)
+	t.Setenv("SLURM_CONF", c.Conf)
+	fe := newFrontend(t, "slurm", c.SharedDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	app, err := fe.LaunchBarrier(ctx, LaunchSpec{Launcher: "srun", Args: []string{"-N4", "-n4"}, Program: prog,
+		Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("LaunchBarrier: %v", err)
+	}
+	defer app.Release(ctx)
+	s, err := app.NewSession(ctx)
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	if st := s.Stores(); len(st) != 1 || fmt.Sprint(st[0]) != fmt.Sprint(c.Nodes) {
+		t.Errorf("stores %v, want one of %v", st, c.Nodes)
+	}
+	for _, sub := range []string{"", "bin", "lib", "tmp"} {
+		st, err := os.Stat(filepath.Join(s.Dir, sub))
+		if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s/%s: %v, %v", s.Dir, sub, st, err)
+		}
+	}
+	t.Setenv("LD_LIBRARY_PATH", filepath.Join(fix, "lib"))
+	m := s.NewManifest()
+	if err := m.AddBinary(filepath.Join(fix, "bin", "main_plain")); err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := s.Ship(ctx, m)
+	if err != nil {
+		t.Fatalf("Ship: %v", err)
+	}
+	sort.Strings(shipped)
+	if want := "[bin/main_plain lib/libinner.so.1 lib/libouter.so]"; fmt.Sprint(shipped) != want {
+		t.Errorf("shipped %v, want %s", shipped, want)
+	}
+	for _, f := range m.Files() {
+		want, _ := os.ReadFile(f.Source)
+		if got, err := os.ReadFile(filepath.Join(s.Dir, f.Dest)); err != nil || string(got) != string(want) {
+			t.Errorf("%s differs from %s (%v)", f.Dest, f.Source, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(s.Dir, "tmp", ".stage-*")); len(left) > 0 {
+		t.Errorf("archives left after unpacking: %v", left)
+	}
+	if err := os.RemoveAll(filepath.Join(fix, "lib")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.ExecToolDaemon(ctx, nil, []string{"sh", "-c", `echo "$(hostname) $(main_plain)"`}, DaemonOptions{})
+	if err != nil {
+		t.Fatalf("ExecToolDaemon: %v", err)
+	}
+	if err := d.Wait(ctx); err != nil {
+		t.Fatalf("daemons: %v\n%s", err, d.Log())
+	}
+	for _, n := range c.Nodes {
+		if want := n + " 43"; !strings.Contains(d.Log(), want) {
+			t.Errorf("daemon output lacks %q:\n%s", want, d.Log())
+		}
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		t.Errorf("session directory still there after Close: %v", err)
+	}
+	if err := app.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := app.Wait(ctx); err != nil || st.ExitCode() != 0 {
+		t.Errorf("job: %v, %v", st, err)
+	}
+}
+
 // startBackgroundSrun runs srun outside the front end and waits until its tasks run.
 func startBackgroundSrun(t *testing.T, c *cluster.Cluster, prog string, n int, args ...string) (*exec.Cmd, string) {
 	t.Helper()

@@ -125,8 +125,9 @@ type Job interface {
 	Stage(ctx context.Context, dir string) (Staging, error)
 	// Exec runs argv once on each host, synchronously, and reports per host.
 	Exec(ctx context.Context, hosts []string, argv []string) []NodeResult
-	// Ship copies the local file src to dst on every host of Hosts.
-	Ship(ctx context.Context, src, dst string) error
+	// Ship copies the local file src to dst on each of hosts (nil: every host of Hosts, in one
+	// broadcast).
+	Ship(ctx context.Context, hosts []string, src, dst string) error
 	// Start starts one daemon per host, argv(host) on host with the extra environment env.
 	Start(ctx context.Context, hosts []string, argv func(host string) []string, env []string) (*DaemonSet, error)
 	// Close lets the job go: the launcher's agent detaches (a launcher still stopped is
@@ -139,6 +140,10 @@ type Staging interface {
 	// Remove deletes the directory on every node (nothing to do once the job has ended: the
 	// workload manager removed it then).
 	Remove(ctx context.Context) error
+	// Stores groups the hosts by the directory they see: the hosts of one group share one
+	// directory (a shared file system), so a file written there by the group's first host
+	// reaches them all. Node-local directories make one group per host.
+	Stores() [][]string
 }
 
 var (

@@ -36,6 +36,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	stubAddr := fs.String("rsp", "", "rsp back end: connect to the stub at `HOST:PORT` that runs the program (gdbserver, qemu -g) instead of starting an emulator")
 	launcher := fs.Bool("launcher", false, "spawn mode: the program is a job's launcher (mpirun, srun, mpiexec.hydra): spawned without HPCDAP_RANK and HPCDAP_NP, reported by the management calls ranks and launcher as the launcher")
 	killOnExit := fs.Bool("kill-on-exit", false, "kill what the agent spawned, instead of letting it run, when the front end's last connection closes, on SIGTERM/SIGINT/SIGHUP, or when the agent's parent dies")
+	supervise := fs.Bool("supervise", false, "attach mode: run the agent as a child worker and, if the worker is killed outright (SIGKILL), put back the original instructions of the breakpoints it left planted, so that the processes run on instead of dying of SIGTRAP")
 	followExec := fs.String("follow-exec", "", "follow the forks of the launcher given after -- and serve as ranks the processes that exec `PROGRAM` (rank from PMI_RANK), each held at its exec (for MPICH hydra)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS... | --launcher -- LAUNCHER ARGS... | --follow-exec PROGRAM -- LAUNCHER ARGS...)")
@@ -68,6 +69,18 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	case *followExec != "" && *backendName != "ptrace":
 		fmt.Fprintln(stderr, "hpcdap agent: --follow-exec needs the ptrace back end")
 		return errUsage
+	case *supervise && (*attach == "" || *backendName != "ptrace"):
+		// Processes the agent spawns die with it (PTRACE_O_EXITKILL): only attached ones
+		// outlive it with its traps.
+		fmt.Fprintln(stderr, "hpcdap agent: --supervise needs --attach and the ptrace back end")
+		return errUsage
+	}
+	if *supervise {
+		return superviseAgent(args, stdout, stderr)
+	}
+	journal, err := workerJournal()
+	if err != nil {
+		return err
 	}
 	if *killOnExit {
 		// The parent's death comes as SIGTERM, handled below like any SIGTERM.
@@ -128,7 +141,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	a, err := agent.New(agent.Config{Token: token, Backend: backend, JobID: *jobID, Version: buildVersion(),
-		StagingDir: *staging, Logger: logger, KillOnExit: *killOnExit})
+		StagingDir: *staging, Logger: logger, KillOnExit: *killOnExit, Journal: journal})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
 // Package cluster starts a real multi-node Slurm cluster on this machine for tests: one munged,
 // one slurmctld and one slurmd per node, each slurmd in its own UTS and mount namespace so that
 // gethostname() says node1, node2, ... in every task, and each node sees a private directory at
-// the same path (LocalDir) backed by NodeDir(node). The cluster is driven by the shell recipe
+// the same path (LocalDir) backed by NodeDir(node). Everything else, /tmp included, the nodes
+// share (SharedDir is one such directory): staging can be tried both ways. The cluster is driven by the shell recipe
 // slurm-local-cluster.sh next to this file (embedded), on ports picked free at start.
 //
 // Typical use, one cluster per test package:
@@ -193,6 +194,33 @@ func (c *Cluster) LocalDir() string { return filepath.Join(c.Dir, "local") }
 
 // NodeDir is where node's LocalDir really lives, as the host sees it.
 func (c *Cluster) NodeDir(node string) string { return filepath.Join(c.Dir, "nodelocal", node) }
+
+// SharedDir is a directory every node sees as the same one, as a shared or parallel file
+// system would show it: the nodes share the host's file system (its /tmp among it), all but
+// LocalDir.
+func (c *Cluster) SharedDir() string { return filepath.Join(c.Dir, "shared") }
+
+// ReadOnlyLocalDir makes node's LocalDir read-only for everything that runs on that node (a
+// read-only bind mount in its mount namespace, which root cannot write either) until the
+// returned function undoes it.
+func (c *Cluster) ReadOnlyLocalDir(node string) (undo func() error, err error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "run", "slurmd-"+node+".pid"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s: %w", node, err)
+	}
+	pid := strings.TrimSpace(string(b))
+	remount := func(mode string) error {
+		out, err := exec.Command("nsenter", "--mount=/proc/"+pid+"/ns/mnt", "mount", "-o", "remount,bind,"+mode, c.LocalDir()).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("cluster: %s: remount %s %s: %v: %s", node, c.LocalDir(), mode, err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	if err := remount("ro"); err != nil {
+		return nil, err
+	}
+	return func() error { return remount("rw") }, nil
+}
 
 // IdleNodes reports how many nodes are idle: free, and neither drained nor down.
 func (c *Cluster) IdleNodes() (int, error) {

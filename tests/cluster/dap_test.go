@@ -124,11 +124,21 @@ type dapRun struct {
 // the nodes' private directory and the node agents call back on loopback.
 func startDAP(t testing.TB, c *Cluster, limit time.Duration) *dapRun {
 	t.Helper()
+	return startDAPStaging(t, c, limit, c.LocalDir())
+}
+
+// startDAPStaging is startDAP with the sessions' staging directories under nodeTmp ("": the
+// adapter's default, /tmp, which the cluster's nodes share).
+func startDAPStaging(t testing.TB, c *Cluster, limit time.Duration, nodeTmp string) *dapRun {
+	t.Helper()
 	bin := hpcdap(t)
 	d := &dapRun{t: t, logPath: filepath.Join(t.TempDir(), "adapter.log"), done: make(chan struct{}),
 		ranks: map[int]int{}, phase: "start"}
 	d.cmd = exec.Command(bin, "dap", "--log", d.logPath)
-	d.cmd.Env = append(c.Env(), "HPCDAP_NODE_TMPDIR="+c.LocalDir(), "HPCDAP_FRONTEND_HOST=127.0.0.1")
+	d.cmd.Env = append(c.Env(), "HPCDAP_FRONTEND_HOST=127.0.0.1")
+	if nodeTmp != "" {
+		d.cmd.Env = append(d.cmd.Env, "HPCDAP_NODE_TMPDIR="+nodeTmp)
+	}
 	d.cmd.Dir = t.TempDir()
 	stderr, err := os.Create(filepath.Join(t.TempDir(), "adapter.stderr"))
 	if err != nil {

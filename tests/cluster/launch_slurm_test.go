@@ -267,7 +267,7 @@ func TestDAPSrunFrontEndKilled(t *testing.T) {
 	var ranks []rankState
 	for attempt := 1; ; attempt++ {
 		var ok bool
-		if d, ranks, ok = srunToBreakpoint(t, c, p, attempt == srunAttempts); ok {
+		if d, ranks, ok = srunToBreakpoint(t, c, p, c.LocalDir(), attempt == srunAttempts); ok {
 			break
 		}
 		t.Logf("attempt %d: a rank crashed in Open MPI's start-up before the breakpoint: running the job again", attempt)
@@ -309,7 +309,10 @@ func TestDAPSrunLaunch(t *testing.T) {
 	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
 	c := slurm.Need(t)
 	cancelJobs(t, c)
-	for attempt := 1; !srunLaunch(t, c, p, attempt == srunAttempts); attempt++ {
+	for attempt := 1; ; attempt++ {
+		if _, ok := srunLaunch(t, c, p, c.LocalDir(), attempt == srunAttempts); ok {
+			break
+		}
 		t.Logf("attempt %d: a rank crashed in Open MPI's start-up before the breakpoint: running the job again", attempt)
 	}
 }
@@ -324,11 +327,12 @@ func TestDAPSrunLaunch(t *testing.T) {
 const srunAttempts = 5
 
 // srunToBreakpoint launches `srun -N4 -n8` of p through `hpcdap dap` with a breakpoint in
-// at_breakpoint and waits until every rank stopped there. Unless last, it reports false (the
+// at_breakpoint and waits until every rank stopped there, the adapter staging its agents
+// under nodeTmp (see startDAPStaging). Unless last, it reports false (the
 // session ended) when a rank stopped for a signal before every rank reached the breakpoint:
 // Open MPI 4.1.4 under srun --mpi=pmix now and then crashes a rank in its start-up.
-func srunToBreakpoint(t *testing.T, c *Cluster, p *cprog, last bool) (*dapRun, []rankState, bool) {
-	d := startDAP(t, c, 240*time.Second)
+func srunToBreakpoint(t *testing.T, c *Cluster, p *cprog, nodeTmp string, last bool) (*dapRun, []rankState, bool) {
+	d := startDAPStaging(t, c, 240*time.Second, nodeTmp)
 	d.initialize()
 	d.in("launch")
 	dir := t.TempDir()
@@ -377,11 +381,12 @@ func srunToBreakpoint(t *testing.T, c *Cluster, p *cprog, last bool) (*dapRun, [
 	return d, ranks, true
 }
 
-// srunLaunch runs TestDAPSrunLaunch's job once; false: see srunToBreakpoint.
-func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
-	d, ranks, ok := srunToBreakpoint(t, c, p, last)
+// srunLaunch runs TestDAPSrunLaunch's job once and returns its adapter; false: see
+// srunToBreakpoint.
+func srunLaunch(t *testing.T, c *Cluster, p *cprog, nodeTmp string, last bool) (*dapRun, bool) {
+	d, ranks, ok := srunToBreakpoint(t, c, p, nodeTmp, last)
 	if !ok {
-		return false
+		return nil, false
 	}
 	line := p.line(t, "bp")
 	d.in("stacks at the breakpoint")
@@ -457,5 +462,5 @@ func srunLaunch(t *testing.T, c *Cluster, p *cprog, last bool) bool {
 		q, _ := c.Command("squeue", "-h", "-s", "-o", "%i %j %N").CombinedOutput()
 		d.errorf("%v; drained nodes: %v\nsteps:\n%s\nprocesses of the job:\n%s", err, resumed, q, c.Processes())
 	}
-	return true
+	return d, true
 }
