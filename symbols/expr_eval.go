@@ -1,7 +1,6 @@
 package symbols
 
 import (
-	"debug/dwarf"
 	"errors"
 	"fmt"
 	"math"
@@ -314,46 +313,17 @@ func (e *evaluator) ident(name string) (*Value, error) {
 	var v *Value
 	var err error
 	if e.f != nil {
-		v, err = e.f.Lookup(name)
+		v, err = e.f.lookup(name, true)
 	} else {
-		v, err = e.p.LookupGlobal(name, nil)
+		v, err = e.p.lookupScoped(name, nil, true)
 	}
-	if err == nil {
-		if v.err != nil {
-			return nil, v.err
-		}
-		return v, nil
+	if err != nil {
+		return nil, err
 	}
-	if fv := e.function(name); fv != nil {
-		return fv, nil
+	if v.err != nil {
+		return nil, v.err
 	}
-	if ev := e.enumerator(name); ev != nil {
-		return ev, nil
-	}
-	return nil, fmt.Errorf("No symbol \"%s\" in current context.", name)
-}
-
-// function returns a function as a value (its address, of function type).
-func (e *evaluator) function(name string) *Value {
-	for _, m := range e.p.mods {
-		for _, fn := range m.Bin.FunctionsNamed(name) {
-			t := &Type{Kind: KindFunc, Size: 1, Lang: fn.cu.Lang}
-			if ent, err := m.Bin.entryAt(fn.off); err == nil {
-				t.Prototyped, _ = ent.Val(dwarf.AttrPrototyped).(bool)
-				if rt, ok := ent.Val(dwarf.AttrType).(dwarf.Offset); ok {
-					t.Elem, _ = m.Bin.typeAt(rt)
-				}
-				t.Params = m.Bin.paramTypes(fn)
-			}
-			if t.Elem == nil {
-				t.Elem = voidType
-			}
-			v := newMemValue(e.p, m, e.f, t, fn.Entry+m.Bias)
-			v.Name = name
-			return v
-		}
-	}
-	return nil
+	return v, nil
 }
 
 // paramTypes returns the types of a function's formal parameters.
@@ -375,26 +345,6 @@ func (b *Binary) paramTypes(fn *Function) []*Type {
 		}
 	}
 	return out
-}
-
-// enumerator finds an enumeration constant by name.
-func (e *evaluator) enumerator(name string) *Value {
-	for _, m := range e.p.mods {
-		for _, ref := range m.Bin.enumerators[name] {
-			t, err := m.Bin.typeAt(ref.off)
-			if err != nil {
-				continue
-			}
-			for _, en := range t.Enumerators {
-				if unqualified(en.Name) == unqualified(name) {
-					v := e.mkInt(t, uint64(en.Value))
-					v.mod = m
-					return v
-				}
-			}
-		}
-	}
-	return nil
 }
 
 func (e *evaluator) intLit(text string) (*Value, error) {
