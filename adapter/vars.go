@@ -477,7 +477,7 @@ func truthy(v *symbols.Value) (bool, error) {
 	return u != 0, nil
 }
 
-// logPoint prints a log point's message, {expressions} interpolated, prefixed by the rank.
+// logPoint prints a log point's message, {expressions} interpolated, as output of the rank.
 func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg string) {
 	ts, err := r.sym.stack(ctx, tid)
 	var f *symbols.Frame
@@ -514,5 +514,5 @@ func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg string) {
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	j.s.sendOutput("console", fmt.Sprintf("[%d] %s", r.Num, text))
+	j.sendRankOutput("console", r.Num, text)
 }
