@@ -122,11 +122,17 @@ func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels 
 	return out
 }
 
-// dapFrame converts one frame.
+// dapFrame converts one frame. A frame whose source file is not on this machine (libc's,
+// whose debugging information names glibc's build tree) has no source and is subtle: clients
+// show the first frame with a source when a thread stops, and must not pick one they cannot open.
 func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 	df := dap.StackFrame{Id: id, Name: frameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
+	var src *dap.Source
 	if f.HasLine && f.Line.File != "" {
-		df.Source = s.sources.source(f.Line.File)
+		src = s.sources.source(f.Line.File)
+	}
+	if src != nil && src.Path != "" {
+		df.Source = src
 		df.Line = s.lineOut(f.Line.Line)
 		df.Column = s.colOut(max(f.Line.Column, 1))
 	} else {
