@@ -56,7 +56,7 @@ func needTool(t testing.TB, name string) string {
 
 // toolPackages names the Debian package of each tool the adapter's tests run.
 var toolPackages = map[string]string{
-	"gcc": "gcc", "gdb": "gdb", "gdb-multiarch": "gdb-multiarch", "objdump": "binutils",
+	"gcc": "gcc", "g++": "g++", "gdb": "gdb", "gdb-multiarch": "gdb-multiarch", "objdump": "binutils", "nm": "binutils",
 	"mpicc.openmpi": "libopenmpi-dev", "mpirun.openmpi": "openmpi-bin", "mpicc.mpich": "libmpich-dev",
 	"mpiexec.hydra": "mpich", "node": "nodejs", "npm": "npm", "lldb-vscode-15": "lldb-15",
 }
@@ -73,13 +73,25 @@ var buildMu sync.Mutex
 // compileC builds testdata/<name>.c with gcc and finds its MARK: lines.
 func compileC(t testing.TB, name string, flags ...string) *program {
 	t.Helper()
-	needTool(t, "gcc")
+	return compileWith(t, "gcc", name, ".c", flags...)
+}
+
+// compileCXX builds testdata/<name>.cpp with g++ and finds its MARK: lines.
+func compileCXX(t testing.TB, name string, flags ...string) *program {
+	t.Helper()
+	return compileWith(t, "g++", name, ".cpp", flags...)
+}
+
+// compileWith builds testdata/<name><ext> with a compiler and finds its MARK: lines.
+func compileWith(t testing.TB, compiler, name, ext string, flags ...string) *program {
+	t.Helper()
+	needTool(t, compiler)
 	dir := t.TempDir()
-	srcData, err := os.ReadFile(filepath.Join("testdata", name+".c"))
+	srcData, err := os.ReadFile(filepath.Join("testdata", name+ext))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := filepath.Join(dir, name+".c")
+	src := filepath.Join(dir, name+ext)
 	if err := os.WriteFile(src, srcData, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +101,10 @@ func compileC(t testing.TB, name string, flags ...string) *program {
 		args = append(args, "-pthread")
 	}
 	buildMu.Lock()
-	out, err := exec.Command("gcc", args...).CombinedOutput()
+	out, err := exec.Command(compiler, args...).CombinedOutput()
 	buildMu.Unlock()
 	if err != nil {
-		t.Fatalf("gcc %s: %v\n%s", name, err, out)
+		t.Fatalf("%s %s: %v\n%s", compiler, name, err, out)
 	}
 	p := &program{bin: bin, src: src, dir: dir, marks: map[string]int{}}
 	for i, l := range strings.Split(string(srcData), "\n") {
