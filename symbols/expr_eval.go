@@ -124,6 +124,27 @@ func (e *evaluator) longType(unsigned bool) *Type {
 	return e.builtin("long")
 }
 
+// keywordLiteral returns the value of a literal the language spells as a keyword: C++'s true,
+// false and nullptr (a null pointer that compares with and converts to any pointer). C has
+// none (C23's true and false are macros in the C libraries gdb reads), so there they are
+// names like any other.
+func (e *evaluator) keywordLiteral(name string) *Value {
+	if e.lang != LangCPlusPlus {
+		return nil
+	}
+	switch name {
+	case "true", "false":
+		v := e.mkInt(e.boolType(), 0)
+		if name == "true" {
+			v = e.mkInt(e.boolType(), 1)
+		}
+		return v
+	case "nullptr":
+		return e.mkInt(&Type{Kind: KindPointer, Size: int64(e.p.Arch.PtrSize), Elem: voidType, Lang: e.lang}, 0)
+	}
+	return nil
+}
+
 // mkInt makes an integer (or bool/char) value of type t.
 func (e *evaluator) mkInt(t *Type, v uint64) *Value {
 	b := make([]byte, t.Size)
@@ -309,6 +330,9 @@ func (e *evaluator) resolve(v *Value) (*Value, error) {
 func (e *evaluator) ident(name string) (*Value, error) {
 	if e.lang == LangFortran {
 		name = strings.ToLower(name)
+	}
+	if v := e.keywordLiteral(name); v != nil {
+		return v, nil
 	}
 	var v *Value
 	var err error
