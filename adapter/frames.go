@@ -127,11 +127,7 @@ func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels 
 // show the first frame with a source when a thread stops, and must not pick one they cannot open.
 func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 	df := dap.StackFrame{Id: id, Name: frameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
-	var src *dap.Source
-	if f.HasLine && f.Line.File != "" {
-		src = s.sources.source(f.Line.File)
-	}
-	if src != nil && src.Path != "" {
+	if src := s.localSource(f); src != nil {
 		df.Source = src
 		df.Line = s.lineOut(f.Line.Line)
 		df.Column = s.colOut(max(f.Line.Column, 1))
@@ -145,6 +141,18 @@ func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 		df.ModuleId = f.Module.Path
 	}
 	return df
+}
+
+// localSource returns the source of a frame's line when its file is on this machine, nil
+// when the frame has no line or its file is elsewhere.
+func (s *Session) localSource(f *symbols.Frame) *dap.Source {
+	if !f.HasLine || f.Line.File == "" {
+		return nil
+	}
+	if src := s.sources.source(f.Line.File); src.Path != "" {
+		return src
+	}
+	return nil
 }
 
 // frameName is the frame's function as gdb names it, or "??" with the address.

@@ -307,9 +307,7 @@ func checkParallelStacksBy(t *testing.T, d *dapSession, ranks RanksBody, byFunct
 		if n.Source != nil {
 			k.path = n.Source.Path
 		}
-		if byFunction || n.Source == nil || n.Source.Path == "" {
-			// stackTrace gives a frame whose file is not on this machine no source and no
-			// line; the tree keeps the recorded file's name and line.
+		if byFunction {
 			k.line = 0
 		}
 		path = append(append([]fkey(nil), path...), k)
