@@ -11,7 +11,7 @@ import (
 // scopeExprs are evaluated at each stop of TestEvaluateScopesAgainstGDB and compared with gdb.
 var scopeExprs = []string{"shadow", "level", "gshadow", "daylight", "mode", "opterr", "GREEN", "GREEN + 1",
 	"(enum color)6", "c", "environ != 0", "stdout == &_IO_2_1_stdout_", "stdout->_fileno", "other_static",
-	"shared_global", "timezone == 0 || timezone != 0", "nosuchname", "true", "false", "nullptr"}
+	"shared_global", "timezone == 0 || timezone != 0", "nosuchname", "true", "false", "nullptr", "(long)helper", "(long)other_sum", "(long)puts"}
 
 // libraryInternal names exist in libc's debugging information only with internal linkage (an
 // enumerator, a static): the language does not let the program name them, so they are not

@@ -46,6 +46,19 @@ func (p *Process) tierOf(f *Frame, m *Module, cu *compUnit, external bool) tier 
 	return tierHidden
 }
 
+// nearestTier is the nearest tier anything in module m can have from frame f.
+func (p *Process) nearestTier(f *Frame, m *Module) tier {
+	switch {
+	case f != nil && f.Function != nil && m == f.Module:
+		return tierFile
+	case f != nil && f.Module != nil && m == f.Module || (f == nil || f.Module == nil) && m == p.Executable():
+		return tierModule
+	case m == p.Executable():
+		return tierProgram
+	}
+	return tierLibrary
+}
+
 // lookupScoped finds a name outside the frame's blocks: a variable and, when constants is
 // set, an enumerator or a function. At the same distance a variable comes first.
 func (p *Process) lookupScoped(name string, f *Frame, constants bool) (*Value, error) {
@@ -85,13 +98,25 @@ func (p *Process) lookupScoped(name string, f *Frame, constants bool) (*Value, e
 		}
 		if best > tierFile {
 			for _, m := range p.mods {
-				if m.Bin.dw == nil {
-					continue
+				if m.Bin.dw == nil || p.nearestTier(f, m) >= best {
+					continue // nothing in m can be nearer than what was found
 				}
 				for _, fn := range m.Bin.FunctionsNamed(name) {
 					consider(p.tierOf(f, m, fn.cu, m.Bin.funcExternal(fn)), func() (*Value, error) {
 						return p.functionValue(m, f, fn, name), nil
 					})
+				}
+				// A global ELF symbol that names a function the debugging information knows
+				// by another name (libc's puts is _IO_puts), as gdb's minimal symbols find it.
+				for _, sym := range m.Bin.syms.named(name) {
+					if !sym.Func || sym.Local {
+						continue
+					}
+					if fn := m.Bin.FunctionAt(sym.Addr); fn != nil && fn.Entry == sym.Addr {
+						consider(p.tierOf(f, m, nil, true), func() (*Value, error) {
+							return p.functionValue(m, f, fn, name), nil
+						})
+					}
 				}
 			}
 		}
