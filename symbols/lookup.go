@@ -64,9 +64,9 @@ func (p *Process) nearestTier(f *Frame, m *Module) tier {
 func (p *Process) lookupScoped(name string, f *Frame, constants bool) (*Value, error) {
 	best := tierHidden
 	var found func() (*Value, error)
-	consider := func(t tier, make func() (*Value, error)) {
+	consider := func(t tier, value func() (*Value, error)) {
 		if t < best {
-			best, found = t, make
+			best, found = t, value
 		}
 	}
 	for _, m := range p.mods {
