@@ -122,11 +122,13 @@ func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels 
 	return out
 }
 
-// dapFrame converts one frame.
+// dapFrame converts one frame. A frame whose source file is not on this machine (libc's,
+// whose debugging information names glibc's build tree) has no source and is subtle: clients
+// show the first frame with a source when a thread stops, and must not pick one they cannot open.
 func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 	df := dap.StackFrame{Id: id, Name: frameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
-	if f.HasLine && f.Line.File != "" {
-		df.Source = s.sources.source(f.Line.File)
+	if src := s.localSource(f); src != nil {
+		df.Source = src
 		df.Line = s.lineOut(f.Line.Line)
 		df.Column = s.colOut(max(f.Line.Column, 1))
 	} else {
@@ -139,6 +141,18 @@ func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 		df.ModuleId = f.Module.Path
 	}
 	return df
+}
+
+// localSource returns the source of a frame's line when its file is on this machine, nil
+// when the frame has no line or its file is elsewhere.
+func (s *Session) localSource(f *symbols.Frame) *dap.Source {
+	if !f.HasLine || f.Line.File == "" {
+		return nil
+	}
+	if src := s.sources.source(f.Line.File); src.Path != "" {
+		return src
+	}
+	return nil
 }
 
 // frameName is the frame's function as gdb names it, or "??" with the address.

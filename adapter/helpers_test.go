@@ -74,7 +74,7 @@ func needTool(t testing.TB, name string) string {
 
 // toolPackages names the Debian package of each tool the adapter's tests run.
 var toolPackages = map[string]string{
-	"gcc": "gcc", "g++": "g++", "gdb": "gdb", "gdb-multiarch": "gdb-multiarch", "objdump": "binutils",
+	"gcc": "gcc", "g++": "g++", "gdb": "gdb", "gdb-multiarch": "gdb-multiarch", "objdump": "binutils", "nm": "binutils",
 	"mpicc.openmpi": "libopenmpi-dev", "mpirun.openmpi": "openmpi-bin", "mpicc.mpich": "libmpich-dev",
 	"mpiexec.hydra": "mpich", "node": "nodejs", "npm": "npm", "lldb-vscode-15": "lldb-15",
 }
@@ -94,8 +94,13 @@ func compileC(t testing.TB, name string, flags ...string) *program {
 	return compileWith(t, "gcc", name, ".c", flags...)
 }
 
-// compileWith builds testdata/<name><ext> with a compiler driver (gcc, g++) and finds its
-// MARK: lines.
+// compileCXX builds testdata/<name>.cpp with g++ and finds its MARK: lines.
+func compileCXX(t testing.TB, name string, flags ...string) *program {
+	t.Helper()
+	return compileWith(t, "g++", name, ".cpp", flags...)
+}
+
+// compileWith builds testdata/<name><ext> with a compiler and finds its MARK: lines.
 func compileWith(t testing.TB, compiler, name, ext string, flags ...string) *program {
 	t.Helper()
 	needTool(t, compiler)

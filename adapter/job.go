@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
@@ -77,6 +79,7 @@ type Job struct {
 	// libWatchMu serialises updateLibraryWatch, so that a rank's link-map trap is planted once.
 	libWatchMu sync.Mutex
 	size       int
+	labelRanks bool // more than one rank: output lines are labelled "[rank] " (fixed at creation)
 	mode       stopMode
 	ranks      []*Rank       // by rank number
 	byNum      map[int]*Rank // rank number → rank
@@ -131,7 +134,7 @@ func (j *Job) drainOutput(r *Rank, limit time.Duration) {
 
 // newJob connects to every agent of a placement and builds the rank table.
 func newJob(ctx context.Context, s *Session, pl *Placement, mode stopMode, focus string) (*Job, error) {
-	j := &Job{s: s, size: pl.Size, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+	j := &Job{s: s, size: pl.Size, labelRanks: pl.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
 		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}, signalStop: true}
 	j.bps = newBreakpoints(j)
 	j.handles.init()
@@ -414,13 +417,27 @@ func (j *Job) onRankOutput(p outputParams) {
 	if p.Stream == "stderr" {
 		cat = "stderr"
 	}
-	var b strings.Builder
-	for _, line := range strings.SplitAfter(text, "\n") {
-		if line != "" {
-			fmt.Fprintf(&b, "[%d] %s", p.Rank, line)
-		}
+	j.sendRankOutput(cat, p.Rank, text)
+}
+
+// sendRankOutput sends lines of one rank as an output event that carries the rank in its data
+// ({"rank": 3}); in a job of more than one rank each line is also labelled "[3] ". The output
+// of a single process arrives as the program wrote it.
+func (j *Job) sendRankOutput(category string, rank int, text string) {
+	if text == "" {
+		return
 	}
-	j.s.sendOutput(cat, b.String())
+	if j.labelRanks {
+		var b strings.Builder
+		for _, line := range strings.SplitAfter(text, "\n") {
+			if line != "" {
+				fmt.Fprintf(&b, "[%d] %s", rank, line)
+			}
+		}
+		text = b.String()
+	}
+	j.s.send(&dap.OutputEvent{Event: newEvent("output"), Body: dap.OutputEventBody{Category: category, Output: text,
+		Data: json.RawMessage(fmt.Sprintf(`{"rank":%d}`, rank))}})
 }
 
 // closeNodes drops every agent connection; with shutdown, asks the agents to end first

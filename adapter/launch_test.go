@@ -201,9 +201,17 @@ func compareFrames(t *testing.T, got []dap.StackFrame, want []oracleFrame) {
 		file := ""
 		if g.Source != nil {
 			file = filepath.Base(g.Source.Path)
+		} else if _, err := os.Stat(w.File); w.File != "" && err != nil {
+			// A file that is not on this machine (libc's): the frame has no source and no
+			// line (TestPauseInLibcFrames); only its function is compared.
+			w.File, w.Line = "", 0
 		}
-		if g.Name != w.Name || g.Line != w.Line || file != filepath.Base(w.File) {
-			t.Errorf("frame %d: %s %s:%d, gdb says %s %s:%d", i, g.Name, file, g.Line, w.Name, filepath.Base(w.File), w.Line)
+		wfile := ""
+		if w.File != "" {
+			wfile = filepath.Base(w.File)
+		}
+		if g.Name != w.Name || g.Line != w.Line || file != wfile {
+			t.Errorf("frame %d: %s %s:%d, gdb says %s %s:%d", i, g.Name, file, g.Line, w.Name, wfile, w.Line)
 		}
 	}
 }

@@ -254,3 +254,52 @@ func TestServeCommand(t *testing.T) {
 		t.Errorf("capabilities JSON %s", b)
 	}
 }
+
+// TestEmptyArgumentsAsArray: a client that encodes empty arguments as [] (Lua's JSON encoders
+// cannot tell an empty object from an empty list) is answered as if it had sent {}: requests
+// whose arguments are optional succeed, and one with required arguments names what is missing.
+func TestEmptyArgumentsAsArray(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "stacks")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	empty := json.RawMessage("[]")
+	d.initialize()
+	if msg := d.callErr("launch", empty); !strings.Contains(msg, "program") || strings.Contains(msg, "array") {
+		t.Errorf("launch with [] answered %q, want a message about the missing program", msg)
+	}
+	d.call("launch", map[string]any{"program": p.bin}, nil)
+	d.event("initialized")
+	d.setBreakpoints(p.src, p.line(t, "leaf-write"))
+	d.call("configurationDone", empty, nil)
+	d.stopped()
+	var th dap.ThreadsResponseBody
+	d.call("threads", empty, &th)
+	if len(th.Threads) == 0 {
+		t.Errorf("threads with []: no thread")
+	}
+	var ps ParallelStacksBody
+	d.call("hpcdap/parallelStacks", empty, &ps)
+	if ps.Total != 1 || len(ps.Roots) == 0 {
+		t.Errorf("hpcdap/parallelStacks with []: %+v", ps)
+	}
+	var rb RanksBody
+	d.call("hpcdap/ranks", empty, &rb)
+	if len(rb.Ranks) != 1 || rb.Ranks[0].State != "stopped" {
+		t.Errorf("hpcdap/ranks with []: %+v", rb)
+	}
+	var mods dap.ModulesResponseBody
+	d.call("modules", empty, &mods)
+	if len(mods.Modules) == 0 {
+		t.Errorf("modules with []: none")
+	}
+	var ls dap.LoadedSourcesResponseBody
+	d.call("loadedSources", empty, &ls)
+	if len(ls.Sources) == 0 {
+		t.Errorf("loadedSources with []: none")
+	}
+	if msg := d.callErr("stackTrace", empty); strings.Contains(msg, "array") {
+		t.Errorf("stackTrace with []: %q, want a message about the missing thread", msg)
+	}
+	d.call("disconnect", empty, nil)
+}

@@ -160,7 +160,7 @@ func (j *Job) exactStack(ctx context.Context, rs *rankStack) ([]treeFrame, []uin
 	var phys []uint64
 	for _, f := range ts.frames {
 		tf := treeFrame{name: frameName(f)}
-		if f.HasLine && f.Line.File != "" {
+		if j.s.localSource(f) != nil { // as stackTrace shows it
 			tf.file, tf.line = f.Line.File, f.Line.Line
 		}
 		frames = append(frames, tf)

@@ -166,9 +166,10 @@ func truncate(s string, n int) string {
 
 // envelope is the part of every DAP message needed to answer it, decoded leniently.
 type envelope struct {
-	Seq     json.RawMessage `json:"seq"`
-	Type    json.RawMessage `json:"type"`
-	Command json.RawMessage `json:"command"`
+	Seq       json.RawMessage `json:"seq"`
+	Type      json.RawMessage `json:"type"`
+	Command   json.RawMessage `json:"command"`
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // decodeError is a message that arrived whole but cannot be handled; it is answered with an
@@ -227,6 +228,11 @@ func (c *codec) decode(body []byte) (dap.Message, *decodeError) {
 	if command == "" {
 		return nil, &decodeError{seq: seq, id: errMalformed, msg: `request without "command"`}
 	}
+	if string(bytes.TrimSpace(env.Arguments)) == "[]" {
+		// Empty arguments encoded as an empty array (Lua's JSON encoders cannot tell an empty
+		// object from an empty list): the same as {}.
+		body = emptyArguments(body)
+	}
 	if ctor, ok := c.overrides[command]; ok {
 		m := ctor()
 		if err := json.Unmarshal(body, m); err != nil {
@@ -243,6 +249,20 @@ func (c *codec) decode(body []byte) (dap.Message, *decodeError) {
 		return nil, &decodeError{seq: seq, command: command, id: errMalformed, msg: fmt.Sprintf("%s: bad arguments: %v", command, jsonError(err))}
 	}
 	return m, nil
+}
+
+// emptyArguments returns a request body with its "arguments" replaced by {}.
+func emptyArguments(body []byte) []byte {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return body
+	}
+	fields["arguments"] = json.RawMessage("{}")
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return body
+	}
+	return b
 }
 
 // jsonError words a JSON error for a user: which field had which wrong type.

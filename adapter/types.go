@@ -135,6 +135,18 @@ type DisassembleResponse struct {
 	} `json:"body"`
 }
 
+// SetVariableResponseBody adds DAP 1.65's memoryReference of the new value.
+type SetVariableResponseBody struct {
+	dap.SetVariableResponseBody
+	MemoryReference string `json:"memoryReference,omitempty"`
+}
+
+// SetVariableResponse carries SetVariableResponseBody.
+type SetVariableResponse struct {
+	dap.Response
+	Body SetVariableResponseBody `json:"body"`
+}
+
 // DisconnectArguments tell terminateDebuggee false from absent (go-dap's cannot).
 type DisconnectArguments struct {
 	Restart           bool  `json:"restart,omitempty"`

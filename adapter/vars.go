@@ -146,7 +146,10 @@ func formatValue(v *symbols.Value, hex bool) string {
 
 // childVariables expands a value: members, array elements (paged), the pointee.
 func (s *Session) childVariables(j *Job, ref *varRef, start, count int, filter string, hex bool) ([]dap.Variable, error) {
-	v := ref.value
+	// The contents are read again: a write since the reference was made (setVariable on one of
+	// its children, evaluate, writeMemory) must show. Pages are cached per stop, so this costs
+	// no round trip when nothing changed.
+	v := ref.value.Reread()
 	n := v.NumChildren()
 	st := v.Type.Strip()
 	isArray := st != nil && st.Kind == symbols.KindArray
@@ -268,11 +271,12 @@ func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
 		return
 	}
 	s.invalidateAfterWrite(j, ref.frame.thread)
-	resp := &dap.SetVariableResponse{Response: newResponse(&req.Request)}
+	resp := &SetVariableResponse{Response: newResponse(&req.Request)}
 	nv := s.variable(j, ref.frame, a.Name, target, res, hex)
 	resp.Body.Value, resp.Body.Type = nv.Value, nv.Type
 	resp.Body.VariablesReference = nv.VariablesReference
 	resp.Body.NamedVariables, resp.Body.IndexedVariables = nv.NamedVariables, nv.IndexedVariables
+	resp.Body.MemoryReference = nv.MemoryReference
 	s.send(resp)
 }
 
@@ -488,7 +492,7 @@ func truthy(v *symbols.Value) (bool, error) {
 	return u != 0, nil
 }
 
-// logPoint prints a log point's message, {expressions} interpolated, prefixed by the rank.
+// logPoint prints a log point's message, {expressions} interpolated, as output of the rank.
 func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg string) {
 	ts, err := r.sym.stack(ctx, tid)
 	var f *symbols.Frame
@@ -525,5 +529,5 @@ func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg string) {
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	j.s.sendOutput("console", fmt.Sprintf("[%d] %s", r.Num, text))
+	j.sendRankOutput("console", r.Num, text)
 }

@@ -85,6 +85,7 @@ type dwarfSections struct {
 type dieRef struct {
 	off dwarf.Offset
 	cu  *compUnit
+	ext bool // a global with external linkage (visible from other compile units and modules)
 }
 
 type funcRange struct {

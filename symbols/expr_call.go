@@ -453,7 +453,7 @@ func (e *evaluator) findMethod(st *Type, name string, nargs int) (fv *Value, off
 			if fn.Name != st.Name+"::"+name && !strings.HasSuffix(fn.Name, "::"+st.Name+"::"+name) {
 				continue
 			}
-			cand := e.functionValue(m, fn, fn.Name)
+			cand := e.p.functionValue(m, e.f, fn, fn.Name)
 			if fv == nil || len(cand.Type.Params) == nargs+1 { // this + the arguments
 				fv, slot = cand, m.Bin.vtableSlot(fn)
 			}

@@ -1,7 +1,6 @@
 package symbols
 
 import (
-	"debug/dwarf"
 	"errors"
 	"fmt"
 	"math"
@@ -128,6 +127,27 @@ func (e *evaluator) longType(unsigned bool) *Type {
 		return e.builtin("unsigned long")
 	}
 	return e.builtin("long")
+}
+
+// keywordLiteral returns the value of a literal the language spells as a keyword: C++'s true,
+// false and nullptr (a null pointer that compares with and converts to any pointer). C has
+// none (C23's true and false are macros in the C libraries gdb reads), so there they are
+// names like any other.
+func (e *evaluator) keywordLiteral(name string) *Value {
+	if e.lang != LangCPlusPlus {
+		return nil
+	}
+	switch name {
+	case "true", "false":
+		v := e.mkInt(e.boolType(), 0)
+		if name == "true" {
+			v = e.mkInt(e.boolType(), 1)
+		}
+		return v
+	case "nullptr":
+		return e.mkInt(&Type{Kind: KindPointer, Size: int64(e.p.Arch.PtrSize), Elem: voidType, Lang: e.lang}, 0)
+	}
+	return nil
 }
 
 // mkInt makes an integer (or bool/char) value of type t.
@@ -321,63 +341,23 @@ func (e *evaluator) ident(name string) (*Value, error) {
 	if e.lang == LangFortran {
 		name = strings.ToLower(name)
 	}
+	if v := e.keywordLiteral(name); v != nil {
+		return v, nil
+	}
 	var v *Value
 	var err error
 	if e.f != nil {
-		v, err = e.f.Lookup(name)
+		v, err = e.f.lookup(name, true)
 	} else {
-		v, err = e.p.LookupGlobal(name, nil)
+		v, err = e.p.lookupScoped(name, nil, true)
 	}
-	if err == nil {
-		if v.err != nil {
-			return nil, v.err
-		}
-		return v, nil
+	if err != nil {
+		return nil, err
 	}
-	if fv := e.function(name); fv != nil {
-		return fv, nil
+	if v.err != nil {
+		return nil, v.err
 	}
-	if ev := e.enumerator(name); ev != nil {
-		return ev, nil
-	}
-	return nil, fmt.Errorf("No symbol \"%s\" in current context.", name)
-}
-
-// function returns a function as a value (its address, of function type).
-func (e *evaluator) function(name string) *Value {
-	for _, m := range e.p.mods {
-		for _, fn := range m.Bin.FunctionsNamed(name) {
-			return e.functionValue(m, fn, name)
-		}
-	}
-	return nil
-}
-
-// functionValue is a function of module m as a value (its address, of function type).
-func (e *evaluator) functionValue(m *Module, fn *Function, name string) *Value {
-	t := &Type{Kind: KindFunc, Size: 1, Lang: fn.cu.Lang}
-	for _, off := range []dwarf.Offset{fn.off, fn.spec} { // a C++ method's declaration holds its type
-		ent, err := m.Bin.entryAt(off)
-		if off == 0 || err != nil {
-			continue
-		}
-		if p, ok := ent.Val(dwarf.AttrPrototyped).(bool); ok {
-			t.Prototyped = t.Prototyped || p
-		}
-		if rt, ok := ent.Val(dwarf.AttrType).(dwarf.Offset); ok && t.Elem == nil {
-			t.Elem, _ = m.Bin.typeAt(rt)
-		}
-	}
-	if t.Lang == LangCPlusPlus {
-		t.Prototyped = true // C++ functions always have prototypes
-	}
-	t.Params = m.Bin.paramTypes(fn)
-	if t.Elem == nil {
-		t.Elem = voidType
-	}
-	v := newMemValue(e.p, m, e.f, t, fn.Entry+m.Bias)
-	v.Name = name
-	return v
+	return v, nil
 }
 
 // paramTypes returns the types of a function's formal parameters.
@@ -399,26 +379,6 @@ func (b *Binary) paramTypes(fn *Function) []*Type {
 		}
 	}
 	return out
-}
-
-// enumerator finds an enumeration constant by name.
-func (e *evaluator) enumerator(name string) *Value {
-	for _, m := range e.p.mods {
-		for _, ref := range m.Bin.enumerators[name] {
-			t, err := m.Bin.typeAt(ref.off)
-			if err != nil {
-				continue
-			}
-			for _, en := range t.Enumerators {
-				if unqualified(en.Name) == unqualified(name) {
-					v := e.mkInt(t, uint64(en.Value))
-					v.mod = m
-					return v
-				}
-			}
-		}
-	}
-	return nil
 }
 
 func (e *evaluator) intLit(text string) (*Value, error) {

@@ -211,12 +211,16 @@ func (b *Binary) index() error {
 	b.files = map[string][]*compUnit{}
 	declNames := map[dwarf.Offset]string{}
 	b.declNames = declNames
+	declExt := map[dwarf.Offset]bool{}
 	for _, r := range results {
 		if r == nil {
 			continue
 		}
 		for k, v := range r.declNames {
 			declNames[k] = v
+		}
+		for _, o := range r.declExt {
+			declExt[o] = true
 		}
 	}
 	for _, r := range results {
@@ -252,11 +256,12 @@ func (b *Binary) index() error {
 			if name == "" {
 				continue
 			}
-			b.globals[name] = append(b.globals[name], dieRef{off: g.off, cu: cu})
+			ref := dieRef{off: g.off, cu: cu, ext: g.ext || declExt[g.spec]}
+			b.globals[name] = append(b.globals[name], ref)
 			if i := strings.LastIndex(name, "::"); i >= 0 {
 				// Also findable by the unqualified name, as gdb finds module variables.
 				short := name[i+2:]
-				b.globals[short] = append(b.globals[short], dieRef{off: g.off, cu: cu})
+				b.globals[short] = append(b.globals[short], ref)
 			}
 		}
 		for _, t := range r.types {

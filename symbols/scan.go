@@ -17,6 +17,7 @@ type cuScan struct {
 	typeQual    []typeDecl        // qualified names of types in namespaces and classes
 	declParent  [][2]dwarf.Offset // member function declaration -> its class
 	declNames   map[dwarf.Offset]string
+	declExt     []dwarf.Offset // declarations of names with external linkage
 	dies        int
 }
 
@@ -24,6 +25,7 @@ type globalDecl struct {
 	name string
 	spec dwarf.Offset
 	off  dwarf.Offset
+	ext  bool // DW_AT_external on the definition (or on its declaration: see declExt)
 }
 
 type typeDecl struct {
@@ -175,6 +177,9 @@ func (b *Binary) scanUnit(h unitHeader) (res *cuScan, err error) {
 				if name != "" {
 					res.declNames[e.Offset] = qual
 				}
+				if ext {
+					res.declExt = append(res.declExt, e.Offset)
+				}
 				break
 			}
 			if parent.inFunc {
@@ -185,7 +190,7 @@ func (b *Binary) scanUnit(h unitHeader) (res *cuScan, err error) {
 			if name == "" {
 				gname = ""
 			}
-			res.globals = append(res.globals, globalDecl{name: gname, spec: spec, off: e.Offset})
+			res.globals = append(res.globals, globalDecl{name: gname, spec: spec, off: e.Offset, ext: ext})
 		}
 		if e.Children {
 			stack = append(stack, child)

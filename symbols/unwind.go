@@ -117,13 +117,16 @@ func (p *Process) Stack(regs *Regs, opts *StackOptions) ([]*Frame, error) {
 			f.Function.Name == f.Module.Bin.mainFn {
 			break
 		}
+		if p.insideEntryFunc(f) {
+			break // nothing called the program's entry point (gdb's "backtrace past-entry" off)
+		}
 		next, signal, guessed, err := p.unwindOne(f)
 		if err != nil || next == nil {
 			break
 		}
 		npc, ok := next.PC()
-		if !ok || npc == 0 {
-			break
+		if !ok || npc < minCodeAddr && p.ModuleAt(npc) == nil {
+			break // no return address: 0, or a small number such as an argument count
 		}
 		// Guard against loops: the stack must move (a signal frame may reuse the CFA).
 		if f.CFA != 0 && f.CFA == lastCFA && !signal && f.Kind != FrameSignal {
@@ -149,6 +152,28 @@ func (p *Process) Stack(regs *Regs, opts *StackOptions) ([]*Frame, error) {
 		f = c
 	}
 	return out, nil
+}
+
+// minCodeAddr bounds the addresses no code lives at (Linux maps nothing in the first page): a
+// caller's pc below it, in no module, is not a return address.
+const minCodeAddr = 0x1000
+
+// errOutermost reports a frame whose call frame information says it has no caller.
+var errOutermost = errors.New("outermost frame")
+
+// insideEntryFunc reports whether f is in the function that holds the executable's entry
+// point (_start), which nothing called.
+func (p *Process) insideEntryFunc(f *Frame) bool {
+	exe := p.Executable()
+	if exe == nil || f.Module != exe || exe.Bin.Entry == 0 {
+		return false
+	}
+	entry := exe.Bin.Entry
+	if f.Function != nil {
+		return f.Function.Contains(entry)
+	}
+	s, ok := exe.Bin.Symbol(f.lookupPC)
+	return ok && s.Func && (s.Addr == entry || s.Addr < entry && entry < s.Addr+s.Size)
 }
 
 // physicalFrame fills in what is known about the frame at pc.
@@ -262,6 +287,9 @@ func (p *Process) unwindOne(f *Frame) (next *Regs, signal, guessed bool, err err
 				if err == nil {
 					return next, row.Signal, false, nil
 				}
+				if errors.Is(err, errOutermost) {
+					return nil, false, false, err // no guessing past the end the CFI marks
+				}
 			}
 		}
 	}
@@ -367,7 +395,7 @@ func (p *Process) applyRow(f *Frame, row *cfi.Row) (*Regs, error) {
 	// The caller's pc is the return address column.
 	ra, ok := next.Get(int(row.RAReg))
 	if rr, has := row.Regs[row.RAReg]; has && rr.Kind == cfi.RuleUndefined {
-		return nil, errors.New("outermost frame")
+		return nil, errOutermost
 	}
 	if !ok {
 		return nil, errors.New("return address unknown")

@@ -142,6 +142,18 @@ func (v *Value) Fetch() error {
 	return err
 }
 
+// Reread returns the value as memory holds it now: a copy of v without the contents read
+// before, so that its next use reads them again (after the program's memory was written).
+// Values that do not live in memory (registers, computed values) are returned as they are.
+func (v *Value) Reread() *Value {
+	if !v.inMem || v.implicit || v.synthetic != nil || v.optOut || v.unavail != nil || v.state != "" {
+		return v
+	}
+	nv := *v
+	nv.data, nv.err = nil, nil
+	return &nv
+}
+
 // available reports whether the byte range [off, off+n) of the value is available.
 func (v *Value) available(off, n int64) bool {
 	if v.optOut {

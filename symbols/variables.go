@@ -117,9 +117,12 @@ func (f *Frame) ensureChain() error {
 }
 
 // Lookup finds a variable by name as the program sees it from this frame: locals and
-// parameters (innermost first), then the function's static variables, then globals of the
-// frame's module and of every other module.
-func (f *Frame) Lookup(name string) (*Value, error) {
+// parameters (innermost first), then the function's static variables, then (lookupScoped)
+// the compile unit's statics, the program's globals, and the libraries' external globals.
+func (f *Frame) Lookup(name string) (*Value, error) { return f.lookup(name, false) }
+
+// lookup is Lookup that also finds enumerators and functions when constants is set.
+func (f *Frame) lookup(name string, constants bool) (*Value, error) {
 	if err := f.ensureChain(); err != nil {
 		return nil, err
 	}
@@ -150,7 +153,7 @@ func (f *Frame) Lookup(name string) (*Value, error) {
 			return v, nil
 		}
 	}
-	return f.proc.LookupGlobal(name, f)
+	return f.proc.lookupScoped(name, f, constants)
 }
 
 // templateParam finds a template value parameter of the frame's function or of the class it
@@ -191,39 +194,10 @@ func (f *Frame) templateParam(name string) *Value {
 	return nil
 }
 
-// LookupGlobal finds a global variable (or module variable, or static) by name; f may be nil
-// and, when given, makes the frame's module searched first.
+// LookupGlobal finds a global variable (or module variable, or static) by name as frame f
+// sees it (see lookupScoped); f may be nil: then as the program sees it.
 func (p *Process) LookupGlobal(name string, f *Frame) (*Value, error) {
-	mods := p.mods
-	if f != nil && f.Module != nil {
-		mods = append([]*Module{f.Module}, p.mods...)
-	}
-	for _, m := range mods {
-		if m.Bin.dw == nil {
-			continue
-		}
-		refs := m.Bin.globals[name]
-		if len(refs) == 0 {
-			continue
-		}
-		ref := refs[0]
-		// Prefer a definition in the frame's compile unit (file-static variables).
-		if f != nil && f.Function != nil && m == f.Module {
-			for _, r := range refs {
-				if r.cu == f.Function.cu {
-					ref = r
-					break
-				}
-			}
-		}
-		v, err := p.dieValue(m, f, ref.off)
-		if err != nil {
-			return nil, err
-		}
-		v.Name = name
-		return v, nil
-	}
-	return nil, fmt.Errorf("No symbol %q in current context.", name)
+	return p.lookupScoped(name, f, false)
 }
 
 // varValue computes the value of a scope variable.
@@ -297,6 +271,24 @@ func (p *Process) dieValue(mod *Module, f *Frame, off dwarf.Offset) (*Value, err
 			if oe, err := b.entryAt(o); err == nil {
 				if cv := oe.AttrField(dwarf.AttrConstValue); cv != nil {
 					return newBytesValue(p, mod, f, t, constBytes(cv, t, p.Arch)), nil
+				}
+			}
+		}
+		// A definition the assembler made (an alias, such as libc's environ for __environ):
+		// the ELF symbol of its name locates it, as gdb's minimal symbols do.
+		if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); !decl {
+			sname := name
+			if spec, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok && sname == "" {
+				sname = b.declNames[spec]
+			}
+			for _, s := range b.syms.named(sname) {
+				if sname == "" {
+					break
+				}
+				if !s.Func && s.Addr != 0 {
+					v := newMemValue(p, mod, f, t, s.Addr+mod.Bias)
+					v.Name = sname
+					return v, nil
 				}
 			}
 		}

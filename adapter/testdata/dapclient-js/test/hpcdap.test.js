@@ -189,7 +189,7 @@ describe('hpcdap with the official DAP client', function () {
     const walk = async (n) => {
       const frames = (await dc.stackTraceRequest({ threadId: n.threadId })).body.stackFrames;
       assert.strictEqual(frames[n.frameLevel].name, n.name);
-      assert.strictEqual(frames[n.frameLevel].line, n.line);
+      assert.strictEqual(frames[n.frameLevel].line, n.line ?? 0); // 0: no source on this machine
       for (const c of n.children) {
         await walk(c);
       }
