@@ -160,10 +160,16 @@ func newJob(ctx context.Context, s *Session, pl *Placement, mode stopMode, focus
 				// The ranks' output comes per rank on the management plane; the agent's own
 				// stderr only carries what it could not log (a crash): show it as such.
 				host := n.host
-				go o.forward(func(text string) { j.s.sendOutput("console", "agent on "+host+": "+text) })
+				go func() {
+					defer j.s.recoverPanic("output of the agent on " + host)
+					o.forward(func(text string) { j.s.sendOutput("console", "agent on "+host+": "+text) })
+				}()
 			} else {
 				j.outputs = append(j.outputs, o)
-				go o.forward(func(text string) { j.s.sendOutput("stdout", text) })
+				go func() {
+					defer j.s.recoverPanic("output of the agent on " + n.host)
+					o.forward(func(text string) { j.s.sendOutput("stdout", text) })
+				}()
 			}
 		}
 	}

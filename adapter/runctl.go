@@ -139,6 +139,7 @@ func rankList(ranks []*Rank) string {
 
 // readNotifications dispatches one agent's notifications until its connection ends.
 func (j *Job) readNotifications(n *node) {
+	defer j.s.recoverPanic("notifications of " + n.host)
 	for m := range n.client.Notifications() {
 		r := j.rank(int(m.Rank))
 		if r == nil {
@@ -170,6 +171,7 @@ func (j *Job) readNotifications(n *node) {
 
 // onSignal handles a signal notification of rank r.
 func (j *Job) onSignal(r *Rank, m *cdti.Notify) {
+	defer j.s.recoverPanic(fmt.Sprintf("signal notification of rank %d", r.Num))
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
@@ -448,6 +450,7 @@ func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
 
 // sendStop sends SIGSTOP to a running rank (its counter is already raised).
 func (j *Job) sendStop(r *Rank) {
+	defer j.s.recoverPanic(fmt.Sprintf("stop of rank %d", r.Num))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
@@ -627,6 +630,7 @@ func (j *Job) pause(ranks []*Rank) bool {
 
 // onExit records the end of a rank.
 func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
+	defer j.s.recoverPanic(fmt.Sprintf("exit of rank %d", r.Num))
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()

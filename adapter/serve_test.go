@@ -264,3 +264,52 @@ func asNobodyOutput(t *testing.T, env []string, prog string, args ...string) str
 	}
 	return strings.TrimSpace(string(out))
 }
+
+// TestGoroutinePanicEndsNothing: a panic in a goroutine of one session (recovered by the
+// wrapper the session's and job's goroutines defer) is logged and reported to that session's
+// client; that session and the server's other session go on answering.
+func TestGoroutinePanicEndsNothing(t *testing.T) {
+	logs := newCountingLog("boom work: internal error")
+	srv := NewServer(Config{AgentPath: hpcdapBin, Log: log.New(logs, "", 0), Symbols: testSymbols})
+	var ds []*dapSession
+	var conns []net.Conn
+	for range 2 {
+		a, b := net.Pipe()
+		go srv.ServeConn(a)
+		d := &dapSession{t: t, c: dapclient.New(b, b), end: func() { b.Close() }}
+		defer d.close()
+		d.initialize()
+		ds = append(ds, d)
+		conns = append(conns, a)
+	}
+	var victim *Session
+	srv.mu.Lock()
+	for s := range srv.sessions {
+		if s.conn == conns[0] {
+			victim = s
+		}
+	}
+	srv.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer victim.recoverPanic("boom work")
+		var m map[string]int
+		m["x"] = 1 // assignment to a nil map
+	}()
+	<-done
+	logs.waitCount(t, 1, time.Minute)
+	_, err := ds[0].c.WaitEvent("output", 30*time.Second, func(m *dapclient.Message) bool {
+		return strings.Contains(string(m.Body), "internal error in boom work: assignment to entry in nil map")
+	})
+	reported := err == nil
+	for i, d := range ds {
+		// each session still answers
+		if m, err := d.c.Request("initialize", map[string]any{"adapterID": "hpcdap"}); err != nil || m.Success {
+			t.Errorf("session %d after the panic: second initialize: %+v, %v; want an error response", i, m, err)
+		}
+	}
+	if !reported {
+		t.Errorf("no session's client was told of the panic")
+	}
+}

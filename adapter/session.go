@@ -71,6 +71,7 @@ func (s *Session) run() {
 // read turns the byte stream into requests; problems with the stream are answered here.
 func (s *Session) read(out chan<- dap.Message) {
 	defer close(out)
+	defer s.recoverPanic("reading requests")
 	fr := newFrameReader(s.conn)
 	for {
 		body, err := fr.read()
@@ -89,7 +90,7 @@ func (s *Session) read(out chan<- dap.Message) {
 			}
 			return
 		}
-		m, derr := s.codec.decode(body)
+		m, derr := s.decode(body)
 		if derr != nil {
 			s.sendErrorRaw(derr.seq, derr.command, derr.id, derr.msg)
 			continue
@@ -102,6 +103,30 @@ func (s *Session) read(out chan<- dap.Message) {
 		case <-s.done:
 			return
 		}
+	}
+}
+
+// decode is codec.decode, answering a message that breaks the decoder as an internal error of
+// that request instead of ending the server.
+func (s *Session) decode(body []byte) (m dap.Message, derr *decodeError) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.srv.logf("adapter: decode: internal error: %v\n%s", p, debug.Stack())
+			seq, cmd := scanEnvelope(body)
+			m, derr = nil, &decodeError{seq: seq, command: cmd, id: errInternal, msg: fmt.Sprintf("internal error decoding the request: %v", p)}
+		}
+	}()
+	return s.codec.decode(body)
+}
+
+// recoverPanic, deferred at the top of a goroutine of the session or its job, stops a panic
+// there from ending the server and every session: it is logged with its stack and reported to
+// this session's client as an error output event, and the server goes on. what names the
+// goroutine's work ("exit of rank 3").
+func (s *Session) recoverPanic(what string) {
+	if p := recover(); p != nil {
+		s.srv.logf("adapter: %s: internal error: %v\n%s", what, p, debug.Stack())
+		s.sendOutput("important", fmt.Sprintf("hpcdap: internal error in %s: %v (the session may be inconsistent; restart it if it misbehaves)\n", what, p))
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -372,4 +374,70 @@ func TestServerClose(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// panicAgent is a memAgent whose Query panics on a GetMemory of address 0xdead.
+type panicAgent struct{ *memAgent }
+
+func (a panicAgent) Query(c *Conn, m *Query) ([]Result, ReturnCode) {
+	for _, cmd := range m.Commands {
+		if g, ok := cmd.(*GetMemory); ok && g.Addr == 0xdead {
+			var table []Result
+			_ = table[g.Addr] // index out of range, as a handler bug would
+		}
+	}
+	return a.memAgent.Query(c, m)
+}
+
+// TestServerRecoversHandlerPanic: a request whose handler panics is answered with
+// RequestFailed, its connection alone is closed (the CloseHandler hears ErrInternal), and the
+// server's other connections and new ones are served.
+func TestServerRecoversHandlerPanic(t *testing.T) {
+	a := newMemAgent(1 << 20)
+	var logBuf syncBuffer
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{srv: &Server{Handler: panicAgent{a}, Token: []byte(testToken), ErrorLog: log.New(&logBuf, "", 0)}, ln: ln}
+	go s.srv.Serve(ln)
+	t.Cleanup(func() { s.srv.Close() })
+	ctx := testCtx(t)
+	other := s.dial(t, "tcp", ClientOptions{ToolID: 2})
+	victim := s.dial(t, "tcp", ClientOptions{ToolID: 1})
+	_, err = victim.Query(ctx, 3, &GetMemory{Addr: 0xdead, Length: 8})
+	var rce *ReturnCodeError
+	if !errors.As(err, &rce) || rce.Code != RequestFailed {
+		t.Fatalf("query that panics: %v, want RequestFailed", err)
+	}
+	<-victim.Done()
+	if err := <-a.closed; !errors.Is(err, ErrInternal) {
+		t.Errorf("close handler heard %v, want ErrInternal", err)
+	}
+	if !strings.Contains(logBuf.String(), "panic: runtime error: index out of range") {
+		t.Errorf("error log lacks the panic:\n%s", logBuf.String())
+	}
+	for _, c := range []*Client{other, s.dial(t, "tcp", ClientOptions{ToolID: 3})} {
+		if rs, err := c.Query(ctx, 3, &GetMemory{Addr: a.base, Length: 8}); err != nil || rs[0].Code != CmdSuccess {
+			t.Errorf("query on another connection after the panic: %v, %v", rs, err)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -340,16 +341,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 
-	r := bufio.NewReaderSize(nc, 64<<10)
-	opened := false
-	err := c.handshake(r)
-	if err == nil {
-		opened = true
-		if h, ok := s.Handler.(OpenHandler); ok {
-			h.Opened(c)
-		}
-		err = c.serve(r)
-	}
+	opened, err := c.run()
 	nc.Close()
 	cancel()
 	if err != nil {
@@ -361,6 +353,25 @@ func (s *Server) serveConn(nc net.Conn) {
 	if h, ok := s.Handler.(CloseHandler); ok && opened {
 		h.Closed(c, err)
 	}
+}
+
+// run authenticates the connection and serves it. A panic outside a request (in the
+// handshake, in an Opened handler) ends this connection only, as ErrInternal.
+func (c *Conn) run() (opened bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrInternal, p, debug.Stack())
+		}
+	}()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	if err := c.handshake(r); err != nil {
+		return false, err
+	}
+	opened = true // from here on the CloseHandler must run, even if Opened panics
+	if h, ok := c.srv.Handler.(OpenHandler); ok {
+		h.Opened(c)
+	}
+	return true, c.serve(r)
 }
 
 // handshake reads the first message, which must be a Hello with the right token.
@@ -424,7 +435,7 @@ func (c *Conn) handle(b []byte) error {
 	c.amu.Lock()
 	c.inRequest = true
 	c.amu.Unlock()
-	reply, err := c.dispatch(h, b)
+	reply, err := c.dispatchRecovered(h, b)
 	c.amu.Lock()
 	c.inRequest = false
 	after := c.after
@@ -454,6 +465,18 @@ func answer(h Header, ack Message) Message {
 }
 
 var failedAck = Header{ReturnCode: RequestFailed}
+
+// dispatchRecovered is dispatch, turning a panic into ErrInternal and an ErrorAck.
+func (c *Conn) dispatchRecovered(h Header, b []byte) (reply Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.srv.logf("cdti: connection %d from %v: %v request: panic: %v\n%s", c.id, c.nc.RemoteAddr(), h.Type, p, debug.Stack())
+			c.Send(&ErrorAck{h.Reply(RequestFailed)})
+			reply, err = nil, fmt.Errorf("%v request: %w: %v", h.Type, ErrInternal, p)
+		}
+	}()
+	return c.dispatch(h, b)
+}
 
 func (c *Conn) dispatch(h Header, b []byte) (Message, error) {
 	if h.Service != ServiceToolctl {
