@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -85,6 +86,7 @@ type Agent struct {
 	rankSubs   rankSubs     // management connections told of each new rank (ranks.subscribe)
 	gone       []GoneRank   // ranks AttachLiveRanks found gone (guarded by mu)
 	follow     *follower    // FollowExec's, or nil
+	preAuth    atomic.Int32 // connections accepted and not yet authenticated
 }
 
 // New returns an Agent without ranks; add them with SpawnRanks or AttachRanks.

@@ -218,7 +218,7 @@ func TestBinaryConnect(t *testing.T) {
 		ID     *int           `json:"id"`
 		Params RegisterParams `json:"params"`
 	}
-	if err := (boundedCodec{}).ReadObject(bufio.NewReader(nc), &msg); err != nil {
+	if err := newBoundedCodec(true).ReadObject(bufio.NewReader(nc), &msg); err != nil {
 		t.Fatal(err)
 	}
 	nc.Close()
@@ -268,7 +268,7 @@ func TestBinaryConnectGoneRank(t *testing.T) {
 	var msg struct {
 		Params RegisterParams `json:"params"`
 	}
-	if err := (boundedCodec{}).ReadObject(bufio.NewReader(nc), &msg); err != nil {
+	if err := newBoundedCodec(true).ReadObject(bufio.NewReader(nc), &msg); err != nil {
 		t.Fatal(err)
 	}
 	nc.Close()

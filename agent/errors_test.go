@@ -110,7 +110,7 @@ func readRPC(t *testing.T, r *bufio.Reader, result any) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := (boundedCodec{}).ReadObject(r, &resp); err != nil {
+	if err := newBoundedCodec(true).ReadObject(r, &resp); err != nil {
 		t.Fatalf("read management answer: %v", err)
 	}
 	if resp.Error != nil {

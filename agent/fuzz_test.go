@@ -73,7 +73,7 @@ func FuzzManagementCodec(f *testing.F) {
 	f.Add([]byte("X: y\r\nContent-Length: 2\r\n\r\n{}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var v any
-		(boundedCodec{}).ReadObject(bufio.NewReader(bytes.NewReader(b)), &v)
+		newBoundedCodec(true).ReadObject(bufio.NewReader(bytes.NewReader(b)), &v)
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -73,15 +74,21 @@ type ShutdownParams struct {
 // maxMgmtMessage bounds one management message; the calls are small.
 const maxMgmtMessage = 1 << 20
 
-// serveManagement runs the JSON-RPC plane on conn until it closes.
-func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
-	m := &mgmtConn{agent: a, name: conn.RemoteAddr().String()}
+// serveManagement runs the JSON-RPC plane on conn until it closes. authenticated is called once
+// the hello is accepted (it gives back the connection's pre-authentication slot).
+func (a *Agent) serveManagement(ctx context.Context, conn net.Conn, authenticated func()) {
+	codec := newBoundedCodec(false)
+	m := &mgmtConn{agent: a, name: conn.RemoteAddr().String(), onAuth: func() {
+		codec.authed.Store(true)
+		conn.SetReadDeadline(time.Time{})
+		authenticated()
+	}}
 	if pc, ok := conn.(*peekedConn); ok {
 		if tc, ok := pc.Conn.(*net.TCPConn); ok && a.output.sendBufferSize() > 0 {
 			tc.SetWriteBuffer(a.output.sendBufferSize())
 		}
 	}
-	stream := jsonrpc2.NewBufferedStream(conn, boundedCodec{})
+	stream := jsonrpc2.NewBufferedStream(conn, codec)
 	rpc := jsonrpc2.NewConn(ctx, stream, m, jsonrpc2.SetLogger(a.logger))
 	select {
 	case <-rpc.DisconnectNotify():
@@ -103,6 +110,7 @@ func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
 type mgmtConn struct {
 	agent  *Agent
 	name   string // the peer's address, for logs
+	onAuth func() // called once when the hello is accepted
 	mu     sync.Mutex
 	authed bool
 	sub    *outputSub // set by output.subscribe
@@ -157,7 +165,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 	m.mu.Unlock()
 	if !authed {
 		// Refuse and hang up: an unauthenticated peer gets nothing more.
-		if req.Method != "hello" {
+		if req.Method != "hello" || req.Notif {
 			return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: first call must be hello"}
 		}
 		var p HelloParams
@@ -170,6 +178,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		m.mu.Lock()
 		m.authed = true
 		m.mu.Unlock()
+		m.onAuth()
 		m.agent.frontEndOpened()
 		return m.agent.hello(), false, nil
 	}
@@ -256,10 +265,22 @@ func (a *Agent) capturingOutput() bool {
 
 // boundedCodec is Content-Length framing (as the Language Server Protocol uses) that refuses
 // header lines and bodies beyond fixed bounds, so an unauthenticated peer cannot make the agent
-// buffer without limit.
-type boundedCodec struct{}
+// buffer without limit: until the connection has authenticated, a message may be at most
+// maxPreAuthMessage bytes and must be a call (answered, if it is not a hello, with an error
+// before the hang-up); anything else ends the connection.
+type boundedCodec struct {
+	authed atomic.Bool
+}
 
-func (boundedCodec) WriteObject(w io.Writer, obj any) error {
+// newBoundedCodec returns a codec; authed lifts the pre-authentication bounds (for a stream
+// whose peer is known, such as the front end the agent dialled).
+func newBoundedCodec(authed bool) *boundedCodec {
+	c := &boundedCodec{}
+	c.authed.Store(authed)
+	return c
+}
+
+func (*boundedCodec) WriteObject(w io.Writer, obj any) error {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return err
@@ -271,7 +292,12 @@ func (boundedCodec) WriteObject(w io.Writer, obj any) error {
 	return err
 }
 
-func (boundedCodec) ReadObject(r *bufio.Reader, v any) error {
+func (c *boundedCodec) ReadObject(r *bufio.Reader, v any) error {
+	limit := maxMgmtMessage
+	authed := c.authed.Load()
+	if !authed {
+		limit = maxPreAuthMessage
+	}
 	length := -1
 	for {
 		line, err := readHeaderLine(r)
@@ -287,8 +313,8 @@ func (boundedCodec) ReadObject(r *bufio.Reader, v any) error {
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
 			n, err := strconv.Atoi(strings.TrimSpace(value))
-			if err != nil || n <= 0 || n > maxMgmtMessage {
-				return fmt.Errorf("agent: management message: bad Content-Length %q (limit %d)", strings.TrimSpace(value), maxMgmtMessage)
+			if err != nil || n <= 0 || n > limit {
+				return fmt.Errorf("agent: management message: bad Content-Length %q (limit %d)", strings.TrimSpace(value), limit)
 			}
 			length = n
 		}
@@ -299,6 +325,15 @@ func (boundedCodec) ReadObject(r *bufio.Reader, v any) error {
 	body := make([]byte, length)
 	if _, err := io.ReadFull(r, body); err != nil {
 		return err
+	}
+	if !authed {
+		var call struct {
+			ID     *json.RawMessage `json:"id"`
+			Method string           `json:"method"`
+		}
+		if err := json.Unmarshal(body, &call); err != nil || call.ID == nil || call.Method == "" {
+			return errors.New("agent: management message before hello: not a call")
+		}
 	}
 	return json.Unmarshal(body, v)
 }

@@ -69,7 +69,7 @@ func (m *mgmtClient) read(limit time.Duration) rpcMessage {
 	m.t.Helper()
 	m.nc.SetReadDeadline(time.Now().Add(limit))
 	var msg rpcMessage
-	if err := (boundedCodec{}).ReadObject(m.r, &msg); err != nil {
+	if err := newBoundedCodec(true).ReadObject(m.r, &msg); err != nil {
 		m.t.Fatalf("read management message: %v", err)
 	}
 	return msg

@@ -73,7 +73,8 @@ func (a *Agent) registerOnce(ctx context.Context, frontEnd string, listen *net.T
 		Ranks:   a.RankInfos(),
 		Gone:    a.Gone(),
 	}
-	rpc := jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(nc, boundedCodec{}), jsonrpc2.HandlerWithError(
+	// The agent dialled the front end: its messages are not a stranger's.
+	rpc := jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(nc, newBoundedCodec(true)), jsonrpc2.HandlerWithError(
 		func(context.Context, *jsonrpc2.Conn, *jsonrpc2.Request) (any, error) { return nil, nil }))
 	defer rpc.Close()
 	nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
