@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -96,6 +97,7 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.ln = l
 	s.mu.Unlock()
+	var delay time.Duration
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -105,13 +107,15 @@ func (s *Server) Serve(l net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
+			var ok bool
+			if delay, ok = cdti.AcceptRetry(err, delay); ok {
+				s.logf("adapter: accept on %s: %v; retrying in %v", l.Addr(), err, delay)
+				time.Sleep(delay)
 				continue
 			}
 			return fmt.Errorf("adapter: accept on %s: %w", l.Addr(), err)
 		}
+		delay = 0
 		if !s.cfg.AnyUser {
 			if err := sameUser(conn); err != nil {
 				s.logf("adapter: refused %s: %v", conn.RemoteAddr(), err)

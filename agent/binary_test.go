@@ -226,6 +226,17 @@ func TestBinaryConnect(t *testing.T) {
 	if msg.Method != RegisterMethod || msg.ID != nil || p.Token != testToken || len(p.Ranks) != 1 || p.Pid != ap.cmd.Process.Pid {
 		t.Fatalf("registration %+v", msg)
 	}
+	// The front end is on loopback: so is the agent's listener, and only there.
+	host, port, _ := net.SplitHostPort(p.Address)
+	if host != "127.0.0.1" {
+		t.Errorf("agent announced %s, want a loopback address like its front end's", p.Address)
+	}
+	if ip := nonLoopbackIP(t); ip != nil {
+		if c, err := net.Dial("tcp", net.JoinHostPort(ip.String(), port)); err == nil {
+			c.Close()
+			t.Errorf("agent with a loopback front end accepts connections on %s too", ip)
+		}
+	}
 	tt := dialAgent(t, p.Address, 1)
 	tt.attach(0, 10, "fe")
 	if pd := tt.query(0, &cdti.GetProcessData{}).Ack.(*cdti.GetProcessDataAck); pd.TGID != uint32(p.Ranks[0].Pid) {
@@ -338,4 +349,18 @@ func TestBinaryAttachAndKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nonLoopbackIP returns an address of this host's that is not loopback, or nil when it has none.
+func nonLoopbackIP(t *testing.T) net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP
+		}
+	}
+	return nil
 }

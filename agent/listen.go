@@ -3,7 +3,6 @@ package agent
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -40,6 +39,7 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 		cancel() // ends the connections served from here
 		l.Close()
 	}()
+	var delay time.Duration
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -51,11 +51,25 @@ func (a *Agent) Serve(ctx context.Context, l net.Listener) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
+			// Out of descriptors, say: the ranks stay served, new connections wait until
+			// some close.
+			if d, ok := cdti.AcceptRetry(err, delay); ok {
+				if delay == 0 {
+					a.logf("agent: accept on %s: %v; retrying until it passes", l.Addr(), err)
+				}
+				delay = d
+				select {
+				case <-time.After(delay):
+				case <-ctx.Done():
+				case <-a.done:
+				}
 				continue
 			}
 			return fmt.Errorf("agent: accept on %s: %w", l.Addr(), err)
+		}
+		if delay != 0 {
+			a.logf("agent: accept on %s: accepting again", l.Addr())
+			delay = 0
 		}
 		go a.ServeConn(ctx, conn)
 	}

@@ -22,6 +22,24 @@ type RegisterParams struct {
 	Gone    []GoneRank `json:"gone,omitempty"` // ranks it was given whose process was gone
 }
 
+// ListenToward opens the listener of an agent started with --connect: an ephemeral TCP port
+// on the local address this host reaches frontEnd from (the route's source address), not on
+// every interface. A front end on this host thus gets an agent listening on loopback only, and
+// a remote one never hears of a loopback address.
+func ListenToward(frontEnd string) (net.Listener, error) {
+	probe, err := net.Dial("udp", frontEnd) // sends nothing: it only picks the route
+	if err != nil {
+		return nil, fmt.Errorf("agent: route to the front end %s: %w", frontEnd, err)
+	}
+	ip := probe.LocalAddr().(*net.UDPAddr).IP
+	probe.Close()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		return nil, fmt.Errorf("agent: listen toward the front end %s: %w", frontEnd, err)
+	}
+	return l, nil
+}
+
 // RegisterMethod is the JSON-RPC method of the registration notification.
 const RegisterMethod = "agent.register"
 

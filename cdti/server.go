@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -142,6 +143,7 @@ func (s *Server) Serve(l net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
+	var delay time.Duration
 	for {
 		nc, err := l.Accept()
 		if err != nil {
@@ -151,8 +153,15 @@ func (s *Server) Serve(l net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
+			var ok bool
+			if delay, ok = AcceptRetry(err, delay); ok {
+				s.logf("cdti: accept on %v: %v; retrying in %v", l.Addr(), err, delay)
+				time.Sleep(delay)
+				continue
+			}
 			return err
 		}
+		delay = 0
 		if !s.track() {
 			nc.Close()
 			return ErrServerClosed
@@ -162,6 +171,22 @@ func (s *Server) Serve(l net.Listener) error {
 			s.serveConn(nc)
 		}()
 	}
+}
+
+// AcceptRetry reports whether a server should outlive an Accept error and how long to wait
+// before accepting again. Running out of descriptors or buffers (EMFILE, ENFILE, ENOBUFS,
+// ENOMEM), a connection aborted before it was accepted (ECONNABORTED) and timeouts pass once
+// connections close; the wait doubles from 5 ms up to 1 s while errors repeat (prev is the
+// previous wait, 0 after an Accept that succeeded).
+func AcceptRetry(err error, prev time.Duration) (time.Duration, bool) {
+	var ne net.Error
+	temporary := errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
+		errors.Is(err, syscall.ECONNABORTED) || (errors.As(err, &ne) && ne.Timeout())
+	if !temporary {
+		return 0, false
+	}
+	return min(max(2*prev, 5*time.Millisecond), time.Second), true
 }
 
 // ServeConn serves one connection and returns when it ends.

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBinaryOutlivesDescriptorExhaustion runs an agent whose descriptor limit is low, makes it
+// run out of descriptors by opening more connections than it may hold, and closes them: the
+// agent keeps its rank and, once descriptors are free again, serves a front end.
+func TestBinaryOutlivesDescriptorExhaustion(t *testing.T) {
+	needPrograms(t)
+	cmd := exec.Command("/bin/sh", "-c", `ulimit -n 32 && exec "$@"`, "sh",
+		hpcdapBinary(t), "agent", "--listen", "127.0.0.1:0", "--np", "1", "--", progBin, "loop", "1")
+	cmd.Env = append(withoutVar(os.Environ(), "HPCDAP_TOKEN"), "HPCDAP_TOKEN="+testToken)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap := &agentProc{cmd: cmd, stdout: bufio.NewReader(stdout), stderr: &syncBuffer{}}
+	cmd.Stderr = ap.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("agent stderr:\n%s", ap.stderr.String())
+		}
+	})
+	addr := ap.listening(t)
+
+	var conns []net.Conn
+	for range 48 {
+		c, err := net.Dial("tcp", addr) // the kernel completes the handshake; the agent may not accept
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	// Wait until the agent has met the limit (or died of it).
+	deadline := time.After(time.Minute)
+	for !strings.Contains(ap.stderr.String(), "too many open files") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the agent ended when it ran out of descriptors: %v", err)
+		case <-deadline:
+			t.Fatalf("the agent never ran out of descriptors (limit 32, %d connections)", len(conns))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	m, hello := dialMgmt(t, addr)
+	if hello.Ranks != 1 {
+		t.Errorf("hello after the exhaustion: %+v, want 1 rank", hello)
+	}
+	var ranks []RankInfo
+	if err := m.call("ranks", nil, &ranks); err != nil || len(ranks) != 1 || ranks[0].State == "exited" {
+		t.Errorf("ranks after the exhaustion: %+v, %v", ranks, err)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the agent ended: %v", err)
+	default:
+	}
+}
