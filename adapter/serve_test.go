@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -312,4 +313,77 @@ func TestGoroutinePanicEndsNothing(t *testing.T) {
 	if !reported {
 		t.Errorf("no session's client was told of the panic")
 	}
+}
+
+// TestClientThatStopsReading: a client launches a program that prints without end and never
+// reads. Its session ends with a logged write error once a write has waited WriteTimeout,
+// and its job with it; another session of the same server is served meanwhile.
+func TestClientThatStopsReading(t *testing.T) {
+	logs := newCountingLog("session: write:")
+	srv := NewServer(Config{AgentPath: hpcdapBin, Log: log.New(logs, "", 0), LogDir: t.TempDir(), Symbols: testSymbols,
+		WriteTimeout: 2 * time.Second})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	// Small socket buffers on both sides, so that a few KiB the client does not read block
+	// the server's writes.
+	go func() { served <- srv.Serve(smallSendBuffers{l}) }()
+	defer func() {
+		srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	deaf, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deaf.Close()
+	deaf.(*net.TCPConn).SetReadBuffer(4096)
+	if _, err := io.WriteString(deaf, frame(
+		map[string]any{"command": "initialize", "arguments": map[string]any{"adapterID": "hpcdap"}},
+		map[string]any{"command": "launch", "arguments": map[string]any{"program": "/usr/bin/yes", "args": []string{"hpcdap"}, "noDebug": true}},
+		map[string]any{"command": "configurationDone"},
+	)); err != nil {
+		t.Fatal(err)
+	}
+
+	d := dialSession(t, "tcp", l.Addr().String())
+	defer d.close()
+	d.initialize()
+	d.call("launch", map[string]any{"program": "/bin/true", "noDebug": true}, nil)
+	d.event("initialized")
+	d.call("configurationDone", nil, nil)
+	d.event("terminated")
+
+	logs.waitCount(t, 1, 2*time.Minute)
+	// The deaf session ends, and the server's only session is then the other one.
+	for limit := time.Now().Add(2 * time.Minute); ; {
+		srv.mu.Lock()
+		n := len(srv.sessions)
+		srv.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(limit) {
+			t.Fatalf("the session of the client that does not read is still served (%d sessions)", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := d.c.Request("threads", nil); err != nil {
+		t.Errorf("the other session after the deaf one ended: %v", err)
+	}
+}
+
+// smallSendBuffers is a listener whose connections have a small kernel send buffer.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
 }

@@ -27,6 +27,10 @@ type Config struct {
 	// peer runs as the server's own user (hpcdap serves on shared login nodes, and a session
 	// runs programs as the server's user).
 	AnyUser bool
+	// WriteTimeout bounds each write to a client; 0 means 30 s. A client that stops reading
+	// for that long loses its session (its job ends as on a disconnect) instead of blocking
+	// it for ever. Streams without deadlines (stdio) are not bounded.
+	WriteTimeout time.Duration
 	// SymbolOptions apply to every binary the server reads.
 	SymbolOptions *symbols.Options
 	// Symbols, when not nil, is the symbol cache to use, shared with other servers of the
@@ -68,6 +72,13 @@ func NewServer(cfg Config) *Server {
 }
 
 func (s *Server) symbolCache() *symbols.Cache { return s.syms }
+
+func (s *Server) writeTimeout() time.Duration {
+	if s.cfg.WriteTimeout > 0 {
+		return s.cfg.WriteTimeout
+	}
+	return 30 * time.Second
+}
 
 func (s *Server) logf(format string, args ...any) { s.cfg.Log.Printf(format, args...) }
 

@@ -263,9 +263,15 @@ func (s *Session) send(m dap.Message) {
 	}
 	s.seq++
 	setSeq(m, s.seq)
+	if dc, ok := s.conn.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		dc.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
+	}
 	if err := writeMessage(s.conn, m); err != nil {
+		// The client is gone or does not read: end the session (its reader fails on the
+		// closed stream) rather than leave every sender of events blocked here.
 		s.broken = true
-		s.srv.logf("adapter: session: write: %v", err)
+		s.srv.logf("adapter: session: write: %v; ending the session", err)
+		s.conn.Close()
 	}
 }
 
