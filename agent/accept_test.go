@@ -2,12 +2,15 @@ package agent
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/target/ptrace"
 )
 
 // TestBinaryOutlivesDescriptorExhaustion runs an agent whose descriptor limit is low, makes it
@@ -72,5 +75,36 @@ func TestBinaryOutlivesDescriptorExhaustion(t *testing.T) {
 	case err := <-exited:
 		t.Fatalf("the agent ended: %v", err)
 	default:
+	}
+}
+
+// TestRegisterGivesUp: an agent whose front end never answers stops retrying after its
+// RegisterTimeout, with an error that names the front end and the attempts.
+func TestRegisterGivesUp(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nobody listens there now
+	tr, err := ptrace.NewTracer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	a, err := New(Config{Token: testToken, Backend: tr, RegisterTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(false)
+	own, err := ListenToward(dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	err = a.Register(context.Background(), dead, own.Addr())
+	if err == nil || !strings.Contains(err.Error(), "register with "+dead+": gave up after") ||
+		!strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Register with a front end that is gone: %v", err)
 	}
 }

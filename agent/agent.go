@@ -52,26 +52,31 @@ type Config struct {
 	// With a back end that offers it (target/ptrace), spawned processes are also killed by
 	// the kernel if the agent dies outright.
 	KillOnExit bool
+	// RegisterTimeout bounds how long Register retries to reach the front end; 0 means 2 min,
+	// longer than a front end waits for its agents.
+	RegisterTimeout time.Duration
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
 // semantics and the JSON-RPC management plane, both on one listener (see Serve).
 type Agent struct {
-	token      string
-	backend    Backend
-	jobID      uint64
-	node       string
-	version    string
-	staging    string
-	logger     *log.Logger
-	waitLimit  time.Duration
-	started    time.Time
-	srv        *cdti.Server
-	done       chan struct{}
-	doneOnce   sync.Once
-	shutOnce   sync.Once
-	shutdownWG sync.WaitGroup
-	output     *outputHub // the ranks' captured output (SpawnSpec.CaptureOutput)
+	token     string
+	backend   Backend
+	jobID     uint64
+	node      string
+	version   string
+	staging   string
+	logger    *log.Logger
+	waitLimit time.Duration
+	// registerLimit is Config.RegisterTimeout.
+	registerLimit time.Duration
+	started       time.Time
+	srv           *cdti.Server
+	done          chan struct{}
+	doneOnce      sync.Once
+	shutOnce      sync.Once
+	shutdownWG    sync.WaitGroup
+	output        *outputHub // the ranks' captured output (SpawnSpec.CaptureOutput)
 
 	mu    sync.Mutex
 	procs map[uint32]*proc // by rank
@@ -113,7 +118,7 @@ func New(cfg Config) (*Agent, error) {
 		token: cfg.Token, backend: cfg.Backend, jobID: cfg.JobID, node: node, version: cfg.Version,
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
-		killOnExit: cfg.KillOnExit,
+		killOnExit: cfg.KillOnExit, registerLimit: cfg.RegisterTimeout,
 	}
 	a.output = newOutputHub(a.logf)
 	a.srv = &cdti.Server{Handler: (*handler)(a), Token: []byte(cfg.Token), Node: node, ErrorLog: logger}

@@ -47,15 +47,22 @@ const RegisterMethod = "agent.register"
 // frontEnd, sends one agent.register notification and hangs up. listen is the agent's own
 // listener address; when its host is unspecified (0.0.0.0 or ::), the address is taken from
 // the local side of the connection to the front end, the interface the front end can reach.
-// Connection failures are retried until ctx ends, so that agents may start before the front
-// end listens.
+// Connection failures are retried for up to Config.RegisterTimeout (or until ctx ends), so that
+// agents may start before the front end listens; then Register gives up with an error naming
+// the front end, the attempts and the last failure.
 func (a *Agent) Register(ctx context.Context, frontEnd string, listen net.Addr) error {
 	tcp, ok := listen.(*net.TCPAddr)
 	if !ok {
 		return fmt.Errorf("agent: register with %s: listener %v is not TCP", frontEnd, listen)
 	}
+	limit := a.registerLimit
+	if limit <= 0 {
+		limit = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
 	delay := 50 * time.Millisecond
-	for {
+	for attempt := 1; ; attempt++ {
 		err := a.registerOnce(ctx, frontEnd, tcp)
 		if err == nil {
 			return nil
@@ -63,7 +70,7 @@ func (a *Agent) Register(ctx context.Context, frontEnd string, listen net.Addr) 
 		a.logf("agent: register with %s: %v", frontEnd, err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("agent: register with %s: %w (last error: %v)", frontEnd, ctx.Err(), err)
+			return fmt.Errorf("agent: register with %s: gave up after %d attempts: %w (last error: %v)", frontEnd, attempt, ctx.Err(), err)
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 2*time.Second)

@@ -157,20 +157,53 @@ func (rv *rendezvous) close() {
 	rv.wg.Wait()
 }
 
-// advertiseHost is the address agents use to reach this front end.
-func (fe *Frontend) advertiseHost() string {
+// advertiseHost is the address agents on nodes use to reach this front end: the source
+// address of this host's route to a node of the job, a non-loopback one if any node is
+// elsewhere (a host name that resolves to loopback, as Debian's 127.0.1.1 does, must not send
+// remote agents to their own loopback, where anyone may listen and would receive the token).
+func (fe *Frontend) advertiseHost(nodes []string) (string, error) {
 	if fe.opts.AdvertiseHost != "" {
-		return fe.opts.AdvertiseHost
+		return fe.opts.AdvertiseHost, nil
 	}
 	if fe.wlm.Name() == "local" {
-		return "127.0.0.1"
+		return "127.0.0.1", nil
 	}
-	if h, err := os.Hostname(); err == nil {
-		if addrs, err := net.LookupHost(h); err == nil && len(addrs) > 0 {
-			return addrs[0]
+	var loopback string
+	for _, n := range nodes {
+		ip := routeSource(n)
+		switch {
+		case ip == nil:
+		case !ip.IsLoopback():
+			return ip.String(), nil
+		default:
+			loopback = ip.String() // this node is this host
 		}
 	}
-	return "127.0.0.1"
+	if loopback != "" {
+		return loopback, nil
+	}
+	if h, err := os.Hostname(); err == nil {
+		if addrs, err := net.LookupHost(h); err == nil {
+			for _, a := range addrs {
+				if ip := net.ParseIP(a); ip != nil && !ip.IsLoopback() {
+					return a, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("launch: no address of this host reaches the nodes %s (their names resolve to none, and this host's name only to loopback): set HPCDAP_FRONTEND_HOST",
+		strings.Join(nodes, ","))
+}
+
+// routeSource returns the local address this host's route to host uses, or nil when host does
+// not resolve. Nothing is sent.
+func routeSource(host string) net.IP {
+	c, err := net.Dial("udp", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP
 }
 
 // StartAgents starts one hpcdap agent per node of the job, each serving its node's ranks in
@@ -210,7 +243,11 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	for _, h := range place.Hosts {
 		byHost[h.Host] = h
 	}
-	front := net.JoinHostPort(a.fe.advertiseHost(), strconv.Itoa(rv.port()))
+	advertise, err := a.fe.advertiseHost(place.HostNames())
+	if err != nil {
+		return nil, err
+	}
+	front := net.JoinHostPort(advertise, strconv.Itoa(rv.port()))
 	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir}
 	perHost := func(host string) []string {
 		var pairs []string
