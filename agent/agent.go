@@ -28,7 +28,8 @@ type Backend interface {
 
 // Config configures an Agent.
 type Config struct {
-	// Token is the session token every connection must present (CDTI Hello, management hello).
+	// Token is the session token every connection must prove it holds (CDTI Hello, management
+	// hello; by challenge and response).
 	// New refuses an empty token.
 	Token string
 	// Backend controls the processes.

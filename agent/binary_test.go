@@ -114,7 +114,7 @@ func mgmtShutdown(t *testing.T, addr string, kill bool) {
 	}
 	defer nc.Close()
 	r := bufio.NewReader(nc)
-	writeRPC(t, nc, 1, "hello", HelloParams{Token: testToken})
+	writeHello(t, nc, r, 1, testToken, "")
 	var hello HelloResult
 	readRPC(t, r, &hello)
 	writeRPC(t, nc, 2, "shutdown", ShutdownParams{Kill: kill})

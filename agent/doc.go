@@ -9,8 +9,10 @@
 // management plane (hello, ranks, health, launcher, ranks.subscribe, output.subscribe,
 // shutdown; see "Management calls" below and mgmt.go). Both are authenticated by the
 // session token, which the agent takes from its environment (HPCDAP_TOKEN), never from its
-// command line: a CDTI connection must open with a Hello carrying it, a management connection
-// with a "hello" call; anything else is answered with a refusal and the connection is closed.
+// command line. Both planes prove the token by challenge and response, never sending it, and
+// the agent proves it first: a CDTI connection opens with two Hellos (see the cdti package),
+// a management connection with the calls "hello.challenge" and "hello"; anything else is
+// answered with a refusal and the connection is closed.
 // Spawned ranks do not inherit the token. Until it has authenticated, a connection must finish
 // within 10 s of its accept, may send one message of at most 4 KiB, and is one of at most 64
 // such connections (more are closed at once). Running out of descriptors while accepting
@@ -71,7 +73,10 @@
 //
 // # Management calls
 //
-//	hello            {token, client}           → HelloResult (first call, authenticates)
+//	hello.challenge  {nonce}                   → {nonce, proof}: the agent's nonce and proof of the token
+//	                                             (first call; cdti.HelloProof, role "hpcdap agent")
+//	hello            {proof, client}           → HelloResult (second call: the caller's proof, role
+//	                                             "hpcdap tool", authenticates; the token never travels)
 //	ranks            {}                        → [RankInfo] (the ranks served, by rank)
 //	health           {}                        → HealthResult
 //	launcher         {}                        → LauncherInfo, or an error when the agent has no launcher

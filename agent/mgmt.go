@@ -3,7 +3,7 @@ package agent
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,16 +17,33 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-// The management plane is JSON-RPC 2.0 with Content-Length framing. Its first call must be
-// "hello" carrying the session token; every other call before that fails and closes the
-// connection. Process control never travels here: it is CDTI only (DESIGN decision 6).
+// The management plane is JSON-RPC 2.0 with Content-Length framing. Its first calls must be
+// "hello.challenge" and "hello", which prove the session token by challenge and response as
+// CDTI's Hello does (cdti.HelloProof; the token never travels); every other call before that
+// fails and closes the connection. Process control never travels here: it is CDTI only
+// (DESIGN decision 6).
 
-// HelloParams authenticates a management connection.
+// ChallengeParams opens the authentication of a management connection ("hello.challenge").
+type ChallengeParams struct {
+	Nonce []byte `json:"nonce"` // cdti.NonceSize random bytes of the caller's
+}
+
+// ChallengeResult answers "hello.challenge": the agent's nonce, and its proof that it holds the
+// session token, cdti.HelloProof(token, cdti.HelloRoleAgent, caller's nonce, agent's nonce),
+// which the caller checks before it proves anything.
+type ChallengeResult struct {
+	Nonce []byte `json:"nonce"`
+	Proof []byte `json:"proof"`
+}
+
+// HelloParams completes the authentication ("hello"): the caller's proof,
+// cdti.HelloProof(token, cdti.HelloRoleTool, agent's nonce, caller's nonce).
 type HelloParams struct {
-	Token  string `json:"token"`
+	Proof  []byte `json:"proof"`
 	Client string `json:"client,omitempty"` // free-form name of the caller, for logs
 }
 
@@ -111,9 +128,11 @@ type mgmtConn struct {
 	agent  *Agent
 	name   string // the peer's address, for logs
 	onAuth func() // called once when the hello is accepted
-	mu     sync.Mutex
-	authed bool
-	sub    *outputSub // set by output.subscribe
+	// The nonces of this connection's hello.challenge (nil before it).
+	peerNonce, ownNonce []byte
+	mu                  sync.Mutex
+	authed              bool
+	sub                 *outputSub // set by output.subscribe
 }
 
 // Handle answers one call. The answer is written before the connection is closed, so that a
@@ -165,22 +184,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 	m.mu.Unlock()
 	if !authed {
 		// Refuse and hang up: an unauthenticated peer gets nothing more.
-		if req.Method != "hello" || req.Notif {
-			return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: first call must be hello"}
-		}
-		var p HelloParams
-		if err := decodeParams(req, &p); err != nil {
-			return nil, true, err
-		}
-		if !m.agent.tokenOK(p.Token) {
-			return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: hello: bad token"}
-		}
-		m.mu.Lock()
-		m.authed = true
-		m.mu.Unlock()
-		m.onAuth()
-		m.agent.frontEndOpened()
-		return m.agent.hello(), false, nil
+		return m.authenticate(req)
 	}
 	switch req.Method {
 	case "hello":
@@ -215,6 +219,45 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
 }
 
+// authenticate answers the calls of a connection that has not proved the token yet:
+// "hello.challenge", then "hello". Anything else, or a failed proof, hangs up.
+func (m *mgmtConn) authenticate(req *jsonrpc2.Request) (result any, hangUp bool, err error) {
+	refuse := func(msg string) (any, bool, error) {
+		return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: " + msg}
+	}
+	if req.Notif || m.agent.token == "" {
+		return refuse("first calls must be hello.challenge and hello")
+	}
+	token := []byte(m.agent.token)
+	switch {
+	case req.Method == "hello.challenge" && m.ownNonce == nil:
+		var p ChallengeParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, true, err
+		}
+		if len(p.Nonce) != cdti.NonceSize {
+			return refuse(fmt.Sprintf("hello.challenge: nonce of %d bytes, want %d", len(p.Nonce), cdti.NonceSize))
+		}
+		m.peerNonce, m.ownNonce = p.Nonce, cdti.NewNonce()
+		return ChallengeResult{Nonce: m.ownNonce, Proof: cdti.HelloProof(token, cdti.HelloRoleAgent, m.peerNonce, m.ownNonce)}, false, nil
+	case req.Method == "hello" && m.ownNonce != nil:
+		var p HelloParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, true, err
+		}
+		if !hmac.Equal(p.Proof, cdti.HelloProof(token, cdti.HelloRoleTool, m.ownNonce, m.peerNonce)) {
+			return refuse("hello: bad token")
+		}
+		m.mu.Lock()
+		m.authed = true
+		m.mu.Unlock()
+		m.onAuth()
+		m.agent.frontEndOpened()
+		return m.agent.hello(), false, nil
+	}
+	return refuse("first calls must be hello.challenge and hello")
+}
+
 // subscribeAccepted is handle's answer to "output.subscribe": Handle replies, then subscribes.
 type subscribeAccepted struct{}
 
@@ -238,11 +281,6 @@ func decodeParams(req *jsonrpc2.Request, v any) error {
 		return &jsonrpc2.Error{Code: jsonrpc2.CodeInvalidParams, Message: fmt.Sprintf("agent: %s: bad params: %v", req.Method, err)}
 	}
 	return nil
-}
-
-// tokenOK compares a presented token with the session's in constant time.
-func (a *Agent) tokenOK(tok string) bool {
-	return a.token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a.token)) == 1
 }
 
 func (a *Agent) hello() HelloResult {

@@ -168,6 +168,9 @@ func (fe *Frontend) advertiseHost(nodes []string) (string, error) {
 	if fe.wlm.Name() == "local" {
 		return "127.0.0.1", nil
 	}
+	if na, ok := fe.wlm.(interface{ nodeAddrs([]string) []string }); ok {
+		nodes = na.nodeAddrs(nodes) // where the workload manager reaches them
+	}
 	var loopback string
 	for _, n := range nodes {
 		ip := routeSource(n)
