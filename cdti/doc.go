@@ -111,11 +111,6 @@
 //	                                 to the first Hello: the agent's nonce and proof; to the second: the
 //	                                 node name, or ReturnCode ToolAuthorityError = wrong proof (the agent
 //	                                 then closes)
-//
-// A proof is HelloProof(token, role, the peer's nonce, one's own nonce): HMAC-SHA256 keyed by the
-// session token over the role ("hpcdap agent" or "hpcdap tool"), a zero byte and both nonces.
-// The tool checks the agent's proof before it sends its own.
-//
 //	1101  GetTargetInfo      Query   (threadID only)
 //	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
 //	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24
@@ -125,6 +120,10 @@
 //	1106  GetTracebackAck            frame count u32 @8, frames @16: {pc u64, cfa u64}, innermost first
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
+//
+// A Hello proof is HelloProof(token, role, the peer's nonce, one's own nonce): HMAC-SHA256 keyed
+// by the session token over the role ("hpcdap agent" or "hpcdap tool"), a zero byte and both
+// nonces. The tool checks the agent's proof before it sends its own.
 //
 // Register sets are the operating system's own layouts in the target's byte order: for
 // RegSetGeneral, x86_64 user_regs_struct or ppc64 pt_regs; for RegSetFloat, x86_64
