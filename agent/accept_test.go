@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/target/ptrace"
 )
 
@@ -106,5 +107,69 @@ func TestRegisterGivesUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "register with "+dead+": gave up after") ||
 		!strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Register with a front end that is gone: %v", err)
+	}
+}
+
+// TestRegisterToImpostor: a listener at the front end's address that cannot prove the session
+// token gets no registration: the agent gives up after its RegisterTimeout, having sent only
+// its challenge.
+func TestRegisterToImpostor(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	methods := make(chan string, 100)
+	go func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				for {
+					var m struct {
+						Method string `json:"method"`
+						ID     *int   `json:"id"`
+					}
+					if newBoundedCodec(true).ReadObject(r, &m) != nil {
+						return
+					}
+					methods <- m.Method
+					if m.ID != nil {
+						newBoundedCodec(true).WriteObject(nc, map[string]any{"jsonrpc": "2.0", "id": *m.ID,
+							"result": ChallengeResult{Nonce: make([]byte, cdti.NonceSize), Proof: []byte("trust me")}})
+					}
+				}
+			}()
+		}
+	}()
+	tr, err := ptrace.NewTracer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	a, err := New(Config{Token: testToken, Backend: tr, RegisterTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(false)
+	own, err := ListenToward(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	err = a.Register(context.Background(), l.Addr().String(), own.Addr())
+	if err == nil || !strings.Contains(err.Error(), "the front end did not prove the session token") {
+		t.Fatalf("Register with an impostor: %v", err)
+	}
+	l.Close()
+	close(methods)
+	for m := range methods {
+		if m != ChallengeMethod {
+			t.Errorf("the impostor received %q", m)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"io"
 	"net"
 	"os"
@@ -208,23 +209,9 @@ func TestBinaryConnect(t *testing.T) {
 	defer l.Close()
 	ap := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--connect", l.Addr().String(), "--np", "1",
 		"--", progBin, "loop", "1")
-	l.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatalf("no registration: %v", err)
-	}
-	var msg struct {
-		Method string         `json:"method"`
-		ID     *int           `json:"id"`
-		Params RegisterParams `json:"params"`
-	}
-	if err := newBoundedCodec(true).ReadObject(bufio.NewReader(nc), &msg); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	p := msg.Params
-	if msg.Method != RegisterMethod || msg.ID != nil || p.Token != testToken || len(p.Ranks) != 1 || p.Pid != ap.cmd.Process.Pid {
-		t.Fatalf("registration %+v", msg)
+	p := acceptRegistration(t, l)
+	if len(p.Ranks) != 1 || p.Pid != ap.cmd.Process.Pid {
+		t.Fatalf("registration %+v", p)
 	}
 	// The front end is on loopback: so is the agent's listener, and only there.
 	host, port, _ := net.SplitHostPort(p.Address)
@@ -271,19 +258,7 @@ func TestBinaryConnectGoneRank(t *testing.T) {
 	}
 	defer l.Close()
 	ap := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--connect", l.Addr().String(), "--attach", list)
-	l.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatalf("no registration: %v", err)
-	}
-	var msg struct {
-		Params RegisterParams `json:"params"`
-	}
-	if err := newBoundedCodec(true).ReadObject(bufio.NewReader(nc), &msg); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	p := msg.Params
+	p := acceptRegistration(t, l)
 	if len(p.Ranks) != 1 || p.Ranks[0].Rank != 0 || p.Ranks[0].Pid != live.Process.Pid {
 		t.Errorf("ranks served %+v, want rank 0 (pid %d) alone", p.Ranks, live.Process.Pid)
 	}
@@ -363,4 +338,45 @@ func nonLoopbackIP(t *testing.T) net.IP {
 		}
 	}
 	return nil
+}
+
+// acceptRegistration plays the front end of a --connect agent: it answers the agent's
+// challenge with its proof of the session token, reads the agent.register notification and
+// checks the agent's proof, which must answer its nonce.
+func acceptRegistration(t *testing.T, l net.Listener) RegisterParams {
+	t.Helper()
+	l.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
+	nc, err := l.Accept()
+	if err != nil {
+		t.Fatalf("no registration: %v", err)
+	}
+	defer nc.Close()
+	r := bufio.NewReader(nc)
+	var ch struct {
+		Method string          `json:"method"`
+		ID     *int            `json:"id"`
+		Params ChallengeParams `json:"params"`
+	}
+	if err := newBoundedCodec(true).ReadObject(r, &ch); err != nil {
+		t.Fatal(err)
+	}
+	if ch.Method != ChallengeMethod || ch.ID == nil {
+		t.Fatalf("first message %+v, want the %s call", ch, ChallengeMethod)
+	}
+	mine := cdti.NewNonce()
+	newBoundedCodec(true).WriteObject(nc, map[string]any{"jsonrpc": "2.0", "id": *ch.ID,
+		"result": ChallengeResult{Nonce: mine, Proof: cdti.HelloProof([]byte(testToken), cdti.HelloRoleTool, ch.Params.Nonce, mine)}})
+	var msg struct {
+		Method string         `json:"method"`
+		ID     *int           `json:"id"`
+		Params RegisterParams `json:"params"`
+	}
+	if err := newBoundedCodec(true).ReadObject(r, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if msg.Method != RegisterMethod || msg.ID != nil ||
+		!hmac.Equal(msg.Params.Proof, cdti.HelloProof([]byte(testToken), cdti.HelloRoleAgent, mine, ch.Params.Nonce)) {
+		t.Fatalf("registration %+v: not an %s notification with the proof of the token", msg, RegisterMethod)
+	}
+	return msg.Params
 }
