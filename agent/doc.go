@@ -23,11 +23,14 @@
 // An agent started by a workload manager does not know where its front end listens until told:
 // `hpcdap agent --connect HOST:PORT` listens on an ephemeral port of the one local address its
 // route to HOST uses (loopback for a front end on the same host, never every interface), then
-// dials HOST:PORT and sends one JSON-RPC notification, agent.register, with RegisterParams: the
-// session token (so that the front end can tell its agents from strays), the node name, the
-// address it listens on, its pid and its ranks. It then hangs up; the front end
+// dials HOST:PORT. It calls agent.challenge with its nonce, and goes on only if the front end
+// answers with its own nonce and a proof of the session token (cdti.HelloProof); it then sends
+// one JSON-RPC notification, agent.register, with RegisterParams: its proof of the token (so
+// that the front end can tell its agents from strays; the token itself never travels), the
+// node name, the address it listens on, its pid and its ranks. It then hangs up; the front end
 // connects to the announced address for both planes, authenticating as usual. Registration is
-// retried with backoff until it succeeds, so that agents may start before the front end.
+// retried with backoff for up to Config.RegisterTimeout (2 min), so that agents may start
+// before the front end, and then fails with an error naming the front end.
 //
 // # Modes
 //
