@@ -434,7 +434,10 @@ func (j *Job) onRankOutput(p outputParams) {
 func (j *Job) closeNodes(kill bool) {
 	var wg sync.WaitGroup
 	for _, n := range j.nodes {
-		wg.Go(func() { n.shutdown(kill) })
+		wg.Go(func() {
+			defer j.s.recoverPanic("shutdown of the agent on " + n.host)
+			n.shutdown(kill)
+		})
 	}
 	wg.Wait()
 }
