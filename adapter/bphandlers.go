@@ -491,6 +491,7 @@ func (j *Job) refreshModules(ctx context.Context, ranks []*Rank) {
 	var wg sync.WaitGroup
 	for _, r := range ranks {
 		wg.Go(func() {
+			defer j.s.recoverPanic(fmt.Sprintf("modules of rank %d", r.Num))
 			if !r.sym.linkMapChanging(ctx) {
 				r.sym.modules(ctx, true)
 			}

@@ -215,7 +215,10 @@ func trapBytes(m elf.Machine, order interface{ PutUint32([]byte, uint32) }) []by
 func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 	var wg sync.WaitGroup
 	for _, r := range ranks {
-		wg.Go(func() { b.syncRank(ctx, r) })
+		wg.Go(func() {
+			defer b.j.s.recoverPanic(fmt.Sprintf("breakpoints of rank %d", r.Num))
+			b.syncRank(ctx, r)
+		})
 	}
 	wg.Wait()
 }

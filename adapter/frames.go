@@ -33,7 +33,11 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 		j.mu.Unlock()
 		if stale {
 			n++
-			go func() { j.refreshThreads(ctx, r); done <- struct{}{} }()
+			go func() {
+				defer func() { done <- struct{}{} }()
+				defer j.s.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
+				j.refreshThreads(ctx, r)
+			}()
 		}
 	}
 	for range n {

@@ -163,10 +163,16 @@ func newJob(ctx context.Context, s *Session, pl *Placement, mode stopMode, focus
 				// The ranks' output comes per rank on the management plane; the agent's own
 				// stderr only carries what it could not log (a crash): show it as such.
 				host := n.host
-				go o.forward(func(text string) { j.s.sendOutput("console", "agent on "+host+": "+text) })
+				go func() {
+					defer j.s.recoverPanic("output of the agent on " + host)
+					o.forward(func(text string) { j.s.sendOutput("console", "agent on "+host+": "+text) })
+				}()
 			} else {
 				j.outputs = append(j.outputs, o)
-				go o.forward(func(text string) { j.s.sendOutput("stdout", text) })
+				go func() {
+					defer j.s.recoverPanic("output of the agent on " + n.host)
+					o.forward(func(text string) { j.s.sendOutput("stdout", text) })
+				}()
 			}
 		}
 	}
@@ -445,7 +451,10 @@ func (j *Job) sendRankOutput(category string, rank int, text string) {
 func (j *Job) closeNodes(kill bool) {
 	var wg sync.WaitGroup
 	for _, n := range j.nodes {
-		wg.Go(func() { n.shutdown(kill) })
+		wg.Go(func() {
+			defer j.s.recoverPanic("shutdown of the agent on " + n.host)
+			n.shutdown(kill)
+		})
 	}
 	wg.Wait()
 }

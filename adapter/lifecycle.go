@@ -310,6 +310,7 @@ func (s *Session) startJob(l Launcher, mode stopMode, focus, title string) (*Job
 		var firstErr error
 		for _, r := range j.liveRanks() {
 			wg.Go(func() {
+				defer j.s.recoverPanic(fmt.Sprintf("symbols of rank %d", r.Num))
 				if e := r.sym.ensure(ctx); e != nil {
 					mu.Lock()
 					if firstErr == nil {

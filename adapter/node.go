@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/sourcegraph/jsonrpc2"
 	"golang.org/x/sys/unix"
 )
@@ -96,9 +97,9 @@ func dialNode(ctx context.Context, ep *NodeEndpoint, onOutput func(outputParams)
 	rpc := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(conn, jsonrpc2.VSCodeObjectCodec{}), h)
 	n := &node{ep: ep, host: ep.Host, client: cl, mgmt: rpc}
 	var hello agentHello
-	if err := rpc.Call(ctx, "hello", map[string]string{"token": ep.Token, "client": "hpcdap-adapter"}, &hello); err != nil {
+	if err := launch.Hello(ctx, rpc, ep.Token, "hpcdap-adapter", &hello); err != nil {
 		n.close()
-		return nil, nil, fmt.Errorf("agent %s: hello: %w", ep.Addr, err)
+		return nil, nil, fmt.Errorf("agent %s: %w", ep.Addr, err)
 	}
 	if hello.Node != "" {
 		n.host = hello.Node

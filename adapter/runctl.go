@@ -143,6 +143,7 @@ func rankList(ranks []*Rank) string {
 
 // readNotifications dispatches one agent's notifications until its connection ends.
 func (j *Job) readNotifications(n *node) {
+	defer j.s.recoverPanic("notifications of " + n.host)
 	for m := range n.client.Notifications() {
 		r := j.rank(int(m.Rank))
 		if r == nil {
@@ -174,6 +175,7 @@ func (j *Job) readNotifications(n *node) {
 
 // onSignal handles a signal notification of rank r.
 func (j *Job) onSignal(r *Rank, m *cdti.Notify) {
+	defer j.s.recoverPanic(fmt.Sprintf("signal notification of rank %d", r.Num))
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
@@ -441,6 +443,7 @@ func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
 // If that fails because the rank has stopped or ended meanwhile, its own report completes the
 // wait; otherwise the failure is logged and the collector stops waiting for it.
 func (j *Job) sendStop(r *Rank) {
+	defer j.s.recoverPanic(fmt.Sprintf("stop of rank %d", r.Num))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stopping, err := j.stopRank(ctx, r)
@@ -644,6 +647,7 @@ func (j *Job) pause(ranks []*Rank) bool {
 
 // onExit records the end of a rank.
 func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
+	defer j.s.recoverPanic(fmt.Sprintf("exit of rank %d", r.Num))
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()

@@ -1,19 +1,17 @@
 package adapter
 
 import (
-	"bufio"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -25,9 +23,14 @@ type Config struct {
 	Log *log.Logger
 	// LogDir is where agent logs go ("" means a fresh temporary directory per session).
 	LogDir string
-	// AnyUser accepts TCP clients of other users; by default a connection is refused unless
-	// its socket belongs to the server's own user (hpcdap serves on shared login nodes).
+	// AnyUser accepts clients of other users; by default a connection is refused unless its
+	// peer runs as the server's own user (hpcdap serves on shared login nodes, and a session
+	// runs programs as the server's user).
 	AnyUser bool
+	// WriteTimeout bounds each write to a client; 0 means 30 s. A client that stops reading
+	// for that long loses its session (its job ends as on a disconnect) instead of blocking
+	// it for ever. Streams without deadlines (stdio) are not bounded.
+	WriteTimeout time.Duration
 	// SymbolOptions apply to every binary the server reads.
 	SymbolOptions *symbols.Options
 	// Symbols, when not nil, is the symbol cache to use, shared with other servers of the
@@ -70,6 +73,13 @@ func NewServer(cfg Config) *Server {
 
 func (s *Server) symbolCache() *symbols.Cache { return s.syms }
 
+func (s *Server) writeTimeout() time.Duration {
+	if s.cfg.WriteTimeout > 0 {
+		return s.cfg.WriteTimeout
+	}
+	return 30 * time.Second
+}
+
 func (s *Server) logf(format string, args ...any) { s.cfg.Log.Printf(format, args...) }
 
 // ServeConn runs one session on rwc (stdio, or an accepted connection) until it ends.
@@ -98,6 +108,7 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 	s.ln = l
 	s.mu.Unlock()
+	var delay time.Duration
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -107,13 +118,15 @@ func (s *Server) Serve(l net.Listener) error {
 			if closed {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
+			var ok bool
+			if delay, ok = cdti.AcceptRetry(err, delay); ok {
+				s.logf("adapter: accept on %s: %v; retrying in %v", l.Addr(), err, delay)
+				time.Sleep(delay)
 				continue
 			}
 			return fmt.Errorf("adapter: accept on %s: %w", l.Addr(), err)
 		}
+		delay = 0
 		if !s.cfg.AnyUser {
 			if err := sameUser(conn); err != nil {
 				s.logf("adapter: refused %s: %v", conn.RemoteAddr(), err)
@@ -145,68 +158,24 @@ func (s *Server) Close() {
 	s.wg.Wait()
 }
 
-// sameUser checks that a TCP peer on this host runs as this process's user, reading the
-// socket table of /proc/net/tcp{,6}: the connecting socket is the one whose local address is
-// the peer's address.
-func sameUser(conn net.Conn) error {
-	ra, ok := conn.RemoteAddr().(*net.TCPAddr)
+// Listen opens the listener `hpcdap serve --listen` names: "unix:PATH" is a Unix socket made
+// accessible to this user only (mode 0600; the server checks each peer's credentials too),
+// anything else a TCP "host:port".
+func Listen(addr string) (net.Listener, error) {
+	path, ok := strings.CutPrefix(addr, "unix:")
 	if !ok {
-		return nil // Unix sockets are protected by file permissions
+		return net.Listen("tcp", addr)
 	}
-	la, _ := conn.LocalAddr().(*net.TCPAddr)
-	uid, err := socketUID(ra, la)
+	if path == "" {
+		return nil, errors.New("adapter: listen on unix: no socket path")
+	}
+	l, err := net.Listen("unix", path)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("adapter: listen on %s: %w", path, err)
 	}
-	if uid != os.Getuid() {
-		return fmt.Errorf("connection from uid %d, not %d", uid, os.Getuid())
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("adapter: listen on %s: %w", path, err)
 	}
-	return nil
-}
-
-// socketUID finds the owner of the local socket bound to local and connected to remote.
-func socketUID(local, remote *net.TCPAddr) (int, error) {
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		fh, err := os.Open(f)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if len(fields) < 8 || fields[0] == "sl" {
-				continue
-			}
-			if sockAddrMatches(fields[1], local) && (remote == nil || sockAddrMatches(fields[2], remote)) {
-				uid, err := strconv.Atoi(fields[7])
-				fh.Close()
-				return uid, err
-			}
-		}
-		fh.Close()
-	}
-	return 0, errors.New("peer socket not found in /proc/net/tcp: cannot tell its user")
-}
-
-// sockAddrMatches compares a /proc/net/tcp address ("0100007F:1F90", little-endian words) with
-// a TCP address.
-func sockAddrMatches(field string, a *net.TCPAddr) bool {
-	host, port, ok := strings.Cut(field, ":")
-	if !ok {
-		return false
-	}
-	p, err := strconv.ParseUint(port, 16, 16)
-	if err != nil || int(p) != a.Port {
-		return false
-	}
-	raw, err := hex.DecodeString(host)
-	if err != nil {
-		return false
-	}
-	// The kernel prints each 32-bit word in host (little-endian) order.
-	ip := make(net.IP, len(raw))
-	for i := 0; i+4 <= len(raw); i += 4 {
-		ip[i], ip[i+1], ip[i+2], ip[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
-	}
-	return ip.Equal(a.IP) || (len(ip) == 16 && a.IP.To4() != nil && ip.Equal(a.IP.To16()))
+	return l, nil
 }

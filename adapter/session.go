@@ -73,6 +73,7 @@ func (s *Session) run() {
 // read turns the byte stream into requests; problems with the stream are answered here.
 func (s *Session) read(out chan<- dap.Message) {
 	defer close(out)
+	defer s.recoverPanic("reading requests")
 	fr := newFrameReader(s.conn)
 	for {
 		body, err := fr.read()
@@ -91,7 +92,7 @@ func (s *Session) read(out chan<- dap.Message) {
 			}
 			return
 		}
-		m, derr := s.codec.decode(body)
+		m, derr := s.decode(body)
 		if derr != nil {
 			s.sendErrorRaw(derr.seq, derr.command, derr.id, derr.msg)
 			continue
@@ -104,6 +105,30 @@ func (s *Session) read(out chan<- dap.Message) {
 		case <-s.done:
 			return
 		}
+	}
+}
+
+// decode is codec.decode, answering a message that breaks the decoder as an internal error of
+// that request instead of ending the server.
+func (s *Session) decode(body []byte) (m dap.Message, derr *decodeError) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.srv.logf("adapter: decode: internal error: %v\n%s", p, debug.Stack())
+			seq, cmd := scanEnvelope(body)
+			m, derr = nil, &decodeError{seq: seq, command: cmd, id: errInternal, msg: fmt.Sprintf("internal error decoding the request: %v", p)}
+		}
+	}()
+	return s.codec.decode(body)
+}
+
+// recoverPanic, deferred at the top of a goroutine of the session or its job, stops a panic
+// there from ending the server and every session: it is logged with its stack and reported to
+// this session's client as an error output event, and the server goes on. what names the
+// goroutine's work ("exit of rank 3").
+func (s *Session) recoverPanic(what string) {
+	if p := recover(); p != nil {
+		s.srv.logf("adapter: %s: internal error: %v\n%s", what, p, debug.Stack())
+		s.sendOutput("important", fmt.Sprintf("hpcdap: internal error in %s: %v (the session may be inconsistent; restart it if it misbehaves)\n", what, p))
 	}
 }
 
@@ -240,9 +265,15 @@ func (s *Session) send(m dap.Message) {
 	}
 	s.seq++
 	setSeq(m, s.seq)
+	if dc, ok := s.conn.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		dc.SetWriteDeadline(time.Now().Add(s.srv.writeTimeout()))
+	}
 	if err := writeMessage(s.conn, m); err != nil {
+		// The client is gone or does not read: end the session (its reader fails on the
+		// closed stream) rather than leave every sender of events blocked here.
 		s.broken = true
-		s.srv.logf("adapter: session: write: %v", err)
+		s.srv.logf("adapter: session: write: %v; ending the session", err)
+		s.conn.Close()
 	}
 }
 

@@ -283,7 +283,10 @@ func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
 func (b *breakpoints) syncWatches(ctx context.Context, ranks []*Rank) {
 	var wg sync.WaitGroup
 	for _, r := range ranks {
-		wg.Go(func() { b.syncRankWatches(ctx, r) })
+		wg.Go(func() {
+			defer b.j.s.recoverPanic(fmt.Sprintf("data breakpoints of rank %d", r.Num))
+			b.syncRankWatches(ctx, r)
+		})
 	}
 	wg.Wait()
 }

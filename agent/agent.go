@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -27,7 +28,8 @@ type Backend interface {
 
 // Config configures an Agent.
 type Config struct {
-	// Token is the session token every connection must present (CDTI Hello, management hello).
+	// Token is the session token every connection must prove it holds (CDTI Hello, management
+	// hello; by challenge and response).
 	// New refuses an empty token.
 	Token string
 	// Backend controls the processes.
@@ -54,27 +56,32 @@ type Config struct {
 	// Journal, when set, receives a record of every trap before it is planted and after it
 	// is removed (see journal.go), for a supervisor that undoes them if the agent dies.
 	Journal io.Writer
+	// RegisterTimeout bounds how long Register retries to reach the front end; 0 means 2 min,
+	// longer than a front end waits for its agents.
+	RegisterTimeout time.Duration
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
 // semantics and the JSON-RPC management plane, both on one listener (see Serve).
 type Agent struct {
-	token      string
-	backend    Backend
-	jobID      uint64
-	node       string
-	version    string
-	staging    string
-	logger     *log.Logger
-	waitLimit  time.Duration
-	journal    *journal
-	started    time.Time
-	srv        *cdti.Server
-	done       chan struct{}
-	doneOnce   sync.Once
-	shutOnce   sync.Once
-	shutdownWG sync.WaitGroup
-	output     *outputHub // the ranks' captured output (SpawnSpec.CaptureOutput)
+	token     string
+	backend   Backend
+	jobID     uint64
+	node      string
+	version   string
+	staging   string
+	logger    *log.Logger
+	waitLimit time.Duration
+	journal   *journal
+	// registerLimit is Config.RegisterTimeout.
+	registerLimit time.Duration
+	started       time.Time
+	srv           *cdti.Server
+	done          chan struct{}
+	doneOnce      sync.Once
+	shutOnce      sync.Once
+	shutdownWG    sync.WaitGroup
+	output        *outputHub // the ranks' captured output (SpawnSpec.CaptureOutput)
 
 	mu    sync.Mutex
 	procs map[uint32]*proc // by rank
@@ -89,6 +96,7 @@ type Agent struct {
 	rankSubs   rankSubs     // management connections told of each new rank (ranks.subscribe)
 	gone       []GoneRank   // ranks AttachLiveRanks found gone (guarded by mu)
 	follow     *follower    // FollowExec's, or nil
+	preAuth    atomic.Int32 // connections accepted and not yet authenticated
 }
 
 // New returns an Agent without ranks; add them with SpawnRanks or AttachRanks.
@@ -115,7 +123,7 @@ func New(cfg Config) (*Agent, error) {
 		token: cfg.Token, backend: cfg.Backend, jobID: cfg.JobID, node: node, version: cfg.Version,
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
-		killOnExit: cfg.KillOnExit,
+		killOnExit: cfg.KillOnExit, registerLimit: cfg.RegisterTimeout,
 	}
 	if cfg.Journal != nil {
 		a.journal = &journal{w: cfg.Journal}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"io"
 	"net"
 	"os"
@@ -114,7 +115,7 @@ func mgmtShutdown(t *testing.T, addr string, kill bool) {
 	}
 	defer nc.Close()
 	r := bufio.NewReader(nc)
-	writeRPC(t, nc, 1, "hello", HelloParams{Token: testToken})
+	writeHello(t, nc, r, 1, testToken, "")
 	var hello HelloResult
 	readRPC(t, r, &hello)
 	writeRPC(t, nc, 2, "shutdown", ShutdownParams{Kill: kill})
@@ -208,23 +209,20 @@ func TestBinaryConnect(t *testing.T) {
 	defer l.Close()
 	ap := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--connect", l.Addr().String(), "--np", "1",
 		"--", progBin, "loop", "1")
-	l.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatalf("no registration: %v", err)
+	p := acceptRegistration(t, l)
+	if len(p.Ranks) != 1 || p.Pid != ap.cmd.Process.Pid {
+		t.Fatalf("registration %+v", p)
 	}
-	var msg struct {
-		Method string         `json:"method"`
-		ID     *int           `json:"id"`
-		Params RegisterParams `json:"params"`
+	// The front end is on loopback: so is the agent's listener, and only there.
+	host, port, _ := net.SplitHostPort(p.Address)
+	if host != "127.0.0.1" {
+		t.Errorf("agent announced %s, want a loopback address like its front end's", p.Address)
 	}
-	if err := (boundedCodec{}).ReadObject(bufio.NewReader(nc), &msg); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	p := msg.Params
-	if msg.Method != RegisterMethod || msg.ID != nil || p.Token != testToken || len(p.Ranks) != 1 || p.Pid != ap.cmd.Process.Pid {
-		t.Fatalf("registration %+v", msg)
+	if ip := nonLoopbackIP(t); ip != nil {
+		if c, err := net.Dial("tcp", net.JoinHostPort(ip.String(), port)); err == nil {
+			c.Close()
+			t.Errorf("agent with a loopback front end accepts connections on %s too", ip)
+		}
 	}
 	tt := dialAgent(t, p.Address, 1)
 	tt.attach(0, 10, "fe")
@@ -260,19 +258,7 @@ func TestBinaryConnectGoneRank(t *testing.T) {
 	}
 	defer l.Close()
 	ap := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--connect", l.Addr().String(), "--attach", list)
-	l.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
-	nc, err := l.Accept()
-	if err != nil {
-		t.Fatalf("no registration: %v", err)
-	}
-	var msg struct {
-		Params RegisterParams `json:"params"`
-	}
-	if err := (boundedCodec{}).ReadObject(bufio.NewReader(nc), &msg); err != nil {
-		t.Fatal(err)
-	}
-	nc.Close()
-	p := msg.Params
+	p := acceptRegistration(t, l)
 	if len(p.Ranks) != 1 || p.Ranks[0].Rank != 0 || p.Ranks[0].Pid != live.Process.Pid {
 		t.Errorf("ranks served %+v, want rank 0 (pid %d) alone", p.Ranks, live.Process.Pid)
 	}
@@ -338,4 +324,59 @@ func TestBinaryAttachAndKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nonLoopbackIP returns an address of this host's that is not loopback, or nil when it has none.
+func nonLoopbackIP(t *testing.T) net.IP {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP
+		}
+	}
+	return nil
+}
+
+// acceptRegistration plays the front end of a --connect agent: it answers the agent's
+// challenge with its proof of the session token, reads the agent.register notification and
+// checks the agent's proof, which must answer its nonce.
+func acceptRegistration(t *testing.T, l net.Listener) RegisterParams {
+	t.Helper()
+	l.(*net.TCPListener).SetDeadline(time.Now().Add(20 * time.Second))
+	nc, err := l.Accept()
+	if err != nil {
+		t.Fatalf("no registration: %v", err)
+	}
+	defer nc.Close()
+	r := bufio.NewReader(nc)
+	var ch struct {
+		Method string          `json:"method"`
+		ID     *int            `json:"id"`
+		Params ChallengeParams `json:"params"`
+	}
+	if err := newBoundedCodec(true).ReadObject(r, &ch); err != nil {
+		t.Fatal(err)
+	}
+	if ch.Method != ChallengeMethod || ch.ID == nil {
+		t.Fatalf("first message %+v, want the %s call", ch, ChallengeMethod)
+	}
+	mine := cdti.NewNonce()
+	newBoundedCodec(true).WriteObject(nc, map[string]any{"jsonrpc": "2.0", "id": *ch.ID,
+		"result": ChallengeResult{Nonce: mine, Proof: cdti.HelloProof([]byte(testToken), cdti.HelloRoleTool, ch.Params.Nonce, mine)}})
+	var msg struct {
+		Method string         `json:"method"`
+		ID     *int           `json:"id"`
+		Params RegisterParams `json:"params"`
+	}
+	if err := newBoundedCodec(true).ReadObject(r, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if msg.Method != RegisterMethod || msg.ID != nil ||
+		!hmac.Equal(msg.Params.Proof, cdti.HelloProof([]byte(testToken), cdti.HelloRoleAgent, mine, ch.Params.Nonce)) {
+		t.Fatalf("registration %+v: not an %s notification with the proof of the token", msg, RegisterMethod)
+	}
+	return msg.Params
 }

@@ -9,20 +9,28 @@
 // management plane (hello, ranks, health, launcher, ranks.subscribe, output.subscribe,
 // shutdown; see "Management calls" below and mgmt.go). Both are authenticated by the
 // session token, which the agent takes from its environment (HPCDAP_TOKEN), never from its
-// command line: a CDTI connection must open with a Hello carrying it, a management connection
-// with a "hello" call; anything else is answered with a refusal and the connection is closed.
-// Spawned ranks do not inherit the token.
+// command line. Both planes prove the token by challenge and response, never sending it, and
+// the agent proves it first: a CDTI connection opens with two Hellos (see the cdti package),
+// a management connection with the calls "hello.challenge" and "hello"; anything else is
+// answered with a refusal and the connection is closed.
+// Spawned ranks do not inherit the token. Until it has authenticated, a connection must finish
+// within 10 s of its accept, may send one message of at most 4 KiB, and is one of at most 64
+// such connections (more are closed at once). Running out of descriptors while accepting
+// (EMFILE, ENFILE) or a connection aborted before its accept only delays the next accept.
 //
 // # Rendezvous (--connect)
 //
 // An agent started by a workload manager does not know where its front end listens until told:
-// `hpcdap agent --connect HOST:PORT` listens on an ephemeral port of every interface, then dials
-// HOST:PORT and sends one JSON-RPC notification, agent.register, with RegisterParams: the
-// session token (so that the front end can tell its agents from strays), the node name, the
-// address it listens on (the local address of that very connection, which the front end can
-// reach, with the listener's port), its pid and its ranks. It then hangs up; the front end
+// `hpcdap agent --connect HOST:PORT` listens on an ephemeral port of the one local address its
+// route to HOST uses (loopback for a front end on the same host, never every interface), then
+// dials HOST:PORT. It calls agent.challenge with its nonce, and goes on only if the front end
+// answers with its own nonce and a proof of the session token (cdti.HelloProof); it then sends
+// one JSON-RPC notification, agent.register, with RegisterParams: its proof of the token (so
+// that the front end can tell its agents from strays; the token itself never travels), the
+// node name, the address it listens on, its pid and its ranks. It then hangs up; the front end
 // connects to the announced address for both planes, authenticating as usual. Registration is
-// retried with backoff until it succeeds, so that agents may start before the front end.
+// retried with backoff for up to Config.RegisterTimeout (2 min), so that agents may start
+// before the front end, and then fails with an error naming the front end.
 //
 // # Modes
 //
@@ -68,7 +76,10 @@
 //
 // # Management calls
 //
-//	hello            {token, client}           → HelloResult (first call, authenticates)
+//	hello.challenge  {nonce}                   → {nonce, proof}: the agent's nonce and proof of the token
+//	                                             (first call; cdti.HelloProof, role "hpcdap agent")
+//	hello            {proof, client}           → HelloResult (second call: the caller's proof, role
+//	                                             "hpcdap tool", authenticates; the token never travels)
 //	ranks            {}                        → [RankInfo] (the ranks served, by rank)
 //	health           {}                        → HealthResult
 //	launcher         {}                        → LauncherInfo, or an error when the agent has no launcher

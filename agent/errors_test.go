@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"crypto/hmac"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -38,7 +39,7 @@ func TestManagementBadToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	writeRPC(t, nc, 1, "hello", HelloParams{Token: "wrong"})
+	writeHello(t, nc, bufio.NewReader(nc), 1, "wrong", "")
 	got := string(readUntilClosed(t, nc))
 	if !strings.Contains(got, "bad token") || strings.Contains(got, `"result"`) {
 		t.Errorf("answer to a bad hello: %q", got)
@@ -62,7 +63,7 @@ func TestManagementPlane(t *testing.T) {
 	}
 	defer nc.Close()
 	r := bufio.NewReader(nc)
-	writeRPC(t, nc, 1, "hello", HelloParams{Token: testToken, Client: "test"})
+	writeHello(t, nc, r, 1, testToken, "test")
 	var hello HelloResult
 	readRPC(t, r, &hello)
 	if hello.Node != "testnode" || hello.Ranks != 2 {
@@ -90,6 +91,21 @@ func TestManagementPlane(t *testing.T) {
 	}
 }
 
+// writeHello authenticates a management connection with token: it asks for the agent's
+// challenge (checking the agent's proof only when token is the session's) and writes the hello
+// call of id with the proof; the caller reads its answer.
+func writeHello(t *testing.T, w io.Writer, r *bufio.Reader, id int, token, client string) {
+	t.Helper()
+	mine := cdti.NewNonce()
+	writeRPC(t, w, 1000+id, "hello.challenge", ChallengeParams{Nonce: mine})
+	var ch ChallengeResult
+	readRPC(t, r, &ch)
+	if token == testToken && !hmac.Equal(ch.Proof, cdti.HelloProof([]byte(token), cdti.HelloRoleAgent, mine, ch.Nonce)) {
+		t.Fatalf("the agent's proof %x is wrong", ch.Proof)
+	}
+	writeRPC(t, w, id, "hello", HelloParams{Proof: cdti.HelloProof([]byte(token), cdti.HelloRoleTool, ch.Nonce, mine), Client: client})
+}
+
 func writeRPC(t *testing.T, w io.Writer, id int, method string, params any) {
 	t.Helper()
 	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
@@ -110,7 +126,7 @@ func readRPC(t *testing.T, r *bufio.Reader, result any) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := (boundedCodec{}).ReadObject(r, &resp); err != nil {
+	if err := newBoundedCodec(true).ReadObject(r, &resp); err != nil {
 		t.Fatalf("read management answer: %v", err)
 	}
 	if resp.Error != nil {

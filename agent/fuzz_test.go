@@ -73,7 +73,7 @@ func FuzzManagementCodec(f *testing.F) {
 	f.Add([]byte("X: y\r\nContent-Length: 2\r\n\r\n{}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var v any
-		(boundedCodec{}).ReadObject(bufio.NewReader(bytes.NewReader(b)), &v)
+		newBoundedCodec(true).ReadObject(bufio.NewReader(bytes.NewReader(b)), &v)
 	})
 }
 
@@ -106,9 +106,21 @@ func FuzzAgentFrames(f *testing.F) {
 		}
 		defer nc.Close()
 		r := bufio.NewReader(nc)
-		hello, _ := cdti.Encode(&cdti.Hello{Header: hd, ExtVersion: cdti.ExtensionVersion, Token: []byte(testToken)})
-		attach, _ := cdti.Encode(&cdti.Attach{Header: hd, Tag: cdti.NewTag("fuzz"), Priority: 7})
+		mine := cdti.NewNonce()
+		hello, _ := cdti.Encode(&cdti.Hello{Header: hd, ExtVersion: cdti.ExtensionVersion, Nonce: mine})
 		nc.Write(hello)
+		fb, err := cdti.ReadFrame(r)
+		if err != nil {
+			t.Fatalf("hello challenge: %v", err)
+		}
+		ch, err := cdti.DecodeMessage(fb)
+		if err != nil {
+			t.Fatalf("hello challenge: %v", err)
+		}
+		proof, _ := cdti.Encode(&cdti.Hello{Header: hd, ExtVersion: cdti.ExtensionVersion,
+			Proof: cdti.HelloProof([]byte(testToken), cdti.HelloRoleTool, ch.(*cdti.HelloAck).Nonce, mine)})
+		attach, _ := cdti.Encode(&cdti.Attach{Header: hd, Tag: cdti.NewTag("fuzz"), Priority: 7})
+		nc.Write(proof)
 		nc.Write(attach)
 		nc.Write(b)
 		// Half-close: the agent answers what it was sent, finds the end of its input and hangs

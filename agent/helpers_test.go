@@ -496,6 +496,8 @@ type rawConn struct {
 	r  *bufio.Reader
 }
 
+// rawDial connects and answers the agent's challenge with a proof of token (without checking
+// the agent's own proof); the caller reads the final HelloAck.
 func (h *harness) rawDial(token string) *rawConn {
 	h.t.Helper()
 	nc, err := net.Dial("tcp", h.addr)
@@ -504,8 +506,15 @@ func (h *harness) rawDial(token string) *rawConn {
 	}
 	h.t.Cleanup(func() { nc.Close() })
 	rc := &rawConn{t: h.t, nc: nc, r: bufio.NewReader(nc)}
-	rc.send(&cdti.Hello{Header: cdti.Header{Service: cdti.ServiceToolctl, Version: cdti.ProtocolVersion},
-		ExtVersion: cdti.ExtensionVersion, Token: []byte(token)})
+	hd := cdti.Header{Service: cdti.ServiceToolctl, Version: cdti.ProtocolVersion}
+	mine := cdti.NewNonce()
+	rc.send(&cdti.Hello{Header: hd, ExtVersion: cdti.ExtensionVersion, Nonce: mine})
+	m, err := rc.recv()
+	if err != nil {
+		h.t.Fatalf("hello challenge: %v", err)
+	}
+	rc.send(&cdti.Hello{Header: hd, ExtVersion: cdti.ExtensionVersion,
+		Proof: cdti.HelloProof([]byte(token), cdti.HelloRoleTool, m.(*cdti.HelloAck).Nonce, mine)})
 	return rc
 }
 

@@ -3,7 +3,7 @@ package agent
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,18 +14,36 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-// The management plane is JSON-RPC 2.0 with Content-Length framing. Its first call must be
-// "hello" carrying the session token; every other call before that fails and closes the
-// connection. Process control never travels here: it is CDTI only (DESIGN decision 6).
+// The management plane is JSON-RPC 2.0 with Content-Length framing. Its first calls must be
+// "hello.challenge" and "hello", which prove the session token by challenge and response as
+// CDTI's Hello does (cdti.HelloProof; the token never travels); every other call before that
+// fails and closes the connection. Process control never travels here: it is CDTI only
+// (DESIGN decision 6).
 
-// HelloParams authenticates a management connection.
+// ChallengeParams opens the authentication of a management connection ("hello.challenge").
+type ChallengeParams struct {
+	Nonce []byte `json:"nonce"` // cdti.NonceSize random bytes of the caller's
+}
+
+// ChallengeResult answers "hello.challenge": the agent's nonce, and its proof that it holds the
+// session token, cdti.HelloProof(token, cdti.HelloRoleAgent, caller's nonce, agent's nonce),
+// which the caller checks before it proves anything.
+type ChallengeResult struct {
+	Nonce []byte `json:"nonce"`
+	Proof []byte `json:"proof"`
+}
+
+// HelloParams completes the authentication ("hello"): the caller's proof,
+// cdti.HelloProof(token, cdti.HelloRoleTool, agent's nonce, caller's nonce).
 type HelloParams struct {
-	Token  string `json:"token"`
+	Proof  []byte `json:"proof"`
 	Client string `json:"client,omitempty"` // free-form name of the caller, for logs
 }
 
@@ -73,15 +91,21 @@ type ShutdownParams struct {
 // maxMgmtMessage bounds one management message; the calls are small.
 const maxMgmtMessage = 1 << 20
 
-// serveManagement runs the JSON-RPC plane on conn until it closes.
-func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
-	m := &mgmtConn{agent: a, name: conn.RemoteAddr().String()}
+// serveManagement runs the JSON-RPC plane on conn until it closes. authenticated is called once
+// the hello is accepted (it gives back the connection's pre-authentication slot).
+func (a *Agent) serveManagement(ctx context.Context, conn net.Conn, authenticated func()) {
+	codec := newBoundedCodec(false)
+	m := &mgmtConn{agent: a, name: conn.RemoteAddr().String(), onAuth: func() {
+		codec.authed.Store(true)
+		conn.SetReadDeadline(time.Time{})
+		authenticated()
+	}}
 	if pc, ok := conn.(*peekedConn); ok {
 		if tc, ok := pc.Conn.(*net.TCPConn); ok && a.output.sendBufferSize() > 0 {
 			tc.SetWriteBuffer(a.output.sendBufferSize())
 		}
 	}
-	stream := jsonrpc2.NewBufferedStream(conn, boundedCodec{})
+	stream := jsonrpc2.NewBufferedStream(conn, codec)
 	rpc := jsonrpc2.NewConn(ctx, stream, m, jsonrpc2.SetLogger(a.logger))
 	select {
 	case <-rpc.DisconnectNotify():
@@ -103,9 +127,12 @@ func (a *Agent) serveManagement(ctx context.Context, conn net.Conn) {
 type mgmtConn struct {
 	agent  *Agent
 	name   string // the peer's address, for logs
-	mu     sync.Mutex
-	authed bool
-	sub    *outputSub // set by output.subscribe
+	onAuth func() // called once when the hello is accepted
+	// The nonces of this connection's hello.challenge (nil before it).
+	peerNonce, ownNonce []byte
+	mu                  sync.Mutex
+	authed              bool
+	sub                 *outputSub // set by output.subscribe
 }
 
 // Handle answers one call. The answer is written before the connection is closed, so that a
@@ -157,21 +184,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 	m.mu.Unlock()
 	if !authed {
 		// Refuse and hang up: an unauthenticated peer gets nothing more.
-		if req.Method != "hello" {
-			return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: first call must be hello"}
-		}
-		var p HelloParams
-		if err := decodeParams(req, &p); err != nil {
-			return nil, true, err
-		}
-		if !m.agent.tokenOK(p.Token) {
-			return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: hello: bad token"}
-		}
-		m.mu.Lock()
-		m.authed = true
-		m.mu.Unlock()
-		m.agent.frontEndOpened()
-		return m.agent.hello(), false, nil
+		return m.authenticate(req)
 	}
 	switch req.Method {
 	case "hello":
@@ -206,6 +219,45 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
 }
 
+// authenticate answers the calls of a connection that has not proved the token yet:
+// "hello.challenge", then "hello". Anything else, or a failed proof, hangs up.
+func (m *mgmtConn) authenticate(req *jsonrpc2.Request) (result any, hangUp bool, err error) {
+	refuse := func(msg string) (any, bool, error) {
+		return nil, true, &jsonrpc2.Error{Code: codeUnauthorized, Message: "agent: " + msg}
+	}
+	if req.Notif || m.agent.token == "" {
+		return refuse("first calls must be hello.challenge and hello")
+	}
+	token := []byte(m.agent.token)
+	switch {
+	case req.Method == "hello.challenge" && m.ownNonce == nil:
+		var p ChallengeParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, true, err
+		}
+		if len(p.Nonce) != cdti.NonceSize {
+			return refuse(fmt.Sprintf("hello.challenge: nonce of %d bytes, want %d", len(p.Nonce), cdti.NonceSize))
+		}
+		m.peerNonce, m.ownNonce = p.Nonce, cdti.NewNonce()
+		return ChallengeResult{Nonce: m.ownNonce, Proof: cdti.HelloProof(token, cdti.HelloRoleAgent, m.peerNonce, m.ownNonce)}, false, nil
+	case req.Method == "hello" && m.ownNonce != nil:
+		var p HelloParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, true, err
+		}
+		if !hmac.Equal(p.Proof, cdti.HelloProof(token, cdti.HelloRoleTool, m.ownNonce, m.peerNonce)) {
+			return refuse("hello: bad token")
+		}
+		m.mu.Lock()
+		m.authed = true
+		m.mu.Unlock()
+		m.onAuth()
+		m.agent.frontEndOpened()
+		return m.agent.hello(), false, nil
+	}
+	return refuse("first calls must be hello.challenge and hello")
+}
+
 // subscribeAccepted is handle's answer to "output.subscribe": Handle replies, then subscribes.
 type subscribeAccepted struct{}
 
@@ -231,11 +283,6 @@ func decodeParams(req *jsonrpc2.Request, v any) error {
 	return nil
 }
 
-// tokenOK compares a presented token with the session's in constant time.
-func (a *Agent) tokenOK(tok string) bool {
-	return a.token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a.token)) == 1
-}
-
 func (a *Agent) hello() HelloResult {
 	h := HelloResult{Node: a.node, Pid: os.Getpid(), Version: a.version, Ranks: len(a.RankInfos())}
 	if a.capturingOutput() {
@@ -256,10 +303,22 @@ func (a *Agent) capturingOutput() bool {
 
 // boundedCodec is Content-Length framing (as the Language Server Protocol uses) that refuses
 // header lines and bodies beyond fixed bounds, so an unauthenticated peer cannot make the agent
-// buffer without limit.
-type boundedCodec struct{}
+// buffer without limit: until the connection has authenticated, a message may be at most
+// maxPreAuthMessage bytes and must be a call (answered, if it is not a hello, with an error
+// before the hang-up); anything else ends the connection.
+type boundedCodec struct {
+	authed atomic.Bool
+}
 
-func (boundedCodec) WriteObject(w io.Writer, obj any) error {
+// newBoundedCodec returns a codec; authed lifts the pre-authentication bounds (for a stream
+// whose peer is known, such as the front end the agent dialled).
+func newBoundedCodec(authed bool) *boundedCodec {
+	c := &boundedCodec{}
+	c.authed.Store(authed)
+	return c
+}
+
+func (*boundedCodec) WriteObject(w io.Writer, obj any) error {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return err
@@ -271,7 +330,12 @@ func (boundedCodec) WriteObject(w io.Writer, obj any) error {
 	return err
 }
 
-func (boundedCodec) ReadObject(r *bufio.Reader, v any) error {
+func (c *boundedCodec) ReadObject(r *bufio.Reader, v any) error {
+	limit := maxMgmtMessage
+	authed := c.authed.Load()
+	if !authed {
+		limit = maxPreAuthMessage
+	}
 	length := -1
 	for {
 		line, err := readHeaderLine(r)
@@ -287,8 +351,8 @@ func (boundedCodec) ReadObject(r *bufio.Reader, v any) error {
 		}
 		if strings.EqualFold(strings.TrimSpace(name), "Content-Length") {
 			n, err := strconv.Atoi(strings.TrimSpace(value))
-			if err != nil || n <= 0 || n > maxMgmtMessage {
-				return fmt.Errorf("agent: management message: bad Content-Length %q (limit %d)", strings.TrimSpace(value), maxMgmtMessage)
+			if err != nil || n <= 0 || n > limit {
+				return fmt.Errorf("agent: management message: bad Content-Length %q (limit %d)", strings.TrimSpace(value), limit)
 			}
 			length = n
 		}
@@ -299,6 +363,15 @@ func (boundedCodec) ReadObject(r *bufio.Reader, v any) error {
 	body := make([]byte, length)
 	if _, err := io.ReadFull(r, body); err != nil {
 		return err
+	}
+	if !authed {
+		var call struct {
+			ID     *json.RawMessage `json:"id"`
+			Method string           `json:"method"`
+		}
+		if err := json.Unmarshal(body, &call); err != nil || call.ID == nil || call.Method == "" {
+			return errors.New("agent: management message before hello: not a call")
+		}
 	}
 	return json.Unmarshal(body, v)
 }

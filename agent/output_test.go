@@ -41,7 +41,12 @@ func dialMgmt(t testing.TB, addr string) (*mgmtClient, HelloResult) {
 	t.Cleanup(func() { nc.Close() })
 	m := &mgmtClient{t: t, nc: nc, r: bufio.NewReader(nc)}
 	var hello HelloResult
-	if err := m.call("hello", HelloParams{Token: testToken}, &hello); err != nil {
+	mine := cdti.NewNonce()
+	var ch ChallengeResult
+	if err := m.call("hello.challenge", ChallengeParams{Nonce: mine}, &ch); err != nil {
+		t.Fatalf("hello.challenge: %v", err)
+	}
+	if err := m.call("hello", HelloParams{Proof: cdti.HelloProof([]byte(testToken), cdti.HelloRoleTool, ch.Nonce, mine)}, &hello); err != nil {
 		t.Fatalf("hello: %v", err)
 	}
 	return m, hello
@@ -69,7 +74,7 @@ func (m *mgmtClient) read(limit time.Duration) rpcMessage {
 	m.t.Helper()
 	m.nc.SetReadDeadline(time.Now().Add(limit))
 	var msg rpcMessage
-	if err := (boundedCodec{}).ReadObject(m.r, &msg); err != nil {
+	if err := newBoundedCodec(true).ReadObject(m.r, &msg); err != nil {
 		m.t.Fatalf("read management message: %v", err)
 	}
 	return msg

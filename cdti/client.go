@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -372,6 +373,12 @@ func (c *Client) fail(err error) {
 // readLoop reads every message, delivering acks to their callers and notifications to the
 // queue, until the connection fails.
 func (c *Client) readLoop() {
+	defer func() {
+		// A message that breaks the decoder fails this connection, not the process.
+		if p := recover(); p != nil {
+			c.fail(fmt.Errorf("read: %w: %v\n%s", ErrInternal, p, debug.Stack()))
+		}
+	}()
 	r := bufio.NewReaderSize(c.conn, 64<<10)
 	for {
 		b, err := ReadFrame(r)

@@ -2,6 +2,7 @@ package cdti
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,12 +10,26 @@ import (
 
 // Hello authenticates the connection to an hpcdap agent. It must be the first request.
 func (c *Client) Hello(ctx context.Context, token []byte) (*HelloAck, error) {
-	reply, err := c.roundTrip(ctx, &Hello{ExtVersion: ExtensionVersion, Token: token})
-	if errors.Is(err, ToolAuthorityError) {
-		err = fmt.Errorf("%w: %w", ErrAuthentication, err)
-	}
-	if err != nil {
+	fail := func(err error) (*HelloAck, error) {
+		if errors.Is(err, ToolAuthorityError) {
+			err = fmt.Errorf("%w: %w", ErrAuthentication, err)
+		}
 		return nil, &OpError{Op: "hello", Object: c.remote, Err: err}
+	}
+	mine := NewNonce()
+	reply, err := c.roundTrip(ctx, &Hello{ExtVersion: ExtensionVersion, Nonce: mine})
+	if err != nil {
+		return fail(err)
+	}
+	ch := reply.(*HelloAck)
+	// The agent proves the token first: a listener without it learns nothing from this tool.
+	if len(ch.Nonce) != NonceSize || !hmac.Equal(ch.Proof, HelloProof(token, HelloRoleAgent, mine, ch.Nonce)) {
+		c.Close()
+		return fail(fmt.Errorf("%w: the agent did not prove the session token", ErrAuthentication))
+	}
+	reply, err = c.roundTrip(ctx, &Hello{ExtVersion: ExtensionVersion, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)})
+	if err != nil {
+		return fail(err)
 	}
 	return reply.(*HelloAck), nil
 }

@@ -3,8 +3,10 @@ package cdti
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -269,8 +271,7 @@ func TestAckThenNotifyOrder(t *testing.T) {
 		}
 		return m
 	}
-	send(&Hello{Header: hdr(1), Token: []byte(testToken)})
-	if m := recv(); m.(*HelloAck).Node != "node7" || m.Hdr().ReturnCode != Success {
+	if m := rawHello(t, cs, []byte(testToken)); m.Node != "node7" || m.Hdr().ReturnCode != Success {
 		t.Fatalf("hello ack %#v", m)
 	}
 	send(&Update{Header: hdr(2), Commands: []Command{&SendSignal{Signal: 12}, &ContinueProcess{}}})
@@ -385,10 +386,8 @@ func TestRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Close()
-	hb, _ := Encode(&Hello{Header: hdr(1), Token: []byte(testToken)})
-	up.Write(hb)
-	if b, err := ReadFrame(up); err != nil || be.Uint32(b[12:]) != 0 {
-		t.Fatalf("upstream hello: %v", err)
+	if ack := rawHello(t, up, []byte(testToken)); ack.ReturnCode != Success {
+		t.Fatalf("upstream hello: %v", ack.ReturnCode)
 	}
 	relay := startServer(t, &relayAgent{up: up})
 	c := relay.dial(t, "tcp", ClientOptions{ToolID: 4})
@@ -406,4 +405,34 @@ func TestRelay(t *testing.T) {
 	if err := (&Conn{}).SendEncoded(frameWithLength(31, 0)); err == nil {
 		t.Error("SendEncoded accepted a bad frame")
 	}
+}
+
+// rawHello authenticates a raw connection as a tool holding token and returns the final
+// HelloAck; it fails the test if the agent does not prove the token.
+func rawHello(t *testing.T, rw io.ReadWriter, token []byte) *HelloAck {
+	t.Helper()
+	exchange := func(m *Hello) *HelloAck {
+		b, err := Encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		fb, err := ReadFrame(rw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := DecodeMessage(fb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.(*HelloAck)
+	}
+	mine := NewNonce()
+	ch := exchange(&Hello{Header: hdr(1), ExtVersion: ExtensionVersion, Nonce: mine})
+	if !hmac.Equal(ch.Proof, HelloProof(token, HelloRoleAgent, mine, ch.Nonce)) {
+		t.Fatalf("the agent's proof %x is wrong", ch.Proof)
+	}
+	return exchange(&Hello{Header: hdr(2), ExtVersion: ExtensionVersion, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)})
 }

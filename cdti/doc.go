@@ -78,8 +78,10 @@
 //
 // # Server
 //
-// Server is the agent side: it accepts connections, requires a Hello with the session token
-// (compared in constant time) as the first message, and hands decoded requests to a Handler that
+// Server is the agent side: it accepts connections, requires each to prove the session token
+// by challenge and response before anything else (two Hellos, see Hello and HelloProof: each
+// side proves it holds the token with an HMAC over the other's nonce, the agent first, and the
+// token never travels), and hands decoded requests to a Handler that
 // implements some of AttachHandler, DetachHandler, ControlHandler, QueryHandler, UpdateHandler,
 // Checker, MessageHandler, OpenHandler and CloseHandler (or RelayHandler, which receives the raw
 // frames so that an agent on a real BG/Q can forward them unaltered to toolctld and send the
@@ -98,12 +100,17 @@
 // use type numbers BG/Q never assigned, so a real CNK answers the commands with CmdInval and
 // toolctld answers the messages with ErrorAck(UnsupportedType); the Client reports a CmdInval
 // answer to an extension command as ErrNotSupported, which tells a tool that it faces BG/Q.
-// ExtensionVersion (1) is exchanged in Hello and HelloAck.
+// ExtensionVersion (2) is exchanged in Hello and HelloAck.
 //
 //	type  name               in      layout after the 40-byte ToolMessage or the 8-byte ToolCommand
-//	5100  Hello              message extVersion u32 @40, token length u16 @44, token @48 (≤ 1024), padded to 8
-//	5101  HelloAck           message extVersion u32 @40, node length u16 @44, node name @48 (≤ 1024), padded to 8;
-//	                                 ReturnCode ToolAuthorityError = wrong token (the agent then closes)
+//	5100  Hello              message extVersion u32 @40, nonce length u16 @44, proof length u16 @46,
+//	                                 nonce @48 (≤ 32), proof after it (≤ 64), padded to 8; the first Hello
+//	                                 carries the tool's nonce, the second its proof
+//	5101  HelloAck           message extVersion u32 @40, node length u16 @44, nonce length u8 @46,
+//	                                 proof length u8 @47, node name @48 (≤ 1024), nonce, proof, padded to 8;
+//	                                 to the first Hello: the agent's nonce and proof; to the second: the
+//	                                 node name, or ReturnCode ToolAuthorityError = wrong proof (the agent
+//	                                 then closes)
 //	1101  GetTargetInfo      Query   (threadID only)
 //	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
 //	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24
@@ -121,6 +128,10 @@
 //	1205  StopProcess        Update  (threadID only): stop every thread without a signal
 //	1206  StopProcessAck             stopping u32 @8: 1 = a Notify(SIGSTOP, reason 100 Interrupt) follows,
 //	                                 0 = the process is already suspended or a notification is on its way
+//
+// A Hello proof is HelloProof(token, role, the peer's nonce, one's own nonce): HMAC-SHA256 keyed
+// by the session token over the role ("hpcdap agent" or "hpcdap tool"), a zero byte and both
+// nonces. The tool checks the agent's proof before it sends its own.
 //
 // Register sets are the operating system's own layouts in the target's byte order: for
 // RegSetGeneral, x86_64 user_regs_struct or ppc64 pt_regs; for RegSetFloat, x86_64

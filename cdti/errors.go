@@ -19,6 +19,11 @@ var (
 	ErrNotifyOverflow = errors.New("notification queue overflow")
 	// ErrAuthentication: the agent refused the Hello token.
 	ErrAuthentication = errors.New("authentication failed")
+	// ErrInternal: decoding or handling a message panicked. The Server answers the request
+	// with an ErrorAck(RequestFailed) and closes that connection alone (its CloseHandler runs,
+	// so the tool is dropped as after any failure); the Client fails that connection alone.
+	// The server and its other connections go on.
+	ErrInternal = errors.New("internal error")
 )
 
 // OpError is the error of a Client operation. It names the operation and the object

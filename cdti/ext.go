@@ -1,6 +1,9 @@
 package cdti
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
@@ -8,8 +11,9 @@ import (
 )
 
 // ExtensionVersion is the version of this package's extensions (Hello, the extension commands),
-// sent in Hello and HelloAck.
-const ExtensionVersion = 1
+// sent in Hello and HelloAck. Version 2 proves the session token by challenge and response
+// instead of sending it.
+const ExtensionVersion = 2
 
 // Extension command types: numbers BG/Q never assigned, so that a real CNK answers CmdInval.
 // Query extensions are 1101…1199, update extensions 1201…1299; ack = command + 1.
@@ -26,7 +30,9 @@ const (
 
 // Limits of the extensions.
 const (
-	MaxTokenSize            = 1024  // bytes of a Hello token
+	MaxTokenSize            = 1024  // bytes of a session token
+	NonceSize               = 32    // bytes of a Hello or HelloAck nonce
+	maxProofSize            = 64    // bytes of a Hello or HelloAck proof (HelloProof makes 32)
 	MaxNodeNameSize         = 1024  // bytes of HelloAck's node name
 	MaxExePathSize          = 4096  // bytes of GetTargetInfoAck's executable path
 	MaxRegisterSetSize      = 32768 // bytes of one register set
@@ -361,77 +367,130 @@ func init() {
 		threadDecoder(TypeSetRegisterSetAck, func(t uint32) Ack { return &SetRegisterSetAck{t} }))
 }
 
-// Hello is the extension message that opens every connection to an hpcdap agent: it carries
-// the session token. Layout: extension version uint32 @40, token length uint16 @44, token @48,
-// padded to a multiple of 8.
+// Hello is the extension message that opens every connection to an hpcdap agent. It proves
+// that the tool holds the session token without sending it (see HelloProof): the first Hello
+// carries the tool's Nonce, the agent answers with a HelloAck carrying its own Nonce and its
+// Proof, and the second Hello carries the tool's Proof. Layout: extension version uint32 @40,
+// nonce length uint16 @44, proof length uint16 @46, nonce @48, proof after it, padded to a
+// multiple of 8.
 type Hello struct {
 	Header
 	ExtVersion uint32
-	Token      []byte // at most MaxTokenSize bytes
+	Nonce      []byte // first Hello: NonceSize random bytes
+	Proof      []byte // second Hello: HelloProof(token, HelloRoleTool, agent's nonce, tool's nonce)
 }
 
-// HelloAck answers Hello. ReturnCode ToolAuthorityError means the token was wrong (the agent
-// then closes the connection). Layout: extension version uint32 @40, node name length uint16
-// @44, name @48, padded to a multiple of 8.
+// HelloAck answers Hello. To the first Hello it carries the agent's Nonce and Proof, which the
+// tool checks before it proves anything itself, so that a listener without the token learns
+// nothing; to the second it carries the agent's node name, or ReturnCode ToolAuthorityError
+// when the proof was wrong (the agent then closes the connection). Layout: extension version
+// uint32 @40, node name length uint16 @44, nonce length uint8 @46, proof length uint8 @47,
+// name @48, nonce and proof after it, padded to a multiple of 8.
 type HelloAck struct {
 	Header
 	ExtVersion uint32
 	Node       string // the agent's node name; at most MaxNodeNameSize bytes
+	Nonce      []byte // answer to the first Hello: NonceSize random bytes
+	Proof      []byte // answer to the first Hello: HelloProof(token, HelloRoleAgent, tool's nonce, agent's nonce)
+}
+
+// Roles of HelloProof: each side proves under its own, so that a proof cannot be reflected.
+const (
+	HelloRoleTool  = "hpcdap tool"
+	HelloRoleAgent = "hpcdap agent"
+)
+
+// HelloProof is what a side of a hello sends to show it holds the session token: HMAC-SHA256
+// keyed by the token over its role, the peer's nonce (the challenge it answers) and its own
+// nonce. The management plane's hello uses it too.
+func HelloProof(token []byte, role string, challenge, own []byte) []byte {
+	m := hmac.New(sha256.New, token)
+	m.Write([]byte(role))
+	m.Write([]byte{0})
+	m.Write(challenge)
+	m.Write(own)
+	return m.Sum(nil)
+}
+
+// NewNonce returns NonceSize random bytes.
+func NewNonce() []byte {
+	b := make([]byte, NonceSize)
+	if _, err := rand.Read(b); err != nil {
+		panic("cdti: no randomness for a nonce: " + err.Error())
+	}
+	return b
 }
 
 func (m *Hello) MessageType() MessageType { return MsgHello }
 func (m *Hello) encodedSize(bool) (int, error) {
-	if len(m.Token) > MaxTokenSize {
-		return 0, fmt.Errorf("cdti: encode Hello: token of %d bytes (limit %d)", len(m.Token), MaxTokenSize)
+	if len(m.Nonce) > NonceSize || len(m.Proof) > maxProofSize {
+		return 0, fmt.Errorf("cdti: encode Hello: nonce of %d bytes, proof of %d (limits %d, %d)", len(m.Nonce), len(m.Proof), NonceSize, maxProofSize)
 	}
-	return 48 + round8(len(m.Token)), nil
+	return 48 + round8(len(m.Nonce)+len(m.Proof)), nil
 }
 func (m *Hello) encodeBody(b []byte) {
 	be.PutUint32(b[40:], m.ExtVersion)
-	be.PutUint16(b[44:], uint16(len(m.Token)))
-	copy(b[48:], m.Token)
+	be.PutUint16(b[44:], uint16(len(m.Nonce)))
+	be.PutUint16(b[46:], uint16(len(m.Proof)))
+	copy(b[48:], m.Nonce)
+	copy(b[48+len(m.Nonce):], m.Proof)
 }
 
 func (m *HelloAck) MessageType() MessageType { return MsgHelloAck }
 func (m *HelloAck) encodedSize(bool) (int, error) {
-	if len(m.Node) > MaxNodeNameSize {
-		return 0, fmt.Errorf("cdti: encode HelloAck: node name of %d bytes (limit %d)", len(m.Node), MaxNodeNameSize)
+	if len(m.Node) > MaxNodeNameSize || len(m.Nonce) > NonceSize || len(m.Proof) > maxProofSize {
+		return 0, fmt.Errorf("cdti: encode HelloAck: node name of %d bytes, nonce of %d, proof of %d (limits %d, %d, %d)",
+			len(m.Node), len(m.Nonce), len(m.Proof), MaxNodeNameSize, NonceSize, maxProofSize)
 	}
-	return 48 + round8(len(m.Node)), nil
+	return 48 + round8(len(m.Node)+len(m.Nonce)+len(m.Proof)), nil
 }
 func (m *HelloAck) encodeBody(b []byte) {
 	be.PutUint32(b[40:], m.ExtVersion)
 	be.PutUint16(b[44:], uint16(len(m.Node)))
-	copy(b[48:], m.Node)
+	b[46], b[47] = byte(len(m.Nonce)), byte(len(m.Proof))
+	n := copy(b[48:], m.Node)
+	n += copy(b[48+n:], m.Nonce)
+	copy(b[48+n:], m.Proof)
 }
 
-// helloBody reads the common layout of Hello and HelloAck.
-func helloBody(h Header, b []byte, limit int) (uint32, []byte, error) {
-	if err := needMsg(h, b, 48); err != nil {
-		return 0, nil, err
+// helloFields reads the strings of a Hello or HelloAck: sizes[i] bytes each from @48, in
+// order, each within its limit.
+func helloFields(h Header, b []byte, sizes, limits []int) ([][]byte, error) {
+	out := make([][]byte, len(sizes))
+	at := 48
+	for i, n := range sizes {
+		if n > limits[i] || at+n > len(b) {
+			return nil, malformed(h.Type, "field of %d bytes at %d in a %d-byte message (limit %d)", n, at, len(b), limits[i])
+		}
+		if n > 0 {
+			out[i] = b[at : at+n]
+		}
+		at += n
 	}
-	n := int(be.Uint16(b[44:]))
-	if n > limit || 48+n > len(b) {
-		return 0, nil, malformed(h.Type, "string of %d bytes in a %d-byte message (limit %d)", n, len(b), limit)
-	}
-	return be.Uint32(b[40:]), b[48 : 48+n], nil
+	return out, nil
 }
 
 func decHello(h Header, b []byte) (Message, error) {
-	v, tok, err := helloBody(h, b, MaxTokenSize)
+	if err := needMsg(h, b, 48); err != nil {
+		return nil, err
+	}
+	f, err := helloFields(h, b, []int{int(be.Uint16(b[44:])), int(be.Uint16(b[46:]))}, []int{NonceSize, maxProofSize})
 	if err != nil {
 		return nil, err
 	}
-	return &Hello{Header: h, ExtVersion: v, Token: tok}, nil
+	return &Hello{Header: h, ExtVersion: be.Uint32(b[40:]), Nonce: f[0], Proof: f[1]}, nil
 }
 
 func decHelloAck(h Header, b []byte) (Message, error) {
 	if h.ReturnCode != Success && len(b) < 48 {
 		return &HelloAck{Header: h}, nil
 	}
-	v, node, err := helloBody(h, b, MaxNodeNameSize)
+	if err := needMsg(h, b, 48); err != nil {
+		return nil, err
+	}
+	f, err := helloFields(h, b, []int{int(be.Uint16(b[44:])), int(b[46]), int(b[47])}, []int{MaxNodeNameSize, NonceSize, maxProofSize})
 	if err != nil {
 		return nil, err
 	}
-	return &HelloAck{Header: h, ExtVersion: v, Node: string(node)}, nil
+	return &HelloAck{Header: h, ExtVersion: be.Uint32(b[40:]), Node: string(f[0]), Nonce: f[1], Proof: f[2]}, nil
 }

@@ -1,11 +1,15 @@
 package cdti
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -251,17 +255,58 @@ func TestAuthentication(t *testing.T) {
 	a := newMemAgent(4096)
 	s := startServer(t, a)
 	ctx := testCtx(t)
+	// A tool with another token finds the agent's proof wrong and proves nothing itself.
 	_, err := Dial(ctx, "tcp", s.ln.Addr().String(), ClientOptions{Token: []byte("wrong")})
-	if !errors.Is(err, ErrAuthentication) || !errors.Is(err, ToolAuthorityError) {
+	if !errors.Is(err, ErrAuthentication) || !strings.Contains(err.Error(), "the agent did not prove the session token") {
 		t.Errorf("wrong token: %v", err)
 	}
-	// A first message other than Hello gets ErrorAck(ToolAuthorityError) and the connection closes.
+	// A tool that answers the challenge with a wrong proof is refused and closed.
 	conn, err := net.Dial("tcp", s.ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	b, _ := Encode(&Attach{Header: hdr(1)})
+	mine := NewNonce()
+	b, _ := Encode(&Hello{Header: hdr(1), ExtVersion: ExtensionVersion, Nonce: mine})
+	conn.Write(b)
+	fb, err := ReadFrame(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := DecodeMessage(fb)
+	if ack := ch.(*HelloAck); ack.ReturnCode != Success || !hmac.Equal(ack.Proof, HelloProof([]byte(testToken), HelloRoleAgent, mine, ack.Nonce)) {
+		t.Fatalf("challenge %#v", ack)
+	}
+	b, _ = Encode(&Hello{Header: hdr(2), ExtVersion: ExtensionVersion, Proof: HelloProof([]byte("wrong"), HelloRoleTool, ch.(*HelloAck).Nonce, mine)})
+	conn.Write(b)
+	if fb, err := ReadFrame(conn); err != nil || be.Uint32(fb[12:]) != uint32(ToolAuthorityError) {
+		t.Errorf("reply to a wrong proof: %x %v", fb, err)
+	}
+	if _, err := ReadFrame(conn); err != io.EOF {
+		t.Errorf("connection not closed after a wrong proof: %v", err)
+	}
+	// A proof made for the agent's role (a reflected proof) is refused too.
+	conn2, err := net.Dial("tcp", s.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	b, _ = Encode(&Hello{Header: hdr(1), ExtVersion: ExtensionVersion, Nonce: mine})
+	conn2.Write(b)
+	fb, _ = ReadFrame(conn2)
+	ch, _ = DecodeMessage(fb)
+	b, _ = Encode(&Hello{Header: hdr(2), ExtVersion: ExtensionVersion, Proof: ch.(*HelloAck).Proof})
+	conn2.Write(b)
+	if fb, err := ReadFrame(conn2); err != nil || be.Uint32(fb[12:]) != uint32(ToolAuthorityError) {
+		t.Errorf("reply to a reflected proof: %x %v", fb, err)
+	}
+	// A first message other than Hello gets ErrorAck(ToolAuthorityError) and the connection closes.
+	conn, err = net.Dial("tcp", s.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	b, _ = Encode(&Attach{Header: hdr(1)})
 	conn.Write(b)
 	if m, err := ReadFrame(conn); err != nil || MessageType(be.Uint16(m[2:])) != MsgErrorAck || be.Uint32(m[12:]) != uint32(ToolAuthorityError) {
 		t.Errorf("reply to Attach before Hello: %x %v", m, err)
@@ -274,11 +319,41 @@ func TestAuthentication(t *testing.T) {
 		t.Errorf("unauthenticated connection %d was opened", c.ID())
 	default:
 	}
-	// The right token works.
-	c := s.dial(t, "tcp", ClientOptions{})
+	// The right token works, and never travels.
+	cs, ss := net.Pipe()
+	go s.srv.ServeConn(ss)
+	sent := &recordingConn{Conn: cs}
+	c := NewClient(sent, ClientOptions{Token: []byte(testToken)})
+	defer c.Close()
+	if _, err := c.Hello(ctx, []byte(testToken)); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Query(ctx, 1, &GetThreadList{}); err != nil {
 		t.Error(err)
 	}
+	if bytes.Contains(sent.bytes(), []byte(testToken)) {
+		t.Errorf("the token was sent")
+	}
+}
+
+// recordingConn keeps what is written through it.
+type recordingConn struct {
+	net.Conn
+	mu  sync.Mutex
+	out []byte
+}
+
+func (c *recordingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.out = append(c.out, p...)
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *recordingConn) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]byte(nil), c.out...)
 }
 
 // TestMalformedFrameClosesOnlyThatConnection: bad frames end their own connection (the
@@ -372,4 +447,70 @@ func TestServerClose(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// panicAgent is a memAgent whose Query panics on a GetMemory of address 0xdead.
+type panicAgent struct{ *memAgent }
+
+func (a panicAgent) Query(c *Conn, m *Query) ([]Result, ReturnCode) {
+	for _, cmd := range m.Commands {
+		if g, ok := cmd.(*GetMemory); ok && g.Addr == 0xdead {
+			var table []Result
+			_ = table[g.Addr] // index out of range, as a handler bug would
+		}
+	}
+	return a.memAgent.Query(c, m)
+}
+
+// TestServerRecoversHandlerPanic: a request whose handler panics is answered with
+// RequestFailed, its connection alone is closed (the CloseHandler hears ErrInternal), and the
+// server's other connections and new ones are served.
+func TestServerRecoversHandlerPanic(t *testing.T) {
+	a := newMemAgent(1 << 20)
+	var logBuf syncBuffer
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &testServer{srv: &Server{Handler: panicAgent{a}, Token: []byte(testToken), ErrorLog: log.New(&logBuf, "", 0)}, ln: ln}
+	go s.srv.Serve(ln)
+	t.Cleanup(func() { s.srv.Close() })
+	ctx := testCtx(t)
+	other := s.dial(t, "tcp", ClientOptions{ToolID: 2})
+	victim := s.dial(t, "tcp", ClientOptions{ToolID: 1})
+	_, err = victim.Query(ctx, 3, &GetMemory{Addr: 0xdead, Length: 8})
+	var rce *ReturnCodeError
+	if !errors.As(err, &rce) || rce.Code != RequestFailed {
+		t.Fatalf("query that panics: %v, want RequestFailed", err)
+	}
+	<-victim.Done()
+	if err := <-a.closed; !errors.Is(err, ErrInternal) {
+		t.Errorf("close handler heard %v, want ErrInternal", err)
+	}
+	if !strings.Contains(logBuf.String(), "panic: runtime error: index out of range") {
+		t.Errorf("error log lacks the panic:\n%s", logBuf.String())
+	}
+	for _, c := range []*Client{other, s.dial(t, "tcp", ClientOptions{ToolID: 3})} {
+		if rs, err := c.Query(ctx, 3, &GetMemory{Addr: a.base, Length: 8}); err != nil || rs[0].Code != CmdSuccess {
+			t.Errorf("query on another connection after the panic: %v, %v", rs, err)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -35,7 +35,7 @@ func seedMessages(t testing.TB) [][]byte {
 		&QueryAck{Header: hdr(7), Results: []Result{{Type: TypeGetMemoryAck, Code: CmdAllocErr},
 			{Code: CmdTIDinval, Ack: &BareAck{Type: TypeGetThreadListAck, ThreadID: 3}}}},
 		&AttachAck{Header: hdr(8), Ranks: []uint32{1, 2}}, &DetachAck{Header: hdr(9)},
-		&Hello{Header: hdr(10), Token: []byte("tok")}, &HelloAck{Header: hdr(11), Node: "n"},
+		&Hello{Header: hdr(10), Nonce: []byte("nonce"), Proof: []byte("proof")}, &HelloAck{Header: hdr(11), Node: "n", Nonce: []byte("nn"), Proof: []byte("p")},
 		&SetupJob{Header: hdr(12), Ranks: []uint32{3}}, &ErrorAck{hdr(13)},
 		&Notify{Header: hdr(14), Kind: NotifyTypeTermination, Exit: 256},
 	}

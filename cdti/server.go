@@ -3,15 +3,16 @@ package cdti
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -102,8 +103,9 @@ var ErrServerClosed = errors.New("cdti: server closed")
 type Server struct {
 	// Handler implements the handler interfaces above.
 	Handler any
-	// Token is the session token every connection must present in its Hello. It is compared in
-	// constant time. An empty token accepts an empty Hello token only.
+	// Token is the session token every connection must prove it holds in its Hellos, by
+	// challenge and response (HelloProof; proofs are compared in constant time, and the token
+	// itself never travels). An empty token accepts only a tool whose token is empty too.
 	Token []byte
 	// Node is the node name reported in HelloAck.
 	Node string
@@ -141,6 +143,7 @@ func (s *Server) Serve(l net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
+	var delay time.Duration
 	for {
 		nc, err := l.Accept()
 		if err != nil {
@@ -150,8 +153,15 @@ func (s *Server) Serve(l net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
+			var ok bool
+			if delay, ok = AcceptRetry(err, delay); ok {
+				s.logf("cdti: accept on %v: %v; retrying in %v", l.Addr(), err, delay)
+				time.Sleep(delay)
+				continue
+			}
 			return err
 		}
+		delay = 0
 		if !s.track() {
 			nc.Close()
 			return ErrServerClosed
@@ -161,6 +171,22 @@ func (s *Server) Serve(l net.Listener) error {
 			s.serveConn(nc)
 		}()
 	}
+}
+
+// AcceptRetry reports whether a server should outlive an Accept error and how long to wait
+// before accepting again. Running out of descriptors or buffers (EMFILE, ENFILE, ENOBUFS,
+// ENOMEM), a connection aborted before it was accepted (ECONNABORTED) and timeouts pass once
+// connections close; the wait doubles from 5 ms up to 1 s while errors repeat (prev is the
+// previous wait, 0 after an Accept that succeeded).
+func AcceptRetry(err error, prev time.Duration) (time.Duration, bool) {
+	var ne net.Error
+	temporary := errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
+		errors.Is(err, syscall.ECONNABORTED) || (errors.As(err, &ne) && ne.Timeout())
+	if !temporary {
+		return 0, false
+	}
+	return min(max(2*prev, 5*time.Millisecond), time.Second), true
 }
 
 // ServeConn serves one connection and returns when it ends.
@@ -340,16 +366,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 
-	r := bufio.NewReaderSize(nc, 64<<10)
-	opened := false
-	err := c.handshake(r)
-	if err == nil {
-		opened = true
-		if h, ok := s.Handler.(OpenHandler); ok {
-			h.Opened(c)
-		}
-		err = c.serve(r)
-	}
+	opened, err := c.run()
 	nc.Close()
 	cancel()
 	if err != nil {
@@ -363,36 +380,88 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 }
 
-// handshake reads the first message, which must be a Hello with the right token.
+// run authenticates the connection and serves it. A panic outside a request (in the
+// handshake, in an Opened handler) ends this connection only, as ErrInternal.
+func (c *Conn) run() (opened bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrInternal, p, debug.Stack())
+		}
+	}()
+	r := bufio.NewReaderSize(c.nc, 64<<10)
+	if err := c.handshake(r); err != nil {
+		return false, err
+	}
+	opened = true // from here on the CloseHandler must run, even if Opened panics
+	if h, ok := c.srv.Handler.(OpenHandler); ok {
+		h.Opened(c)
+	}
+	return true, c.serve(r)
+}
+
+// maxHelloSize bounds a frame read before authentication: a Hello needs far less.
+const maxHelloSize = 4096
+
+// handshake authenticates the peer by challenge and response (see Hello): the first message
+// must be a Hello with the tool's nonce, answered with the agent's nonce and proof, and the
+// second a Hello with the tool's proof of the token.
 func (c *Conn) handshake(r *bufio.Reader) error {
 	to := c.srv.HandshakeTimeout
 	if to <= 0 {
 		to = 10 * time.Second
 	}
 	c.nc.SetReadDeadline(time.Now().Add(to))
-	b, err := ReadFrame(r)
+	h, first, err := c.readHello(r, "first")
 	if err != nil {
+		return err
+	}
+	if len(first.Nonce) != NonceSize || len(first.Proof) != 0 {
+		c.Send(&HelloAck{Header: h.Reply(ToolAuthorityError), ExtVersion: ExtensionVersion})
+		return fmt.Errorf("handshake: %w: first Hello without a %d-byte nonce (extension version %d, this agent's %d)",
+			ErrAuthentication, NonceSize, first.ExtVersion, ExtensionVersion)
+	}
+	mine := NewNonce()
+	if err := c.Send(&HelloAck{Header: h.Reply(Success), ExtVersion: ExtensionVersion, Nonce: mine,
+		Proof: HelloProof(c.srv.Token, HelloRoleAgent, first.Nonce, mine)}); err != nil {
 		return fmt.Errorf("handshake: %w", err)
 	}
-	c.nc.SetReadDeadline(time.Time{})
-	h, _ := ParseHeader(b)
-	if h.Type != MsgHello {
-		c.Send(&ErrorAck{h.Reply(ToolAuthorityError)})
-		return fmt.Errorf("handshake: first message is %v, not Hello", h.Type)
-	}
-	m, err := DecodeMessage(b)
+	h, second, err := c.readHello(r, "second")
 	if err != nil {
-		return fmt.Errorf("handshake: %w", err)
+		return err
 	}
-	hello := m.(*Hello)
-	want, got := sha256.Sum256(c.srv.Token), sha256.Sum256(hello.Token)
-	if subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+	if !hmac.Equal(second.Proof, HelloProof(c.srv.Token, HelloRoleTool, mine, first.Nonce)) {
 		c.Send(&HelloAck{Header: h.Reply(ToolAuthorityError), ExtVersion: ExtensionVersion})
 		return fmt.Errorf("handshake: %w: wrong token", ErrAuthentication)
 	}
-	c.hello = hello
+	c.nc.SetReadDeadline(time.Time{})
+	c.hello = second
 	node := c.srv.Node[:min(len(c.srv.Node), MaxNodeNameSize)]
 	return c.Send(&HelloAck{Header: h.Reply(Success), ExtVersion: ExtensionVersion, Node: node})
+}
+
+// readHello reads one handshake message, which must be a Hello of at most maxHelloSize bytes.
+func (c *Conn) readHello(r *bufio.Reader, which string) (Header, *Hello, error) {
+	hb, err := r.Peek(HeaderSize)
+	if err != nil {
+		return Header{}, nil, fmt.Errorf("handshake: %w", err)
+	}
+	h, _ := ParseHeader(hb)
+	if h.Type != MsgHello {
+		c.Send(&ErrorAck{h.Reply(ToolAuthorityError)})
+		return h, nil, fmt.Errorf("handshake: %s message is %v, not Hello", which, h.Type)
+	}
+	if h.Length > maxHelloSize {
+		return h, nil, fmt.Errorf("handshake: Hello of %d bytes (limit %d)", h.Length, maxHelloSize)
+	}
+	b, err := ReadFrame(r)
+	if err != nil {
+		return h, nil, fmt.Errorf("handshake: %w", err)
+	}
+	m, err := DecodeMessage(b)
+	if err != nil {
+		return h, nil, fmt.Errorf("handshake: %w", err)
+	}
+	return h, m.(*Hello), nil
 }
 
 func (c *Conn) serve(r *bufio.Reader) error {
@@ -424,7 +493,7 @@ func (c *Conn) handle(b []byte) error {
 	c.amu.Lock()
 	c.inRequest = true
 	c.amu.Unlock()
-	reply, err := c.dispatch(h, b)
+	reply, err := c.dispatchRecovered(h, b)
 	c.amu.Lock()
 	c.inRequest = false
 	after := c.after
@@ -454,6 +523,18 @@ func answer(h Header, ack Message) Message {
 }
 
 var failedAck = Header{ReturnCode: RequestFailed}
+
+// dispatchRecovered is dispatch, turning a panic into ErrInternal and an ErrorAck.
+func (c *Conn) dispatchRecovered(h Header, b []byte) (reply Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.srv.logf("cdti: connection %d from %v: %v request: panic: %v\n%s", c.id, c.nc.RemoteAddr(), h.Type, p, debug.Stack())
+			c.Send(&ErrorAck{h.Reply(RequestFailed)})
+			reply, err = nil, fmt.Errorf("%v request: %w: %v", h.Type, ErrInternal, p)
+		}
+	}()
+	return c.dispatch(h, b)
+}
 
 func (c *Conn) dispatch(h Header, b []byte) (Message, error) {
 	if h.Service != ServiceToolctl {

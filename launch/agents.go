@@ -3,7 +3,7 @@ package launch
 import (
 	"bufio"
 	"context"
-	"crypto/subtle"
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
 )
 
 // AgentEndpoint is one node agent and the ranks it serves.
@@ -45,9 +47,10 @@ func (g *Agents) Stop() {
 }
 
 // registration is the agent.register notification of an agent started with --connect
-// (package agent's RegisterParams, read here from the wire).
+// (package agent's RegisterParams, read here from the wire). Proof answers this front end's
+// challenge: cdti.HelloProof(token, cdti.HelloRoleAgent, front end's nonce, agent's nonce).
 type registration struct {
-	Token   string `json:"token"`
+	Proof   []byte `json:"proof"`
 	Node    string `json:"node"`
 	Address string `json:"address"`
 	Pid     int    `json:"pid"`
@@ -65,14 +68,14 @@ type registration struct {
 // maxRegistration bounds a registration message: it lists at most 64 ranks.
 const maxRegistration = 64 << 10
 
-// readRegistration reads one JSON-RPC 2.0 notification with Content-Length framing and
-// decodes an agent.register call. Every size is bounded: the listener accepts anyone.
-func readRegistration(r *bufio.Reader) (*registration, error) {
+// readRPC reads one JSON-RPC 2.0 message with Content-Length framing into msg. Every size is
+// bounded: the listener accepts anyone.
+func readRPC(r *bufio.Reader, msg any) error {
 	length := -1
 	for {
 		line, err := r.ReadSlice('\n')
 		if err != nil {
-			return nil, fmt.Errorf("header: %w", err)
+			return fmt.Errorf("header: %w", err)
 		}
 		s := strings.TrimRight(string(line), "\r\n")
 		if s == "" {
@@ -81,24 +84,53 @@ func readRegistration(r *bufio.Reader) (*registration, error) {
 		if v, ok := strings.CutPrefix(strings.ToLower(s), "content-length:"); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil || n < 0 || n > maxRegistration {
-				return nil, fmt.Errorf("content length %q", strings.TrimSpace(v))
+				return fmt.Errorf("content length %q", strings.TrimSpace(v))
 			}
 			length = n
 		}
 	}
 	if length < 0 {
-		return nil, errors.New("no Content-Length")
+		return errors.New("no Content-Length")
 	}
 	body := make([]byte, length)
 	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, fmt.Errorf("body: %w", err)
+		return fmt.Errorf("body: %w", err)
 	}
-	var msg struct {
-		Version string          `json:"jsonrpc"`
-		Method  string          `json:"method"`
-		Params  json.RawMessage `json:"params"`
+	return json.Unmarshal(body, msg)
+}
+
+// rpcCall is the envelope of a JSON-RPC 2.0 call or notification.
+type rpcCall struct {
+	Version string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// readRegistration runs the front end's side of an agent's registration: the agent's
+// "agent.challenge" call, answered with this front end's nonce and its proof of token (role
+// cdti.HelloRoleTool), then the agent.register notification, whose proof must answer that
+// nonce. The token never travels; an agent checks the front end's proof before it says more.
+func readRegistration(rw io.Writer, r *bufio.Reader, token string) (*registration, error) {
+	var ch rpcCall
+	if err := readRPC(r, &ch); err != nil {
+		return nil, err
 	}
-	if err := json.Unmarshal(body, &msg); err != nil {
+	var cp struct {
+		Nonce []byte `json:"nonce"`
+	}
+	if ch.Version != "2.0" || ch.Method != "agent.challenge" || len(ch.ID) == 0 || json.Unmarshal(ch.Params, &cp) != nil ||
+		len(cp.Nonce) != cdti.NonceSize {
+		return nil, fmt.Errorf("unexpected first call %q (jsonrpc %q)", ch.Method, ch.Version)
+	}
+	mine := cdti.NewNonce()
+	answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": ch.ID,
+		"result": map[string]any{"nonce": mine, "proof": cdti.HelloProof([]byte(token), cdti.HelloRoleTool, cp.Nonce, mine)}})
+	if _, err := fmt.Fprintf(rw, "Content-Length: %d\r\n\r\n%s", len(answer), answer); err != nil {
+		return nil, fmt.Errorf("answer the challenge: %w", err)
+	}
+	var msg rpcCall
+	if err := readRPC(r, &msg); err != nil {
 		return nil, err
 	}
 	if msg.Version != "2.0" || msg.Method != "agent.register" {
@@ -107,6 +139,9 @@ func readRegistration(r *bufio.Reader) (*registration, error) {
 	var reg registration
 	if err := json.Unmarshal(msg.Params, &reg); err != nil {
 		return nil, fmt.Errorf("agent.register params: %w", err)
+	}
+	if !hmac.Equal(reg.Proof, cdti.HelloProof([]byte(token), cdti.HelloRoleAgent, mine, cp.Nonce)) {
+		return nil, errors.New("agent.register: wrong proof of the session token")
 	}
 	return &reg, nil
 }
@@ -138,8 +173,8 @@ func (rv *rendezvous) accept() {
 		rv.wg.Go(func() {
 			defer nc.Close()
 			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-			reg, err := readRegistration(bufio.NewReaderSize(io.LimitReader(nc, maxRegistration+4096), 4096))
-			if err != nil || subtle.ConstantTimeCompare([]byte(reg.Token), []byte(rv.token)) != 1 {
+			reg, err := readRegistration(nc, bufio.NewReaderSize(io.LimitReader(nc, 2*maxRegistration+4096), 4096), rv.token)
+			if err != nil {
 				return
 			}
 			select {
@@ -157,20 +192,56 @@ func (rv *rendezvous) close() {
 	rv.wg.Wait()
 }
 
-// advertiseHost is the address agents use to reach this front end.
-func (fe *Frontend) advertiseHost() string {
+// advertiseHost is the address agents on nodes use to reach this front end: the source
+// address of this host's route to a node of the job, a non-loopback one if any node is
+// elsewhere (a host name that resolves to loopback, as Debian's 127.0.1.1 does, must not send
+// remote agents to their own loopback, where anyone may listen and would receive the token).
+func (fe *Frontend) advertiseHost(nodes []string) (string, error) {
 	if fe.opts.AdvertiseHost != "" {
-		return fe.opts.AdvertiseHost
+		return fe.opts.AdvertiseHost, nil
 	}
 	if fe.wlm.Name() == "local" {
-		return "127.0.0.1"
+		return "127.0.0.1", nil
 	}
-	if h, err := os.Hostname(); err == nil {
-		if addrs, err := net.LookupHost(h); err == nil && len(addrs) > 0 {
-			return addrs[0]
+	if na, ok := fe.wlm.(interface{ nodeAddrs([]string) []string }); ok {
+		nodes = na.nodeAddrs(nodes) // where the workload manager reaches them
+	}
+	var loopback string
+	for _, n := range nodes {
+		ip := routeSource(n)
+		switch {
+		case ip == nil:
+		case !ip.IsLoopback():
+			return ip.String(), nil
+		default:
+			loopback = ip.String() // this node is this host
 		}
 	}
-	return "127.0.0.1"
+	if loopback != "" {
+		return loopback, nil
+	}
+	if h, err := os.Hostname(); err == nil {
+		if addrs, err := net.LookupHost(h); err == nil {
+			for _, a := range addrs {
+				if ip := net.ParseIP(a); ip != nil && !ip.IsLoopback() {
+					return a, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("launch: no address of this host reaches the nodes %s (their names resolve to none, and this host's name only to loopback): set HPCDAP_FRONTEND_HOST",
+		strings.Join(nodes, ","))
+}
+
+// routeSource returns the local address this host's route to host uses, or nil when host does
+// not resolve. Nothing is sent.
+func routeSource(host string) net.IP {
+	c, err := net.Dial("udp", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP
 }
 
 // StartAgents starts one hpcdap agent per node of the job, each serving its node's ranks in
@@ -210,7 +281,11 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	for _, h := range place.Hosts {
 		byHost[h.Host] = h
 	}
-	front := net.JoinHostPort(a.fe.advertiseHost(), strconv.Itoa(rv.port()))
+	advertise, err := a.fe.advertiseHost(place.HostNames())
+	if err != nil {
+		return nil, err
+	}
+	front := net.JoinHostPort(advertise, strconv.Itoa(rv.port()))
 	// --supervise: an agent killed outright leaves no trap in the ranks it attached to.
 	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir, "--supervise"}
 	perHost := func(host string) []string {

@@ -211,9 +211,9 @@ func dialManagement(ctx context.Context, addr, token string, h jsonrpc2.Handler)
 		return nil, err
 	}
 	c := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}), h)
-	if err := c.Call(ctx, "hello", map[string]string{"token": token, "client": "hpcdap-launch"}, nil); err != nil {
+	if err := Hello(ctx, c, token, "hpcdap-launch", nil); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("hello: %w", err)
+		return nil, err
 	}
 	return c, nil
 }

@@ -24,8 +24,9 @@ type Options struct {
 	// directories (default: $HPCDAP_NODE_TMPDIR, else /tmp).
 	NodeTmpDir string
 	// AdvertiseHost is the address node agents use to reach the front end's rendezvous
-	// listener (default: $HPCDAP_FRONTEND_HOST, else 127.0.0.1 for the local WLM and the
-	// address this host's name resolves to for the others).
+	// listener (default: $HPCDAP_FRONTEND_HOST, else 127.0.0.1 for the local WLM and, for the
+	// others, the source address of this host's route to the job's nodes: loopback only when
+	// every node is this host).
 	AdvertiseHost string
 	// WorkDir holds the front end's logs and temporary files (default: a new directory under
 	// the system temporary directory, removed by Close).

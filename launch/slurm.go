@@ -412,6 +412,24 @@ func (n *slurmNodes) start(ctx context.Context, hosts []string, argv func(string
 	if len(hosts) == 0 {
 		return nil, errors.New("launch: start daemons: no hosts")
 	}
+	cmd := n.daemonStep(hosts, argv, env)
+	logPath, err := n.fe.workFile("daemons-*.log")
+	if err != nil {
+		return nil, err
+	}
+	d, err := startDaemonCmds(hosts, []*exec.Cmd{cmd}, logPath)
+	if err != nil {
+		return nil, err
+	}
+	d.terminate = scancelStep(d, "TERM")
+	d.endedFrom = endedTasks
+	return d, nil
+}
+
+// daemonStep is the srun command of start. The daemons' variables (the session token among
+// them) travel in its environment, never in its arguments, and --export names them, so that a
+// user's SLURM_EXPORT_ENV cannot keep them from the tasks.
+func (n *slurmNodes) daemonStep(hosts []string, argv func(string) []string, env []string) *exec.Cmd {
 	var script strings.Builder
 	// The step id lets Stop signal the daemons through Slurm; the node name maps the task
 	// labels of the output to nodes.
@@ -425,20 +443,10 @@ func (n *slurmNodes) start(ctx context.Context, hosts []string, argv func(string
 		fmt.Fprintf(&script, "%s) exec %s ;;\n", shellQuote(h), strings.Join(q, " "))
 	}
 	script.WriteString(`*) echo "no daemon for node $SLURMD_NODENAME" >&2; exit 1 ;;` + "\nesac\n")
-	args := append(n.stepArgs(hosts), "--label", "sh", "-c", script.String())
+	args := append(n.stepArgs(hosts), exportFlag(os.Getenv("SLURM_EXPORT_ENV"), env), "--label", "sh", "-c", script.String())
 	cmd := exec.Command("srun", args...)
 	cmd.Env = stepEnv(env)
-	logPath, err := n.fe.workFile("daemons-*.log")
-	if err != nil {
-		return nil, err
-	}
-	d, err := startDaemonCmds(hosts, []*exec.Cmd{cmd}, logPath)
-	if err != nil {
-		return nil, err
-	}
-	d.terminate = scancelStep(d, "TERM")
-	d.endedFrom = endedTasks
-	return d, nil
+	return cmd
 }
 
 // taskLine is a labelled line of a step's output, "TASK: text"; taskNode is the line in

@@ -20,7 +20,7 @@ import (
 func runAgent(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("agent", stderr)
 	listen := fs.String("listen", "", "serve both planes on `ADDR` (host:port; port 0 picks one) and print \"listening on HOST:PORT\"")
-	connect := fs.String("connect", "", "register with the front end at `ADDR` (agent.register), listening on an ephemeral port")
+	connect := fs.String("connect", "", "register with the front end at `ADDR` (agent.register), listening on an ephemeral port of the address that reaches it")
 	np := fs.Int("np", 1, "spawn mode: number of ranks to start")
 	firstRank := fs.Int("first-rank", 0, "spawn mode: rank of the first process")
 	jobSize := fs.Int("job-size", 0, "spawn mode: HPCDAP_NP given to the ranks (default first-rank+np)")
@@ -181,11 +181,12 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
-	addr := *listen
-	if addr == "" {
-		addr = ":0" // --connect: the front end learns the port from agent.register
+	var l net.Listener
+	if *listen != "" {
+		l, err = net.Listen("tcp", *listen)
+	} else {
+		l, err = agent.ListenToward(*connect) // the front end learns the port from agent.register
 	}
-	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		a.Shutdown(true)
 		return err

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -66,16 +65,17 @@ func runDAP(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// runServe is `hpcdap serve`: DAP over TCP, one session per connection.
+// runServe is `hpcdap serve`: DAP over TCP or a Unix socket, one session per connection.
 func runServe(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
-	listen := fs.String("listen", "127.0.0.1:4711", "accept DAP clients on `ADDR` (host:port; port 0 picks one)")
+	listen := fs.String("listen", "127.0.0.1:4711", "accept DAP clients on `ADDR`: host:port (port 0 picks one), or unix:PATH for a Unix socket only this user may open")
 	logPath := fs.String("log", "", "write diagnostics to `FILE` (default: stderr)")
 	agent := fs.String("agent", "", "the hpcdap `EXECUTABLE` started as the local agent (default: this one)")
-	anyUser := fs.Bool("any-user", false, "accept connections from other users' processes (refused by default)")
+	anyUser := fs.Bool("any-user", false, "accept connections from other users' processes, which then run programs as this user (refused by default)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap serve [--listen ADDR] [flags]")
-		fmt.Fprintln(fs.Output(), "\nServes Debug Adapter Protocol sessions over TCP, each connection its own session;")
+		fmt.Fprintln(fs.Output(), "\nServes Debug Adapter Protocol sessions over TCP or a Unix socket, each connection its own session;")
+		fmt.Fprintln(fs.Output(), "a connection from a process of another user is refused unless --any-user is given;")
 		fmt.Fprintln(fs.Output(), "prints \"listening on HOST:PORT\" once ready.")
 		fs.PrintDefaults()
 	}
@@ -91,9 +91,13 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
-	l, err := net.Listen("tcp", *listen)
+	l, err := adapter.Listen(*listen)
 	if err != nil {
 		return err
+	}
+	if *anyUser {
+		fmt.Fprintf(stderr, "hpcdap serve: WARNING: --any-user: every user who can reach %s can run programs and read memory as uid %d\n",
+			l.Addr(), os.Getuid())
 	}
 	fmt.Fprintf(stdout, "listening on %s\n", l.Addr())
 	if f, ok := stdout.(*os.File); ok {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -51,5 +53,37 @@ func TestBinary(t *testing.T) {
 	err = exec.Command(bin, "frobnicate").Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
 		t.Fatalf("hpcdap frobnicate: err = %v, want exit status 2", err)
+	}
+}
+
+// TestServeAnyUserWarns: `hpcdap serve --any-user` says on stderr that other users can run
+// programs as this one, and `--listen unix:PATH` serves on a socket only this user may open.
+func TestServeAnyUserWarns(t *testing.T) {
+	bin := t.TempDir() + "/hpcdap"
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, listen := range []string{"127.0.0.1:0", "unix:" + t.TempDir() + "/dap.sock"} {
+		cmd := exec.Command(bin, "serve", "--any-user", "--listen", listen)
+		stdout, _ := cmd.StdoutPipe()
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		cmd.Process.Kill()
+		cmd.Wait()
+		if err != nil || !strings.HasPrefix(line, "listening on ") {
+			t.Fatalf("serve --listen %s: first line %q, %v", listen, line, err)
+		}
+		if !strings.Contains(stderr.String(), "WARNING: --any-user") {
+			t.Errorf("serve --any-user --listen %s: stderr %q, want a warning", listen, stderr.String())
+		}
+		if path, ok := strings.CutPrefix(listen, "unix:"); ok {
+			if fi, err := os.Stat(path); err == nil && fi.Mode().Perm() != 0o600 {
+				t.Errorf("socket %s has mode %v, want 0600", path, fi.Mode())
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package rsp is a GDB remote serial protocol client that implements target.Process for Power
-// (ppc64, ppc64le) programs under a stub: QEMU user mode (`qemu-ppc64 -g PORT`,
-// `qemu-ppc64le -g PORT`) or gdbserver.
+// (ppc64, ppc64le) programs under a stub: QEMU user mode (`qemu-ppc64 -g PATH`,
+// `qemu-ppc64le -g PATH`: Launch puts the stub on a Unix socket in a private directory, never
+// on TCP) or a stub already listening (gdbserver, `qemu-ppc64 -g PORT`: Dial).
 //
 // The client frames packets with checksums, acknowledges them (and turns acknowledgements off
 // when the stub offers QStartNoAckMode), reads the target description (target.xml and its

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -25,13 +26,15 @@ const (
 )
 
 // Launch starts a QEMU user-mode emulator (qemu-ppc64, qemu-ppc64le) with its GDB stub on a
-// free TCP port, args (emulator options, then the program and its arguments) and environment
+// Unix socket, args (emulator options, then the program and its arguments) and environment
 // env, and connects to it. The program is stopped at its first instruction; no event is sent
 // for that stop.
 //
-// QEMU's stub listens on every interface and accepts one connection, which this client takes
-// at once; when it is closed the program runs on without a debugger, and cannot be
-// reconnected to.
+// QEMU's stub has no authentication and accepts one connection: whoever connects first
+// controls the guest. So it never listens on TCP here: `-g PATH` makes it listen on a Unix
+// socket, in a directory of mode 0700 that only this user can enter, removed when the emulator
+// ends. This client takes the one connection at once; when it is closed the program runs on
+// without a debugger, and cannot be reconnected to.
 func Launch(emulatorPath string, args, env []string) (*Process, error) {
 	return LaunchWith(emulatorPath, args, env, Options{})
 }
@@ -45,44 +48,44 @@ func LaunchWith(emulatorPath string, args, env []string, o Options) (*Process, e
 	if o.Exe == "" {
 		o.Exe = programOf(args)
 	}
-	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, fmt.Errorf("rsp: launch %s: %w", emulatorPath, err)
-		}
-		cmd := exec.Command(emulatorPath, append([]string{"-g", strconv.Itoa(port)}, args...)...)
-		cmd.Env, cmd.Dir = env, o.Dir
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
-		if cmd.Stdout == nil {
-			cmd.Stdout = os.Stdout
-		}
-		if cmd.Stderr == nil {
-			cmd.Stderr = os.Stderr
-		}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("rsp: launch %s: %w", emulatorPath, err)
-		}
-		done := make(chan struct{})
-		var waitErr error
-		go func() { waitErr = cmd.Wait(); close(done) }()
-		nc, err := dialRetry(fmt.Sprintf("127.0.0.1:%d", port), connectTimeout(o), done)
-		if err != nil {
-			_ = cmd.Process.Kill()
-			<-done
-			// The port may have been taken between choosing and binding it: try another.
-			lastErr = fmt.Errorf("rsp: launch %s: connect to port %d: %w (emulator: %v)", emulatorPath, port, err, waitErr)
-			continue
-		}
-		p, err := newProcess(nc, o, cmd, done, version)
-		if err != nil {
-			_ = cmd.Process.Kill()
-			<-done
-			return nil, fmt.Errorf("rsp: launch %s: %w", emulatorPath, err)
-		}
-		return p, nil
+	dir, err := os.MkdirTemp("", "hpcdap-gdbstub-*") // mode 0700
+	if err != nil {
+		return nil, fmt.Errorf("rsp: launch %s: socket directory: %w", emulatorPath, err)
 	}
-	return nil, lastErr
+	sock := filepath.Join(dir, "stub")
+	cmd := exec.Command(emulatorPath, append([]string{"-g", sock}, args...)...)
+	cmd.Env, cmd.Dir = env, o.Dir
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = o.Stdin, o.Stdout, o.Stderr
+	if cmd.Stdout == nil {
+		cmd.Stdout = os.Stdout
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = os.Stderr
+	}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("rsp: launch %s: %w", emulatorPath, err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() {
+		waitErr = cmd.Wait()
+		os.RemoveAll(dir)
+		close(done)
+	}()
+	nc, err := dialRetry("unix", sock, connectTimeout(o), done)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-done
+		return nil, fmt.Errorf("rsp: launch %s: connect to its stub at %s: %w (emulator: %v)", emulatorPath, sock, err, waitErr)
+	}
+	p, err := newProcess(nc, o, cmd, done, version)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-done
+		return nil, fmt.Errorf("rsp: launch %s: %w", emulatorPath, err)
+	}
+	return p, nil
 }
 
 // Dial connects to a stub listening at addr (host:port), retrying while nothing listens yet.
@@ -90,7 +93,7 @@ func Dial(addr string) (*Process, error) { return DialWith(addr, Options{}) }
 
 // DialWith is Dial with options.
 func DialWith(addr string, o Options) (*Process, error) {
-	nc, err := dialRetry(addr, connectTimeout(o), nil)
+	nc, err := dialRetry("tcp", addr, connectTimeout(o), nil)
 	if err != nil {
 		return nil, fmt.Errorf("rsp: dial %s: %w", addr, err)
 	}
@@ -130,23 +133,13 @@ func connectTimeout(o Options) time.Duration {
 	return defaultConnectTimeout
 }
 
-// freePort returns a TCP port nothing listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // dialRetry connects to addr until it succeeds, the deadline passes, or gone is closed (the
 // emulator exited).
-func dialRetry(addr string, timeout time.Duration, gone <-chan struct{}) (net.Conn, error) {
+func dialRetry(network, addr string, timeout time.Duration, gone <-chan struct{}) (net.Conn, error) {
 	deadline := time.Now().Add(timeout)
 	delay := 2 * time.Millisecond
 	for {
-		nc, err := net.DialTimeout("tcp", addr, time.Until(deadline))
+		nc, err := net.DialTimeout(network, addr, time.Until(deadline))
 		if err == nil {
 			if tc, ok := nc.(*net.TCPConn); ok {
 				_ = tc.SetNoDelay(true)

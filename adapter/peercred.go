@@ -1,0 +1,194 @@
+package adapter
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// sameUser checks that the process at the other end of conn runs as this process's user.
+//
+// A Unix socket's peer is known from the kernel (SO_PEERCRED). A TCP peer on this host is found
+// in /proc/net/tcp{,6}: the row whose local address is conn's remote address and whose remote
+// address is conn's local one. Only a live row counts — ESTABLISHED, with a socket inode —
+// because a socket its process has already closed is orphaned and shows uid 0 there; a peer
+// that hangs up before it could be checked is refused, never taken for root. The server's
+// own side of the connection must appear too, with the inode of conn's descriptor, so the rows
+// read are this connection's and not a stale pair with the same addresses.
+func sameUser(conn net.Conn) error {
+	var uid int
+	var err error
+	switch c := conn.(type) {
+	case *net.UnixConn:
+		uid, err = unixPeerUID(c)
+	case *net.TCPConn:
+		uid, err = tcpPeerUID(c)
+	default:
+		return fmt.Errorf("cannot tell the user of a %T connection", conn)
+	}
+	if err != nil {
+		return err
+	}
+	if uid != os.Getuid() {
+		return fmt.Errorf("connection from uid %d, not %d", uid, os.Getuid())
+	}
+	return nil
+}
+
+// unixPeerUID returns the user of the process that connected a Unix socket.
+func unixPeerUID(c *net.UnixConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *syscall.Ucred
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, serr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); err != nil {
+		return 0, err
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("peer credentials: %w", serr)
+	}
+	return int(cred.Uid), nil
+}
+
+// tcpPeerUID returns the user owning the live local socket at the other end of c.
+func tcpPeerUID(c *net.TCPConn) (int, error) {
+	la, _ := c.LocalAddr().(*net.TCPAddr)
+	ra, _ := c.RemoteAddr().(*net.TCPAddr)
+	if la == nil || ra == nil {
+		return 0, errors.New("connection has no TCP addresses")
+	}
+	own, err := socketInode(c)
+	if err != nil {
+		return 0, err
+	}
+	var rows []tcpRow
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		r, err := readTCPTable(f)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, err
+		}
+		rows = append(rows, r...)
+	}
+	return peerUID(rows, la, ra, own)
+}
+
+// peerUID picks the peer's uid from socket table rows: the server's own row (local la, remote
+// ra, inode own) must be there, and exactly one live row for the peer (local ra, remote la).
+func peerUID(rows []tcpRow, la, ra *net.TCPAddr, own uint64) (int, error) {
+	sawOwn := false
+	uid, live, dead := -1, 0, 0
+	for _, r := range rows {
+		switch {
+		case r.inode == own && addrMatches(r.local, la) && addrMatches(r.remote, ra):
+			sawOwn = true
+		case addrMatches(r.local, ra) && addrMatches(r.remote, la):
+			if r.state != tcpEstablished || r.inode == 0 {
+				dead++
+				continue
+			}
+			live++
+			uid = r.uid
+		}
+	}
+	switch {
+	case !sawOwn:
+		return 0, fmt.Errorf("socket inode %d of %s not in the socket table", own, ra)
+	case live == 0 && dead > 0:
+		return 0, fmt.Errorf("peer %s closed its socket before its user could be checked", ra)
+	case live == 0:
+		return 0, fmt.Errorf("peer %s is not a socket of this host: cannot tell its user", ra)
+	case live > 1:
+		return 0, fmt.Errorf("peer %s: %d live sockets claim the address", ra, live)
+	}
+	return uid, nil
+}
+
+// socketInode returns the inode of the socket behind c's descriptor.
+func socketInode(c *net.TCPConn) (uint64, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var st syscall.Stat_t
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.Fstat(int(fd), &st) }); err != nil {
+		return 0, err
+	}
+	if serr != nil {
+		return 0, fmt.Errorf("stat socket: %w", serr)
+	}
+	return st.Ino, nil
+}
+
+// tcpEstablished is TCP_ESTABLISHED in the st column of /proc/net/tcp.
+const tcpEstablished = 1
+
+// tcpRow is one socket of /proc/net/tcp{,6}.
+type tcpRow struct {
+	local, remote string // "0100007F:1F90": address words in host order, port
+	state         int
+	uid           int
+	inode         uint64
+}
+
+// readTCPTable reads the sockets listed in one /proc/net/tcp file.
+func readTCPTable(path string) ([]tcpRow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []tcpRow
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		// sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+		if len(fields) < 10 || fields[0] == "sl" {
+			continue
+		}
+		st, err1 := strconv.ParseUint(fields[3], 16, 8)
+		uid, err2 := strconv.Atoi(fields[7])
+		ino, err3 := strconv.ParseUint(fields[9], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			return nil, fmt.Errorf("%s: malformed row %q", path, sc.Text())
+		}
+		rows = append(rows, tcpRow{local: fields[1], remote: fields[2], state: int(st), uid: uid, inode: ino})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return rows, nil
+}
+
+// addrMatches compares a /proc/net/tcp address ("0100007F:1F90", little-endian words) with
+// a TCP address.
+func addrMatches(field string, a *net.TCPAddr) bool {
+	host, port, ok := strings.Cut(field, ":")
+	if !ok {
+		return false
+	}
+	p, err := strconv.ParseUint(port, 16, 16)
+	if err != nil || int(p) != a.Port {
+		return false
+	}
+	raw, err := hex.DecodeString(host)
+	if err != nil {
+		return false
+	}
+	// The kernel prints each 32-bit word in host (little-endian) order.
+	ip := make(net.IP, len(raw))
+	for i := 0; i+4 <= len(raw); i += 4 {
+		ip[i], ip[i+1], ip[i+2], ip[i+3] = raw[i+3], raw[i+2], raw[i+1], raw[i]
+	}
+	return ip.Equal(a.IP) || (len(ip) == 16 && a.IP.To4() != nil && ip.Equal(a.IP.To16()))
+}
