@@ -161,6 +161,15 @@ func (p *Process) enumeratorValue(m *Module, f *Frame, r dieRef, name string) (*
 // functionValue is a function as a value: its address, of function type (a C++ method's
 // declaration holds its type).
 func (p *Process) functionValue(m *Module, f *Frame, fn *Function, name string) *Value {
+	if m.Bin.isIFunc(fn, name) {
+		// A GNU indirect function (libc's strlen): the code at its symbol is the resolver,
+		// whose type is not the function's; a call runs the resolver first to find the
+		// function, and needs the return type by a cast, as for a function known only by its
+		// ELF symbol.
+		v := newMemValue(p, m, f, &Type{Kind: KindFunc, Size: 1, Lang: fn.cu.Lang}, fn.Entry+m.Bias)
+		v.Name, v.ifunc = name, true
+		return v
+	}
 	t := &Type{Kind: KindFunc, Size: 1, Lang: fn.cu.Lang}
 	for _, off := range []dwarf.Offset{fn.off, fn.spec} {
 		ent, err := m.Bin.entryAt(off)
@@ -184,4 +193,15 @@ func (p *Process) functionValue(m *Module, f *Frame, fn *Function, name string) 
 	v := newMemValue(p, m, f, t, fn.Entry+m.Bias)
 	v.Name = name
 	return v
+}
+
+// isIFunc reports whether fn, known as name, is the resolver of a GNU indirect function.
+func (b *Binary) isIFunc(fn *Function, name string) bool {
+	for _, s := range b.syms.named(name) {
+		if s.IFunc && s.Addr == fn.Entry {
+			return true
+		}
+	}
+	s, ok := b.syms.lookup(fn.Entry)
+	return ok && s.IFunc && s.Addr == fn.Entry
 }
