@@ -39,19 +39,21 @@ func hpcdapBinary(t testing.TB) string {
 			hpcdapErr = fmt.Errorf("build hpcdap for the tests: %v\n%s", err, out)
 			return
 		}
-		hpcdapBin = bin
+		hpcdapBuilt = bin
 	})
 	if hpcdapErr != nil {
 		t.Fatal(hpcdapErr)
 	}
-	return hpcdapBin
+	return hpcdapBuilt
 }
 
+// Only hpcdapBinary reads these: the path is empty until it has built the binary (and an
+// empty AgentPath would make a server start the test binary itself as its agent).
 var (
-	hpcdapOnce sync.Once
-	hpcdapDir  string
-	hpcdapBin  string
-	hpcdapErr  error
+	hpcdapOnce  sync.Once
+	hpcdapDir   string
+	hpcdapBuilt string
+	hpcdapErr   error
 )
 
 // testSymbols is shared by the tests' in-process servers: libc's debugging information is

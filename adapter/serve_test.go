@@ -123,7 +123,7 @@ func TestServeRefusesOtherUserThatHangsUp(t *testing.T) {
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	logs := newCountingLog("refused")
-	srv := NewServer(Config{AgentPath: hpcdapBin, Log: log.New(logs, "", 0), LogDir: t.TempDir(), Symbols: testSymbols})
+	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: log.New(logs, "", 0), LogDir: t.TempDir(), Symbols: testSymbols})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func TestServeUnixSocket(t *testing.T) {
 		t.Fatalf("socket %s has mode %v, want a socket with 0600", path, fi.Mode())
 	}
 	logs := newCountingLog("refused")
-	srv := NewServer(Config{AgentPath: hpcdapBin, Log: log.New(logs, "", 0), LogDir: t.TempDir(), Symbols: testSymbols})
+	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: log.New(logs, "", 0), LogDir: t.TempDir(), Symbols: testSymbols})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	defer func() {
@@ -271,7 +271,7 @@ func asNobodyOutput(t *testing.T, env []string, prog string, args ...string) str
 // client; that session and the server's other session go on answering.
 func TestGoroutinePanicEndsNothing(t *testing.T) {
 	logs := newCountingLog("boom work: internal error")
-	srv := NewServer(Config{AgentPath: hpcdapBin, Log: log.New(logs, "", 0), Symbols: testSymbols})
+	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: log.New(logs, "", 0), Symbols: testSymbols})
 	var ds []*dapSession
 	var conns []net.Conn
 	for range 2 {
@@ -320,7 +320,7 @@ func TestGoroutinePanicEndsNothing(t *testing.T) {
 // and its job with it; another session of the same server is served meanwhile.
 func TestClientThatStopsReading(t *testing.T) {
 	logs := newCountingLog("session: write:")
-	srv := NewServer(Config{AgentPath: hpcdapBin, Log: log.New(logs, "", 0), LogDir: t.TempDir(), Symbols: testSymbols,
+	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: log.New(logs, "", 0), LogDir: t.TempDir(), Symbols: testSymbols,
 		WriteTimeout: 2 * time.Second})
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
