@@ -51,6 +51,7 @@ type Rank struct {
 	exit        *cdti.ExitStatus
 	sigstopSent bool // a SIGSTOP to stop it is on its way (agents without StopProcess)
 	pauseReq    bool // a pause asked this rank to stop
+	stepHold    bool // a step waits to suspend the rank: a notification to pass on suspends it instead
 	gen         int  // bumped at every resume: frames and variables of older stops are stale
 	stepper     *stepper
 	threads     []*Thread // leader first, then by LWP
@@ -96,6 +97,7 @@ type Job struct {
 	threads    map[int]*Thread
 	nextThread int
 	collect    *collector
+	stops      int // all-stops begun: a continue overtaken by one leaves its ranks stopped
 	steps      *stepGroup
 	entryWait  map[*Rank]bool // stopAtEntry: ranks not yet at main
 	viewRank   *Rank          // the rank whose stack the client read last

@@ -378,7 +378,7 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 		}
 	}
 	s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-	if _, err := j.continueRanks(j.ranks); err != nil {
+	if _, err := j.continueRanks(j.ranks, nil); err != nil {
 		s.sendOutput("important", fmt.Sprintf("start the ranks: %v\n", err))
 	}
 }

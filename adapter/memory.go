@@ -24,6 +24,7 @@ type rankMemory struct {
 
 	mu    sync.Mutex
 	pages map[uint64][]byte // page-aligned address → contents (nil: unreadable)
+	epoch int               // bumped by reset: pages read before it belong to an older stop
 	ro    []roSegment
 	// live is set while other threads of the rank run (stop mode thread): memory can change
 	// under the reader, so nothing is cached.
@@ -40,6 +41,7 @@ type roSegment struct {
 func (m *rankMemory) reset() {
 	m.mu.Lock()
 	m.pages = nil
+	m.epoch++
 	m.mu.Unlock()
 }
 
@@ -110,12 +112,19 @@ func (m *rankMemory) ReadAt(p []byte, addr uint64) (int, error) {
 			break
 		}
 	}
+	epoch := m.epoch
 	m.mu.Unlock()
 	if missing && missHi-missLo <= 64*pageSize {
 		ctx, cancel := m.ctx()
 		data, err := m.rs.client().ReadMemory(ctx, m.rs.num(), 0, missLo, int(missHi-missLo), cdti.SpecAccessUseThreadState)
 		cancel()
 		m.mu.Lock()
+		if m.epoch != epoch {
+			// The rank ran (or memory was written) during the read: what was read belongs to
+			// no cache; read the request exactly.
+			m.mu.Unlock()
+			return m.readExact(p, addr)
+		}
 		if err == nil {
 			for pg := missLo; pg < missHi; pg += pageSize {
 				m.pages[pg] = data[pg-missLo : pg-missLo+pageSize]

@@ -211,7 +211,7 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 		if !j.awaitedLocked(r) {
 			j.mu.Unlock()
 			j.logf("rank %d: stop nobody waits for: continue", r.Num)
-			j.resume(r, true)
+			j.resume(r)
 			return
 		}
 		r.pauseReq = false
@@ -221,7 +221,7 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 	}
 	if j.stopAll {
 		j.mu.Unlock()
-		j.resume(r, true)
+		j.resume(r)
 		return
 	}
 	j.mu.Unlock()
@@ -274,9 +274,14 @@ func (j *Job) awaitedLocked(r *Rank) bool {
 // that does not hold, a library load, a signal the program handles itself, a trap of a
 // breakpoint removed meanwhile. A rank that an all-stop or a pause waits for stays stopped
 // instead, this notification being its stop (what it was is kept by the agent: a signal is
-// delivered, a breakpoint stepped over, when the rank runs again).
+// delivered, a breakpoint stepped over, when the rank runs again); so does one that a step of
+// a held thread waits to suspend, silently.
 func (j *Job) passOn(r *Rank, tid int) {
 	j.mu.Lock()
+	if r.stepHold {
+		j.mu.Unlock() // a step in stop mode thread needed the rank suspended: it is
+		return
+	}
 	if j.awaitedLocked(r) {
 		r.pauseReq = false
 		j.mu.Unlock()
@@ -284,7 +289,7 @@ func (j *Job) passOn(r *Rank, tid int) {
 		return
 	}
 	j.mu.Unlock()
-	j.resume(r, true)
+	j.resume(r)
 }
 
 // rankStopped records a stop and moves the job's stop forward according to the stop mode.
@@ -339,6 +344,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 	}
 	if j.collect == nil {
 		j.collect = &collector{primary: r, info: info, waiting: map[*Rank]bool{}}
+		j.stops++
 		for _, q := range j.ranks {
 			if q == r || q.state != rankRunning {
 				continue
@@ -440,25 +446,46 @@ func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
 }
 
 // sendStop stops a running rank for an all-stop or a pause (the caller marked it awaited).
-// If that fails because the rank has stopped or ended meanwhile, its own report completes the
-// wait; otherwise the failure is logged and the collector stops waiting for it.
+// It holds the rank's evMu, so that no notification of the rank is half handled meanwhile: the
+// agent's answer that a notification on its way is the stop can then not meet one that a
+// handler has decided to pass on and is about to continue (the handler, when it runs, sees
+// the rank awaited and keeps it stopped). If the stop fails, a rank that has stopped or ended
+// meanwhile completes the wait by its own report; one still running is given up on, said in
+// the console, so that the all-stop or the pause does not wait for ever.
 func (j *Job) sendStop(r *Rank) {
 	defer j.s.recoverPanic(fmt.Sprintf("stop of rank %d", r.Num))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	stopping, err := j.stopRank(ctx, r)
+	r.evMu.Lock()
+	j.mu.Lock()
+	awaited := j.awaitedLocked(r) && r.state == rankRunning
+	j.mu.Unlock()
+	var stopping bool
+	var err error
+	if awaited {
+		stopping, err = j.stopRank(ctx, r)
+	}
+	r.evMu.Unlock()
+	if !awaited {
+		return // it stopped or ended meanwhile, or nobody waits any more
+	}
 	if err == nil {
 		j.logf("rank %d: stop sent (notification to come: %v)", r.Num, stopping)
 		return
 	}
 	j.logf("rank %d: stop not sent: %v", r.Num, err)
 	j.mu.Lock()
-	if j.collect != nil && j.collect.waiting[r] && r.state != rankRunning {
-		delete(j.collect.waiting, r)
-		j.finishCollectLocked()
+	running := r.state == rankRunning
+	r.pauseReq = false
+	if j.collect == nil || !j.collect.waiting[r] {
+		j.mu.Unlock()
 		return
 	}
-	j.mu.Unlock()
+	delete(j.collect.waiting, r)
+	j.finishCollectLocked()
+	if running {
+		j.s.sendOutput("important", fmt.Sprintf("rank %d could not be stopped (%v); it runs on\n", r.Num, err))
+	}
 }
 
 // stopRank asks r's agent to stop the rank (StopProcess) and reports whether a notification
@@ -489,14 +516,21 @@ func (j *Job) stopRank(ctx context.Context, r *Rank) (bool, error) {
 	return true, nil
 }
 
-// resume continues a stopped rank (ContinueProcess on its notified thread). internal marks a
-// resume the user does not see (a condition that was false, a stop nobody waits for).
-func (j *Job) resume(r *Rank, internal bool) error {
+// resume continues a stopped rank (ContinueProcess on its notified thread).
+func (j *Job) resume(r *Rank) error {
 	j.logf("rank %d: resume", r.Num)
 	j.mu.Lock()
 	if r.state == rankExited {
 		j.mu.Unlock()
 		return nil
+	}
+	if len(r.sym.held) > 0 {
+		// Stop mode thread: the threads it holds stay stopped, and what the client reads of
+		// them stays valid; the rank's other threads run on.
+		r.notif = nil
+		j.mu.Unlock()
+		r.sym.invalidate()
+		return j.continueRank(r)
 	}
 	j.beginRunLocked(r)
 	j.mu.Unlock()
@@ -535,47 +569,33 @@ func (j *Job) continueRank(r *Rank) error {
 }
 
 // continueRanks resumes every stopped rank of ranks (releasing threads held by stop mode
-// thread) and returns the threads that now run.
-func (j *Job) continueRanks(ranks []*Rank) ([]*Thread, error) {
+// thread) and returns the threads that now run. own, if not nil, is a rank whose evMu the
+// caller holds.
+//
+// Each rank is let go under its evMu, as the stop of an all-stop is sent (sendStop), and only
+// if no all-stop has begun since the continue did (Job.stops): a rank that another rank's stop
+// overtook stays stopped as part of that stop, instead of running while the job is reported
+// stopped.
+func (j *Job) continueRanks(ranks []*Rank, own *Rank) ([]*Thread, error) {
 	var resumed []*Thread
 	var first error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	j.mu.Lock()
+	epoch := j.stops
 	for _, r := range ranks {
-		j.mu.Lock()
-		stopped := r.state == rankStopped
-		var held []int
-		// A rank whose notification is in flight is continued; one that only has threads held
-		// (stop mode thread) is already running and just releases them.
-		notified := r.notif != nil
-		if stopped {
-			held = append(r.sym.heldLWPs(), r.sym.single...)
-			r.sym.single = nil
-			notified = notified || len(held) == 0
-			if notified {
-				j.beginRunLocked(r)
-			} else {
-				r.state = rankRunning
-				r.gen++
-				r.sym.invalidate()
-				j.handles.dropRank(r)
-				j.markChanged(r)
-			}
+		if r.state == rankStopped {
 			resumed = append(resumed, r.threads...)
 		}
-		j.mu.Unlock()
-		if !stopped {
-			continue
-		}
+	}
+	j.mu.Unlock()
+	for _, r := range ranks {
 		wg.Go(func() {
-			var err error
-			if len(held) > 0 {
-				err = j.releaseHeld(r, held)
+			if r != own {
+				r.evMu.Lock()
+				defer r.evMu.Unlock()
 			}
-			if err == nil && notified {
-				err = j.continueRank(r)
-			}
-			if err != nil {
+			if err := j.continueOne(r, epoch); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err
@@ -586,6 +606,46 @@ func (j *Job) continueRanks(ranks []*Rank) ([]*Thread, error) {
 	}
 	wg.Wait()
 	return resumed, first
+}
+
+// continueOne lets one stopped rank of a continue go (its evMu held), unless an all-stop has
+// begun since the continue did (epoch).
+func (j *Job) continueOne(r *Rank, epoch int) error {
+	j.mu.Lock()
+	if r.state != rankStopped {
+		j.mu.Unlock()
+		return nil
+	}
+	if j.stops != epoch {
+		// Overtaken by a stop of the job: the rank stays where it is, stopped with the job.
+		r.stopReason, r.stopText, r.stopBPs = "pause", "", nil
+		j.markChanged(r)
+		j.mu.Unlock()
+		return nil
+	}
+	// A rank whose notification is in flight is continued; one that only has threads held
+	// (stop mode thread) is already running and just releases them.
+	held := append(r.sym.heldLWPs(), r.sym.single...)
+	r.sym.single = nil
+	notified := r.notif != nil || len(held) == 0
+	if notified {
+		j.beginRunLocked(r)
+	} else {
+		r.state = rankRunning
+		r.gen++
+		r.sym.invalidate()
+		j.handles.dropRank(r)
+		j.markChanged(r)
+	}
+	j.mu.Unlock()
+	var err error
+	if len(held) > 0 {
+		err = j.releaseHeld(r, held)
+	}
+	if err == nil && notified {
+		err = j.continueRank(r)
+	}
+	return err
 }
 
 // releaseHeld releases threads the thread stop mode held.
@@ -668,8 +728,32 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 	}
 	r.startOnce.Do(func() { close(r.started) })
 	j.markChanged(r)
-	if j.steps != nil {
-		delete(j.steps.ranks, r)
+	if r.stepper != nil {
+		r.stepper.endLocked()
+	}
+	if g := j.steps; g != nil {
+		delete(g.ranks, r)
+		if len(g.ranks) == 0 && j.collect == nil && !j.stopAll {
+			// The rank was the last of a step group to finish: the group's stop is complete,
+			// reported on its primary rank or, if that one has ended, on a rank still there.
+			j.steps = nil
+			primary, info := g.primary, g.info
+			if g.primaryInfo != nil {
+				info = *g.primaryInfo
+			}
+			if primary.state != rankStopped {
+				primary, info.tid = nil, 0
+				for _, q := range j.ranks {
+					if q.state == rankStopped {
+						primary = q
+						break
+					}
+				}
+			}
+			if primary != nil {
+				j.collect = &collector{primary: primary, info: info, waiting: map[*Rank]bool{}}
+			}
+		}
 	}
 	entryDone := false
 	if j.entryWait != nil {

@@ -39,12 +39,14 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 		s.continueSingleThread(req, j, t)
 		return
 	}
+	var own *Rank
 	if len(ranks) == 1 {
 		// One rank (stop modes rank and thread): no stop of it is half handled while it is
 		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
 		// running again, before this continue looks at it).
-		ranks[0].evMu.Lock()
-		defer ranks[0].evMu.Unlock()
+		own = ranks[0]
+		own.evMu.Lock()
+		defer own.evMu.Unlock()
 	}
 	j.mu.Lock()
 	threadMode := j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
@@ -57,7 +59,7 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 		s.send(&dap.ContinueResponse{Response: newResponse(&req.Request)})
 		return
 	}
-	resumed, err := j.continueRanks(ranks)
+	resumed, err := j.continueRanks(ranks, own)
 	if err != nil {
 		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return

@@ -372,8 +372,21 @@ func matrixPause(t *testing.T, p *program, np int, mode string) {
 		d.call("continue", map[string]any{"threadId": ids[0]}, nil)
 		waitRanks(t, d, what+": every rank running again", func(r RankState) bool { return r.State == "running" })
 	}
+	var pids []int
+	for _, r := range d.ranks().Ranks {
+		pids = append(pids, r.Pid)
+	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
-	d.event("terminated")
+	for _, pid := range pids {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if st := procStatus(pid, "State"); st == "" || strings.HasPrefix(st, "Z") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank process %d still runs 30 s after the disconnect", pid)
+			}
+		}
+	}
 }
 
 // waitReady waits until every rank of the spin run has created its file in dir (it is in its

@@ -52,7 +52,9 @@ type stepper struct {
 	single bool
 	ch     chan *cdti.Notify
 
-	cancelled bool // guarded by j.mu
+	cancelled bool          // guarded by j.mu
+	gone      chan struct{} // closed when the rank has ended (endLocked)
+	ended     bool          // guarded by j.mu
 	temps     []uint64
 	plan      stepPlan
 	end       *stopInfo // how the step ended when not as a plain step (a breakpoint on the way)
@@ -89,6 +91,16 @@ func (st *stepper) deliver(m *cdti.Notify) {
 // cancelLocked asks the stepper to stop at its next event; j.mu must be held.
 func (st *stepper) cancelLocked() { st.cancelled = true }
 
+// endLocked ends the stepper of a rank that has ended: no event will come to it; j.mu must be
+// held.
+func (st *stepper) endLocked() {
+	st.cancelled = true
+	if !st.ended && st.gone != nil {
+		st.ended = true
+		close(st.gone)
+	}
+}
+
 func (st *stepper) isCancelled() bool {
 	st.j.mu.Lock()
 	defer st.j.mu.Unlock()
@@ -98,6 +110,16 @@ func (st *stepper) isCancelled() bool {
 // startSteps starts a step of thread t (and, in all-stop mode, of the focus ranks' main
 // threads). It returns once the steppers run.
 func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, single bool) error {
+	// No notification of t's rank is half handled while the step looks at the rank and sets
+	// out (in stop mode thread, a thread that stopped meanwhile is held, and its rank running
+	// again, before the step sees it).
+	t.Rank.evMu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			t.Rank.evMu.Unlock()
+		}
+	}()
 	j.mu.Lock()
 	ranks := []*Rank{t.Rank}
 	if j.mode == stopAll && !single {
@@ -119,9 +141,13 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 		if !held {
 			return fmt.Errorf("rank %d: LWP %d is not stopped", t.Rank.Num, t.LWP)
 		}
+		t.Rank.evMu.Unlock() // the stop's notification is handled while the step waits
+		locked = false
 		if err := j.suspendForStep(ctx, t); err != nil {
 			return err
 		}
+		t.Rank.evMu.Lock() // the rank is suspended now: nothing comes until it runs
+		locked = true
 	} else {
 		j.mu.Unlock()
 	}
@@ -138,7 +164,8 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 			j.mu.Unlock()
 		}
 		wg.Go(func() {
-			st := &stepper{j: j, r: r, lwp: lwp, kind: kind, instr: instr, single: single, ch: make(chan *cdti.Notify, 4)}
+			st := &stepper{j: j, r: r, lwp: lwp, kind: kind, instr: instr, single: single, ch: make(chan *cdti.Notify, 4),
+				gone: make(chan struct{})}
 			if errs[i] = st.prepare(ctx); errs[i] == nil {
 				steppers[i] = st
 			}
@@ -200,51 +227,71 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 // rank as in the other modes and, when it ends, the thread is held again and the rank goes on.
 func (j *Job) suspendForStep(ctx context.Context, t *Thread) error {
 	r := t.Rank
-	st := &stepper{j: j, r: r, lwp: t.LWP, ch: make(chan *cdti.Notify, 4)}
-	j.mu.Lock()
-	if r.stepper != nil {
-		j.mu.Unlock()
-		return fmt.Errorf("rank %d is stepping", r.Num)
-	}
-	r.stepper = st // the stop's notification comes to st
-	j.mu.Unlock()
-	giveBack := func() {
-		j.mu.Lock()
-		if r.stepper == st {
-			r.stepper = nil
-		}
-		j.mu.Unlock()
-	}
-	if _, err := j.stopRank(ctx, r); err != nil {
-		giveBack()
-		return fmt.Errorf("rank %d: stop it to step LWP %d: %w", r.Num, t.LWP, err)
-	}
-	var m *cdti.Notify
-	select {
-	case m = <-st.ch:
-	case <-ctx.Done():
-		// The stop's notification, when it comes, finds nobody waiting and the rank goes on.
-		giveBack()
-		return fmt.Errorf("rank %d: did not stop to step LWP %d: %w", r.Num, t.LWP, ctx.Err())
-	}
-	giveBack()
-	if !isRequestedStop(m, r) {
-		// Something else stopped the rank first (another thread's breakpoint): that stop is
-		// reported as usual and the step not begun.
+	for attempt := 1; ; attempt++ {
+		st := &stepper{j: j, r: r, lwp: t.LWP, ch: make(chan *cdti.Notify, 4)}
 		r.evMu.Lock()
-		j.handleSignal(r, m)
+		j.mu.Lock()
+		if r.stepper != nil {
+			j.mu.Unlock()
+			r.evMu.Unlock()
+			return fmt.Errorf("rank %d is stepping", r.Num)
+		}
+		if r.notif != nil {
+			// Suspended already, by a stop handled meanwhile: the step can begin.
+			j.mu.Unlock()
+			r.evMu.Unlock()
+			r.sym.invalidate()
+			return j.releaseHeld(r, []int{t.LWP})
+		}
+		r.stepper = st // the stop's notification comes to st
+		j.mu.Unlock()
+		_, err := j.stopRank(ctx, r)
 		r.evMu.Unlock()
-		return fmt.Errorf("rank %d stopped for another event before the step began", r.Num)
+		giveBack := func() {
+			j.mu.Lock()
+			if r.stepper == st {
+				r.stepper = nil
+			}
+			j.mu.Unlock()
+		}
+		if err != nil {
+			giveBack()
+			return fmt.Errorf("rank %d: stop it to step LWP %d: %w", r.Num, t.LWP, err)
+		}
+		var m *cdti.Notify
+		select {
+		case m = <-st.ch:
+		case <-ctx.Done():
+			// The stop's notification, when it comes, finds nobody waiting and the rank goes on.
+			giveBack()
+			return fmt.Errorf("rank %d: did not stop to step LWP %d: %w", r.Num, t.LWP, ctx.Err())
+		}
+		giveBack()
+		if isRequestedStop(m, r) {
+			ns := m.Signal
+			j.mu.Lock()
+			r.sigstopSent = false
+			r.notif = &ns
+			j.mu.Unlock()
+			r.sym.invalidate()
+			return j.releaseHeld(r, []int{t.LWP})
+		}
+		// Another event came first. A stop of the user's (another thread's breakpoint) is
+		// reported as usual, and the rank stopped again; one to pass on (a condition that does
+		// not hold) leaves the rank suspended, which is what the step needs.
+		r.evMu.Lock()
+		j.mu.Lock()
+		r.stepHold = true
+		j.mu.Unlock()
+		j.handleSignal(r, m)
+		j.mu.Lock()
+		r.stepHold = false
+		j.mu.Unlock()
+		r.evMu.Unlock()
+		if attempt == 5 {
+			return fmt.Errorf("rank %d stopped for other events %d times before the step could begin", r.Num, attempt)
+		}
 	}
-	j.mu.Lock()
-	r.sigstopSent = false
-	j.mu.Unlock()
-	ns := m.Signal
-	j.mu.Lock()
-	r.notif = &ns
-	j.mu.Unlock()
-	r.sym.invalidate()
-	return j.releaseHeld(r, []int{t.LWP})
 }
 
 // prepare reads where the step starts.
@@ -536,20 +583,22 @@ func (st *stepper) decodeCall(pc uint64) (bool, uint64) {
 
 // stepInstr single-steps the thread and waits for the step to complete.
 func (st *stepper) stepInstr(ctx context.Context) error {
-	if st.isCancelled() {
-		return st.stopForCancel(ctx)
-	}
-	rs, err := st.r.node.client.Update(ctx, uint32(st.r.Num), &cdti.StepThread{ThreadID: uint32(st.lwp)})
-	if err != nil {
-		return err
-	}
-	if rs[0].Code != cdti.CmdSuccess {
-		return fmt.Errorf("step LWP %d: %v", st.lwp, rs[0].Code)
-	}
 	for {
+		if err := st.act(ctx, func() error {
+			rs, err := st.r.node.client.Update(ctx, uint32(st.r.Num), &cdti.StepThread{ThreadID: uint32(st.lwp)})
+			if err == nil && rs[0].Code != cdti.CmdSuccess {
+				err = fmt.Errorf("step LWP %d: %v", st.lwp, rs[0].Code)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
 		m, err := st.wait(ctx)
 		if err != nil {
 			return err
+		}
+		if st.staleStop(m) {
+			continue // the step again
 		}
 		ns := m.Signal
 		if int(ns.Signal) == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalStepComplete && int(ns.ThreadID) == st.lwp {
@@ -560,6 +609,40 @@ func (st *stepper) stepInstr(ctx context.Context) error {
 		}
 		return st.abort(m)
 	}
+}
+
+// act runs one action that lets the thread run (a step, a continue), unless the step has been
+// cancelled, which ends it where it stands. The rank's evMu is held from the check through the
+// action, so that a stop sent for an all-stop or a pause (under the same lock) either finds the
+// step cancelled before it acts or the rank running after it.
+func (st *stepper) act(ctx context.Context, action func() error) error {
+	st.r.evMu.Lock()
+	if st.isCancelled() {
+		st.r.evMu.Unlock()
+		return st.stopForCancel(ctx)
+	}
+	st.r.sym.invalidate()
+	err := action()
+	st.r.evMu.Unlock()
+	return err
+}
+
+// staleStop recognises the notification of a stop the adapter asked for that nobody waits for
+// any more (a SIGSTOP sent to an agent without StopProcess, taken only now): the step goes on.
+func (st *stepper) staleStop(m *cdti.Notify) bool {
+	if !isRequestedStop(m, st.r) {
+		return false
+	}
+	j := st.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if st.cancelled || j.awaitedLocked(st.r) {
+		return false
+	}
+	st.r.sigstopSent = false
+	ns := m.Signal
+	st.r.notif = &ns
+	return true
 }
 
 // stopForCancel ends a cancelled step where it stands: the rank is still suspended (the last
@@ -599,16 +682,15 @@ func (st *stepper) runTo(ctx context.Context, addrs []uint64, minSP uint64) erro
 	held := st.holdOthers(ctx)
 	defer st.releaseOthers(ctx, held)
 	for {
-		if st.isCancelled() {
-			return st.stopForCancel(ctx)
-		}
-		st.r.sym.invalidate()
-		if err := st.j.continueRank(st.r); err != nil {
+		if err := st.act(ctx, func() error { return st.j.continueRank(st.r) }); err != nil {
 			return err
 		}
 		m, err := st.wait(ctx)
 		if err != nil {
 			return err
+		}
+		if st.staleStop(m) {
+			continue // continued again at the top of the loop
 		}
 		ns := m.Signal
 		if int(ns.Signal) == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalBreakpoint && st.j.isLibraryEvent(st.r, ns.InstAddress) {
@@ -698,6 +780,8 @@ func (st *stepper) wait(ctx context.Context) (*cdti.Notify, error) {
 			return nil, st.abort(m)
 		}
 		return m, nil
+	case <-st.gone:
+		return nil, errAborted // the rank has ended
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -153,8 +153,10 @@
 // without a signal: every thread is interrupted and one Notify(SIGSTOP, Interrupt) follows,
 // or, when a notification is already queued or in flight, the ack says so and nothing more is
 // sent. Nothing is left in the kernel that could stop the process again later, as a SIGSTOP
-// sent to a process that stopped for another reason first would be. A tool step under way is
-// cancelled. When ResetBreakpoint removes a trap's last owner, the queued notifications of
+// sent to a process that stopped for another reason first would be. With nothing queued, a
+// tool step under way is cancelled. A back end that cannot interrupt (QEMU's stub from version
+// 9) answers CmdInval, as a CNK would, and the tool signals the process instead. When
+// ResetBreakpoint removes a trap's last owner, the queued notifications of
 // hits of that trap are dropped: each such thread stands on the address, where the original
 // instruction is again, and executes it when the process runs.
 //

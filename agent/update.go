@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"errors"
 	"syscall"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -186,8 +187,26 @@ func (p *proc) stopProcess(th *pthread) cdti.Result {
 	if p.inflight != nil || len(p.pending) > 0 {
 		return ok(&cdti.StopProcessAck{ThreadID: tid})
 	}
+	// The running threads are interrupted now, so that a back end that cannot interrupt
+	// (QEMU's stub from version 9 on) is known before anything is promised: the tool is then
+	// answered as by an agent without the extension, and signals the process instead.
+	for _, o := range p.threads {
+		if o.stopped || o.interrupting {
+			continue
+		}
+		if err := p.tp.Interrupt(o.tid); err != nil {
+			if errors.Is(err, target.ErrUnsupported) {
+				return fail(cdti.CmdInval, tid)
+			}
+			continue // a thread on its way out: advance sees to it
+		}
+		o.interrupting = true
+	}
 	for _, o := range p.threads {
 		o.stepReq, o.toolStep = false, false
+	}
+	if p.stepOver != nil {
+		p.stepOver.tool = false // its end is no StepComplete either
 	}
 	p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGSTOP), reason: cdti.SignalInterrupt})
 	return ok(&cdti.StopProcessAck{ThreadID: tid, Stopping: true})

@@ -20,8 +20,10 @@ const SignalInterrupt NotifySignalReason = 100
 // StopProcessAck.Stopping says what follows. True: every thread is being stopped and one
 // Notify(SIGSTOP, SignalInterrupt) comes once all are (after the ack). False: the process is
 // already suspended for the tool, or a notification to it is in flight or queued; that
-// notification is the stop and no other comes. A tool step under way is cancelled (its
-// thread stops where it is; no StepComplete follows). A real CNK answers CmdInval.
+// notification is the stop and no other comes. With nothing queued, a tool step under way is
+// cancelled (its thread stops where it is; no StepComplete follows). A real CNK answers
+// CmdInval, and so does an agent whose back end cannot interrupt a running thread: the tool
+// then sends a signal instead.
 type StopProcess struct{ ThreadID uint32 }
 
 func (c *StopProcess) CommandType() CommandType { return TypeStopProcess }
