@@ -70,3 +70,4 @@ func TestThreadModeStepWhilePassingOn(t *testing.T) {
 	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
 }
+
