@@ -78,6 +78,10 @@ func StartQEMUStubTCP(t testing.TB, cmd *exec.Cmd) (addr string, started *exec.C
 	return "", nil
 }
 
+// stubStarted, when set (by this package's tests), is called with each emulator as soon as it
+// has started, before the wait for its stub.
+var stubStarted func(*exec.Cmd)
+
 // startStub puts the stub option after the emulator's name in cmd's arguments, starts it, and
 // has it killed and reaped at the end of the test.
 func startStub(t testing.TB, cmd *exec.Cmd, opt, where string) {
@@ -90,6 +94,9 @@ func startStub(t testing.TB, cmd *exec.Cmd, opt, where string) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait() // an error when the test has waited already
 	})
+	if stubStarted != nil {
+		stubStarted(cmd)
+	}
 }
 
 // waitStub polls listening until it reports the stub listening, the emulator has exited (it is

@@ -6,7 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // stubProgram exits with a status gdb reports, so that a session through the stub shows the
@@ -51,6 +54,32 @@ func TestStartQEMUStub(t *testing.T) {
 	}
 	if err := emu.Wait(); err == nil || !strings.Contains(err.Error(), "exit status 7") {
 		t.Errorf("emulator: %v, want exit status 7", err)
+	}
+}
+
+// TestStartQEMUStubSlowEmulator stops the emulator as soon as it starts, as a loaded machine
+// can hold it before it opens its stub, and resumes it later: StartQEMUStub returns only once
+// the stub listens, and gdb, which retries nothing on a socket, then reaches the program.
+func TestStartQEMUStubSlowEmulator(t *testing.T) {
+	exe := buildStatic(t)
+	var resumed sync.WaitGroup
+	stubStarted = func(c *exec.Cmd) {
+		if err := c.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Errorf("stop the emulator: %v", err)
+		}
+		resumed.Go(func() {
+			time.Sleep(2 * time.Second)
+			_ = c.Process.Signal(syscall.SIGCONT)
+		})
+	}
+	defer func() { stubStarted = nil }()
+	defer resumed.Wait()
+	sock := StartQEMUStub(t, exec.Command(QEMUUser(t, "qemu-x86_64"), exe))
+	if ok, err := unixListening(sock); !ok || err != nil {
+		t.Fatalf("StartQEMUStub returned before its stub listened on %s (%v)", sock, err)
+	}
+	if out := gdbSession(t, exe, sock); !strings.Contains(out, "exited with code 07") {
+		t.Fatalf("gdb through %s:\n%s", sock, out)
 	}
 }
 
