@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/agent"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // powerTarget is one emulated Power target of the DAP tests.
@@ -90,20 +90,11 @@ func powerOracle(t testing.TB, p *program, emulator string, cmds ...string) ([]o
 func emulatedOracle(t testing.TB, p *program, emulator string, env []string, cmds ...string) ([]oracleDump, string) {
 	t.Helper()
 	gdb := needTool(t, "gdb-multiarch")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	emu := exec.Command(emulator, "-g", strconv.Itoa(port), p.bin)
+	emu := exec.Command(emulator, p.bin)
 	emu.Dir = p.dir
-	if err := emu.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { emu.Process.Kill(); emu.Wait() }()
+	sock := testenv.StartQEMUStub(t, emu)
 	script, _ := filepath.Abs(filepath.Join("testdata", "gdboracle.py"))
-	args := []string{"-batch", "-nx", "-x", script, p.bin, "-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port)}
+	args := []string{"-batch", "-nx", "-x", script, p.bin, "-ex", "target remote " + sock}
 	for _, c := range cmds {
 		args = append(args, "-ex", c)
 	}

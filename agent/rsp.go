@@ -15,11 +15,11 @@ import (
 )
 
 // RSPBackend is a Backend for Power programs under a GDB remote-protocol stub: each rank is
-// started under a QEMU user-mode emulator with its stub on a free port (Emulator), or is the
-// program a stub already runs (Addr: gdbserver, `qemu-ppc64 -g PORT`). Either way the program
-// is stopped at its first instruction, as a spawned rank is. The stub's limits show through
-// (ppc64.md §4): no watchpoints, and under QEMU user mode the other threads keep running while
-// one is stopped.
+// started under a QEMU user-mode emulator with its stub on a private Unix socket (Emulator,
+// see rsp.Launch), or is the program a stub already runs (Addr: gdbserver, `qemu-ppc64 -g
+// PORT`). Either way the program is stopped at its first instruction, as a spawned rank is.
+// The stub's limits show through (ppc64.md §4): no watchpoints, and under QEMU user mode the
+// other threads keep running while one is stopped.
 type RSPBackend struct {
 	// Emulator is the path of qemu-ppc64 or qemu-ppc64le (see FindEmulator). EmulatorArgs are
 	// its options, placed before the program (for example -L SYSROOT).

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/ppc64"
 )
 
@@ -74,19 +74,11 @@ func BenchmarkRSPGDBBreakpointHit(b *testing.B) {
 			script := filepath.Join(b.TempDir(), "cmds.gdb")
 			var total time.Duration
 			for i := 0; i < b.N; i++ {
-				l, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				port := l.Addr().(*net.TCPAddr).Port
-				l.Close()
-				body := fmt.Sprintf("set confirm off\nset pagination off\ntarget remote 127.0.0.1:%d\n"+
-					"break *%#x\ncommands\nsilent\ncontinue\nend\ncontinue\n", port, addr)
+				emuCmd := exec.Command(emu, exe, strconv.Itoa(rspBenchHits))
+				sock := testenv.StartQEMUStub(b, emuCmd)
+				body := fmt.Sprintf("set confirm off\nset pagination off\ntarget remote %s\n"+
+					"break *%#x\ncommands\nsilent\ncontinue\nend\ncontinue\n", sock, addr)
 				if err := os.WriteFile(script, []byte(body), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				emuCmd := exec.Command(emu, "-g", strconv.Itoa(port), exe, strconv.Itoa(rspBenchHits))
-				if err := emuCmd.Start(); err != nil {
 					b.Fatal(err)
 				}
 				start := time.Now()

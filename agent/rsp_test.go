@@ -182,19 +182,10 @@ func gdbPower(t testing.TB, a powerArch, emulator, exe string, emuArgs []string,
 	if err != nil {
 		t.Fatal("gdb-multiarch not found: install the Debian package gdb-multiarch")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	emu := exec.Command(emulator, append(append([]string{"-g", strconv.Itoa(port)}, emuArgs...), exe)...)
+	emu := exec.Command(emulator, append(append([]string(nil), emuArgs...), exe)...)
 	emu.Env = append(append([]string(nil), powerEnv...), "HPCDAP_RANK=0", "HPCDAP_NP=1")
-	if err := emu.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = emu.Process.Kill(); _ = emu.Wait() }()
-	args := []string{"-nx", "-batch", exe, "-ex", "set confirm off", "-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port)}
+	sock := testenv.StartQEMUStub(t, emu)
+	args := []string{"-nx", "-batch", exe, "-ex", "set confirm off", "-ex", "target remote " + sock}
 	for _, c := range commands {
 		args = append(args, "-ex", c)
 	}

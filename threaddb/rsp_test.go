@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -528,17 +527,13 @@ func TestPPC64SelfRecordsAgainstGDB(t *testing.T) {
 			if err := os.WriteFile(script, []byte(strings.Replace(gdbRecordsScript, "RECORDS", strconv.Quote(recFile), 1)), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			port := freeTCPPort(t)
-			q := exec.Command(emu, "-g", strconv.Itoa(port), exe, recFile)
+			q := exec.Command(emu, exe, recFile)
 			q.Env = []string{"PATH=/usr/bin:/bin"}
-			if err := q.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { q.Process.Kill(); q.Wait() })
+			sock := testenv.StartQEMUStub(t, q)
 			endian := map[bool]string{true: "big", false: "little"}[pt.order == binary.BigEndian]
 			out, err := exec.Command(gdb, "-nx", "-batch", "-ex", "set architecture powerpc:common64",
 				"-ex", "set endian "+endian, "-ex", "set confirm off", "-ex", "file "+exe,
-				"-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port), "-x", script, "-ex", "kill").CombinedOutput()
+				"-ex", "target remote "+sock, "-x", script, "-ex", "kill").CombinedOutput()
 			if err != nil {
 				t.Fatalf("gdb-multiarch: %v\n%s", err, out)
 			}
@@ -583,15 +578,4 @@ func TestPPC64SelfRecordsAgainstGDB(t *testing.T) {
 			}
 		})
 	}
-}
-
-// freeTCPPort returns a loopback port nothing listens on now.
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

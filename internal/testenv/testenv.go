@@ -1,6 +1,7 @@
 // Package testenv provides what the test environment offers to the tests of every hpcdap
-// package: the tools a test needs, the state of processes under /proc, and independent oracles
-// for symbol addresses and file contents (debug/elf and nm).
+// package: the tools a test needs, the state of processes under /proc, QEMU user-mode emulators
+// started with their GDB stub listening for gdb as an oracle, and independent oracles for
+// symbol addresses and file contents (debug/elf and nm).
 //
 // It imports only the standard library, so that any package's tests may use it.
 package testenv

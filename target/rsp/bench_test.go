@@ -64,18 +64,12 @@ func BenchmarkGDBBreakpointHit(b *testing.B) {
 			endian := map[bool]string{true: "big", false: "little"}[a == archBE]
 			script := filepath.Join(b.TempDir(), "cmds.gdb")
 			body := fmt.Sprintf("set architecture powerpc:common64\nset endian %s\nset confirm off\nset pagination off\n"+
-				"target remote 127.0.0.1:%%d\nbreak *%#x\ncommands\nsilent\ncontinue\nend\ncontinue\n", endian, addr)
+				"target remote %%s\nbreak *%#x\ncommands\nsilent\ncontinue\nend\ncontinue\n", endian, addr)
 			var total time.Duration
 			for i := 0; i < b.N; i++ {
-				port, err := freePort()
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := os.WriteFile(script, []byte(fmt.Sprintf(body, port)), 0o644); err != nil {
-					b.Fatal(err)
-				}
-				emuCmd := exec.Command(emu, "-g", fmt.Sprint(port), exe, fmt.Sprint(benchHits))
-				if err := emuCmd.Start(); err != nil {
+				emuCmd := exec.Command(emu, exe, fmt.Sprint(benchHits))
+				sock := testenv.StartQEMUStub(b, emuCmd)
+				if err := os.WriteFile(script, []byte(fmt.Sprintf(body, sock)), 0o644); err != nil {
 					b.Fatal(err)
 				}
 				start := time.Now()

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,27 +150,19 @@ func leader(t testing.TB, p *Process) int {
 func underGDB(t testing.TB, a crossArch, emulator string, args []string, commands ...string) string {
 	t.Helper()
 	gdb := testenv.NeedTool(t, "gdb-multiarch", "gdb-multiarch")
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	emu := exec.Command(emulator, append([]string{"-g", fmt.Sprint(port)}, args...)...)
+	emu := exec.Command(emulator, args...)
 	emu.Env = []string{"PATH=/usr/bin:/bin"}
-	if err := emu.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = emu.Process.Kill(); _ = emu.Wait() }()
+	sock := testenv.StartQEMUStub(t, emu)
 	endian := "big"
 	if a.order == binary.LittleEndian {
 		endian = "little"
 	}
 	gargs := []string{"-nx", "-batch", "-ex", "set architecture powerpc:common64", "-ex", "set endian " + endian,
-		"-ex", "set confirm off", "-ex", fmt.Sprintf("target remote 127.0.0.1:%d", port)}
+		"-ex", "set confirm off", "-ex", "target remote " + sock}
 	for _, c := range commands {
 		gargs = append(gargs, "-ex", c)
 	}
 	gargs = append(gargs, "-ex", "kill")
-	// gdb retries connecting until the stub listens (set tcp auto-retry, on by default).
 	out, err := exec.Command(gdb, gargs...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("gdb-multiarch: %v\n%s", err, out)
@@ -185,14 +176,4 @@ func traceOut() io.Writer {
 		return os.Stderr
 	}
 	return nil
-}
-
-// freePort returns a TCP port nothing listens on right now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

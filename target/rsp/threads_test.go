@@ -3,7 +3,6 @@ package rsp
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os/exec"
 	"sort"
 	"syscall"
@@ -372,16 +371,8 @@ func TestDial(t *testing.T) {
 	emu, modern := a.qemu(t)
 	exe := a.compile(t, "loop", loopSource, "-O0")
 	start := func() (*exec.Cmd, string) {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(emu, "-g", fmt.Sprint(port), exe)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd, fmt.Sprintf("127.0.0.1:%d", port)
+		addr, cmd := testenv.StartQEMUStubTCP(t, exec.Command(emu, exe))
+		return cmd, addr
 	}
 	cmd, addr := start()
 	p, err := DialWith(addr, Options{Exe: exe})
