@@ -70,4 +70,3 @@ func TestThreadModeStepWhilePassingOn(t *testing.T) {
 	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
 }
-
