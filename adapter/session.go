@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-dap"
@@ -47,10 +48,15 @@ type Session struct {
 	entryInPlace bool
 	// callTimeout bounds a function call in an expression (0: the default, callTimeout).
 	callTimeout time.Duration
+	// inPlaceSeq is the seq of the request being dispatched whose failure the client shows
+	// where the user looks (see errorShownInPlace), -1 when there is none.
+	inPlaceSeq atomic.Int64
 }
 
 func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
-	return &Session{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
+	s := &Session{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
+	s.inPlaceSeq.Store(-1)
+	return s
 }
 
 // run reads and handles requests until the client disconnects or the stream ends.
@@ -215,6 +221,10 @@ func (s *Session) dispatch(m dap.Message) (keep bool) {
 	case *dap.SetVariableRequest: // Optional (capability 'supportsSetVariable')
 		s.onSetVariableRequest(req)
 	case *dap.EvaluateRequest: // Required
+		if errorShownInPlace(req.Arguments.Context) {
+			s.inPlaceSeq.Store(int64(r.Seq))
+			defer s.inPlaceSeq.Store(-1)
+		}
 		s.onEvaluateRequest(req)
 	case *dap.ContinueRequest: // Required
 		s.onContinueRequest(req)
@@ -311,8 +321,22 @@ func (s *Session) sendError(r *dap.Request, id int, msg string) {
 func (s *Session) sendErrorRaw(seq int, command string, id int, msg string) {
 	e := &dap.ErrorResponse{Response: dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"},
 		Command: command, RequestSeq: seq, Success: false, Message: msg}}
-	e.Body.Error = &dap.ErrorMessage{Id: id, Format: msg, ShowUser: true}
+	show := s.inPlaceSeq.Load() != int64(seq)
+	e.Body.Error = &dap.ErrorMessage{Id: id, Format: msg, ShowUser: show}
 	s.send(e)
+}
+
+// errorShownInPlace reports whether a client shows the failure of an evaluate request of this
+// context where the expression is (the hover, the watch list, the console), so that the error
+// must not also be raised as a notification: a client that shows every showUser error (VS Code
+// does) would otherwise pop one up each time the pointer rests on a word that is not a
+// variable, and for every watch expression out of scope at each stop.
+func errorShownInPlace(context string) bool {
+	switch context {
+	case "hover", "watch", "repl":
+		return true
+	}
+	return false
 }
 
 // sendEvent sends an event with any body.

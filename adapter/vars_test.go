@@ -146,6 +146,63 @@ func jsonList(l []string) string {
 	return b.String()
 }
 
+// TestEvaluateErrorsShownInPlace checks which failed evaluations ask the client to notify the
+// user: none in the contexts whose client shows the error where the expression is (hover, watch,
+// console), where VS Code would otherwise raise a notification for every word the pointer rests
+// on; the others do, as every other failed request.
+func TestEvaluateErrorsShownInPlace(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "stacks")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	_, frames, _ := stopAtLeaf(t, d, p, 1)
+	fid := frames[0].Id
+	showUser := func(command string, args map[string]any) (string, bool) {
+		t.Helper()
+		m, err := d.c.Request(command, args)
+		if err != nil {
+			t.Fatalf("%s %v: %v", command, args, err)
+		}
+		if m.Success {
+			t.Fatalf("%s %v succeeded, want an error response", command, args)
+		}
+		var body dap.ErrorResponseBody
+		if err := m.Decode(&body); err != nil || body.Error == nil {
+			t.Fatalf("%s %v: error body %s: %v", command, args, m.Body, err)
+		}
+		return m.Message, body.Error.ShowUser
+	}
+	for _, expr := range []string{"", "  ", "no_such_thing + 1"} {
+		for ctx, want := range map[string]bool{"hover": false, "watch": false, "repl": false, "clipboard": true, "": true} {
+			args := map[string]any{"expression": expr, "frameId": fid}
+			if ctx != "" {
+				args["context"] = ctx
+			}
+			if msg, show := showUser("evaluate", args); show != want {
+				t.Errorf("evaluate %q in context %q: %q with showUser %v, want %v", expr, ctx, msg, show, want)
+			}
+		}
+	}
+	// A function call, refused on hover.
+	if msg, show := showUser("evaluate", map[string]any{"expression": "leaf(0, s)", "frameId": fid, "context": "hover"}); show || !strings.Contains(msg, "hover") {
+		t.Errorf("evaluate leaf(0, s) on hover: %q with showUser %v, want the refusal without", msg, show)
+	}
+	// A frame of an earlier stop, as a hover that races a continue names it.
+	if msg, show := showUser("evaluate", map[string]any{"expression": "depth", "frameId": 999999, "context": "hover"}); show {
+		t.Errorf("evaluate in a frame that is gone, on hover: %q with showUser", msg)
+	}
+	// The next request's error is shown again.
+	if msg, show := showUser("scopes", map[string]any{"frameId": 999999}); !show {
+		t.Errorf("scopes of a frame that is gone: %q without showUser", msg)
+	}
+	// The session goes on: the same expression evaluates once it names a variable.
+	var ev dap.EvaluateResponseBody
+	d.call("evaluate", map[string]any{"expression": "depth", "frameId": fid, "context": "hover"}, &ev)
+	if ev.Result == "" {
+		t.Errorf("evaluate depth on hover after the errors: empty result")
+	}
+}
+
 func TestSetVariableAndMemory(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "stacks")

@@ -1,7 +1,8 @@
 // A debugging session in a real VS Code (code-server) with the hpcdap adapter: a 4-rank local
 // launch of the MPI-style ring program, paused from the Ranks view; the Call Stack shows the
 // four ranks, Parallel Stacks the merged tree; clicking the compute node opens the source at a
-// line of compute(); the session ends with no rank left running. Oracles: the program's source
+// line of compute(); a watch of an unknown name shows its error in place; the session ends with
+// no rank left running, and no error notification was raised. Oracles: the program's source
 // (which ranks run which function, the lines of compute) and /proc.
 //
 // Needs the DAP adapter ("hpcdap dap"), a later part of hpcdap than the extension: until the
@@ -161,6 +162,20 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
         await wb.unhover();
         await wb.screenshot('compare');
 
+        // A watch of a name the stopped frame does not know shows its error in the Watch view and
+        // raises no notification (as no failed hover does where the pointer happens to rest):
+        // VS Code notifies every error the adapter marks showUser.
+        await wb.expandView('Watch');
+        await wb.pane('Watch').hover();
+        await wb.header('Watch').locator('.action-label[aria-label="Add Expression"]').first().click();
+        await page.locator('.debug-watch .monaco-inputbox input').fill('no_such_name');
+        await page.keyboard.press('Enter');
+        await wb.unhover();
+        const watchRow = page.locator('.debug-watch .monaco-list-row', { hasText: 'no_such_name' }).first();
+        await watchRow.locator('.value.error', { hasText: 'no_such_name' }).waitFor();
+        await wb.screenshot('watch');
+        assert.deepEqual(await wb.errorNotifications(), [], 'error notifications in a normal session');
+
         // End the session: toolbar gone, call stack empty, no rank left.
         await page.keyboard.press('Shift+F5');
         await page.locator('.debug-toolbar').waitFor({ state: 'hidden' });
@@ -171,6 +186,7 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
         }
         assert.deepEqual(ranksRunning(program), [], 'ranks left running after the session');
         await wb.screenshot('ended');
+        assert.deepEqual(await wb.errorNotifications(), [], 'error notifications at the end of the session');
       },
       { settings: { 'hpcdap.path': probe.path } },
     );

@@ -326,6 +326,21 @@ export class Workbench {
   }
 
   /**
+   * The messages of the error notifications raised so far, toasts that went away included: read
+   * from the notification center, which is closed again.
+   */
+  async errorNotifications(): Promise<string[]> {
+    await this.runCommand('Notifications: Show Notifications');
+    const center = this.page.locator('.notifications-center');
+    await center.waitFor({ state: 'visible' });
+    const errors = center.locator('.notification-list-item', { has: this.page.locator('.notification-list-item-icon.codicon-error') });
+    const messages = (await errors.locator('.notification-list-item-message').allInnerTexts()).map(norm);
+    await this.page.keyboard.press('Escape');
+    await center.waitFor({ state: 'hidden' });
+    return messages;
+  }
+
+  /**
    * Opens target's context menu and chooses item, until shown (what the action opens) is
    * visible. The workbench's menu sometimes drops a click that comes right after it opened (on
    * a loaded machine): the click is repeated while the menu is still up, never once it closed.

@@ -45,17 +45,25 @@ fi
 
 # 2. code-server, with its native modules built from source against the local node headers.
 cs_bin=$cs_dir/node_modules/.bin/code-server
-if [[ -x $cs_bin ]] && XDG_CONFIG_HOME=$(mktemp -d) XDG_DATA_HOME=$(mktemp -d) "$cs_bin" --version 2>/dev/null |
-  grep -q "^$CODE_SERVER_VERSION "; then
+# cs_version prints what code-server says of its version, with a throw-away configuration and
+# data directory (it writes a default config.yaml into the configuration directory).
+cs_version() {
+  local d rc=0
+  d=$(mktemp -d)
+  XDG_CONFIG_HOME=$d/config XDG_DATA_HOME=$d/data "$cs_bin" --version || rc=$?
+  rm -rf "$d"
+  return $rc
+}
+if [[ -x $cs_bin ]] && cs_version 2>/dev/null | grep -q "^$CODE_SERVER_VERSION "; then
   log "code-server $CODE_SERVER_VERSION already in $cs_dir"
 else
   log "installing code-server $CODE_SERVER_VERSION into $cs_dir"
   rm -rf "$cs_dir"
   mkdir -p "$cs_dir/tmp"
   # @vscode/ripgrep's postinstall downloads rg from GitHub, which is unreachable; it first looks
-  # in <os.tmpdir()>/vscode-ripgrep-cache-<version>/, so Debian's rg is placed there.
-  export TMPDIR=$cs_dir/tmp
-  rg_cache=$TMPDIR/vscode-ripgrep-cache-$RIPGREP_PKG_VERSION
+  # in <os.tmpdir()>/vscode-ripgrep-cache-<version>/, so Debian's rg is placed there, and npm
+  # runs with TMPDIR there (that directory goes after the install).
+  rg_cache=$cs_dir/tmp/vscode-ripgrep-cache-$RIPGREP_PKG_VERSION
   stage=$(mktemp -d)
   cp "$(command -v rg)" "$stage/rg"
   mkdir -p "$rg_cache"
@@ -69,11 +77,11 @@ else
     printf '{"name":"hpcdap-e2e-code-server","private":true}\n' >package.json
     # --unsafe-perm: postinstall refuses root without it; --yes: node-pty's nested npx must not
     # ask (or be refused by a yes=false npmrc).
-    npm install "code-server@$CODE_SERVER_VERSION" --unsafe-perm --yes --foreground-scripts \
-      --no-audit --no-fund
+    TMPDIR=$cs_dir/tmp npm install "code-server@$CODE_SERVER_VERSION" --unsafe-perm --yes \
+      --foreground-scripts --no-audit --no-fund
   )
   rm -rf "$cs_dir/tmp"
-  XDG_CONFIG_HOME=$(mktemp -d) XDG_DATA_HOME=$(mktemp -d) "$cs_bin" --version
+  cs_version
 fi
 
 # 3. The extension's npm packages (playwright-core and @vscode/vsce are pinned devDependencies).

@@ -12,6 +12,9 @@ export const stopModes = ['all', 'rank', 'thread'] as const;
 export const emulators = ['qemu-ppc64', 'qemu-ppc64le'] as const;
 /** The most ranks the local launcher starts (one agent per 64 ranks). */
 export const maxLocalRanks = 4096;
+/** The bounds of callTimeout, in seconds, as the adapter checks them. */
+export const minCallTimeout = 0.001;
+export const maxCallTimeout = 3600;
 /** The attach targets, of which a configuration names exactly one. */
 export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob'] as const;
 
@@ -116,6 +119,9 @@ function checkLaunch(c: DebugConfig, err: (m: string) => void): void {
     if (c[k] !== undefined && typeof c[k] !== 'boolean') {
       err(`"${k}" must be true or false, not ${describe(c[k])}`);
     }
+  }
+  if (c.callTimeout !== undefined && !(typeof c.callTimeout === 'number' && c.callTimeout >= minCallTimeout && c.callTimeout <= maxCallTimeout)) {
+    err(`"callTimeout" must be a number of seconds between ${minCallTimeout} and ${maxCallTimeout}, not ${describe(c.callTimeout)}`);
   }
   checkStopMode(c, err);
   if (c.emulator !== undefined) {

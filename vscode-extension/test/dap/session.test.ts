@@ -304,6 +304,8 @@ describe('hpcdap dap', function () {
         { type: 'hpcdap', request: 'launch', name: 'stopMode', program: ring.program, stopMode: 'job' },
         { type: 'hpcdap', request: 'launch', name: 'launcherArgs', program: ring.program, launcherArgs: ['-x'] },
         { type: 'hpcdap', request: 'launch', name: 'np limit', program: ring.program, np: 5000 },
+        { type: 'hpcdap', request: 'launch', name: 'callTimeout 0', program: ring.program, callTimeout: 0 },
+        { type: 'hpcdap', request: 'launch', name: 'callTimeout over an hour', program: ring.program, callTimeout: 3601 },
         { type: 'hpcdap', request: 'attach', name: 'two targets', pid: 1, pids: { '0': 1 } },
         { type: 'hpcdap', request: 'attach', name: 'no target' },
         { type: 'hpcdap', request: 'attach', name: 'slurm', slurmJob: '42' },

@@ -41,6 +41,11 @@ test('launch: invalid fields are named', () => {
   rejects(launch({ stopAtEntry: 'yes' }), /"stopAtEntry" must be true or false/);
   rejects(launch({ disableASLR: 0 }), /"disableASLR" must be true or false/);
   rejects(launch({ noDebug: 'true' }), /"noDebug" must be true or false/);
+  rejects(launch({ callTimeout: 0 }), /"callTimeout" must be a number of seconds between 0.001 and 3600, not 0/);
+  rejects(launch({ callTimeout: 3601 }), /"callTimeout" must be a number/);
+  rejects(launch({ callTimeout: '10' }), /"callTimeout" must be a number/);
+  assert.deepEqual(checkConfig(launch({ callTimeout: 0.5 })).errors, [], 'callTimeout 0.5');
+  assert.deepEqual(checkConfig(launch({ callTimeout: 3600 })).errors, [], 'callTimeout 3600');
   rejects(launch({ substitutePath: { from: '/a', to: '/b' } }), /"substitutePath" must be a list/);
   rejects(launch({ substitutePath: [{ from: 'src', to: '/build' }] }), /"substitutePath"\[0\]: "from" and "to" must be absolute/);
   rejects(launch({ substitutePath: [{ from: '/src' }] }), /"substitutePath"\[0\] must be/);
