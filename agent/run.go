@@ -191,14 +191,25 @@ func (p *proc) finishStepOver(ev target.Event) {
 			th.toolStep = true
 		}
 		p.onSignal(th, ev)
+		p.stillAtBreak(th, so.addr)
 	case ev.Kind == target.EventStopped && th != nil:
 		th.stopped, th.interrupting, th.pc = true, false, ev.PC
+		p.stillAtBreak(th, so.addr)
 	case ev.Kind == target.EventThreadExit:
 		p.threadGone(ev.Tid)
 	case ev.Kind == target.EventExec:
 		p.onExec(ev)
 	case ev.Kind == target.EventExit:
 		p.onExit(ev.Status)
+	}
+}
+
+// stillAtBreak marks a thread whose step over the breakpoint at addr was cut short before the
+// instruction ran (an interrupt, a signal): it still stands on the breakpoint, and steps over
+// it when it runs again instead of hitting it a second time.
+func (p *proc) stillAtBreak(th *pthread, addr uint64) {
+	if th.stopped && p.bps[addr] != nil && p.threadPC(th) == addr {
+		th.atBreak, th.brk = true, addr
 	}
 }
 

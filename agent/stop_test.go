@@ -125,3 +125,42 @@ func allRan(pid, n int) bool {
 	}
 	return true
 }
+
+// A stop that cuts short the step over a breakpoint (the thread interrupted before the
+// original instruction ran) leaves the thread on the breakpoint, to step over it when it runs
+// again: every hit is reported exactly once. Stops are sent right after each continue, where
+// the step over happens.
+func TestStopDuringStepOver(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "300")
+	tt, _ := startStopped(t, h, 1)
+	hit := objdumpStore(t, progBin, "hit", "counter") // an instruction stepped over for real
+	tt.setBreak(0, hit)
+	tt.cont(0)
+	hits, interrupts := 0, 0
+	for {
+		n := tt.notify()
+		if n.Kind == cdti.NotifyTypeTermination {
+			if !n.Exit.Exited() || n.Exit.ExitCode() != 0 {
+				t.Errorf("exit %v", n.Exit)
+			}
+			break
+		}
+		switch {
+		case n.Signal.Reason == cdti.SignalBreakpoint && n.Signal.InstAddress == hit:
+			hits++
+		case n.Signal.Reason == cdti.SignalInterrupt:
+			interrupts++
+		default:
+			t.Fatalf("notify %+v", n.Signal)
+		}
+		tt.cont(0)
+		if n.Signal.Reason == cdti.SignalBreakpoint {
+			tt.update(0, &cdti.StopProcess{}) // may meet the step over, the run, or the next hit
+		}
+	}
+	if hits != 300 {
+		t.Errorf("%d breakpoint hits reported for 300 calls (%d stops)", hits, interrupts)
+	}
+	out.waitFor(t, "iterations 300 counter 44850")
+}
