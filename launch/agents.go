@@ -338,6 +338,10 @@ wait:
 		case <-watch.C:
 			ended = endedAgents(d, got, byHost)
 			if len(ended) > 0 {
+				// srun reports a task's end before it has forwarded all the task wrote: let
+				// the output come in, so that the error can quote the agent's own words.
+				d.settle(300*time.Millisecond, 3*time.Second)
+				ended = endedAgents(d, got, byHost)
 				why = "agents ended before registering: " + strings.Join(ended, "; ")
 				break wait
 			}

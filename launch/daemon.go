@@ -87,6 +87,18 @@ func (d *DaemonSet) Ended() map[string]string {
 	return out
 }
 
+// settle waits until the daemons' output has not grown for quiet, or at most max.
+func (d *DaemonSet) settle(quiet, max time.Duration) {
+	deadline := time.Now().Add(max)
+	last, since := len(d.Log()), time.Now()
+	for time.Now().Before(deadline) && time.Since(since) < quiet {
+		time.Sleep(50 * time.Millisecond)
+		if n := len(d.Log()); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
 // Wait waits for the daemons to end and returns their failures.
 func (d *DaemonSet) Wait(ctx context.Context) error {
 	select {
