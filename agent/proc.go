@@ -502,30 +502,12 @@ var errTimeout = errors.New("threads did not stop in time")
 // pump handles events until cond holds, the process exits, or the agent's wait limit passes.
 // Commands use it when they need a running thread stopped.
 func (p *proc) pump(cond func() bool) error {
-	var timer *time.Timer
-	for !cond() {
-		if p.exited {
-			return fmt.Errorf("rank %d: %w", p.rank, target.ErrExited)
-		}
-		if p.events == nil {
-			return fmt.Errorf("rank %d: no event stream", p.rank)
-		}
-		if timer == nil {
-			timer = time.NewTimer(p.a.waitLimit)
-			defer timer.Stop()
-		}
-		select {
-		case ev, ok := <-p.events:
-			if !ok {
-				p.events = nil
-				continue
-			}
-			p.handleEvent(ev)
-		case <-timer.C:
-			return errTimeout
-		case <-p.quit:
-			return errShutdown
-		}
+	err := p.pumpUntil(cond, p.a.waitLimit)
+	switch {
+	case errors.Is(err, target.ErrExited):
+		return fmt.Errorf("rank %d: %w", p.rank, err)
+	case err == errShutdown && p.events == nil:
+		return fmt.Errorf("rank %d: no event stream", p.rank)
 	}
-	return nil
+	return err
 }
