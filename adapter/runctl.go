@@ -336,11 +336,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 			j.mu.Unlock()
 			return
 		}
-		j.steps = nil
-		j.collect = &collector{primary: g.primary, info: g.info, waiting: map[*Rank]bool{}}
-		if g.primaryInfo != nil {
-			j.collect.info = *g.primaryInfo
-		}
+		j.endStepGroupLocked(g)
 	}
 	if j.collect == nil {
 		j.collect = &collector{primary: r, info: info, waiting: map[*Rank]bool{}}
@@ -365,6 +361,29 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 		}
 	}
 	j.finishCollectLocked()
+}
+
+// endStepGroupLocked turns a step group whose ranks have all finished into the job's stop,
+// reported on the group's primary rank or, if that one has ended, on a rank still stopped
+// (none: the job has ended, and no stop is reported); j.mu must be held.
+func (j *Job) endStepGroupLocked(g *stepGroup) {
+	j.steps = nil
+	primary, info := g.primary, g.info
+	if g.primaryInfo != nil {
+		info = *g.primaryInfo
+	}
+	if primary.state != rankStopped {
+		primary, info.tid = nil, 0
+		for _, q := range j.ranks {
+			if q.state == rankStopped {
+				primary = q
+				break
+			}
+		}
+	}
+	if primary != nil {
+		j.collect = &collector{primary: primary, info: info, waiting: map[*Rank]bool{}}
+	}
 }
 
 // finishCollectLocked emits the all-stop once nobody is left to wait for; it unlocks j.mu.
@@ -734,25 +753,7 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 	if g := j.steps; g != nil {
 		delete(g.ranks, r)
 		if len(g.ranks) == 0 && j.collect == nil && !j.stopAll {
-			// The rank was the last of a step group to finish: the group's stop is complete,
-			// reported on its primary rank or, if that one has ended, on a rank still there.
-			j.steps = nil
-			primary, info := g.primary, g.info
-			if g.primaryInfo != nil {
-				info = *g.primaryInfo
-			}
-			if primary.state != rankStopped {
-				primary, info.tid = nil, 0
-				for _, q := range j.ranks {
-					if q.state == rankStopped {
-						primary = q
-						break
-					}
-				}
-			}
-			if primary != nil {
-				j.collect = &collector{primary: primary, info: info, waiting: map[*Rank]bool{}}
-			}
+			j.endStepGroupLocked(g) // the rank was the last of the group to finish
 		}
 	}
 	entryDone := false
