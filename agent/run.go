@@ -87,7 +87,13 @@ func (p *proc) runnable(th *pthread) bool {
 // stopRunning interrupts every running thread but except, and reports whether any is still
 // running (the caller then waits for their stops, which call advance again).
 func (p *proc) stopRunning(except *pthread) bool {
-	waiting := false
+	waiting, _ := p.interruptRunning(except)
+	return waiting
+}
+
+// interruptRunning is stopRunning that also returns the first error of an interrupt that
+// failed (each is logged), so that a caller can tell a back end that cannot interrupt.
+func (p *proc) interruptRunning(except *pthread) (waiting bool, first error) {
 	for _, th := range p.threads {
 		if th == except || th.stopped {
 			continue
@@ -96,12 +102,15 @@ func (p *proc) stopRunning(except *pthread) bool {
 		if !th.interrupting {
 			if err := p.tp.Interrupt(th.tid); err != nil {
 				p.a.logf("agent: rank %d: interrupt tid %d: %v", p.rank, th.tid, err)
+				if first == nil {
+					first = err
+				}
 				continue
 			}
 			th.interrupting = true
 		}
 	}
-	return waiting
+	return waiting, first
 }
 
 // resume lets a stopped thread run, delivering its continuation signal.

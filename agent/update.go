@@ -190,17 +190,8 @@ func (p *proc) stopProcess(th *pthread) cdti.Result {
 	// The running threads are interrupted now, so that a back end that cannot interrupt
 	// (QEMU's stub from version 9 on) is known before anything is promised: the tool is then
 	// answered as by an agent without the extension, and signals the process instead.
-	for _, o := range p.threads {
-		if o.stopped || o.interrupting {
-			continue
-		}
-		if err := p.tp.Interrupt(o.tid); err != nil {
-			if errors.Is(err, target.ErrUnsupported) {
-				return fail(cdti.CmdInval, tid)
-			}
-			continue // a thread on its way out: advance sees to it
-		}
-		o.interrupting = true
+	if _, err := p.interruptRunning(nil); errors.Is(err, target.ErrUnsupported) {
+		return fail(cdti.CmdInval, tid)
 	}
 	for _, o := range p.threads {
 		o.stepReq, o.toolStep = false, false
