@@ -123,11 +123,7 @@ func TestFunctionCallsAgainstGDB(t *testing.T) {
 	if len(after) != len(before) || len(before) < 20 {
 		t.Errorf("registers: %d before the calls, %d after", len(before), len(after))
 	}
-	for name, v := range before {
-		if after[name].Value != v.Value {
-			t.Errorf("register %s: %s before the calls, %s after", name, v.Value, after[name].Value)
-		}
-	}
+	sameRegisters(t, before, after)
 	// The program goes on from where it stopped, with the global the calls left.
 	var cont dap.ContinueResponseBody
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, &cont)
@@ -254,17 +250,8 @@ func TestFunctionCallsEmulatedPower(t *testing.T) {
 			if len(after) != len(before) || len(before) < 32 {
 				t.Errorf("registers: %d before the calls, %d after", len(before), len(after))
 			}
-			for name, v := range before {
-				if after[name].Value != v.Value {
-					t.Errorf("register %s: %s before the calls, %s after", name, v.Value, after[name].Value)
-				}
-			}
-			d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
-			var exited dap.ExitedEventBody
-			d.event("exited").Decode(&exited)
-			if out := allOutput(d); exited.ExitCode != 0 || !strings.Contains(out, "counter 9 abcdefg 1.5") {
-				t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
-			}
+			sameRegisters(t, before, after)
+			continueToExit(t, d, st.ThreadId, "counter 9 abcdefg 1.5")
 		})
 	}
 }
@@ -297,23 +284,14 @@ func TestFunctionCallThreadsTimeoutBreakpoints(t *testing.T) {
 	}
 	frames = d.stackTrace(st.ThreadId)
 	after := d.scopeVars(frames[0].Id, "Registers")
-	for name, v := range before {
-		if after[name].Value != v.Value {
-			t.Errorf("register %s: %s before the calls, %s after", name, v.Value, after[name].Value)
-		}
-	}
+	sameRegisters(t, before, after)
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
 	st = d.stopped()
 	if top := d.stackTrace(st.ThreadId)[0]; st.Reason != "breakpoint" || top.Name != "nap" || top.Line != p.line(t, "nap") {
 		t.Errorf("stopped (%s) in %s line %d, want the breakpoint in nap", st.Reason, top.Name, top.Line)
 	}
 	d.setBreakpoints(p.src)
-	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
-	var exited dap.ExitedEventBody
-	d.event("exited").Decode(&exited)
-	if out := allOutput(d); exited.ExitCode != 0 || !strings.Contains(out, "done 1") {
-		t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
-	}
+	continueToExit(t, d, st.ThreadId, "done 1")
 }
 
 // TestFunctionCallsCXXMethods calls C++ member functions (the object's address is the hidden
@@ -434,16 +412,30 @@ func TestFunctionCallInBlockedThread(t *testing.T) {
 		t.Fatalf("add(40, 2) in the blocked thread = %q (error %q)", v.Result, msg)
 	}
 	after := d.scopeVars(d.stackTrace(mainTid)[0].Id, "Registers")
+	sameRegisters(t, before, after)
+	d.setBreakpoints(p.src)
+	continueToExit(t, d, st.ThreadId, "read 1 x")
+}
+
+// sameRegisters checks that a thread's registers (the Registers scope) are what they were
+// before the calls.
+func sameRegisters(t *testing.T, before, after map[string]dap.Variable) {
+	t.Helper()
 	for name, v := range before {
 		if after[name].Value != v.Value {
-			t.Errorf("register %s: %s before the call, %s after", name, v.Value, after[name].Value)
+			t.Errorf("register %s: %s before the calls, %s after", name, v.Value, after[name].Value)
 		}
 	}
-	d.setBreakpoints(p.src)
-	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+}
+
+// continueToExit continues thread tid's rank and checks that the program exits with code 0
+// having printed want.
+func continueToExit(t *testing.T, d *dapSession, tid int, want string) {
+	t.Helper()
+	d.call("continue", map[string]any{"threadId": tid}, nil)
 	var exited dap.ExitedEventBody
 	d.event("exited").Decode(&exited)
-	if out := allOutput(d); exited.ExitCode != 0 || !strings.Contains(out, "read 1 x") {
+	if out := allOutput(d); exited.ExitCode != 0 || !strings.Contains(out, want) {
 		t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
 	}
 }
