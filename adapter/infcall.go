@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -78,11 +77,9 @@ func (tc *threadCaller) Call(c *symbols.Call) (uint64, error) {
 		entry, toc = addr, 0
 		if tc.proc.Arch.ELFv1() {
 			// The resolver returns a function descriptor.
-			var d [16]byte
-			if err := tc.proc.ReadMemory(d[:], addr); err != nil {
+			if entry, toc, err = tc.proc.ReadDescriptor(addr); err != nil {
 				return 0, fmt.Errorf("call %s: read the descriptor its resolver returned: %w", c.Name, err)
 			}
-			entry, toc = binary.BigEndian.Uint64(d[:]), binary.BigEndian.Uint64(d[8:])
 		}
 	}
 	cmd := &cdti.CallFunction{Entry: entry, TOC: toc, Return: cdti.CallKind(c.Return), Data: c.Data}

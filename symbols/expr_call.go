@@ -102,12 +102,11 @@ func (e *evaluator) callFunctionThis(fn *Value, args []*node, ret *Type, this *u
 		}
 		entry = p
 		if e.p.Arch.ELFv1() {
-			// A function pointer is the address of a descriptor: code address, then TOC.
-			var d [16]byte
-			if err := e.p.ReadMemory(d[:], p); err != nil {
+			// A function pointer is the address of a descriptor.
+			var err error
+			if entry, toc, err = e.p.ReadDescriptor(p); err != nil {
 				return nil, err
 			}
-			entry, toc = binary.BigEndian.Uint64(d[:]), binary.BigEndian.Uint64(d[8:])
 		}
 	} else {
 		a, ok := fn.Address()
@@ -118,11 +117,10 @@ func (e *evaluator) callFunctionThis(fn *Value, args []*node, ret *Type, this *u
 		if e.p.Arch.ELFv1() {
 			if e.inOPD(entry) {
 				// A dereferenced function pointer: the address of a descriptor.
-				var d [16]byte
-				if err := e.p.ReadMemory(d[:], entry); err != nil {
+				var err error
+				if entry, toc, err = e.p.ReadDescriptor(entry); err != nil {
 					return nil, err
 				}
-				entry, toc = binary.BigEndian.Uint64(d[:]), binary.BigEndian.Uint64(d[8:])
 			} else {
 				toc = e.tocOf(fn.mod, entry)
 			}
@@ -332,13 +330,22 @@ func (e *evaluator) tocOf(m *Module, entry uint64) uint64 {
 		if o.order.Uint64(o.data[off:]) != code {
 			continue
 		}
-		var d [16]byte
-		if err := e.p.ReadMemory(d[:], o.addr+uint64(off)+m.Bias); err == nil {
-			return binary.BigEndian.Uint64(d[8:])
+		if _, toc, err := e.p.ReadDescriptor(o.addr + uint64(off) + m.Bias); err == nil {
+			return toc
 		}
 		return o.order.Uint64(o.data[off+8:]) + m.Bias
 	}
 	return 0
+}
+
+// ReadDescriptor reads an ELFv1 function descriptor (big-endian ppc64) at addr in the process:
+// the function's code address, then its TOC pointer.
+func (p *Process) ReadDescriptor(addr uint64) (entry, toc uint64, err error) {
+	var d [16]byte
+	if err := p.ReadMemory(d[:], addr); err != nil {
+		return 0, 0, err
+	}
+	return binary.BigEndian.Uint64(d[:]), binary.BigEndian.Uint64(d[8:]), nil
 }
 
 // minimalFunction finds a function that has an ELF symbol but no debugging information
