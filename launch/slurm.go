@@ -163,25 +163,39 @@ func (n *slurmNodes) stepArgs(hosts []string) []string {
 // node; a task whose mkdir finds the directory already there waits (up to 10 s) for a mark of
 // its own step in a directory it owns, and then shares it ("staged NODE in CREATOR"). Only the
 // creator removes the directory. A task that cannot stage says why ("failed NODE: reason")
-// before it exits, so that the front end can answer at once.
+// before it exits, so that the front end can answer at once. A signal that comes while mkdir
+// runs finds the task not knowing whether the directory is its own: it removes the directory
+// if it is one it owns with no mark, or its own step's. The trap ignores further signals, so
+// that the front end's repeated ones (see abandon) cannot cut its removal short.
 const stagingScript = `echo "step $SLURM_JOB_ID.$SLURM_STEP_ID"
 umask 077
 node=$SLURMD_NODENAME
 mark="$0/.hpcdap-staging"
+step=$SLURM_JOB_ID.$SLURM_STEP_ID
 owner=0
-trap 'kill $! 2>/dev/null; [ $owner = 1 ] && rm -rf --one-file-system "$0"; echo "removed $node"; exit 0' TERM INT HUP USR1
+mine() { [ -d "$0" ] && [ ! -L "$0" ] && [ -O "$0" ] && { read -r s c <"$mark" 2>/dev/null || s=$step; [ "$s" = "$step" ]; }; }
+removed() {
+	trap '' TERM INT HUP USR1
+	kill $! 2>/dev/null
+	{ [ $owner = 1 ] || { [ $owner = maybe ] && mine; }; } && rm -rf --one-file-system "$0"
+	echo "removed $node"
+	exit 0
+}
+trap removed TERM INT HUP USR1
 fail() { printf 'failed %s: %s\n' "$node" "$(printf '%s' "$*" | tr '\n' ' ')"; exit 1; }
+owner=maybe
 if err=$(mkdir "$0" 2>&1); then
 	owner=1
-	err=$(mkdir "$0/bin" "$0/lib" "$0/tmp" 2>&1 && echo "$SLURM_JOB_ID.$SLURM_STEP_ID $node" >"$mark.new" 2>&1 &&
+	err=$(mkdir "$0/bin" "$0/lib" "$0/tmp" 2>&1 && echo "$step $node" >"$mark.new" 2>&1 &&
 		mv "$mark.new" "$mark" 2>&1) || { rm -rf --one-file-system "$0"; owner=0; fail "$err"; }
 	echo "staged $node"
 else
+	owner=0
 	[ -d "$0" ] && [ ! -L "$0" ] && [ -O "$0" ] || fail "$err"
 	i=0
-	until read -r step creator <"$mark" 2>/dev/null && [ "$step" = "$SLURM_JOB_ID.$SLURM_STEP_ID" ]; do
+	until read -r s creator <"$mark" 2>/dev/null && [ "$s" = "$step" ]; do
 		i=$((i + 1))
-		[ $i -le 100 ] || fail "$err, and no other node of step $SLURM_JOB_ID.$SLURM_STEP_ID made it"
+		[ $i -le 100 ] || fail "$err, and no other node of step $step made it"
 		sleep 0.1 </dev/null >/dev/null 2>&1 & wait $!
 	done
 	echo "staged $node in $creator"
@@ -205,10 +219,13 @@ var stageLine = regexp.MustCompile(`(?m)^(?:\d+: (staged|failed) (\S+?)(?: in (\
 type stageReport struct {
 	creator map[string]string // node → the node that made its directory (itself, or another)
 	failed  map[string]string // node → why staging failed there
+	// unsaid lists the failed nodes known only from srun's report of their task's end: the
+	// task's own "failed" line, forwarded on another path, can still be on its way.
+	unsaid map[string]bool
 }
 
 func parseStaging(log string) stageReport {
-	r := stageReport{creator: map[string]string{}, failed: map[string]string{}}
+	r := stageReport{creator: map[string]string{}, failed: map[string]string{}, unsaid: map[string]bool{}}
 	for _, m := range stageLine.FindAllStringSubmatch(log, -1) {
 		switch {
 		case m[1] == "staged" && m[3] != "":
@@ -217,9 +234,11 @@ func parseStaging(log string) stageReport {
 			r.creator[m[2]] = m[2]
 		case m[1] == "failed":
 			r.failed[m[2]] = m[4]
+			delete(r.unsaid, m[2])
 		case m[5] != "":
 			if _, said := r.failed[m[5]]; !said {
 				r.failed[m[5]] = "staging task: " + m[6]
+				r.unsaid[m[5]] = true
 			}
 		}
 	}
@@ -248,6 +267,12 @@ func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
 	defer tick.Stop()
 	for {
 		r := parseStaging(d.Log())
+		if len(r.unsaid) > 0 {
+			// srun reports a task's end on its own path, which can overtake the task's last
+			// words: give them a moment to arrive, so that the error says why.
+			d.settle(300*time.Millisecond, 2*time.Second)
+			r = parseStaging(d.Log())
+		}
 		var missing, failed []string
 		for _, h := range st.hosts {
 			if why, ok := r.failed[h]; ok {
@@ -258,7 +283,7 @@ func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
 		}
 		if len(failed) > 0 {
 			// A node that failed fails the staging now: the others' directories go with the step.
-			d.Stop(10 * time.Second)
+			abandon(d, 10*time.Second)
 			return nil, stageError(dir, failed, missing)
 		}
 		if len(missing) == 0 {
@@ -270,8 +295,31 @@ func (n *slurmNodes) stage(ctx context.Context, dir string) (Staging, error) {
 		case <-d.Done():
 			return nil, fmt.Errorf("launch: staging directory %s: not created on %v: the staging step ended:\n%s", dir, missing, tail(d.Log(), 20))
 		case <-ctx.Done():
-			d.Stop(10 * time.Second)
+			abandon(d, 10*time.Second)
 			return nil, fmt.Errorf("launch: staging directory %s: not created on %v: %w", dir, missing, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// abandon ends a staging step before all its tasks have answered. A task that starts after
+// the step was signalled would make its directory and keep it until the job ends, so the
+// signal is sent again each second until the step has ended (at most grace), then Stop ends
+// what is left. scancel's failure is no reason to stop: it fails when a node's task has
+// already ended (the node that failed), though it signals the others.
+func abandon(d *DaemonSet, grace time.Duration) {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		d.terminate()
+		select {
+		case <-d.Done():
+			return
+		case <-deadline.C:
+			d.Stop(grace)
+			return
 		case <-tick.C:
 		}
 	}

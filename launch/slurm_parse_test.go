@@ -149,8 +149,13 @@ func TestParseStagingAndEndedTasks(t *testing.T) {
 	}
 	// A task that ended without saying why is failed with srun's words.
 	r = parseStaging("0: step 3.2\nsrun: error: node1: task 0: Killed\n")
-	if r.failed["node1"] != "staging task: Killed" {
-		t.Errorf("failures %v", r.failed)
+	if r.failed["node1"] != "staging task: Killed" || !r.unsaid["node1"] {
+		t.Errorf("failures %v, unsaid %v", r.failed, r.unsaid)
+	}
+	// The task's own words, arriving after srun's report of its end, are its reason.
+	r = parseStaging("2: step 3.2\nsrun: error: node3: task 2: Exited with exit code 1\n2: failed node3: Read-only file system\n")
+	if r.failed["node3"] != "Read-only file system" || len(r.unsaid) != 0 {
+		t.Errorf("failures %v, unsaid %v", r.failed, r.unsaid)
 	}
 	if got := fmt.Sprint(endedTasks(daemonLog)); got != "map[node2:Exited with exit code 3: agent on node2: refused]" {
 		t.Errorf("ended %s", got)
