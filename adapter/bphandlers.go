@@ -170,7 +170,7 @@ func (s *Session) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
 		j.bps.source[key] = list
 	}
 	j.bps.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	j.applyBreakpoints(ctx, fresh)
 	resp := &SetBreakpointsResponse{Response: newResponse(&req.Request)}
@@ -222,7 +222,7 @@ func (s *Session) onSetFunctionBreakpointsRequest(req *dap.SetFunctionBreakpoint
 	}
 	j.bps.funcs = list
 	j.bps.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	if j.core == nil {
 		j.applyBreakpoints(ctx, fresh)
@@ -252,7 +252,7 @@ func (s *Session) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBrea
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	focus := j.focusSet()
 	ref := j.referenceRank()
@@ -366,7 +366,7 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 		return
 	}
 	a := req.Arguments
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	var bins []*symbols.Binary
 	if j.core != nil {
@@ -405,7 +405,7 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 // armEntry plants the stopAtEntry breakpoint on main in every rank; the ranks stop there
 // together.
 func (j *Job) armEntry() error {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(j.ctx, defaultTimeout)
 	defer cancel()
 	var all rankset.Set
 	for _, r := range j.ranks {

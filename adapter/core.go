@@ -29,7 +29,7 @@ func openCoreJob(s *Session, plan *launchPlan) (*Job, error) {
 		c.Close()
 		return nil, fmt.Errorf("core file %s holds no thread", plan.coreFile)
 	}
-	j := &Job{s: s, size: 1, mode: stopAll, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+	j := &Job{s: s, ctx: s.ctx, size: 1, mode: stopAll, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
 		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}}
 	j.bps = newBreakpoints(j)
 	j.handles.init()

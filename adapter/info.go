@@ -33,7 +33,7 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 		return
 	}
 	sig := int(n.Signal)
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	desc := fmt.Sprintf("%s (%s) on rank %d%s, thread LWP %d, at pc %#x", signalName(sig), signalDescription(sig),
 		r.Num, r.where(), n.ThreadID, n.InstAddress)
@@ -135,7 +135,7 @@ func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	mods, err := j.viewModules(ctx)
 	if err != nil {
@@ -177,7 +177,7 @@ func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	mods, err := j.viewModules(ctx)
 	if err != nil {

@@ -56,7 +56,7 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 		return
 	}
 	count := min(a.Count, maxReadMemory)
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	var data []byte
 	if j.core != nil {
@@ -126,7 +126,7 @@ func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: no rank is alive")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	if err := r.sym.ensure(ctx); err != nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
@@ -242,7 +242,7 @@ func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
 		s.sendError(&req.Request, errDisassemble, fmt.Sprintf("disassemble: instructionCount %d (1…10000)", count))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	var p *symbols.Process
 	if j.core != nil {

@@ -502,7 +502,7 @@ type regWriter struct {
 }
 
 func (w *regWriter) WriteRegister(reg int, value []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(w.rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	gp, fp, err := w.rs.registers(ctx, w.lwp)
 	if err != nil {
@@ -553,7 +553,7 @@ func threadPointer(regs *symbols.Regs) (uint64, bool) {
 
 // threadDB opens threaddb over the rank's memory and modules (reopened when modules change).
 func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	mods, err := rs.modules(ctx, false)
 	if err != nil {
@@ -580,7 +580,7 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 type cdtiThreads struct{ rs *rankSymbols }
 
 func (c *cdtiThreads) LWPs() ([]int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(c.rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	list, err := c.rs.client().ThreadList(ctx, c.rs.num())
 	if err != nil {
@@ -594,7 +594,7 @@ func (c *cdtiThreads) LWPs() ([]int, error) {
 }
 
 func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(c.rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	gp, fp, err := c.rs.registers(ctx, lwp)
 	if err != nil {

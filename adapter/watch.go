@@ -100,7 +100,7 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 	var addr uint64
 	var size int
 	var mods []*symbols.Module
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	switch {
 	case a.AsAddress:
@@ -254,7 +254,7 @@ func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
 	j.bps.data = valid
 	j.bps.mu.Unlock()
 	if j.core == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+		ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 		j.bps.syncWatches(ctx, j.liveRanks())
 		cancel()
 	}
