@@ -153,7 +153,7 @@ read:
 	ctx := context.Background()
 	mem := openProcMem(t, pid)
 	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	objs, err := Objects(ctx, mem, binary.LittleEndian, procAuxv(t, pid), exe)
+	objs, err := Objects(ctx, mem, lp64, procAuxv(t, pid), exe)
 	if err != nil {
 		t.Fatalf("Objects: %v", err)
 	}
