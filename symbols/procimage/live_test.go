@@ -256,3 +256,8 @@ func checkMaps(t *testing.T, pid int, objs []procimage.Object) {
 		}
 	}
 }
+
+// execOut runs a command and returns its combined output.
+func execOut(name string, args ...string) ([]byte, error) {
+	return exec.Command(name, args...).CombinedOutput()
+}
