@@ -228,24 +228,14 @@ func TestLiveProcessAgainstGDB(t *testing.T) {
 // offset 0 at its load bias (true for PIE executables and shared objects, linked at 0).
 func checkMaps(t *testing.T, pid int, objs []procimage.Object) {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	at, err := testenv.ProcMapStarts(pid)
 	if err != nil {
 		t.Fatal(err)
-	}
-	at := map[string]uint64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 6 && f[2] == "00000000" {
-			lo, _ := strconv.ParseUint(strings.Split(f[0], "-")[0], 16, 64)
-			if _, seen := at[f[5]]; !seen {
-				at[f[5]] = lo
-			}
-		}
 	}
 	for _, o := range objs {
 		real, err := filepath.EvalSymlinks(o.Path)
 		if err != nil {
-			continue
+			continue // the vdso
 		}
 		lo, ok := at[real]
 		if !ok {
