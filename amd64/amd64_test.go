@@ -77,8 +77,7 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"rdx": OffRDX, "rsi": OffRSI, "rdi": OffRDI, "orig_rax": OffOrigRAX, "rip": OffRIP,
 		"cs": OffCS, "eflags": OffEFLAGS, "rsp": OffRSP, "ss": OffSS, "fs_base": OffFSBase,
 		"gs_base": OffGSBase, "ds": OffDS, "es": OffES, "fs": OffFS, "gs": OffGS,
-		"user_regs_struct": UserRegsSize,
-		"ftw": OffFTW, "mxcsr": OffMXCSR, "st_space": OffST0, "xmm_space": OffXMM0,
+		"user_regs_struct": UserRegsSize, "ftw": OffFTW, "mxcsr": OffMXCSR, "st_space": OffST0, "xmm_space": OffXMM0,
 		"st_slot": STSlot, "xmm_slot": XMMSize, "user_fpregs_struct": FPRegsSize,
 		"SYS_mmap": SysMmap, "SYS_munmap": SysMunmap, "SYS_futex": SysFutex,
 	}
