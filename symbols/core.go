@@ -8,6 +8,9 @@ import (
 	"os"
 	"sort"
 	"sync"
+
+	"github.com/hpcdap/hpcdap/amd64"
+	"github.com/hpcdap/hpcdap/ppc64"
 )
 
 // Core is an ELF core file opened for post-mortem debugging: its threads' registers, its
@@ -166,9 +169,9 @@ func (c *Core) parseNotes(b []byte, ef *elf.File) error {
 
 func isFloatReg(a *Arch, n int) bool {
 	if a.Machine == elf.EM_X86_64 {
-		return n >= AMD64XMM0 && n < AMD64ST0+8
+		return n >= amd64.DwarfXMM0 && n < amd64.DwarfST0+8
 	}
-	return n >= PPC64F0 && n < PPC64F0+32
+	return n >= ppc64.DwarfF0 && n < ppc64.DwarfF0+32
 }
 
 // parseNTFile decodes the NT_FILE note: count, page size, count (start, end, page offset)
