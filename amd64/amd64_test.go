@@ -6,10 +6,12 @@ import (
 	"bufio"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +82,20 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 		"user_regs_struct": UserRegsSize, "ftw": OffFTW, "mxcsr": OffMXCSR, "st_space": OffST0, "xmm_space": OffXMM0,
 		"st_slot": STSlot, "xmm_slot": XMMSize, "user_fpregs_struct": FPRegsSize,
 		"SYS_mmap": SysMmap, "SYS_munmap": SysMunmap, "SYS_futex": SysFutex,
+	}
+	want["SYS_rt_sigreturn"] = SysRtSigreturn
+	want["uc_mcontext.gregs"] = UcontextGregs
+	// The signal frame's register words by DWARF number: REG_<name> is the word of the
+	// register the psABI numbers dwarf.
+	for name, dwarf := range map[string]int{"R8": DwarfR8, "R9": DwarfR8 + 1, "R10": DwarfR8 + 2,
+		"R11": DwarfR8 + 3, "R12": DwarfR8 + 4, "R13": DwarfR8 + 5, "R14": DwarfR8 + 6, "R15": DwarfR8 + 7,
+		"RDI": DwarfRDI, "RSI": DwarfRSI, "RBP": DwarfRBP, "RBX": DwarfRBX, "RDX": DwarfRDX,
+		"RAX": DwarfRAX, "RCX": DwarfRCX, "RSP": DwarfRSP, "RIP": DwarfRIP} {
+		i := slices.Index(GregsDWARF[:], dwarf)
+		if i < 0 {
+			t.Errorf("GregsDWARF has no word for %s", name)
+		}
+		want["REG_"+name] = i
 	}
 	if len(got) != len(want)+1 {
 		t.Errorf("layout program printed %d values, the test checks %d", len(got), len(want)+1)
@@ -220,5 +236,34 @@ func TestAccessAddressMatchesKernel(t *testing.T) {
 				t.Error("AccessAddress accepted a short register set")
 			}
 		})
+	}
+}
+
+// TestRestoreRTMatchesLibc stops a program in a signal handler under gdb and reads the code
+// the handler returns to: the C library's restorer, which must be RestoreRT.
+func TestRestoreRTMatchesLibc(t *testing.T) {
+	gdb := testenv.NeedTool(t, "gdb", "gdb")
+	out, err := exec.Command(gdb, "-batch", "-nx", "-ex", "set startup-with-shell off",
+		"-ex", "handle SIGUSR1 nostop noprint pass", "-ex", "break on_signal", "-ex", "run",
+		"-ex", "frame 1", "-ex", fmt.Sprintf("x/%dxb $pc", len(RestoreRT)),
+		"--args", program(t, "fault"), "signal").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "<signal handler called>") {
+		t.Fatalf("gdb did not show a signal frame:\n%s", out)
+	}
+	var code []byte
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, bytes, ok := strings.Cut(line, ":\t0x"); ok && strings.HasPrefix(line, "0x") {
+			for _, b := range strings.Split("0x"+bytes, "\t") {
+				if v, err := strconv.ParseUint(strings.TrimSpace(b), 0, 8); err == nil {
+					code = append(code, byte(v))
+				}
+			}
+		}
+	}
+	if !slices.Equal(code, RestoreRT) {
+		t.Errorf("the restorer is % x, RestoreRT % x:\n%s", code, RestoreRT, out)
 	}
 }

@@ -431,19 +431,16 @@ func (p *Process) cfiEnv(regs *Regs) *dwop.Env {
 	}
 }
 
-// amd64Sigreturn is glibc's __restore_rt: mov $15,%rax; syscall.
-var amd64Sigreturn = []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
-
 // isSigtramp recognises a signal trampoline by its code when no CFI marks it.
 func (p *Process) isSigtramp(f *Frame) bool {
 	if p.Arch.Machine != elf.EM_X86_64 {
 		return false
 	}
-	buf := make([]byte, len(amd64Sigreturn))
+	buf := make([]byte, len(amd64.RestoreRT))
 	if err := p.readCode(buf, f.PC); err != nil {
 		return false
 	}
-	return bytes.Equal(buf, amd64Sigreturn)
+	return bytes.Equal(buf, amd64.RestoreRT)
 }
 
 // readCode reads instruction bytes from memory, or from the module's file when the memory
@@ -470,11 +467,9 @@ func (p *Process) sigtrampRegs(f *Frame) (*Regs, error) {
 	if !ok {
 		return nil, errors.New("no stack pointer")
 	}
-	// struct rt_sigframe { char *pretcode (already popped); struct ucontext uc; ... }:
-	// uc_mcontext.gregs starts 40 bytes into the ucontext.
-	gregs := sp + 40
-	order := []int{8, 9, 10, 11, 12, 13, 14, 15, amd64.DwarfRDI, amd64.DwarfRSI, amd64.DwarfRBP, amd64.DwarfRBX, amd64.DwarfRDX,
-		amd64.DwarfRAX, amd64.DwarfRCX, amd64.DwarfRSP, amd64.DwarfRIP}
+	// struct rt_sigframe { char *pretcode (already popped); struct ucontext uc; ... }.
+	gregs := sp + amd64.UcontextGregs
+	order := amd64.GregsDWARF
 	buf := make([]byte, 8*len(order))
 	if err := p.ReadMemory(buf, gregs); err != nil {
 		return nil, err

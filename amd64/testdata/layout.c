@@ -1,10 +1,12 @@
 /* Prints the structure layouts and system-call numbers package amd64 describes, as the C
    library headers give them. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
+#include <ucontext.h>
 
 #define REG(f) printf(#f " %zu\n", offsetof(struct user_regs_struct, f))
 #define FP(f) printf(#f " %zu\n", offsetof(struct user_fpregs_struct, f))
@@ -21,5 +23,13 @@ int main(void) {
 	printf("user_fpregs_struct %zu\n", sizeof(struct user_fpregs_struct));
 	printf("SYS_mmap %d\nSYS_munmap %d\nSYS_futex %d\n", SYS_mmap, SYS_munmap, SYS_futex);
 	printf("EINTR %d\n", EINTR);
+	printf("SYS_rt_sigreturn %d\n", SYS_rt_sigreturn);
+	printf("uc_mcontext.gregs %zu\n", offsetof(ucontext_t, uc_mcontext.gregs));
+	printf("REG_R8 %d\nREG_R9 %d\nREG_R10 %d\nREG_R11 %d\nREG_R12 %d\nREG_R13 %d\n", REG_R8, REG_R9,
+	       REG_R10, REG_R11, REG_R12, REG_R13);
+	printf("REG_R14 %d\nREG_R15 %d\nREG_RDI %d\nREG_RSI %d\nREG_RBP %d\nREG_RBX %d\n", REG_R14,
+	       REG_R15, REG_RDI, REG_RSI, REG_RBP, REG_RBX);
+	printf("REG_RDX %d\nREG_RAX %d\nREG_RCX %d\nREG_RSP %d\nREG_RIP %d\n", REG_RDX, REG_RAX, REG_RCX,
+	       REG_RSP, REG_RIP);
 	return 0;
 }
