@@ -9,8 +9,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/hpcdap/hpcdap/amd64"
-	"github.com/hpcdap/hpcdap/ppc64"
+	"github.com/hpcdap/hpcdap/arch"
 )
 
 // Core is an ELF core file opened for post-mortem debugging: its threads' registers, its
@@ -167,11 +166,10 @@ func (c *Core) parseNotes(b []byte, ef *elf.File) error {
 	return nil
 }
 
+// isFloatReg reports whether DWARF register n lives in the machine's floating-point set.
 func isFloatReg(a *Arch, n int) bool {
-	if a.Machine == elf.EM_X86_64 {
-		return n >= amd64.DwarfXMM0 && n < amd64.DwarfST0+8
-	}
-	return n >= ppc64.DwarfF0 && n < ppc64.DwarfF0+32
+	r, ok := a.Register(n)
+	return ok && r.Set == arch.Float
 }
 
 // parseNTFile decodes the NT_FILE note: count, page size, count (start, end, page offset)
