@@ -67,13 +67,6 @@ var gprOffset = map[x86asm.Reg]int{
 	x86asm.R12: OffR12, x86asm.R13: OffR13, x86asm.R14: OffR14, x86asm.R15: OffR15,
 }
 
-// RegOffset returns the user_regs_struct offset of a 64-bit general register named by the
-// decoder.
-func RegOffset(r x86asm.Reg) (int, bool) {
-	off, ok := gprOffset[r]
-	return off, ok
-}
-
 // EffectiveAddress computes the address of m, a memory operand of inst, from a
 // user_regs_struct; next is the address of the instruction after inst (the value of rip in a
 // rip-relative operand). ok is false when the operand uses a register that is not a 64-bit
@@ -120,8 +113,8 @@ func displacement(inst x86asm.Inst, m x86asm.Mem) int64 {
 	return int64(int32(m.Disp))
 }
 
-// MemOperand returns the first memory operand of inst.
-func MemOperand(inst x86asm.Inst) (x86asm.Mem, bool) {
+// memOperand returns the first memory operand of inst.
+func memOperand(inst x86asm.Inst) (x86asm.Mem, bool) {
 	for _, a := range inst.Args {
 		if m, ok := a.(x86asm.Mem); ok {
 			return m, true
@@ -162,7 +155,7 @@ func AccessAddress(code []byte, pc uint64, regs []byte) (uint64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	m, ok := MemOperand(inst)
+	m, ok := memOperand(inst)
 	if !ok {
 		return 0, false
 	}
