@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/hpcdap/hpcdap/cdti"
-	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -200,16 +198,6 @@ func (b *breakpoints) allUser() []*userBP {
 	return out
 }
 
-// trapBytes returns the machine's breakpoint instruction.
-func trapBytes(m elf.Machine, order interface{ PutUint32([]byte, uint32) }) []byte {
-	if m == elf.EM_X86_64 || m == elf.EM_386 {
-		return []byte{0xCC}
-	}
-	var w [4]byte
-	order.PutUint32(w[:], ppc64.TrapWordLinux)
-	return w[:]
-}
-
 // sync makes what is planted in each of ranks match the breakpoints: one batch of
 // SetBreakpoint/ResetBreakpoint Updates per rank, the ranks of a node in parallel.
 func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
@@ -230,9 +218,8 @@ func (b *breakpoints) syncRank(ctx context.Context, r *Rank) {
 	}
 	rs := &r.sym
 	rs.mu.Lock()
-	machine, order := rs.machine, rs.arch.ByteOrder
+	trap, order := rs.arch.Trap(), rs.arch.ByteOrder
 	rs.mu.Unlock()
-	trap := trapBytes(machine, order)
 	b.mu.Lock()
 	want := map[uint64][]*userBP{}
 	for _, bp := range b.allUser() {
@@ -335,7 +322,7 @@ func (b *breakpoints) noteFailure(bps []*userBP, r *Rank, msg string) {
 func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error {
 	rs := &r.sym
 	rs.mu.Lock()
-	machine, order := rs.machine, rs.arch.ByteOrder
+	trap, order := rs.arch.Trap(), rs.arch.ByteOrder
 	rs.mu.Unlock()
 	b.mu.Lock()
 	sites := b.sites[r]
@@ -349,7 +336,6 @@ func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error
 		return nil
 	}
 	b.mu.Unlock()
-	trap := trapBytes(machine, order)
 	orig := make([]byte, len(trap))
 	if _, err := rs.mem.ReadAt(orig, addr); err != nil {
 		return err

@@ -41,7 +41,6 @@ func openCoreJob(s *Session, plan *launchPlan) (*Job, error) {
 	r.sym.rank = r
 	r.sym.loaded = true
 	r.sym.arch = c.Arch
-	r.sym.machine = c.Arch.Machine
 	r.sym.order = c.Arch.ByteOrder
 	r.sym.exe = plan.program
 	r.sym.mods = c.Process.Modules()

@@ -29,7 +29,6 @@ type rankSymbols struct {
 	loaded  bool
 	loadErr error
 	arch    *symbols.Arch
-	machine elf.Machine
 	order   binary.ByteOrder
 	exe     string
 	mods    []*symbols.Module
@@ -115,7 +114,7 @@ func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", r.Num, err)
 	}
-	rs.machine, rs.order = ti.Machine, ti.Order()
+	rs.order = ti.Order()
 	if rs.arch, err = symbols.ArchFor(ti.Machine, rs.order); err != nil {
 		return fmt.Errorf("rank %d: %w", r.Num, err)
 	}
@@ -485,12 +484,7 @@ func (t *tlsResolver) TLSAddress(regs *symbols.Regs, mod *symbols.Module, offset
 }
 
 // threadPointer returns the raw thread-pointer register from a frame's registers.
-func threadPointer(regs *symbols.Regs) (uint64, bool) {
-	if regs.Arch().Machine == elf.EM_X86_64 {
-		return regs.Get(symbols.AMD64FSBase)
-	}
-	return regs.Get(13)
-}
+func threadPointer(regs *symbols.Regs) (uint64, bool) { return regs.Get(regs.Arch().TPReg) }
 
 // threadDB opens threaddb over the rank's memory and modules (reopened when modules change).
 func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {

@@ -199,9 +199,9 @@ func (s *Session) registerVariables(ref *varRef, hex bool) []dap.Variable {
 	arch := fr.frame.Process().Arch
 	var out []dap.Variable
 	if fr.level == 0 {
-		for _, slot := range regSlots(arch) {
+		for _, slot := range arch.Registers {
 			if v, ok := registerValue(arch, slot, fr.ts.gp, fr.ts.fp); ok {
-				out = append(out, dap.Variable{Name: slot.name, Value: v, EvaluateName: "$" + slot.name})
+				out = append(out, dap.Variable{Name: slot.Name, Value: v, EvaluateName: "$" + slot.Name})
 			}
 		}
 		return out

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/symbols/procimage"
 )
 
@@ -163,11 +164,10 @@ func (c *Core) parseNotes(b []byte, ef *elf.File) error {
 	return nil
 }
 
+// isFloatReg reports whether DWARF register n lives in the machine's floating-point set.
 func isFloatReg(a *Arch, n int) bool {
-	if a.Machine == elf.EM_X86_64 {
-		return n >= AMD64XMM0 && n < AMD64ST0+8
-	}
-	return n >= PPC64F0 && n < PPC64F0+32
+	r, ok := a.Register(n)
+	return ok && r.Set == arch.Float
 }
 
 // parseNTFile decodes the NT_FILE note: count, page size, count (start, end, page offset)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/target"
 )
@@ -437,16 +438,19 @@ func (p *Process) describe() {
 			exe = dir + "/" + exe
 		}
 	}
+	a, _ := arch.For(elf.EM_PPC64, p.order) // every byte order of EM_PPC64 is described
 	p.info = target.Info{
-		Machine:   elf.EM_PPC64,
-		ByteOrder: p.order,
-		PtrSize:   8,
+		Machine:   a.Machine,
+		ByteOrder: a.ByteOrder,
+		PtrSize:   a.PtrSize,
 		Pid:       pid,
 		Exe:       exe,
 		PageSize:  p.pageSize(),
 		Arch: target.Arch{
+			// The agent gives emulated Power targets the CNK's semantics, so it plants the
+			// CNK's trap word rather than the Linux one.
 			BreakInstr:   ppc64.PutWord(p.order, ppc64.TrapWordCNK),
-			PCAfterBreak: 0,
+			PCAfterBreak: a.PCAfterTrap,
 			WatchSlots:   p.caps.Watchpoints,
 		},
 	}
