@@ -14,7 +14,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 

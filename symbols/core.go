@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/hpcdap/hpcdap/arch"
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // Core is an ELF core file opened for post-mortem debugging: its threads' registers, its

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // blobMem is memory holding one blob at base; everything else is unmapped.

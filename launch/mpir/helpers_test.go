@@ -16,7 +16,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // Built once per test binary, on first use (fuzz workers, which run TestMain too, need none).

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // Memory reads a process's memory (the launcher's, through its agent).

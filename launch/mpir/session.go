@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // Conn is the part of a CDTI client (*cdti.Client) that drives the launcher's agent.

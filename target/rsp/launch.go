@@ -18,6 +18,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/ppc64"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -465,13 +466,11 @@ func (p *Process) pageSize() int {
 	if err != nil {
 		return 4096
 	}
-	const atPagesz = 6
-	for i := 0; i+16 <= len(auxv); i += 16 {
-		if p.order.Uint64(auxv[i:]) == atPagesz {
-			return int(p.order.Uint64(auxv[i+8:]))
-		}
+	a, err := procimage.ParseAuxv(auxv, procimage.Layout{Order: p.order, PtrSize: 8})
+	if err != nil || a[procimage.AtPagesz] == 0 {
+		return 4096
 	}
-	return 4096
+	return int(a[procimage.AtPagesz])
 }
 
 // builtinPowerpc64 is QEMU's ppc64 core register layout, for a stub that sends no target

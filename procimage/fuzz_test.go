@@ -7,7 +7,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // layouts are the four a process can have.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // TestCStringBounds reads a string that ends on the last byte of the only mapped page (no

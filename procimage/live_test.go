@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/hpcdap/hpcdap/internal/testenv"
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // procMem reads a live process through /proc/PID/mem: the memory the package reads through.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/ppc64"
-	"github.com/hpcdap/hpcdap/symbols/procimage"
+	"github.com/hpcdap/hpcdap/procimage"
 	tgt "github.com/hpcdap/hpcdap/target"
 	"github.com/hpcdap/hpcdap/target/rsp"
 )
