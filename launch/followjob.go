@@ -104,10 +104,10 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 	j := &followJob{fe: fe, la: la, id: fmt.Sprintf("%s pid %d", filepath.Base(argv[0]), la.pid)}
 	fail := func(phase string, err error) (*followJob, error) {
 		j.shutdown(true)
-		return nil, fmt.Errorf("launch: %s: %s: %w%s%s", j.id, phase, err, outputTail(spec.Output), la.logTail())
+		return nil, fmt.Errorf("launch: %s: %s: %w%s%s", j.id, phase, err, outputTail(spec.Output), la.logTail(8))
 	}
 	w := &rankWatch{ranks: map[int]followRank{}, news: make(chan struct{}, 1)}
-	if j.mgmt, err = dialManagement(ctx, la.addr, la.token, w); err != nil {
+	if j.mgmt, err = dialManagement(ctx, la.Addr, la.Token, w); err != nil {
 		return fail("connect to the following agent", err)
 	}
 	if err := j.mgmt.Call(ctx, "ranks.subscribe", struct{}{}, nil); err != nil {
@@ -153,7 +153,7 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 		case <-la.done:
 			// The agent that follows the launcher is gone: nothing more will be caught.
 			return fail("following the launcher", fmt.Errorf("the agent following it ended (%v) with %s",
-				la.cmd.ProcessState, caughtSummary(caught, size)))
+				la.Cmd.ProcessState, caughtSummary(caught, size)))
 		case <-ctx.Done():
 			return fail("following the launcher", fmt.Errorf("%s within %v", caughtSummary(caught, size), fe.opts.Timeout))
 		}
@@ -227,7 +227,7 @@ func (j *followJob) LauncherPid() int { return j.la.pid }
 
 // nodeAgents is the following agent as the job's only node agent.
 func (j *followJob) nodeAgents() []AgentEndpoint {
-	ep := AgentEndpoint{Host: j.local.host, Addr: j.la.addr, Token: j.la.token, Pid: j.la.cmd.Process.Pid, Owned: true}
+	ep := AgentEndpoint{Host: j.local.host, Addr: j.la.Addr, Token: j.la.Token, Pid: j.la.Cmd.Process.Pid, Owned: true}
 	for _, p := range j.procs {
 		ep.Ranks = append(ep.Ranks, p.Rank)
 	}
@@ -243,7 +243,7 @@ func (j *followJob) Release(ctx context.Context) error {
 	if j.released.Load() {
 		return nil
 	}
-	c, err := cdti.Dial(ctx, "tcp", j.la.addr, cdti.ClientOptions{ToolID: releaseToolID, Token: []byte(j.la.token), Timeout: j.fe.opts.Timeout})
+	c, err := cdti.Dial(ctx, "tcp", j.la.Addr, cdti.ClientOptions{ToolID: releaseToolID, Token: []byte(j.la.Token), Timeout: j.fe.opts.Timeout})
 	if err != nil {
 		return fmt.Errorf("launch: release %s: %w", j.id, err)
 	}
@@ -307,7 +307,7 @@ func (j *followJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("launch: wait for %s: %w", j.id, ctx.Err())
 		case <-j.mgmt.DisconnectNotify():
-			return 0, fmt.Errorf("launch: wait for %s: the agent following the launcher is gone%s", j.id, j.la.logTail())
+			return 0, fmt.Errorf("launch: wait for %s: the agent following the launcher is gone%s", j.id, j.la.logTail(8))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
