@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/rankset"
 )
 
@@ -136,7 +137,7 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	p := &launchPlan{program: prog, args: a.Args, stopAtEntry: a.StopAtEntry, coreFile: a.CoreFile, noDebug: a.NoDebug}
 	local := a.Launcher == "" || a.Launcher == "local"
 	if !local {
-		if err := checkMPILauncher(a.Launcher); err != nil {
+		if err := launch.CheckLauncher(a.Launcher); err != nil {
 			return nil, err
 		}
 		p.launcher, p.launcherArgs, p.userEnv = a.Launcher, a.LauncherArgs, a.Env

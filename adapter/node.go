@@ -28,7 +28,7 @@ const (
 
 // node is one agent connection: the CDTI data plane and the JSON-RPC management plane.
 type node struct {
-	ep     *NodeEndpoint
+	ep     *launch.AgentEndpoint
 	host   string
 	client *cdti.Client
 	mgmt   *jsonrpc2.Conn
@@ -81,7 +81,7 @@ func (h *mgmtHandler) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc
 }
 
 // dialNode connects both planes of one agent and lists its ranks.
-func dialNode(ctx context.Context, ep *NodeEndpoint, onOutput func(outputParams)) (*node, []agentRankInfo, error) {
+func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outputParams)) (*node, []agentRankInfo, error) {
 	cl, err := cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: toolID, Token: []byte(ep.Token),
 		Timeout: 60 * time.Second})
 	if err != nil {
