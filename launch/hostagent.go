@@ -71,11 +71,7 @@ func (a *AgentProcess) logTail(n int) string {
 	if err != nil || len(b) == 0 {
 		return ""
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "\nagent log:\n" + strings.Join(lines, "\n")
+	return "\nagent log:\n" + tail(string(b), n)
 }
 
 // agentStart describes an agent child to start.
@@ -121,8 +117,6 @@ func startAgent(ctx context.Context, s agentStart) (*AgentProcess, error) {
 			w.Close()
 			return nil, fmt.Errorf("launch: start the %s: %w", s.name, err)
 		}
-		defer w.Close()
-		defer ew.Close()
 		cmd.Stdout, cmd.Stderr = w, ew
 		stdout, a.output = r, er
 	} else {
@@ -142,7 +136,13 @@ func startAgent(ctx context.Context, s agentStart) (*AgentProcess, error) {
 	if s.noASLR {
 		start = func() error { return StartNoASLR(cmd) }
 	}
-	if err := start(); err != nil {
+	err := start()
+	if s.output {
+		// The agent has its own copies of the write ends: its end (and its ranks') is EOF.
+		cmd.Stdout.(*os.File).Close()
+		cmd.Stderr.(*os.File).Close()
+	}
+	if err != nil {
 		if s.output {
 			stdout.Close()
 			a.output.Close()
@@ -170,6 +170,11 @@ func startAgent(ctx context.Context, s agentStart) (*AgentProcess, error) {
 		cmd.Process.Kill()
 		<-a.done
 		if a.output != nil {
+			// What the agent said before its log was open (a bad argument, a program or a
+			// process it cannot have) is in the pipe.
+			if said := pipeTail(a.output, s.logLines); said != "" {
+				err = fmt.Errorf("%w: %s", err, said)
+			}
 			a.output.Close()
 		}
 		return nil, fmt.Errorf("launch: %s: %w%s", s.name, err, a.logTail(s.logLines))
@@ -193,4 +198,14 @@ func startAgent(ctx context.Context, s agentStart) (*AgentProcess, error) {
 	case <-limit:
 		return fail(fmt.Errorf("did not report its address within %v", s.limit))
 	}
+}
+
+// pipeTail returns the last n lines of what a pipe holds now, waiting for it no more than a
+// moment (processes still holding its write end may never close it).
+func pipeTail(f *os.File, n int) string {
+	if f.SetReadDeadline(time.Now().Add(200*time.Millisecond)) != nil {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+	return strings.ReplaceAll(tail(string(b), n), "\n", "; ")
 }
