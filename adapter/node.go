@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -87,20 +86,13 @@ func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outpu
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", ep.Addr)
+	var hello agentHello
+	rpc, err := launch.DialManagement(ctx, ep.Addr, ep.Token, "hpcdap-adapter", &mgmtHandler{onOutput: onOutput}, &hello)
 	if err != nil {
 		cl.Close()
 		return nil, nil, fmt.Errorf("connect to agent %s (management): %w", ep.Addr, err)
 	}
-	h := &mgmtHandler{onOutput: onOutput}
-	rpc := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(conn, jsonrpc2.VSCodeObjectCodec{}), h)
 	n := &node{ep: ep, host: ep.Host, client: cl, mgmt: rpc}
-	var hello agentHello
-	if err := launch.Hello(ctx, rpc, ep.Token, "hpcdap-adapter", &hello); err != nil {
-		n.close()
-		return nil, nil, fmt.Errorf("agent %s: %w", ep.Addr, err)
-	}
 	if hello.Node != "" {
 		n.host = hello.Node
 	}

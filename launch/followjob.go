@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -107,7 +106,7 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 		return nil, fmt.Errorf("launch: %s: %s: %w%s%s", j.id, phase, err, outputTail(spec.Output), la.logTail(8))
 	}
 	w := &rankWatch{ranks: map[int]followRank{}, news: make(chan struct{}, 1)}
-	if j.mgmt, err = dialManagement(ctx, la.Addr, la.Token, w); err != nil {
+	if j.mgmt, err = DialManagement(ctx, la.Addr, la.Token, "hpcdap-launch", w, nil); err != nil {
 		return fail("connect to the following agent", err)
 	}
 	if err := j.mgmt.Call(ctx, "ranks.subscribe", struct{}{}, nil); err != nil {
@@ -201,21 +200,6 @@ func caughtSummary(caught []followRank, size int) string {
 		}
 	}
 	return fmt.Sprintf("%d of %d ranks caught at their exec (missing: %s)", len(caught), size, strings.Join(missing, ", "))
-}
-
-// dialManagement connects to an agent's management plane and authenticates.
-func dialManagement(ctx context.Context, addr, token string, h jsonrpc2.Handler) (*jsonrpc2.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	c := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}), h)
-	if err := Hello(ctx, c, token, "hpcdap-launch", nil); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 // The Job methods of a followed job.

@@ -17,7 +17,7 @@ func agentRanks(t *testing.T, ep AgentEndpoint) map[int]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := dialManagement(ctx, ep.Addr, ep.Token, nil)
+	c, err := DialManagement(ctx, ep.Addr, ep.Token, "test", nil, nil)
 	if err != nil {
 		t.Fatalf("management connection to %s: %v", ep.Addr, err)
 	}
