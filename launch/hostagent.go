@@ -193,6 +193,9 @@ func startAgent(ctx context.Context, s agentStart) (*AgentProcess, error) {
 		}
 		a.Addr = addr
 		return a, nil
+	case <-a.done:
+		// Processes it started may hold its stdout open: its end is enough.
+		return fail(fmt.Errorf("exited before listening (%v)", cmd.ProcessState))
 	case <-ctx.Done():
 		return fail(fmt.Errorf("did not start listening: %w", ctx.Err()))
 	case <-limit:

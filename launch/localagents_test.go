@@ -36,13 +36,25 @@ func agentRanks(t *testing.T, ep AgentEndpoint) map[int]int {
 	return out
 }
 
-// noAgentLeft fails the test when this process has an agent child left (one a failed start
-// should have ended).
-func noAgentLeft(t *testing.T, what string) {
+// agentChildren lists this process's children that run the hpcdap binary.
+func agentChildren(t *testing.T) map[int]bool {
 	t.Helper()
 	agent := program(t, "hpcdap")
+	out := map[int]bool{}
 	for _, pid := range childPids(os.Getpid()) {
 		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe == agent {
+			out[pid] = true
+		}
+	}
+	return out
+}
+
+// noAgentLeft fails the test when this process has an agent child that was not among before
+// (one a failed start should have ended).
+func noAgentLeft(t *testing.T, before map[int]bool, what string) {
+	t.Helper()
+	for pid := range agentChildren(t) {
+		if !before[pid] {
 			t.Errorf("%s: agent pid %d left", what, pid)
 		}
 	}
@@ -97,12 +109,13 @@ func TestLocalSpawn(t *testing.T) {
 // A program that cannot run fails the start with the agent's own reason, and no agent stays.
 func TestLocalSpawnBadProgram(t *testing.T) {
 	missing := t.TempDir() + "/no-such-program"
+	before := agentChildren(t)
 	_, err := (&LocalSpawn{AgentPath: program(t, "hpcdap"), LogDir: t.TempDir(), NP: 2, Program: missing,
 		Env: os.Environ(), Dir: t.TempDir()}).Start(context.Background(), nil)
 	if err == nil || !strings.Contains(err.Error(), "launch: agent: exited before listening") || !strings.Contains(err.Error(), missing) {
 		t.Errorf("start of a missing program: %v; want the agent's exit, naming the program", err)
 	}
-	noAgentLeft(t, "failed spawn")
+	noAgentLeft(t, before, "failed spawn")
 }
 
 // LocalAttach serves running processes of this host under the rank numbers given; the job's
@@ -144,11 +157,12 @@ func TestLocalAttachGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone := c.Process.Pid
+	before := agentChildren(t)
 	_, err := (&LocalAttach{AgentPath: program(t, "hpcdap"), LogDir: t.TempDir(), Pids: map[int]int{0: gone}}).Start(context.Background(), nil)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprint(gone)) {
 		t.Errorf("attach to gone pid %d: %v; want an error naming it", gone, err)
 	}
-	noAgentLeft(t, "failed attach")
+	noAgentLeft(t, before, "failed attach")
 	if _, err := (&LocalAttach{AgentPath: program(t, "hpcdap"), LogDir: t.TempDir()}).Start(context.Background(), nil); err == nil {
 		t.Error("attach to no process: no error")
 	}
