@@ -208,8 +208,9 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 // slurmStep is the form of a Slurm job step id.
 var slurmStep = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
-// maxLocalRanks bounds np for the local launcher (one agent per 64 ranks).
-const maxLocalRanks = 4096
+// maxLocalRanks bounds np for the local launcher: 64 agents (launch.LocalSpawn starts one per
+// launch.RanksPerAgent ranks).
+const maxLocalRanks = 64 * launch.RanksPerAgent
 
 // parseFocus reads a focus set; "" means every rank.
 func parseFocus(s string, size int) (rankset.Set, error) {
