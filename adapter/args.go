@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/rankset"
 )
 
@@ -136,7 +137,7 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	p := &launchPlan{program: prog, args: a.Args, stopAtEntry: a.StopAtEntry, coreFile: a.CoreFile, noDebug: a.NoDebug}
 	local := a.Launcher == "" || a.Launcher == "local"
 	if !local {
-		if err := checkMPILauncher(a.Launcher); err != nil {
+		if err := launch.CheckLauncher(a.Launcher); err != nil {
 			return nil, err
 		}
 		p.launcher, p.launcherArgs, p.userEnv = a.Launcher, a.LauncherArgs, a.Env
@@ -207,8 +208,9 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 // slurmStep is the form of a Slurm job step id.
 var slurmStep = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 
-// maxLocalRanks bounds np for the local launcher (one agent per 64 ranks).
-const maxLocalRanks = 4096
+// maxLocalRanks bounds np for the local launcher: 64 agents (launch.LocalSpawn starts one per
+// launch.RanksPerAgent ranks).
+const maxLocalRanks = 64 * launch.RanksPerAgent
 
 // parseFocus reads a focus set; "" means every rank.
 func parseFocus(s string, size int) (rankset.Set, error) {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -35,7 +36,7 @@ func openCoreJob(s *Session, plan *launchPlan) (*Job, error) {
 	j.handles.init()
 	j.focus = rankset.Of(0)
 	leader := c.Threads[0]
-	n := &node{host: "core", ep: &NodeEndpoint{}}
+	n := &node{host: "core", ep: &launch.AgentEndpoint{}}
 	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: plan.program, state: rankStopped,
 		hits: map[int]int{}, started: make(chan struct{})}
 	r.sym.rank = r

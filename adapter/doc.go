@@ -14,9 +14,10 @@
 // A Job is the rank table of the README's contract: rank → (agent connection, pid, host,
 // executable), with DAP threads as (rank, LWP) pairs of stable ids named
 // "rank 3 · main (LWP 4242) 0x7f…" (role, LWP, pthread_t once the thread library knows the
-// thread). A Launcher produces the table: the local launcher starts this
-// very binary as `hpcdap agent` in spawn mode (one agent per 64 ranks, a random token in
-// HPCDAP_TOKEN, CDTI over loopback); attach by pid starts agents in attach mode.
+// thread). Package launch produces the agents of the table (launch.Agents): without a
+// launcher, launch.LocalSpawn starts this very binary as `hpcdap agent` in spawn mode (one
+// agent per 64 ranks, a random token in HPCDAP_TOKEN, CDTI over loopback); attach by pid,
+// launch.LocalAttach, starts agents in attach mode.
 //
 // The launchers "mpirun" (Open MPI; or mpirun.openmpi, orterun), "mpiexec.hydra" (MPICH) and
 // "srun" (Slurm), and the attach arguments launcherPid (a running mpirun, hydra or srun of

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -93,7 +94,7 @@ type Job struct {
 	core       *coreJob // post-mortem: a core file instead of live ranks
 	noStop     bool     // noDebug: run without stopping
 	// wlm is the workload manager's launcher once released (nil for local jobs).
-	wlm *wlmLauncher
+	wlm *wlmJob
 
 	mu         sync.Mutex
 	focus      rankset.Set
@@ -137,13 +138,14 @@ func (j *Job) drainOutput(r *Rank, limit time.Duration) {
 	}
 }
 
-// newJob connects to every agent of a placement and builds the rank table.
-func newJob(ctx context.Context, s *Session, pl *Placement, mode stopMode, focus string) (*Job, error) {
-	j := &Job{s: s, ctx: s.ctx, size: pl.Size, labelRanks: pl.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+// newJob connects to every agent of a job and builds the rank table.
+func newJob(ctx context.Context, s *Session, g *launch.Agents, mode stopMode, focus string) (*Job, error) {
+	j := &Job{s: s, ctx: s.ctx, size: g.Size, labelRanks: g.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
 		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}, signalStop: true}
 	j.bps = newBreakpoints(j)
 	j.handles.init()
-	for _, ep := range pl.Nodes {
+	for i := range g.Endpoints {
+		ep := &g.Endpoints[i]
 		n, infos, err := dialNode(ctx, ep, j.onRankOutput)
 		if err != nil {
 			j.closeNodes(true)

@@ -127,7 +127,7 @@ func (s *Session) agentExe() (string, error) {
 	if s.srv.cfg.AgentPath != "" {
 		return s.srv.cfg.AgentPath, nil
 	}
-	return defaultAgentExe()
+	return launch.AgentExecutable()
 }
 
 // argError picks the error id for a bad launch or attach argument.
@@ -179,16 +179,17 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
 	}
-	var l Launcher = &localLauncher{agentExe: exe, plan: plan, logDir: logDir}
+	start := (&launch.LocalSpawn{AgentPath: exe, LogDir: logDir, NP: plan.np, Program: plan.program, Args: plan.args,
+		AgentArgs: emulatorAgentArgs(plan), Env: plan.env, Dir: plan.cwd, NoASLR: plan.noASLR}).Start
 	title := fmt.Sprintf("Starting %d rank(s) of %s", plan.np, filepath.Base(plan.program))
-	var wl *wlmLauncher
+	var wl *wlmJob
 	if plan.launcher != "" {
-		wl = &wlmLauncher{req: launchRequest(plan), agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout,
+		wl = &wlmJob{req: launchRequest(plan), agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout,
 			phase: s.launchPhase}
-		l = wl
+		start = wl.Start
 		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
 	}
-	j, err := s.startJob(l, plan.mode, plan.focus, title)
+	j, err := s.startJob(start, plan.mode, plan.focus, title)
 	inPlace := false
 	if err == nil && wl != nil {
 		inPlace, err = s.releaseWLM(j, wl, plan.stopAtEntry, true)
@@ -231,19 +232,19 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 	if err == nil {
 		var exe string
 		if exe, err = s.agentExe(); err == nil {
-			var l Launcher = &pidLauncher{agentExe: exe, pids: plan.pids, logDir: logDir}
+			start := (&launch.LocalAttach{AgentPath: exe, LogDir: logDir, Pids: plan.pids}).Start
 			title := fmt.Sprintf("Attaching to %d process(es)", len(plan.pids))
-			var wl *wlmLauncher
+			var wl *wlmJob
 			if plan.launcherPid != 0 || plan.slurmJob != "" {
-				wl = &wlmLauncher{req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob},
+				wl = &wlmJob{req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob},
 					agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout, phase: s.launchPhase}
-				l = wl
+				start = wl.Start
 				if title = fmt.Sprintf("Attaching to the job of launcher pid %d", plan.launcherPid); plan.slurmJob != "" {
 					title = "Attaching to Slurm job step " + plan.slurmJob
 				}
 			}
 			var j *Job
-			j, err = s.startJob(l, plan.mode, plan.focus, title)
+			j, err = s.startJob(start, plan.mode, plan.focus, title)
 			if err == nil && wl != nil {
 				if _, err = s.releaseWLM(j, wl, false, false); err != nil {
 					j.detach()
@@ -274,25 +275,23 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 // launchPhase tells the client, on its console, where a launch through a launcher is.
 func (s *Session) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
 
-// startJob brings a job up through a launcher, with progress events: agents, then ranks.
-func (s *Session) startJob(l Launcher, mode stopMode, focus, title string) (*Job, error) {
+// startJob brings a job up, with progress events: its agents (start, from package launch),
+// then its ranks.
+func (s *Session) startJob(start func(ctx context.Context, progress func(done, total int)) (*launch.Agents, error),
+	mode stopMode, focus, title string) (*Job, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 	defer cancel()
 	pid := s.progressStart(title)
-	pl, err := l.Start(ctx, func(done, total int) {
+	g, err := start(ctx, func(done, total int) {
 		s.progressUpdate(pid, fmt.Sprintf("%d of %d agent(s) up", done, total), 10*float64(done)/float64(total))
 	})
 	if err != nil {
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}
-	j, err := newJob(ctx, s, pl, mode, focus)
+	j, err := newJob(ctx, s, g, mode, focus)
 	if err != nil {
-		for _, ep := range pl.Nodes {
-			if ep.Agent != nil {
-				ep.Agent.Kill()
-			}
-		}
+		g.Kill()
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}
@@ -427,7 +426,7 @@ const wlmPhaseTimeout = 60 * time.Second
 // releaseWLM lets a workload manager's launcher go once startJob holds every rank, and
 // records it with the job. It reports whether a stopAtEntry is satisfied where the ranks are
 // (the launcher held them past main), and says so to the user.
-func (s *Session) releaseWLM(j *Job, wl *wlmLauncher, stopAtEntry, launched bool) (inPlace bool, err error) {
+func (s *Session) releaseWLM(j *Job, wl *wlmJob, stopAtEntry, launched bool) (inPlace bool, err error) {
 	hold := wl.hold()
 	ctx, cancel := context.WithTimeout(s.ctx, wlmPhaseTimeout)
 	defer cancel()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -28,7 +27,7 @@ const (
 
 // node is one agent connection: the CDTI data plane and the JSON-RPC management plane.
 type node struct {
-	ep     *NodeEndpoint
+	ep     *launch.AgentEndpoint
 	host   string
 	client *cdti.Client
 	mgmt   *jsonrpc2.Conn
@@ -81,26 +80,19 @@ func (h *mgmtHandler) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc
 }
 
 // dialNode connects both planes of one agent and lists its ranks.
-func dialNode(ctx context.Context, ep *NodeEndpoint, onOutput func(outputParams)) (*node, []agentRankInfo, error) {
+func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outputParams)) (*node, []agentRankInfo, error) {
 	cl, err := cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: toolID, Token: []byte(ep.Token),
 		Timeout: 60 * time.Second})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", ep.Addr)
+	var hello agentHello
+	rpc, err := launch.DialManagement(ctx, ep.Addr, ep.Token, "hpcdap-adapter", &mgmtHandler{onOutput: onOutput}, &hello)
 	if err != nil {
 		cl.Close()
 		return nil, nil, fmt.Errorf("connect to agent %s (management): %w", ep.Addr, err)
 	}
-	h := &mgmtHandler{onOutput: onOutput}
-	rpc := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(conn, jsonrpc2.VSCodeObjectCodec{}), h)
 	n := &node{ep: ep, host: ep.Host, client: cl, mgmt: rpc}
-	var hello agentHello
-	if err := launch.Hello(ctx, rpc, ep.Token, "hpcdap-adapter", &hello); err != nil {
-		n.close()
-		return nil, nil, fmt.Errorf("agent %s: %w", ep.Addr, err)
-	}
 	if hello.Node != "" {
 		n.host = hello.Node
 	}

@@ -29,10 +29,18 @@ type AgentEndpoint struct {
 	// Owned: the agent belongs to the job (it also follows the launcher, HoldByAgent) and ends
 	// with it (App.Deregister); a debugger closes its connections instead of shutting it down.
 	Owned bool
+	// Agent is the agent process when this front end started it as its child (LocalSpawn,
+	// LocalAttach), nil otherwise.
+	Agent *AgentProcess
+	// Output, when not nil, carries the combined stdout and stderr of the ranks the agent
+	// spawned (an agent without per-rank output forwarding writes them to its own stderr).
+	Output io.Reader
 }
 
-// Agents are the node agents of an App, started in one session.
+// Agents are the node agents of a job: an App's, started in one session, or the local ones
+// of LocalSpawn and LocalAttach.
 type Agents struct {
+	Size      int             // ranks in the job
 	Endpoints []AgentEndpoint // in host order of the placement
 	Session   *Session
 	Daemons   *DaemonSet
@@ -261,7 +269,7 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	}
 	if sj, ok := a.job.(interface{ nodeAgents() []AgentEndpoint }); ok {
 		// The agent that caught the ranks serves them already.
-		return &Agents{Endpoints: sj.nodeAgents()}, nil
+		return &Agents{Size: place.Size, Endpoints: sj.nodeAgents()}, nil
 	}
 	s, err := a.NewSession(ctx)
 	if err != nil {
@@ -303,7 +311,7 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Agents{Session: s, Daemons: d, Token: token}
+	g := &Agents{Size: place.Size, Session: s, Daemons: d, Token: token}
 	got := map[string]AgentEndpoint{}
 	deadline := time.NewTimer(a.fe.opts.Timeout)
 	defer deadline.Stop()

@@ -35,7 +35,9 @@
 // # Workload managers
 //
 // "local" reaches only this host (commands run directly, files are copied, daemons are
-// children). "slurm" reaches the job's nodes with steps that overlap the job's allocation
+// children). Without a launcher, its agents are the job: LocalSpawn starts agents that spawn
+// a program's ranks, LocalAttach agents that attach to processes of this host by pid; both
+// return the Agents a job through a launcher gets from Start (or Open). "slurm" reaches the job's nodes with steps that overlap the job's allocation
 // (srun --jobid=J --overlap), ships with sbcast, and signals with scancel.
 //
 // Every phase is bounded by Options.Timeout and reports partial success (which nodes failed

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -104,10 +103,10 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 	j := &followJob{fe: fe, la: la, id: fmt.Sprintf("%s pid %d", filepath.Base(argv[0]), la.pid)}
 	fail := func(phase string, err error) (*followJob, error) {
 		j.shutdown(true)
-		return nil, fmt.Errorf("launch: %s: %s: %w%s%s", j.id, phase, err, outputTail(spec.Output), la.logTail())
+		return nil, fmt.Errorf("launch: %s: %s: %w%s%s", j.id, phase, err, outputTail(spec.Output), la.logTail(8))
 	}
 	w := &rankWatch{ranks: map[int]followRank{}, news: make(chan struct{}, 1)}
-	if j.mgmt, err = dialManagement(ctx, la.addr, la.token, w); err != nil {
+	if j.mgmt, err = DialManagement(ctx, la.Addr, la.Token, "hpcdap-launch", w, nil); err != nil {
 		return fail("connect to the following agent", err)
 	}
 	if err := j.mgmt.Call(ctx, "ranks.subscribe", struct{}{}, nil); err != nil {
@@ -153,7 +152,7 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 		case <-la.done:
 			// The agent that follows the launcher is gone: nothing more will be caught.
 			return fail("following the launcher", fmt.Errorf("the agent following it ended (%v) with %s",
-				la.cmd.ProcessState, caughtSummary(caught, size)))
+				la.Cmd.ProcessState, caughtSummary(caught, size)))
 		case <-ctx.Done():
 			return fail("following the launcher", fmt.Errorf("%s within %v", caughtSummary(caught, size), fe.opts.Timeout))
 		}
@@ -203,21 +202,6 @@ func caughtSummary(caught []followRank, size int) string {
 	return fmt.Sprintf("%d of %d ranks caught at their exec (missing: %s)", len(caught), size, strings.Join(missing, ", "))
 }
 
-// dialManagement connects to an agent's management plane and authenticates.
-func dialManagement(ctx context.Context, addr, token string, h jsonrpc2.Handler) (*jsonrpc2.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	c := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}), h)
-	if err := Hello(ctx, c, token, "hpcdap-launch", nil); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
 // The Job methods of a followed job.
 
 func (j *followJob) ID() string       { return j.id }
@@ -227,7 +211,7 @@ func (j *followJob) LauncherPid() int { return j.la.pid }
 
 // nodeAgents is the following agent as the job's only node agent.
 func (j *followJob) nodeAgents() []AgentEndpoint {
-	ep := AgentEndpoint{Host: j.local.host, Addr: j.la.addr, Token: j.la.token, Pid: j.la.cmd.Process.Pid, Owned: true}
+	ep := AgentEndpoint{Host: j.local.host, Addr: j.la.Addr, Token: j.la.Token, Pid: j.la.Cmd.Process.Pid, Owned: true}
 	for _, p := range j.procs {
 		ep.Ranks = append(ep.Ranks, p.Rank)
 	}
@@ -243,7 +227,7 @@ func (j *followJob) Release(ctx context.Context) error {
 	if j.released.Load() {
 		return nil
 	}
-	c, err := cdti.Dial(ctx, "tcp", j.la.addr, cdti.ClientOptions{ToolID: releaseToolID, Token: []byte(j.la.token), Timeout: j.fe.opts.Timeout})
+	c, err := cdti.Dial(ctx, "tcp", j.la.Addr, cdti.ClientOptions{ToolID: releaseToolID, Token: []byte(j.la.Token), Timeout: j.fe.opts.Timeout})
 	if err != nil {
 		return fmt.Errorf("launch: release %s: %w", j.id, err)
 	}
@@ -307,7 +291,7 @@ func (j *followJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
 		case <-ctx.Done():
 			return 0, fmt.Errorf("launch: wait for %s: %w", j.id, ctx.Err())
 		case <-j.mgmt.DisconnectNotify():
-			return 0, fmt.Errorf("launch: wait for %s: the agent following the launcher is gone%s", j.id, j.la.logTail())
+			return 0, fmt.Errorf("launch: wait for %s: the agent following the launcher is gone%s", j.id, j.la.logTail(8))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

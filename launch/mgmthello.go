@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"net"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/sourcegraph/jsonrpc2"
@@ -35,4 +36,21 @@ func Hello(ctx context.Context, c *jsonrpc2.Conn, token, client string, result a
 		return fmt.Errorf("hello: %w", err)
 	}
 	return nil
+}
+
+// DialManagement connects to the management plane of the agent at addr, with h receiving its
+// notifications, and authenticates (Hello) as client; result receives the agent's hello
+// answer (nil discards it).
+func DialManagement(ctx context.Context, addr, token, client string, h jsonrpc2.Handler, result any) (*jsonrpc2.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}), h)
+	if err := Hello(ctx, c, token, client, result); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }

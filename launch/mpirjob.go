@@ -1,15 +1,11 @@
 package launch
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,24 +18,11 @@ import (
 	"github.com/hpcdap/hpcdap/launch/mpir"
 )
 
-// newToken returns a random session token.
-func newToken() string {
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on Linux
-	}
-	return hex.EncodeToString(b[:])
-}
-
 // launcherAgent is the `hpcdap agent` child that serves the launcher process, on this host.
 type launcherAgent struct {
-	cmd     *exec.Cmd
-	client  *cdti.Client // the CDTI connection of an MPIR-driven launcher (nil when following)
-	logPath string
-	done    chan struct{}
-	pid     int    // the launcher's pid
-	addr    string // where the agent listens (CDTI and management)
-	token   string // the agent's session token
+	*AgentProcess
+	client *cdti.Client // the CDTI connection of an MPIR-driven launcher (nil when following)
+	pid    int          // the launcher's pid
 }
 
 // launcherStart is how a launcher's agent, and so the launcher, is started.
@@ -64,10 +47,10 @@ func startLauncherAgent(ctx context.Context, fe *Frontend, argv []string, ls lau
 	if err != nil {
 		return nil, err
 	}
-	c, err := cdti.Dial(ctx, "tcp", la.addr, cdti.ClientOptions{ToolID: 1, Token: []byte(la.token), Timeout: fe.opts.Timeout})
+	c, err := cdti.Dial(ctx, "tcp", la.Addr, cdti.ClientOptions{ToolID: 1, Token: []byte(la.Token), Timeout: fe.opts.Timeout})
 	if err != nil {
 		la.kill()
-		return nil, fmt.Errorf("launch: launcher agent: %w%s", err, la.logTail())
+		return nil, fmt.Errorf("launch: launcher agent: %w%s", err, la.logTail(8))
 	}
 	la.client = c
 	return la, nil
@@ -81,64 +64,20 @@ func startAgentProcess(ctx context.Context, fe *Frontend, mode []string, ls laun
 	if err != nil {
 		return nil, fmt.Errorf("launch: launcher agent log: %w", err)
 	}
-	token := newToken()
-	args := append([]string{"agent", "--listen", "127.0.0.1:0", "--log", logPath}, mode...)
-	la := &launcherAgent{logPath: logPath, done: make(chan struct{}), token: token}
-	la.cmd = exec.Command(fe.opts.AgentPath, args...)
-	la.cmd.Env = append(mergeEnv(withoutVars(os.Environ(), append(ls.unset, "HPCDAP_TOKEN")...), ls.env), "HPCDAP_TOKEN="+token)
-	la.cmd.Dir = ls.dir
 	// If the front end dies, the agent is told to go: it removes its traps and detaches, so
 	// the launcher is never left stopped.
-	la.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	// What the agent says on stderr before its log is open (a bad argument, a program it
-	// cannot run) goes to the same file, which the errors quote.
-	errLog, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("launch: launcher agent log: %w", err)
-	}
-	defer errLog.Close()
-	la.cmd.Stderr = errLog
-	stdout, err := la.cmd.StdoutPipe()
+	ap, err := startAgent(ctx, agentStart{name: "launcher agent", exe: fe.opts.AgentPath, mode: mode,
+		env: mergeEnv(withoutVars(os.Environ(), ls.unset...), ls.env), dir: ls.dir, noASLR: ls.noASLR,
+		logPath: logPath, logLines: 8})
 	if err != nil {
 		return nil, err
 	}
-	start := la.cmd.Start
-	if ls.noASLR {
-		start = func() error { return StartNoASLR(la.cmd) }
-	}
-	if err := start(); err != nil {
-		return nil, fmt.Errorf("launch: start the launcher agent %s: %w", fe.opts.AgentPath, err)
-	}
-	go func() { la.cmd.Wait(); close(la.done) }()
-	addrCh := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				addrCh <- strings.TrimSpace(a)
-			}
-		}
-		close(addrCh)
-	}()
-	fail := func(err error) (*launcherAgent, error) {
-		la.kill()
-		return nil, fmt.Errorf("launch: launcher agent: %w%s", err, la.logTail())
-	}
-	select {
-	case a, ok := <-addrCh:
-		if !ok {
-			<-la.done
-			return fail(fmt.Errorf("exited before listening (%v)", la.cmd.ProcessState))
-		}
-		la.addr = a
-	case <-ctx.Done():
-		return fail(fmt.Errorf("did not start listening: %w", ctx.Err()))
-	}
-	la.pid = attachPid
+	la := &launcherAgent{AgentProcess: ap, pid: attachPid}
 	if la.pid == 0 {
-		kids := childPids(la.cmd.Process.Pid)
+		kids := childPids(ap.Cmd.Process.Pid)
 		if len(kids) != 1 {
-			return fail(fmt.Errorf("the agent has %d children, want the launcher alone", len(kids)))
+			la.kill()
+			return nil, fmt.Errorf("launch: launcher agent: the agent has %d children, want the launcher alone%s", len(kids), la.logTail(8))
 		}
 		la.pid = kids[0]
 	}
@@ -164,25 +103,12 @@ func childPids(pid int) []int {
 	return out
 }
 
-// logTail returns the end of the agent's log, for error messages.
-func (la *launcherAgent) logTail() string {
-	b, err := os.ReadFile(la.logPath)
-	if err != nil || len(b) == 0 {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 8 {
-		lines = lines[len(lines)-8:]
-	}
-	return "\nagent log:\n" + strings.Join(lines, "\n")
-}
-
 // stop asks the agent to go (it detaches from the launcher, which runs on) and waits for it.
 func (la *launcherAgent) stop() {
 	if la.client != nil {
 		la.client.Close()
 	}
-	la.cmd.Process.Signal(syscall.SIGTERM)
+	la.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-la.done:
 	case <-time.After(10 * time.Second):
@@ -194,7 +120,7 @@ func (la *launcherAgent) kill() {
 	if la.client != nil {
 		la.client.Close()
 	}
-	la.cmd.Process.Kill()
+	la.Cmd.Process.Kill()
 	<-la.done
 }
 

@@ -23,6 +23,9 @@ type Request struct {
 	NoASLR       bool     // see LaunchSpec.NoASLR
 	Dir          string
 	Output       string // file for the launcher's output ("" : one in the front end's directory)
+	// LabelOutput asks the launcher to label each line of its ranks' output with the rank
+	// (FollowOutput reads the labels).
+	LabelOutput bool
 
 	// Attach: exactly one, instead of a program.
 	LauncherPid int    // a running mpirun, mpiexec.hydra or srun on this host
@@ -86,7 +89,12 @@ func Start(ctx context.Context, fe *Frontend, req Request) (*App, *Agents, error
 		if nerr != nil {
 			return nil, nil, nerr
 		}
-		app, err = fe.LaunchBarrier(ctx, LaunchSpec{Launcher: req.Launcher, Args: append(append([]string(nil), req.LauncherArgs...), np...),
+		var args []string
+		if req.LabelOutput {
+			args = labelArgs(launcherFamily(req.Launcher))
+		}
+		args = append(append(args, req.LauncherArgs...), np...)
+		app, err = fe.LaunchBarrier(ctx, LaunchSpec{Launcher: req.Launcher, Args: args,
 			Program: req.Program, ProgramArgs: req.Args, Env: req.Env, Unset: req.Unset, NoASLR: req.NoASLR, Dir: req.Dir, Output: req.Output})
 	}
 	if err != nil {
@@ -97,4 +105,28 @@ func Start(ctx context.Context, fe *Frontend, req Request) (*App, *Agents, error
 		return app, g, err
 	}
 	return app, g, nil
+}
+
+// Open makes a front end with opts for the workload manager req needs (WLMFor, unless
+// opts.WLM says) and carries req out on it (Start). On error nothing is left behind: a job it
+// launched is ended, a job it attached to is left running, and the front end is closed.
+func Open(ctx context.Context, opts Options, req Request) (*Frontend, *App, *Agents, error) {
+	if opts.WLM == "" {
+		opts.WLM = WLMFor(req)
+	}
+	fe, err := NewFrontend(opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	app, g, err := Start(ctx, fe, req)
+	if err != nil {
+		if app != nil {
+			if derr := app.Deregister(); derr != nil {
+				err = fmt.Errorf("%w; clean-up: %v", err, derr)
+			}
+		}
+		fe.Close()
+		return nil, nil, nil, err
+	}
+	return fe, app, g, nil
 }

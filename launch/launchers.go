@@ -1,0 +1,137 @@
+package launch
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// launcherNames are the launcher names a Request accepts, by family ("": the family of what
+// the name resolves to).
+var launcherNames = map[string]string{
+	"mpirun": "", "mpiexec": "", "orterun": "openmpi", "mpirun.openmpi": "openmpi", "mpiexec.openmpi": "openmpi",
+	"mpiexec.hydra": "hydra", "mpirun.mpich": "hydra", "mpiexec.mpich": "hydra", "srun": "srun",
+}
+
+// CheckLauncher validates a launcher name other than the local one: a known launcher name (or
+// a path to one) that can be found.
+func CheckLauncher(name string) error {
+	if _, ok := launcherNames[filepath.Base(name)]; !ok {
+		return fmt.Errorf(`launcher %q: want "local", "mpirun", "mpiexec.hydra" or "srun" (or mpirun.openmpi, mpiexec.mpich, a path to one of them)`, name)
+	}
+	if _, err := exec.LookPath(name); err != nil {
+		return fmt.Errorf("launcher %q: not found (%v): install Open MPI, MPICH or Slurm, or give its path", name, errors.Unwrap(err))
+	}
+	return nil
+}
+
+// launcherFamily says which launcher a name is: "openmpi", "hydra", "srun" or "" when not
+// known.
+func launcherFamily(name string) string {
+	if f := launcherNames[filepath.Base(name)]; f != "" {
+		return f
+	}
+	if _, family, err := launcherPath(name); err == nil && family != "unknown" {
+		return family
+	}
+	return ""
+}
+
+// labelArgs ask a launcher of family to label each line of its ranks' output with the rank.
+func labelArgs(family string) []string {
+	switch family {
+	case "openmpi":
+		return []string{"--tag-output"}
+	case "hydra":
+		return []string{"-prepend-rank"}
+	case "srun":
+		return []string{"--label"}
+	}
+	return nil
+}
+
+// launcherLabel reads the rank labels launchers put on their ranks' output lines: Open MPI's
+// --tag-output ("[1,3]<stdout>:"), hydra's -prepend-rank ("[3] ") and srun's --label ("3: ").
+var launcherLabel = regexp.MustCompile(`^(?:\[\d+,(\d+)\]<(stdout|stderr|stddiag)>:|\[(\d+)\] |\s*(\d+): )`)
+
+// relabel turns a launcher's labelled line into the form "[3] text" and its category.
+func relabel(line string) (category, text string) {
+	m := launcherLabel.FindStringSubmatchIndex(line)
+	if m == nil {
+		return "stdout", line
+	}
+	sub := func(i int) string {
+		if m[2*i] < 0 {
+			return ""
+		}
+		return line[m[2*i]:m[2*i+1]]
+	}
+	rank := sub(1) + sub(3) + sub(4)
+	category = "stdout"
+	if s := sub(2); s == "stderr" || s == "stddiag" {
+		category = "stderr"
+	}
+	return category, "[" + rank + "] " + line[m[1]:]
+}
+
+// FollowOutput follows the launcher's output file (App.OutputPath of a job launched with
+// Request.LabelOutput) and sends each line, relabelled "[rank] text", with its category
+// ("stdout" or "stderr"), until ctx ends, or stop is closed and the file has no more to give.
+func FollowOutput(ctx context.Context, path string, stop <-chan struct{}, send func(category, text string)) {
+	var f *os.File
+	for f == nil {
+		var err error
+		if f, err = os.Open(path); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 64<<10)
+	var partial string
+	stopping := false
+	for {
+		line, err := br.ReadString('\n')
+		if err == nil || (line != "" && stopping) {
+			cat, text := relabel(partial + line)
+			partial = ""
+			if !strings.HasSuffix(text, "\n") {
+				text += "\n"
+			}
+			send(cat, text)
+			continue
+		}
+		partial += line
+		if err != io.EOF {
+			return
+		}
+		if stopping {
+			if partial != "" {
+				cat, text := relabel(partial)
+				send(cat, text+"\n")
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			stopping = true // one more pass to the end of the file
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
