@@ -157,7 +157,7 @@ func (s *Session) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
 			}
 		}
 		if bp == nil {
-			bp = &userBP{id: j.bps.newID(), kind: bpSource, ranks: focus, path: path, line: line}
+			bp = &userBP{id: j.bps.newID(), kind: bpSource, ranks: focus, path: path, file: s.sources.paths.toDebug(path), line: line}
 			fresh = append(fresh, bp)
 		}
 		used[bp] = true
@@ -491,7 +491,7 @@ func (j *Job) refreshModules(ctx context.Context, ranks []*Rank) {
 	var wg sync.WaitGroup
 	for _, r := range ranks {
 		wg.Go(func() {
-			defer j.s.recoverPanic(fmt.Sprintf("modules of rank %d", r.Num))
+			defer j.recoverPanic(fmt.Sprintf("modules of rank %d", r.Num))
 			if !r.sym.linkMapChanging(ctx) {
 				r.sym.modules(ctx, true)
 			}
@@ -537,8 +537,7 @@ func (j *Job) onLibraryEvent(r *Rank) {
 		return
 	}
 	for _, m := range added {
-		j.s.sendEvent("module", map[string]any{"reason": "new", "module": map[string]any{
-			"id": m.Path, "name": filepath.Base(m.Path), "path": m.Path}})
+		j.ev.ModuleLoaded(m)
 	}
 	j.bps.mu.Lock()
 	var waiting []*userBP
@@ -564,10 +563,7 @@ func (j *Job) onLibraryEvent(r *Rank) {
 	j.countPlanted(j.liveRanks())
 	j.bps.mu.Lock()
 	for _, bp := range found {
-		ev := &BreakpointEvent{Event: newEvent("breakpoint")}
-		ev.Body.Reason = "changed"
-		ev.Body.Breakpoint = j.s.dapBreakpoint(bp)
-		defer j.s.send(ev)
+		defer j.ev.BreakpointChanged(bp.snapshot())
 	}
 	j.bps.mu.Unlock()
 }

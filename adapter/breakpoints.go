@@ -34,6 +34,7 @@ type userBP struct {
 	ranks rankset.Set // the focus when it was set
 
 	path         string // bpSource: the file as the client names it
+	file         string // bpSource: the file as the debug information names it
 	line, column int
 	fn           string          // bpFunction
 	instrBin     *symbols.Binary // bpInstruction: binary, link-time address, and the address as given
@@ -132,7 +133,7 @@ func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) {
 		var err error
 		switch bp.kind {
 		case bpSource:
-			locs, err = bin.LineBreakpoints(b.j.s.sources.paths.toDebug(bp.path), bp.line)
+			locs, err = bin.LineBreakpoints(bp.file, bp.line)
 		case bpFunction, bpEntry:
 			locs, err = bin.FunctionBreakpoints(bp.fn)
 		case bpInstruction:
@@ -204,7 +205,7 @@ func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 	var wg sync.WaitGroup
 	for _, r := range ranks {
 		wg.Go(func() {
-			defer b.j.s.recoverPanic(fmt.Sprintf("breakpoints of rank %d", r.Num))
+			defer b.j.recoverPanic(fmt.Sprintf("breakpoints of rank %d", r.Num))
 			b.syncRank(ctx, r)
 		})
 	}
@@ -445,7 +446,7 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 		}
 		ok, err := b.j.conditionHolds(ctx, r, tid, bp.cond)
 		if err != nil {
-			b.j.s.sendOutput("console", fmt.Sprintf("rank %d: breakpoint %d: condition %q: %v\n", r.Num, bp.id, bp.cond, err))
+			b.j.output("console", fmt.Sprintf("rank %d: breakpoint %d: condition %q: %v\n", r.Num, bp.id, bp.cond, err))
 			ok = true // as gdb does: an error in a condition stops
 		}
 		if !ok {

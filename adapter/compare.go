@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 
-	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -15,76 +12,6 @@ import (
 // groups the ranks by value, as DDT's cross-process comparison does. Without frameLevel, each
 // rank evaluates in its innermost frame where the expression can be evaluated (a rank
 // blocked in a library call has no locals in its innermost frame).
-
-func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
-	j := s.currentJob(&req.Request)
-	if j == nil {
-		return
-	}
-	a := req.Arguments
-	expr := strings.TrimSpace(a.Expression)
-	if expr == "" {
-		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: empty expression")
-		return
-	}
-	if a.FrameLevel != nil && *a.FrameLevel < 0 {
-		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: frameLevel must not be negative")
-		return
-	}
-	set, err := j.ranksArg(a.Ranks)
-	if err != nil {
-		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: "+err.Error())
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
-	defer cancel()
-	j.mu.Lock()
-	ranks := j.ranksInLocked(set)
-	j.mu.Unlock()
-	values := make([]string, len(ranks))
-	errs := make([]string, len(ranks))
-	called := make([]*Thread, len(ranks))
-	forEach(len(ranks), func(i int) {
-		v, t, e := j.evalOnRank(ctx, ranks[i], expr, a.FrameLevel)
-		values[i], called[i] = v, t
-		if e != nil {
-			errs[i] = e.Error()
-		}
-	})
-	for _, t := range called {
-		if t != nil {
-			s.invalidateAfterWrite(j, t) // a function ran there
-		}
-	}
-	body := CompareBody{Groups: []CompareGroup{}, Errors: []CompareError{}}
-	byValue := map[string]rankset.Set{}
-	byErr := map[string]rankset.Set{}
-	for i, r := range ranks {
-		if errs[i] != "" {
-			byErr[errs[i]] = byErr[errs[i]].Add(r.Num)
-		} else {
-			byValue[values[i]] = byValue[values[i]].Add(r.Num)
-		}
-	}
-	for v, rs := range byValue {
-		body.Groups = append(body.Groups, CompareGroup{Value: v, Ranks: rs.String(), Count: rs.Len()})
-	}
-	for m, rs := range byErr {
-		body.Errors = append(body.Errors, CompareError{Message: m, Ranks: rs.String()})
-	}
-	// The largest group first, then by lowest rank: the odd ones out stand out.
-	sort.Slice(body.Groups, func(x, y int) bool {
-		gx, gy := body.Groups[x], body.Groups[y]
-		if gx.Count != gy.Count {
-			return gx.Count > gy.Count
-		}
-		return byValue[gx.Value].Min() < byValue[gy.Value].Min()
-	})
-	sort.Slice(body.Errors, func(x, y int) bool {
-		return byErr[body.Errors[x].Message].Min() < byErr[body.Errors[y].Message].Min()
-	})
-	s.respond(&req.Request, body)
-}
 
 // evalOnRank evaluates expr in rank r's main thread. called is that thread when the
 // expression called a function in it.

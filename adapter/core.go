@@ -20,30 +20,30 @@ type coreJob struct {
 	rank *Rank
 }
 
-// openCoreJob opens plan.coreFile for plan.program.
-func openCoreJob(s *Session, plan *launchPlan) (*Job, error) {
-	c, err := symbols.OpenCore(plan.coreFile, &symbols.CoreOptions{Executable: plan.program, Cache: s.srv.symbolCache()})
+// openCoreJob opens core file coreFile of program.
+func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
+	c, err := symbols.OpenCore(coreFile, &symbols.CoreOptions{Executable: program, Cache: cfg.syms})
 	if err != nil {
-		return nil, fmt.Errorf("core file %s: %w", plan.coreFile, err)
+		return nil, fmt.Errorf("core file %s: %w", coreFile, err)
 	}
 	if len(c.Threads) == 0 {
 		c.Close()
-		return nil, fmt.Errorf("core file %s holds no thread", plan.coreFile)
+		return nil, fmt.Errorf("core file %s holds no thread", coreFile)
 	}
-	j := &Job{s: s, ctx: s.ctx, size: 1, mode: stopAll, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
-		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}}
+	j := &Job{ev: cfg.events, ctx: cfg.ctx, callTimeout: cfg.callTimeout, size: 1, mode: stopAll, byNum: map[int]*Rank{},
+		threads: map[int]*Thread{}, syms: cfg.syms, changed: map[*Rank]bool{}}
 	j.bps = newBreakpoints(j)
 	j.handles.init()
 	j.focus = rankset.Of(0)
 	leader := c.Threads[0]
 	n := &node{host: "core", ep: &launch.AgentEndpoint{}}
-	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: plan.program, state: rankStopped,
+	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: program, state: rankStopped,
 		hits: map[int]int{}, started: make(chan struct{})}
 	r.sym.rank = r
 	r.sym.loaded = true
 	r.sym.arch = c.Arch
 	r.sym.order = c.Arch.ByteOrder
-	r.sym.exe = plan.program
+	r.sym.exe = program
 	r.sym.mods = c.Process.Modules()
 	r.sym.stacks = map[int]*threadStack{}
 	n.ranks = []*Rank{r}

@@ -35,7 +35,7 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 			n++
 			go func() {
 				defer func() { done <- struct{}{} }()
-				defer j.s.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
+				defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
 				j.refreshThreads(ctx, r)
 			}()
 		}

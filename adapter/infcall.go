@@ -21,16 +21,6 @@ import (
 // says otherwise.
 const callTimeout = 10 * time.Second
 
-// callLimit is the session's bound on one function call.
-func (s *Session) callLimit() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.callTimeout > 0 {
-		return s.callTimeout
-	}
-	return callTimeout
-}
-
 // atHWCap is the auxiliary vector type of the hardware capabilities, the argument of a GNU
 // indirect function's resolver.
 const atHWCap = 16
@@ -47,7 +37,7 @@ type threadCaller struct {
 
 // newCaller returns the Caller of thread t, whose stack ts is.
 func newCaller(t *Thread, ts *threadStack) *threadCaller {
-	return &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: ts.proc, timeout: t.Rank.job.s.callLimit()}
+	return &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: ts.proc, timeout: t.Rank.job.callTimeout}
 }
 
 // callsAllowed says whether an evaluate request of DAP context ctx may call functions: not on

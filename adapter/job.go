@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -11,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/rankset"
@@ -77,8 +75,8 @@ type Thread struct {
 // Job is the whole debugged job of one session: its ranks, the agents that serve them, the
 // threads, breakpoints and run-control state.
 type Job struct {
-	s *Session
-	// ctx is the session's (Session.ctx): work done for a request derives from it; the job's
+	ev Events
+	// ctx is the session's: work done for a request derives from it; the job's
 	// own event handling and its teardown do not.
 	ctx context.Context
 	// libWatchMu serialises updateLibraryWatch, so that a rank's link-map trap is planted once.
@@ -93,6 +91,8 @@ type Job struct {
 	bps        *breakpoints
 	core       *coreJob // post-mortem: a core file instead of live ranks
 	noStop     bool     // noDebug: run without stopping
+	// callTimeout bounds one function call in an expression.
+	callTimeout time.Duration
 	// wlm is the workload manager's launcher once released (nil for local jobs).
 	wlm *wlmJob
 
@@ -139,9 +139,9 @@ func (j *Job) drainOutput(r *Rank, limit time.Duration) {
 }
 
 // newJob connects to every agent of a job and builds the rank table.
-func newJob(ctx context.Context, s *Session, g *launch.Agents, mode stopMode, focus string) (*Job, error) {
-	j := &Job{s: s, ctx: s.ctx, size: g.Size, labelRanks: g.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
-		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}, signalStop: true}
+func newJob(ctx context.Context, cfg jobConfig, g *launch.Agents, mode stopMode, focus string) (*Job, error) {
+	j := &Job{ev: cfg.events, ctx: cfg.ctx, callTimeout: cfg.callTimeout, size: g.Size, labelRanks: g.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+		syms: cfg.syms, changed: map[*Rank]bool{}, signalStop: true}
 	j.bps = newBreakpoints(j)
 	j.handles.init()
 	for i := range g.Endpoints {
@@ -171,14 +171,14 @@ func newJob(ctx context.Context, s *Session, g *launch.Agents, mode stopMode, fo
 				// stderr only carries what it could not log (a crash): show it as such.
 				host := n.host
 				go func() {
-					defer j.s.recoverPanic("output of the agent on " + host)
-					o.forward(func(text string) { j.s.sendOutput("console", "agent on "+host+": "+text) })
+					defer j.recoverPanic("output of the agent on " + host)
+					o.forward(func(text string) { j.output("console", "agent on "+host+": "+text) })
 				}()
 			} else {
 				j.outputs = append(j.outputs, o)
 				go func() {
-					defer j.s.recoverPanic("output of the agent on " + n.host)
-					o.forward(func(text string) { j.s.sendOutput("stdout", text) })
+					defer j.recoverPanic("output of the agent on " + n.host)
+					o.forward(func(text string) { j.output("stdout", text) })
 				}()
 			}
 		}
@@ -360,11 +360,11 @@ func (j *Job) flushChanged() {
 	body := j.takeChangedLocked()
 	j.mu.Unlock()
 	if body != nil {
-		j.s.sendEvent("hpcdap/ranksChanged", body)
+		j.ev.RanksChanged(body)
 	}
 }
 
-func (j *Job) takeChangedLocked() *RanksChangedBody {
+func (j *Job) takeChangedLocked() []RankState {
 	if j.flushTimer != nil {
 		j.flushTimer.Stop()
 		j.flushTimer = nil
@@ -372,13 +372,13 @@ func (j *Job) takeChangedLocked() *RanksChangedBody {
 	if len(j.changed) == 0 {
 		return nil
 	}
-	body := &RanksChangedBody{}
+	var ranks []RankState
 	for r := range j.changed {
-		body.Ranks = append(body.Ranks, j.rankStateLocked(r))
+		ranks = append(ranks, j.rankStateLocked(r))
 	}
 	clear(j.changed)
-	sort.Slice(body.Ranks, func(a, b int) bool { return body.Ranks[a].Rank < body.Ranks[b].Rank })
-	return body
+	sort.Slice(ranks, func(a, b int) bool { return ranks[a].Rank < ranks[b].Rank })
+	return ranks
 }
 
 // ranksBody answers hpcdap/ranks.
@@ -449,8 +449,7 @@ func (j *Job) sendRankOutput(category string, rank int, text string) {
 		}
 		text = b.String()
 	}
-	j.s.send(&dap.OutputEvent{Event: newEvent("output"), Body: dap.OutputEventBody{Category: category, Output: text,
-		Data: json.RawMessage(fmt.Sprintf(`{"rank":%d}`, rank))}})
+	j.ev.Output(category, text, rank)
 }
 
 // closeNodes drops every agent connection; with shutdown, asks the agents to end first
@@ -459,7 +458,7 @@ func (j *Job) closeNodes(kill bool) {
 	var wg sync.WaitGroup
 	for _, n := range j.nodes {
 		wg.Go(func() {
-			defer j.s.recoverPanic("shutdown of the agent on " + n.host)
+			defer j.recoverPanic("shutdown of the agent on " + n.host)
 			n.shutdown(kill)
 		})
 	}

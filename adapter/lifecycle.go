@@ -152,7 +152,7 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	s.callTimeout = plan.callTimeout
 	s.mu.Unlock()
 	if plan.coreFile != "" {
-		j, err := openCoreJob(s, plan)
+		j, err := openCoreJob(s.jobConfig(), plan.coreFile, plan.program)
 		if err != nil {
 			s.releaseStart()
 			s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
@@ -289,7 +289,7 @@ func (s *Session) startJob(start func(ctx context.Context, progress func(done, t
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}
-	j, err := newJob(ctx, s, g, mode, focus)
+	j, err := newJob(ctx, s.jobConfig(), g, mode, focus)
 	if err != nil {
 		g.Kill()
 		s.progressEnd(pid, "failed")
@@ -309,7 +309,7 @@ func (s *Session) startJob(start func(ctx context.Context, progress func(done, t
 		var firstErr error
 		for _, r := range j.liveRanks() {
 			wg.Go(func() {
-				defer j.s.recoverPanic(fmt.Sprintf("symbols of rank %d", r.Num))
+				defer j.recoverPanic(fmt.Sprintf("symbols of rank %d", r.Num))
 				if e := r.sym.ensure(ctx); e != nil {
 					mu.Lock()
 					if firstErr == nil {

@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -23,7 +22,8 @@ import (
 // walk), gives the same frames to the whole group. Otherwise every rank of the group is
 // unwound exactly. Frames therefore always agree with stackTrace.
 
-// treeFrame is a frame as the tree merges it (the identity the client keys nodes on).
+// treeFrame is a frame as the tree merges it (the identity the client keys nodes on). Its
+// file is the one the debug information names; the tree shows only files on this machine.
 type treeFrame struct {
 	name string
 	file string
@@ -40,27 +40,6 @@ type rankStack struct {
 
 // parallelism bounds the ranks worked on at once.
 const parallelism = 64
-
-func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
-	j := s.currentJob(&req.Request)
-	if j == nil {
-		return
-	}
-	set, err := j.ranksArg(req.Arguments.Ranks)
-	if err != nil {
-		s.sendError(&req.Request, errBadArguments, "hpcdap/parallelStacks: "+err.Error())
-		return
-	}
-	if req.Arguments.MaxFrames < 0 {
-		s.sendError(&req.Request, errBadArguments, "hpcdap/parallelStacks: maxFrames must not be negative")
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
-	defer cancel()
-	stacks := j.collectStacks(ctx, set)
-	body := s.mergeStacks(stacks, req.Arguments.MaxFrames, req.Arguments.ByFunction)
-	s.respond(&req.Request, body)
-}
 
 // collectStacks returns the stacks of the stopped ranks of set, by rank.
 func (j *Job) collectStacks(ctx context.Context, set rankset.Set) []*rankStack {
@@ -160,7 +139,7 @@ func (j *Job) exactStack(ctx context.Context, rs *rankStack) ([]treeFrame, []uin
 	var phys []uint64
 	for _, f := range ts.frames {
 		tf := treeFrame{name: frameName(f)}
-		if j.s.localSource(f) != nil { // as stackTrace shows it
+		if f.HasLine && f.Line.File != "" {
 			tf.file, tf.line = f.Line.File, f.Line.Line
 		}
 		frames = append(frames, tf)
@@ -183,66 +162,4 @@ func tracebackConfirms(tb []cdti.TraceFrame, phys []uint64) bool {
 		}
 	}
 	return true
-}
-
-// mergeStacks builds the prefix tree: outermost frame first, one node per distinct frame
-// after the same path (per function, whatever the line, with byFunction), siblings ordered by
-// their lowest rank, ids in depth-first order.
-func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int, byFunction bool) ParallelStacksBody {
-	type building struct {
-		node     *StackNode
-		set      rankset.Set
-		children map[treeFrame]*building
-		order    []*building
-	}
-	root := &building{children: map[treeFrame]*building{}}
-	total := 0
-	sort.Slice(stacks, func(a, b int) bool { return stacks[a].rank.Num < stacks[b].rank.Num })
-	for _, st := range stacks {
-		frames := st.frames
-		if st.err != nil || len(frames) == 0 {
-			frames = []treeFrame{{name: "<stack unavailable>"}}
-		}
-		if maxFrames > 0 && len(frames) > maxFrames {
-			frames = frames[:maxFrames]
-		}
-		total++
-		level := root
-		for i := len(frames) - 1; i >= 0; i-- {
-			f := frames[i]
-			key := f
-			if byFunction {
-				key.line = 0
-			}
-			b := level.children[key]
-			if b == nil {
-				n := &StackNode{Name: f.name, ThreadID: st.thread.ID, FrameLevel: i, Children: []*StackNode{}}
-				if f.file != "" {
-					src := s.sources.source(f.file) // as stackTrace names it
-					n.Source = &StackSource{Name: src.Name, Path: src.Path}
-					n.Line = s.lineOut(f.line)
-				}
-				b = &building{node: n, children: map[treeFrame]*building{}}
-				level.children[key] = b
-				level.order = append(level.order, b)
-			}
-			b.set = b.set.Add(st.rank.Num)
-			level = b
-		}
-	}
-	next := 0
-	var build func(b *building) []*StackNode
-	build = func(b *building) []*StackNode {
-		out := []*StackNode{}
-		for _, c := range b.order { // insertion order is lowest-rank order (stacks sorted)
-			next++
-			c.node.ID = next
-			c.node.Ranks = c.set.String()
-			c.node.Count = c.set.Len()
-			c.node.Children = build(c)
-			out = append(out, c.node)
-		}
-		return out
-	}
-	return ParallelStacksBody{Total: total, Roots: build(root)}
 }

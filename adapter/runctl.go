@@ -143,7 +143,7 @@ func rankList(ranks []*Rank) string {
 
 // readNotifications dispatches one agent's notifications until its connection ends.
 func (j *Job) readNotifications(n *node) {
-	defer j.s.recoverPanic("notifications of " + n.host)
+	defer j.recoverPanic("notifications of " + n.host)
 	for m := range n.client.Notifications() {
 		r := j.rank(int(m.Rank))
 		if r == nil {
@@ -155,7 +155,7 @@ func (j *Job) readNotifications(n *node) {
 		case cdti.NotifyTypeTermination:
 			go j.onExit(r, m.Exit)
 		case cdti.NotifyTypeControl:
-			j.s.sendOutput("console", fmt.Sprintf("rank %d: another tool (id %d, %q) %v control\n", r.Num,
+			j.output("console", fmt.Sprintf("rank %d: another tool (id %d, %q) %v control\n", r.Num,
 				m.Control.ToolID, m.Control.Tag.String(), m.Control.Reason))
 		}
 	}
@@ -165,7 +165,7 @@ func (j *Job) readNotifications(n *node) {
 		ending := j.stopAll
 		j.mu.Unlock()
 		if !ending {
-			j.s.sendOutput("important", fmt.Sprintf("lost the agent on %s: %v\n", n.host, err))
+			j.output("important", fmt.Sprintf("lost the agent on %s: %v\n", n.host, err))
 		}
 	}
 	for _, r := range n.ranks {
@@ -175,7 +175,7 @@ func (j *Job) readNotifications(n *node) {
 
 // onSignal handles a signal notification of rank r.
 func (j *Job) onSignal(r *Rank, m *cdti.Notify) {
-	defer j.s.recoverPanic(fmt.Sprintf("signal notification of rank %d", r.Num))
+	defer j.recoverPanic(fmt.Sprintf("signal notification of rank %d", r.Num))
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
@@ -303,7 +303,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 		body := j.takeChangedLocked()
 		j.mu.Unlock()
 		if body != nil {
-			j.s.sendEvent("hpcdap/ranksChanged", body)
+			j.ev.RanksChanged(body)
 		}
 		j.reportRankStop(r, info)
 		return
@@ -402,7 +402,7 @@ func (j *Job) finishCollectLocked() {
 	t := j.threadForLocked(c.primary, c.info.tid)
 	j.mu.Unlock()
 	if body != nil {
-		j.s.sendEvent("hpcdap/ranksChanged", body)
+		j.ev.RanksChanged(body)
 	}
 	j.sendStopped(t, c.info, true)
 }
@@ -451,17 +451,18 @@ func (j *Job) reportRankStop(r *Rank, info stopInfo) {
 	j.sendStopped(t, info, false)
 	for _, o := range others {
 		if o != t {
-			j.s.sendStoppedThread(o, info.reason, true)
+			j.ev.Stopped(StopEvent{ThreadID: o.ID, Rank: r.Num, Reason: info.reason, Other: true})
 		}
 	}
 }
 
-// sendStopped sends the DAP stopped event of a stop.
+// sendStopped reports the stop of thread t.
 func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
 	if t == nil {
 		return
 	}
-	j.s.sendStoppedEvent(t, info, all)
+	j.ev.Stopped(StopEvent{ThreadID: t.ID, Rank: t.Rank.Num, Reason: info.reason, Text: info.text, HitBPs: info.bps,
+		AllStopped: all})
 }
 
 // sendStop stops a running rank for an all-stop or a pause (the caller marked it awaited).
@@ -472,7 +473,7 @@ func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
 // meanwhile completes the wait by its own report; one still running is given up on, said in
 // the console, so that the all-stop or the pause does not wait for ever.
 func (j *Job) sendStop(r *Rank) {
-	defer j.s.recoverPanic(fmt.Sprintf("stop of rank %d", r.Num))
+	defer j.recoverPanic(fmt.Sprintf("stop of rank %d", r.Num))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r.evMu.Lock()
@@ -503,7 +504,7 @@ func (j *Job) sendStop(r *Rank) {
 	delete(j.collect.waiting, r)
 	j.finishCollectLocked()
 	if running {
-		j.s.sendOutput("important", fmt.Sprintf("rank %d could not be stopped (%v); it runs on\n", r.Num, err))
+		j.output("important", fmt.Sprintf("rank %d could not be stopped (%v); it runs on\n", r.Num, err))
 	}
 }
 
@@ -726,7 +727,7 @@ func (j *Job) pause(ranks []*Rank) bool {
 
 // onExit records the end of a rank.
 func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
-	defer j.s.recoverPanic(fmt.Sprintf("exit of rank %d", r.Num))
+	defer j.recoverPanic(fmt.Sprintf("exit of rank %d", r.Num))
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
@@ -773,10 +774,10 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 		switch {
 		case st == -1:
 		case st.Signaled():
-			j.s.sendOutput("console", fmt.Sprintf("rank %d exited: killed by %s (exit code %d)\n", r.Num,
+			j.output("console", fmt.Sprintf("rank %d exited: killed by %s (exit code %d)\n", r.Num,
 				signalName(st.Signal()), exitCode(st)))
 		default:
-			j.s.sendOutput("console", fmt.Sprintf("rank %d exited with code %d\n", r.Num, st.ExitCode()))
+			j.output("console", fmt.Sprintf("rank %d exited with code %d\n", r.Num, st.ExitCode()))
 		}
 	}
 	// The job has ended once every rank's end has been reported (not merely noticed: a rank
@@ -831,10 +832,10 @@ func (j *Job) allExited() {
 	body := j.takeChangedLocked()
 	j.mu.Unlock()
 	if body != nil {
-		j.s.sendEvent("hpcdap/ranksChanged", body)
+		j.ev.RanksChanged(body)
 	}
-	j.s.sendExited(code)
-	j.s.sendTerminated()
+	j.ev.Exited(code)
+	j.ev.Terminated()
 }
 
 // kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
@@ -907,9 +908,6 @@ func (j *Job) detach() {
 	}
 	wg.Wait()
 }
-
-// logf writes a diagnostic line to the server's log.
-func (j *Job) logf(format string, args ...any) { j.s.srv.logf("job: "+format, args...) }
 
 // signalDescription is a short explanation of a fatal signal.
 func signalDescription(sig int) string {

@@ -143,8 +143,7 @@ func (s *Session) decode(body []byte) (m dap.Message, derr *decodeError) {
 // goroutine's work ("exit of rank 3").
 func (s *Session) recoverPanic(what string) {
 	if p := recover(); p != nil {
-		s.srv.logf("adapter: %s: internal error: %v\n%s", what, p, debug.Stack())
-		s.sendOutput("important", fmt.Sprintf("hpcdap: internal error in %s: %v (the session may be inconsistent; restart it if it misbehaves)\n", what, p))
+		reportPanic(jobEvents{s}, what, p)
 	}
 }
 
@@ -356,43 +355,18 @@ func (s *Session) sendEvent(name string, body any) {
 }
 
 // sendOutput sends an output event.
-func (s *Session) sendOutput(category, text string) {
-	if text == "" {
-		return
-	}
-	s.send(&dap.OutputEvent{Event: newEvent("output"), Body: dap.OutputEventBody{Category: category, Output: text}})
-}
-
-// sendStoppedEvent sends the stopped event of a stop.
-func (s *Session) sendStoppedEvent(t *Thread, info stopInfo, all bool) {
-	desc := info.text
-	if desc == "" {
-		desc = fmt.Sprintf("%s on rank %d", info.reason, t.Rank.Num)
-	}
-	s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: info.reason,
-		Description: desc, ThreadId: t.ID, AllThreadsStopped: all, HitBreakpointIds: info.bps,
-		Text: info.text}})
-}
-
-// sendStoppedThread marks another thread of a stopped rank as stopped without moving focus.
-func (s *Session) sendStoppedThread(t *Thread, reason string, preserve bool) {
-	s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: reason,
-		ThreadId: t.ID, PreserveFocusHint: preserve}})
-}
+func (s *Session) sendOutput(category, text string) { jobEvents{s}.Output(category, text, -1) }
 
 // sendContinued tells the client that threads it did not name are running again.
 func (s *Session) sendContinued(threads []*Thread, except int) {
 	for _, t := range threads {
 		if t.ID != except {
-			s.send(&dap.ContinuedEvent{Event: newEvent("continued"), Body: dap.ContinuedEventBody{ThreadId: t.ID}})
+			jobEvents{s}.Continued(t.ID)
 		}
 	}
 }
 
-func (s *Session) sendExited(code int) {
-	s.send(&dap.ExitedEvent{Event: newEvent("exited"), Body: dap.ExitedEventBody{ExitCode: code}})
-}
-
+// sendTerminated sends the terminated event.
 func (s *Session) sendTerminated() {
 	s.send(&dap.TerminatedEvent{Event: newEvent("terminated")})
 }

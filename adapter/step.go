@@ -208,7 +208,11 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 		}
 	}
 	j.mu.Unlock()
-	j.s.sendContinued(others, t.ID)
+	for _, o := range others {
+		if o.ID != t.ID {
+			j.ev.Continued(o.ID)
+		}
+	}
 	for _, st := range steppers {
 		if st != nil {
 			go st.run()
@@ -370,7 +374,7 @@ func (st *stepper) run() {
 		return
 	}
 	if err != nil {
-		j.s.sendOutput("console", fmt.Sprintf("rank %d: step: %v\n", st.r.Num, err))
+		j.output("console", fmt.Sprintf("rank %d: step: %v\n", st.r.Num, err))
 	}
 	if st.end != nil {
 		// Ended at a breakpoint: a stop of its own, which ends the step group too.

@@ -284,7 +284,7 @@ func (b *breakpoints) syncWatches(ctx context.Context, ranks []*Rank) {
 	var wg sync.WaitGroup
 	for _, r := range ranks {
 		wg.Go(func() {
-			defer b.j.s.recoverPanic(fmt.Sprintf("data breakpoints of rank %d", r.Num))
+			defer b.j.recoverPanic(fmt.Sprintf("data breakpoints of rank %d", r.Num))
 			b.syncRankWatches(ctx, r)
 		})
 	}

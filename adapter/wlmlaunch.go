@@ -104,7 +104,7 @@ func (l *wlmJob) release(ctx context.Context, j *Job) error {
 	l.cancel = cancel
 	stop := make(chan struct{})
 	if path := l.app.OutputPath(); path != "" {
-		l.watched.Go(func() { launch.FollowOutput(wctx, path, stop, j.s.sendOutput) })
+		l.watched.Go(func() { launch.FollowOutput(wctx, path, stop, j.output) })
 	}
 	name := filepath.Base(l.req.Launcher)
 	if name == "." {
@@ -119,9 +119,9 @@ func (l *wlmJob) release(ctx context.Context, j *Job) error {
 		}
 		switch {
 		case st.Signaled():
-			j.s.sendOutput("console", fmt.Sprintf("%s (pid %d) was killed by %s\n", name, l.app.LauncherPid(), signalName(st.Signal())))
+			j.output("console", fmt.Sprintf("%s (pid %d) was killed by %s\n", name, l.app.LauncherPid(), signalName(st.Signal())))
 		default:
-			j.s.sendOutput("console", fmt.Sprintf("%s (pid %d) exited with code %d\n", name, l.app.LauncherPid(), st.ExitCode()))
+			j.output("console", fmt.Sprintf("%s (pid %d) exited with code %d\n", name, l.app.LauncherPid(), st.ExitCode()))
 		}
 	})
 	return nil

@@ -1,0 +1,91 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"time"
+
+	"github.com/hpcdap/hpcdap/symbols"
+)
+
+// Events is what a job reports to its user while it runs: output, stops, threads running
+// again, its end, breakpoints and ranks whose state changed, new modules, and diagnostics for
+// the log. The DAP session implements it; the job formats no protocol message itself. The
+// methods are called from the job's goroutines, never with a lock of the job held.
+type Events interface {
+	// Output reports text for the user in a category ("console", "stdout", "stderr",
+	// "important"); rank is the rank that wrote it, or -1 when no rank did.
+	Output(category, text string, rank int)
+	// Stopped reports a stop of one thread.
+	Stopped(ev StopEvent)
+	// Continued reports that a thread the user did not resume runs again.
+	Continued(threadID int)
+	// Exited reports the end of the job with its exit code; Terminated follows it.
+	Exited(code int)
+	// Terminated reports that the job is over.
+	Terminated()
+	// BreakpointChanged reports a breakpoint that resolved meanwhile (a copy of it, which the
+	// job no longer changes).
+	BreakpointChanged(bp *userBP)
+	// RanksChanged reports the new state of ranks that changed, in rank order.
+	RanksChanged(ranks []RankState)
+	// ModuleLoaded reports a library a rank loaded.
+	ModuleLoaded(m *symbols.Module)
+	// Logf writes a diagnostic line to the log.
+	Logf(format string, args ...any)
+}
+
+// StopEvent is one stopped thread.
+type StopEvent struct {
+	ThreadID int
+	Rank     int
+	Reason   string // "breakpoint", "step", "pause", "exception", "entry", ...
+	Text     string // description, if any
+	HitBPs   []int  // ids of the breakpoints hit
+	// AllStopped says that every thread of the job stopped with it.
+	AllStopped bool
+	// Other marks another thread of a rank that stopped: it is shown stopped without the
+	// focus moving to it.
+	Other bool
+}
+
+// jobConfig is what a job takes from the session that runs it.
+type jobConfig struct {
+	// ctx is the session's: work done for a request derives from it.
+	ctx    context.Context
+	events Events
+	syms   *symbols.Cache
+	// callTimeout bounds one function call in an expression.
+	callTimeout time.Duration
+}
+
+// recoverPanic, deferred at the top of a goroutine of the job, stops a panic there from
+// ending the server and every session: it is reported as an internal error, and the job goes
+// on. what names the goroutine's work ("exit of rank 3").
+func (j *Job) recoverPanic(what string) {
+	if p := recover(); p != nil {
+		reportPanic(j.ev, what, p)
+	}
+}
+
+// reportPanic logs a recovered panic with its stack and reports it to the user as an error
+// output.
+func reportPanic(ev Events, what string, p any) {
+	ev.Logf("adapter: %s: internal error: %v\n%s", what, p, debug.Stack())
+	ev.Output("important", fmt.Sprintf("hpcdap: internal error in %s: %v (the session may be inconsistent; restart it if it misbehaves)\n", what, p), -1)
+}
+
+// output reports text that no rank wrote.
+func (j *Job) output(category, text string) { j.ev.Output(category, text, -1) }
+
+// logf writes a diagnostic line to the log.
+func (j *Job) logf(format string, args ...any) { j.ev.Logf("job: "+format, args...) }
+
+// snapshot copies a breakpoint for an event, with bps.mu held.
+func (bp *userBP) snapshot() *userBP {
+	c := *bp
+	c.failures = maps.Clone(bp.failures)
+	return &c
+}

@@ -1,0 +1,92 @@
+package adapter
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/symbols"
+)
+
+// jobEvents turns what a job reports (Events) into the session's DAP events.
+type jobEvents struct{ s *Session }
+
+// jobConfig is the configuration of the session's jobs.
+func (s *Session) jobConfig() jobConfig {
+	return jobConfig{ctx: s.ctx, events: jobEvents{s}, syms: s.srv.symbolCache(), callTimeout: s.callLimit()}
+}
+
+// callLimit is the session's bound on one function call.
+func (s *Session) callLimit() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.callTimeout > 0 {
+		return s.callTimeout
+	}
+	return callTimeout
+}
+
+// Output sends an output event; a rank's output carries the rank in its data ({"rank": 3}).
+func (e jobEvents) Output(category, text string, rank int) {
+	if text == "" {
+		return
+	}
+	ev := &dap.OutputEvent{Event: newEvent("output"), Body: dap.OutputEventBody{Category: category, Output: text}}
+	if rank >= 0 {
+		ev.Body.Data = json.RawMessage(fmt.Sprintf(`{"rank":%d}`, rank))
+	}
+	e.s.send(ev)
+}
+
+// Stopped sends the stopped event of a thread.
+func (e jobEvents) Stopped(ev StopEvent) {
+	if ev.Other {
+		e.s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: ev.Reason,
+			ThreadId: ev.ThreadID, PreserveFocusHint: true}})
+		return
+	}
+	desc := ev.Text
+	if desc == "" {
+		desc = fmt.Sprintf("%s on rank %d", ev.Reason, ev.Rank)
+	}
+	e.s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: ev.Reason,
+		Description: desc, ThreadId: ev.ThreadID, AllThreadsStopped: ev.AllStopped, HitBreakpointIds: ev.HitBPs,
+		Text: ev.Text}})
+}
+
+// Continued sends a continued event.
+func (e jobEvents) Continued(threadID int) {
+	e.s.send(&dap.ContinuedEvent{Event: newEvent("continued"), Body: dap.ContinuedEventBody{ThreadId: threadID}})
+}
+
+// Exited sends the exited event.
+func (e jobEvents) Exited(code int) {
+	e.s.send(&dap.ExitedEvent{Event: newEvent("exited"), Body: dap.ExitedEventBody{ExitCode: code}})
+}
+
+// Terminated sends the terminated event.
+func (e jobEvents) Terminated() { e.s.sendTerminated() }
+
+// BreakpointChanged sends a breakpoint event.
+func (e jobEvents) BreakpointChanged(bp *userBP) {
+	ev := &BreakpointEvent{Event: newEvent("breakpoint")}
+	ev.Body.Reason = "changed"
+	ev.Body.Breakpoint = e.s.dapBreakpoint(bp)
+	e.s.send(ev)
+}
+
+// RanksChanged sends the hpcdap/ranksChanged event.
+func (e jobEvents) RanksChanged(ranks []RankState) {
+	e.s.sendEvent("hpcdap/ranksChanged", &RanksChangedBody{Ranks: ranks})
+}
+
+// ModuleLoaded sends a module event.
+func (e jobEvents) ModuleLoaded(m *symbols.Module) {
+	e.s.sendEvent("module", map[string]any{"reason": "new", "module": map[string]any{
+		"id": m.Path, "name": filepath.Base(m.Path), "path": m.Path}})
+}
+
+// Logf writes to the server's log.
+func (e jobEvents) Logf(format string, args ...any) { e.s.srv.logf(format, args...) }

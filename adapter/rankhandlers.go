@@ -1,0 +1,169 @@
+package adapter
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/hpcdap/hpcdap/rankset"
+)
+
+// The requests over many ranks: hpcdap/parallelStacks (the job collects the stacks, the
+// session merges them into a tree) and hpcdap/compareExpression (the job evaluates in each
+// rank, the session groups the ranks by value).
+
+func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	set, err := j.ranksArg(req.Arguments.Ranks)
+	if err != nil {
+		s.sendError(&req.Request, errBadArguments, "hpcdap/parallelStacks: "+err.Error())
+		return
+	}
+	if req.Arguments.MaxFrames < 0 {
+		s.sendError(&req.Request, errBadArguments, "hpcdap/parallelStacks: maxFrames must not be negative")
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	defer cancel()
+	stacks := j.collectStacks(ctx, set)
+	body := s.mergeStacks(stacks, req.Arguments.MaxFrames, req.Arguments.ByFunction)
+	s.respond(&req.Request, body)
+}
+
+// mergeStacks builds the prefix tree: outermost frame first, one node per distinct frame
+// after the same path (per function, whatever the line, with byFunction), siblings ordered by
+// their lowest rank, ids in depth-first order.
+func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int, byFunction bool) ParallelStacksBody {
+	type building struct {
+		node     *StackNode
+		set      rankset.Set
+		children map[treeFrame]*building
+		order    []*building
+	}
+	root := &building{children: map[treeFrame]*building{}}
+	total := 0
+	sort.Slice(stacks, func(a, b int) bool { return stacks[a].rank.Num < stacks[b].rank.Num })
+	for _, st := range stacks {
+		frames := st.frames
+		if st.err != nil || len(frames) == 0 {
+			frames = []treeFrame{{name: "<stack unavailable>"}}
+		}
+		if maxFrames > 0 && len(frames) > maxFrames {
+			frames = frames[:maxFrames]
+		}
+		total++
+		level := root
+		for i := len(frames) - 1; i >= 0; i-- {
+			f := frames[i]
+			if f.file != "" && s.sources.source(f.file).Path == "" {
+				f.file, f.line = "", 0 // as stackTrace shows it: the line only of a local file
+			}
+			key := f
+			if byFunction {
+				key.line = 0
+			}
+			b := level.children[key]
+			if b == nil {
+				n := &StackNode{Name: f.name, ThreadID: st.thread.ID, FrameLevel: i, Children: []*StackNode{}}
+				if f.file != "" {
+					src := s.sources.source(f.file) // as stackTrace names it
+					n.Source = &StackSource{Name: src.Name, Path: src.Path}
+					n.Line = s.lineOut(f.line)
+				}
+				b = &building{node: n, children: map[treeFrame]*building{}}
+				level.children[key] = b
+				level.order = append(level.order, b)
+			}
+			b.set = b.set.Add(st.rank.Num)
+			level = b
+		}
+	}
+	next := 0
+	var build func(b *building) []*StackNode
+	build = func(b *building) []*StackNode {
+		out := []*StackNode{}
+		for _, c := range b.order { // insertion order is lowest-rank order (stacks sorted)
+			next++
+			c.node.ID = next
+			c.node.Ranks = c.set.String()
+			c.node.Count = c.set.Len()
+			c.node.Children = build(c)
+			out = append(out, c.node)
+		}
+		return out
+	}
+	return ParallelStacksBody{Total: total, Roots: build(root)}
+}
+
+func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	a := req.Arguments
+	expr := strings.TrimSpace(a.Expression)
+	if expr == "" {
+		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: empty expression")
+		return
+	}
+	if a.FrameLevel != nil && *a.FrameLevel < 0 {
+		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: frameLevel must not be negative")
+		return
+	}
+	set, err := j.ranksArg(a.Ranks)
+	if err != nil {
+		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	defer cancel()
+	j.mu.Lock()
+	ranks := j.ranksInLocked(set)
+	j.mu.Unlock()
+	values := make([]string, len(ranks))
+	errs := make([]string, len(ranks))
+	called := make([]*Thread, len(ranks))
+	forEach(len(ranks), func(i int) {
+		v, t, e := j.evalOnRank(ctx, ranks[i], expr, a.FrameLevel)
+		values[i], called[i] = v, t
+		if e != nil {
+			errs[i] = e.Error()
+		}
+	})
+	for _, t := range called {
+		if t != nil {
+			s.invalidateAfterWrite(j, t) // a function ran there
+		}
+	}
+	body := CompareBody{Groups: []CompareGroup{}, Errors: []CompareError{}}
+	byValue := map[string]rankset.Set{}
+	byErr := map[string]rankset.Set{}
+	for i, r := range ranks {
+		if errs[i] != "" {
+			byErr[errs[i]] = byErr[errs[i]].Add(r.Num)
+		} else {
+			byValue[values[i]] = byValue[values[i]].Add(r.Num)
+		}
+	}
+	for v, rs := range byValue {
+		body.Groups = append(body.Groups, CompareGroup{Value: v, Ranks: rs.String(), Count: rs.Len()})
+	}
+	for m, rs := range byErr {
+		body.Errors = append(body.Errors, CompareError{Message: m, Ranks: rs.String()})
+	}
+	// The largest group first, then by lowest rank: the odd ones out stand out.
+	sort.Slice(body.Groups, func(x, y int) bool {
+		gx, gy := body.Groups[x], body.Groups[y]
+		if gx.Count != gy.Count {
+			return gx.Count > gy.Count
+		}
+		return byValue[gx.Value].Min() < byValue[gy.Value].Min()
+	})
+	sort.Slice(body.Errors, func(x, y int) bool {
+		return byErr[body.Errors[x].Message].Min() < byErr[body.Errors[y].Message].Min()
+	})
+	s.respond(&req.Request, body)
+}
