@@ -134,8 +134,8 @@ func (s *Session) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
 			}
 		}
 	}
-	if j.core != nil {
-		s.respondUnverified(req, reqs, path, "a core file cannot stop")
+	if err := j.back.frozen(); err != nil {
+		s.respondUnverified(req, reqs, path, err.Error())
 		return
 	}
 	if j.noStop {
@@ -224,7 +224,7 @@ func (s *Session) onSetFunctionBreakpointsRequest(req *dap.SetFunctionBreakpoint
 	j.bps.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	if j.core == nil {
+	if j.back.frozen() == nil {
 		j.applyBreakpoints(ctx, fresh)
 	}
 	resp := &SetBreakpointsResponse{Response: newResponse(&req.Request)}
@@ -294,7 +294,7 @@ func (s *Session) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBrea
 	}
 	j.bps.instrs = valid
 	j.bps.mu.Unlock()
-	if j.core == nil {
+	if j.back.frozen() == nil {
 		j.applyBreakpoints(ctx, valid)
 	}
 	resp := &SetBreakpointsResponse{Response: newResponse(&req.Request)}
@@ -368,12 +368,7 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 	a := req.Arguments
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	var bins []*symbols.Binary
-	if j.core != nil {
-		bins = j.core.binaries()
-	} else {
-		bins = j.binaries(ctx)
-	}
+	bins := j.back.binaries(ctx)
 	first := s.lineIn(a.Line)
 	last := first
 	if a.EndLine > 0 {

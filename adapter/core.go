@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 
@@ -10,10 +11,10 @@ import (
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
-// coreJob is a post-mortem job: a core file of the program instead of live ranks. It is shown
-// as rank 0, stopped for the signal that killed it; everything that reads (stacks, scopes,
-// variables, evaluation, memory, disassembly, parallel stacks) works as for a live rank,
-// everything that would change the process is refused.
+// coreJob is the back end of a post-mortem job: a core file of the program instead of live
+// ranks. It is shown as rank 0, stopped for the signal that killed it; everything that reads
+// (stacks, scopes, variables, evaluation, memory, disassembly, parallel stacks) works as for a
+// live rank, everything that would change the process is refused with errPostMortem.
 type coreJob struct {
 	j    *Job
 	core *symbols.Core
@@ -68,8 +69,7 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 	if sig == 0 {
 		r.stopReason = "entry"
 	}
-	cj := &coreJob{j: j, core: c, rank: r}
-	j.core = cj
+	j.back = &coreJob{j: j, core: c, rank: r}
 	return j, nil
 }
 
@@ -86,13 +86,32 @@ func (c *coreJob) reportStop() {
 	c.j.sendStopped(t, info, true)
 }
 
-func (c *coreJob) close() { c.core.Close() }
+func (c *coreJob) frozen() error { return errPostMortem }
+
+func (c *coreJob) end(bool) { c.core.Close() }
 
 // binaries returns the binaries mapped in the core.
-func (c *coreJob) binaries() []*symbols.Binary {
+func (c *coreJob) binaries(context.Context) []*symbols.Binary {
 	var out []*symbols.Binary
 	for _, m := range c.core.Process.Modules() {
 		out = append(out, m.Bin)
 	}
 	return out
+}
+
+func (c *coreJob) viewModules(context.Context) ([]*symbols.Module, error) {
+	return c.core.Process.Modules(), nil
+}
+
+func (c *coreJob) viewProcess(context.Context) (*symbols.Process, error) { return c.core.Process, nil }
+
+func (c *coreJob) readMemory(_ context.Context, addr uint64, count int) ([]byte, error) {
+	data := make([]byte, count)
+	n, _ := c.core.ReadAt(data, addr)
+	return data[:n], nil
+}
+
+// traceback refuses: no agent walks a core's stacks, each thread is unwound exactly.
+func (c *coreJob) traceback(context.Context, *Rank, int) ([]cdti.TraceFrame, error) {
+	return nil, errPostMortem
 }

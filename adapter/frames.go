@@ -46,7 +46,7 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 	j.mu.Lock()
 	var list []dap.Thread
 	for _, r := range j.ranks {
-		if r.state == rankExited && j.core == nil {
+		if r.state == rankExited {
 			continue // its threads are gone
 		}
 		for _, t := range r.threads {

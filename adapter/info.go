@@ -76,14 +76,7 @@ func faultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
 
 // viewModules returns the modules of the rank the client looks at.
 func (j *Job) viewModules(ctx context.Context) ([]*symbols.Module, error) {
-	if j.core != nil {
-		return j.core.core.Process.Modules(), nil
-	}
-	r := j.referenceRank()
-	if r == nil {
-		return nil, fmt.Errorf("no rank is alive")
-	}
-	return r.sym.modules(ctx, true)
+	return j.back.viewModules(ctx)
 }
 
 func (s *Session) onModulesRequest(req *dap.ModulesRequest) {

@@ -89,8 +89,8 @@ type Job struct {
 	nodes      []*node
 	syms       *symbols.Cache
 	bps        *breakpoints
-	core       *coreJob // post-mortem: a core file instead of live ranks
-	noStop     bool     // noDebug: run without stopping
+	back       backend // live ranks, or a core file (post-mortem)
+	noStop     bool    // noDebug: run without stopping
 	// callTimeout bounds one function call in an expression.
 	callTimeout time.Duration
 	// wlm is the workload manager's launcher once released (nil for local jobs).
@@ -142,6 +142,7 @@ func (j *Job) drainOutput(r *Rank, limit time.Duration) {
 func newJob(ctx context.Context, cfg jobConfig, g *launch.Agents, mode stopMode, focus string) (*Job, error) {
 	j := &Job{ev: cfg.events, ctx: cfg.ctx, callTimeout: cfg.callTimeout, size: g.Size, labelRanks: g.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
 		syms: cfg.syms, changed: map[*Rank]bool{}, signalStop: true}
+	j.back = liveBackend{j}
 	j.bps = newBreakpoints(j)
 	j.handles.init()
 	for i := range g.Endpoints {

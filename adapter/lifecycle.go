@@ -351,9 +351,9 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 	entry := s.entryStop
 	launched := s.launchedJob
 	s.mu.Unlock()
-	if j.core != nil {
+	if c, ok := j.back.(*coreJob); ok {
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-		j.core.reportStop()
+		c.reportStop()
 		return
 	}
 	if entry && (!launched || s.entryInPlace) {
@@ -396,27 +396,9 @@ func (s *Session) onDisconnectRequest(req *DisconnectRequest) {
 		terminate = *req.Arguments.TerminateDebuggee
 	}
 	if j != nil {
-		s.endJob(j, terminate)
+		j.end(terminate)
 	}
 	s.send(&dap.DisconnectResponse{Response: newResponse(&req.Request)})
-}
-
-// endJob ends a session's job: kill every rank, or leave them running untouched.
-func (s *Session) endJob(j *Job, kill bool) {
-	if j.core != nil {
-		j.core.close()
-		return
-	}
-	if kill {
-		j.kill(5 * time.Second)
-		j.closeNodes(true)
-	} else {
-		j.detach()
-		j.closeNodes(false)
-	}
-	if j.wlm != nil {
-		j.wlm.end(kill)
-	}
 }
 
 // wlmPhaseTimeout bounds each phase of a launch or attach through a workload manager
@@ -453,7 +435,7 @@ func (s *Session) onTerminateRequest(req *dap.TerminateRequest) {
 		return
 	}
 	s.send(&dap.TerminateResponse{Response: newResponse(&req.Request)})
-	if j.core != nil {
+	if j.back.frozen() != nil {
 		s.sendTerminated()
 		return
 	}

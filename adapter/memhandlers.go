@@ -14,29 +14,6 @@ import (
 // message limit).
 const maxReadMemory = 1 << 20
 
-// viewProcess returns the process that memory and disassembly references are read in (see
-// referenceRank).
-func (j *Job) viewProcess(ctx context.Context) (*Rank, *symbols.Process, error) {
-	r := j.referenceRank()
-	if r == nil {
-		return nil, nil, fmt.Errorf("no rank is alive")
-	}
-	j.mu.Lock()
-	stopped := r.state == rankStopped
-	t := r.mainThread()
-	j.mu.Unlock()
-	if stopped && t != nil {
-		if ts, err := r.sym.stack(ctx, t.LWP); err == nil {
-			return r, ts.proc, nil
-		}
-	}
-	mods, err := r.sym.modules(ctx, false)
-	if err != nil {
-		return nil, nil, err
-	}
-	return r, r.sym.newProcess(mods, 0), nil
-}
-
 func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
@@ -55,26 +32,10 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 	count := min(a.Count, maxReadMemory)
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	var data []byte
-	if j.core != nil {
-		data = make([]byte, count)
-		n, _ := j.core.core.ReadAt(data, addr)
-		data = data[:n]
-	} else {
-		r := j.referenceRank()
-		if r == nil {
-			s.sendError(&req.Request, errReadMemory, "readMemory: no rank is alive")
-			return
-		}
-		if err := r.sym.ensure(ctx); err != nil {
-			s.sendError(&req.Request, errReadMemory, "readMemory: "+err.Error())
-			return
-		}
-		data, _ = r.sym.mem.readDirect(ctx, addr, count)
-		if len(data) < count {
-			// Read what precedes the first unreadable page.
-			data = s.readPrefix(ctx, r, addr, count)
-		}
+	data, err := j.back.readMemory(ctx, addr, count)
+	if err != nil {
+		s.sendError(&req.Request, errReadMemory, "readMemory: "+err.Error())
+		return
 	}
 	resp := &dap.ReadMemoryResponse{Response: newResponse(&req.Request)}
 	resp.Body.Address = fmt.Sprintf("%#x", addr)
@@ -83,29 +44,14 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 	s.send(resp)
 }
 
-// readPrefix reads as many bytes from addr as are readable, page by page.
-func (s *Session) readPrefix(ctx context.Context, r *Rank, addr uint64, count int) []byte {
-	var out []byte
-	for len(out) < count {
-		a := addr + uint64(len(out))
-		n := min(count-len(out), int(pageSize-a%pageSize))
-		b, err := r.sym.mem.readDirect(ctx, a, n)
-		out = append(out, b...)
-		if err != nil || len(b) < n {
-			break
-		}
-	}
-	return out
-}
-
 func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
 	}
 	a := req.Arguments
-	if j.core != nil {
-		s.sendError(&req.Request, errWriteMemory, "writeMemory: a core file cannot be changed")
+	if err := j.back.frozen(); err != nil {
+		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
 		return
 	}
 	addr, err := parseAddress(a.MemoryReference, a.Offset)
@@ -234,15 +180,10 @@ func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	var p *symbols.Process
-	if j.core != nil {
-		p = j.core.core.Process
-	} else {
-		var err error
-		if _, p, err = j.viewProcess(ctx); err != nil {
-			s.sendError(&req.Request, errDisassemble, "disassemble: "+err.Error())
-			return
-		}
+	p, err := j.back.viewProcess(ctx)
+	if err != nil {
+		s.sendError(&req.Request, errDisassemble, "disassemble: "+err.Error())
+		return
 	}
 	var rows []disasmInst
 	off := a.InstructionOffset

@@ -60,26 +60,20 @@ func (j *Job) collectStacks(ctx context.Context, set rankset.Set) []*rankStack {
 	// 1. Agent tracebacks, in parallel over all ranks (pipelined on each node's connection).
 	sigs := make([]string, len(out))
 	tbs := make([][]cdti.TraceFrame, len(out))
-	if j.core == nil {
-		forEach(len(out), func(i int) {
-			rs := out[i]
-			tb, err := rs.rank.node.client.Traceback(ctx, uint32(rs.rank.Num), uint32(rs.thread.LWP), 0)
-			if err != nil {
-				sigs[i] = fmt.Sprintf("error %d", i) // a group of its own: unwound exactly
-				return
-			}
-			tbs[i] = tb
-			var b strings.Builder
-			for _, f := range tb {
-				fmt.Fprintf(&b, "%x/", f.PC)
-			}
-			sigs[i] = b.String()
-		})
-	} else {
-		for i := range out {
-			sigs[i] = fmt.Sprint(i)
+	forEach(len(out), func(i int) {
+		rs := out[i]
+		tb, err := j.back.traceback(ctx, rs.rank, rs.thread.LWP)
+		if err != nil {
+			sigs[i] = fmt.Sprintf("error %d", i) // a group of its own: unwound exactly
+			return
 		}
-	}
+		tbs[i] = tb
+		var b strings.Builder
+		for _, f := range tb {
+			fmt.Fprintf(&b, "%x/", f.PC)
+		}
+		sigs[i] = b.String()
+	})
 	// 2. Group by traceback; unwind one representative of each group exactly.
 	groups := map[string][]int{}
 	var keys []string

@@ -25,8 +25,8 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 	if j == nil {
 		return
 	}
-	if j.core != nil {
-		s.sendError(&req.Request, errRunControl, "continue: a core file cannot run")
+	if err := j.back.frozen(); err != nil {
+		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return
 	}
 	t := j.thread(req.Arguments.ThreadId)
@@ -105,8 +105,8 @@ func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.Stepp
 	if j == nil {
 		return
 	}
-	if j.core != nil {
-		s.sendError(r, errRunControl, r.Command+": a core file cannot run")
+	if err := j.back.frozen(); err != nil {
+		s.sendError(r, errRunControl, r.Command+": "+err.Error())
 		return
 	}
 	t := s.stoppedThread(r, j, threadID)
@@ -148,7 +148,7 @@ func (s *Session) onPauseRequest(req *dap.PauseRequest) {
 	if j == nil {
 		return
 	}
-	if j.core != nil {
+	if j.back.frozen() != nil { // stopped for good
 		s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
 		return
 	}

@@ -158,7 +158,7 @@ func (s *Session) close() {
 		s.job = nil
 		s.mu.Unlock()
 		if j != nil {
-			s.endJob(j, launched)
+			j.end(launched)
 		}
 		s.conn.Close()
 		if s.ownLogDir && s.logDir != "" {

@@ -237,8 +237,8 @@ func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable: reference %d is not valid at this stop", a.VariablesReference))
 		return
 	}
-	if j.core != nil {
-		s.sendError(&req.Request, errSetVariable, "setVariable: a core file cannot be changed")
+	if err := j.back.frozen(); err != nil {
+		s.sendError(&req.Request, errSetVariable, "setVariable: "+err.Error())
 		return
 	}
 	hex := a.Format != nil && a.Format.Hex
@@ -350,13 +350,13 @@ func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
 	var err error
 	var calls *threadCaller
 	opts := func(t *Thread, p *symbols.Process) symbols.EvalOptions {
-		switch {
-		case j.core != nil:
-			return symbols.EvalOptions{Caller: noCaller{errors.New("a core file cannot run functions")}}
-		case !callsAllowed(a.Context):
+		if err := j.back.frozen(); err != nil {
+			return symbols.EvalOptions{Caller: noCaller{err}}
+		}
+		if !callsAllowed(a.Context) {
 			return symbols.EvalOptions{Caller: noCaller{errHoverCall}}
 		}
-		calls = &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: s.callLimit()}
+		calls = &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: j.callTimeout}
 		return symbols.EvalOptions{Caller: calls}
 	}
 	if fr != nil {

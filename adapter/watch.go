@@ -92,8 +92,8 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 		resp.Body.Description = why
 		s.send(resp)
 	}
-	if j.core != nil {
-		fail("a core file cannot be watched")
+	if err := j.back.frozen(); err != nil {
+		fail(err.Error())
 		return
 	}
 	var r *Rank
@@ -253,7 +253,7 @@ func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
 	j.bps.mu.Lock()
 	j.bps.data = valid
 	j.bps.mu.Unlock()
-	if j.core == nil {
+	if j.back.frozen() == nil {
 		ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 		j.bps.syncWatches(ctx, j.liveRanks())
 		cancel()
