@@ -382,15 +382,15 @@ func (j *Job) takeChangedLocked() []RankState {
 	return ranks
 }
 
-// ranksBody answers hpcdap/ranks.
-func (j *Job) ranksBody() RanksBody {
+// rankStates returns the state of every rank, in rank order, and the focus.
+func (j *Job) rankStates() ([]RankState, rankset.Set) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	b := RanksBody{Ranks: make([]RankState, 0, len(j.ranks)), Focus: j.focus.String()}
+	states := make([]RankState, 0, len(j.ranks))
 	for _, r := range j.ranks {
-		b.Ranks = append(b.Ranks, j.rankStateLocked(r))
+		states = append(states, j.rankStateLocked(r))
 	}
-	return b
+	return states, j.focus
 }
 
 // focusRanks returns the ranks of the focus set, in rank order.

@@ -177,7 +177,8 @@ func (s *Session) onRanksRequest(req *RanksRequest) {
 	if j == nil {
 		return
 	}
-	s.respond(&req.Request, j.ranksBody())
+	ranks, focus := j.rankStates()
+	s.respond(&req.Request, RanksBody{Ranks: ranks, Focus: focus.String()})
 }
 
 func (s *Session) onFocusRequest(req *FocusRequest) {
