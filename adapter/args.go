@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/launch"
-	"github.com/hpcdap/hpcdap/rankset"
 )
 
 // LaunchArgs are the launch request's arguments (README, "DAP interface").
@@ -53,15 +52,6 @@ type AttachArgs struct {
 	// SubstitutePath maps source directories between the editor and the debug information.
 	SubstitutePath []PathRule `json:"substitutePath"`
 }
-
-// stopMode says what stops when one thread stops.
-type stopMode int
-
-const (
-	stopAll    stopMode = iota // the whole job
-	stopRank                   // the thread's rank
-	stopThread                 // only the thread
-)
 
 func parseStopMode(s string) (stopMode, error) {
 	switch s {
@@ -211,21 +201,6 @@ var slurmStep = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
 // maxLocalRanks bounds np for the local launcher: 64 agents (launch.LocalSpawn starts one per
 // launch.RanksPerAgent ranks).
 const maxLocalRanks = 64 * launch.RanksPerAgent
-
-// parseFocus reads a focus set; "" means every rank.
-func parseFocus(s string, size int) (rankset.Set, error) {
-	if s == "" {
-		return rankset.All(size), nil
-	}
-	set, err := rankset.Parse(s, size)
-	if err != nil {
-		return rankset.Set{}, fmt.Errorf("ranks %q: %v", s, err)
-	}
-	if set.Empty() {
-		return rankset.Set{}, fmt.Errorf("ranks %q names no rank", s)
-	}
-	return set, nil
-}
 
 // mergeEnv applies launch.json's env to an environment: a value sets, null removes.
 func mergeEnv(base []string, env map[string]*string) []string {

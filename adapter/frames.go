@@ -159,17 +159,6 @@ func (s *Session) localSource(f *symbols.Frame) *dap.Source {
 	return nil
 }
 
-// frameName is the frame's function as gdb names it, or "??" with the address.
-func frameName(f *symbols.Frame) string {
-	switch {
-	case f.Kind == symbols.FrameSignal:
-		return "<signal handler called>"
-	case f.Name != "":
-		return f.Name
-	}
-	return fmt.Sprintf("?? (%#x)", f.PC)
-}
-
 // frame returns the frame a frame id stands for, or answers with an error.
 func (s *Session) frame(r *dap.Request, j *Job, id int) *frameRef {
 	v, ok := j.handles.get(id)

@@ -510,3 +510,21 @@ func (r *Rank) where() string {
 	}
 	return " on host " + r.node.host
 }
+
+// parseFocus reads a focus set; "" means every rank.
+func parseFocus(s string, size int) (rankset.Set, error) {
+	if s == "" {
+		return rankset.All(size), nil
+	}
+	set, err := rankset.Parse(s, size)
+	if err != nil {
+		return rankset.Set{}, fmt.Errorf("ranks %q: %v", s, err)
+	}
+	if set.Empty() {
+		return rankset.Set{}, fmt.Errorf("ranks %q names no rank", s)
+	}
+	return set, nil
+}
+
+// defaultTimeout bounds one request's CDTI work.
+const defaultTimeout = 60 * time.Second

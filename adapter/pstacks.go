@@ -157,3 +157,14 @@ func tracebackConfirms(tb []cdti.TraceFrame, phys []uint64) bool {
 	}
 	return true
 }
+
+// frameName is the frame's function as gdb names it, or "??" with the address.
+func frameName(f *symbols.Frame) string {
+	switch {
+	case f.Kind == symbols.FrameSignal:
+		return "<signal handler called>"
+	case f.Name != "":
+		return f.Name
+	}
+	return fmt.Sprintf("?? (%#x)", f.PC)
+}

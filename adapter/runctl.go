@@ -927,3 +927,12 @@ func signalDescription(sig int) string {
 	}
 	return signalName(sig)
 }
+
+// stopMode says what stops when one thread stops.
+type stopMode int
+
+const (
+	stopAll    stopMode = iota // the whole job
+	stopRank                   // the thread's rank
+	stopThread                 // only the thread
+)

@@ -14,9 +14,6 @@ import (
 	"github.com/google/go-dap"
 )
 
-// defaultTimeout bounds one request's CDTI work.
-const defaultTimeout = 60 * time.Second
-
 // Session is one DAP client connection and the job it debugs. Requests are handled one at a
 // time, in order, by the dispatcher goroutine; events come from the job's goroutines. Every
 // message is written under the send lock, which also assigns its seq, so seqs reach the wire
