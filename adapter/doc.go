@@ -9,7 +9,11 @@
 // once) and hands every connection to a Session. A Session reads and decodes DAP messages on
 // one goroutine — framing is bounded (MaxMessageSize), and malformed input of any kind is
 // answered with an error response while the session goes on — and handles requests in order
-// on another (the onXxxRequest methods). Each session debugs one Job.
+// on another (the onXxxRequest methods). Each session debugs one Job. The Job knows nothing
+// of DAP: it reports output, stops, continues, its end, changed breakpoints and ranks, and new
+// modules through the Events interface (events.go), which the session turns into DAP events
+// (jobevents.go); mapping source paths between the editor and the debug information is the
+// session's, at the boundary.
 //
 // A Job is the rank table of the README's contract: rank → (agent connection, pid, host,
 // executable), with DAP threads as (rank, LWP) pairs of stable ids named
@@ -58,7 +62,8 @@
 // GetRegisterSet; thread-local storage through package threaddb. hpcdap/parallelStacks takes
 // the bulk of its work from the agents' GetTraceback and unwinds one representative per
 // distinct traceback on the front end (pstacks.go). A core file is debugged as a stopped rank 0
-// with the same code (core.go).
+// with the same code: it is the Job's back end instead of the agents (backend.go, core.go),
+// and refuses what would run or change its process with one error.
 //
 // Frames, scopes and variables are handles that belong to one rank's stop and die when that
 // rank resumes (handles.go).
