@@ -85,24 +85,32 @@ func (s *Session) breakpointsBody(j *Job, list []*userBP) BreakpointsBody {
 	return out
 }
 
-// bpRequestOf makes one breakpoint of a set request: at is where (invalid: why it names no
-// place), and the condition, hit condition and log message are checked here, once. A bad one
-// fails the whole request.
-func bpRequestOf(at *userBP, invalid error, cond, hit, logMsg string) (bpRequest, error) {
-	meta, err := newBPMeta(cond, hit, logMsg)
-	if err != nil {
-		return bpRequest{}, err
-	}
-	rq := bpRequest{at: at, meta: meta}
-	if invalid != nil {
-		rq.invalid = invalid.Error()
-	}
-	return rq, nil
+// bpSpec is one breakpoint of a set request as the client sent it: where (invalid: why it
+// names no place), and its condition, hit condition and log message.
+type bpSpec struct {
+	at                *userBP
+	invalid           error
+	cond, hit, logMsg string
 }
 
-// setAndAnswer runs a set-breakpoints request through the engine's one path and answers it
-// with its own response type (made by respond from the header and the body).
-func (s *Session) setAndAnswer(j *Job, req *dap.Request, set bpSet, reqs []bpRequest, respond func(dap.Response, BreakpointsBody) dap.Message) {
+// setAndAnswer runs a set request of n breakpoints through the engine's one path and answers
+// it with its own response type (made by respond). Conditions, hit conditions and log messages
+// are checked here, once: a bad one fails the whole request and changes nothing.
+func (s *Session) setAndAnswer(j *Job, req *dap.Request, set bpSet, n int, spec func(i int) bpSpec,
+	respond func(dap.Response, BreakpointsBody) dap.Message) {
+	reqs := make([]bpRequest, n)
+	for i := range reqs {
+		sp := spec(i)
+		meta, err := newBPMeta(sp.cond, sp.hit, sp.logMsg)
+		if err != nil {
+			s.sendError(req, errBreakpoints, req.Command+": "+err.Error())
+			return
+		}
+		reqs[i] = bpRequest{at: sp.at, meta: meta}
+		if sp.invalid != nil {
+			reqs[i].invalid = sp.invalid.Error()
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 	defer cancel()
 	list := j.setBreakpoints(ctx, set, reqs)
@@ -129,17 +137,11 @@ func (s *Session) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
 			sbs = append(sbs, dap.SourceBreakpoint{Line: l})
 		}
 	}
-	var reqs []bpRequest
-	for _, sb := range sbs {
-		at := &userBP{kind: bpSource, path: path, line: s.lineIn(sb.Line)}
-		rq, err := bpRequestOf(at, nil, sb.Condition, sb.HitCondition, sb.LogMessage)
-		if err != nil {
-			s.sendError(&req.Request, errBreakpoints, "setBreakpoints: "+err.Error())
-			return
-		}
-		reqs = append(reqs, rq)
-	}
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpSource, file: filepath.Clean(path)}, reqs,
+	s.setAndAnswer(j, &req.Request, bpSet{kind: bpSource, file: filepath.Clean(path)}, len(sbs),
+		func(i int) bpSpec {
+			sb := sbs[i]
+			return bpSpec{at: &userBP{kind: bpSource, path: path, line: s.lineIn(sb.Line)}, cond: sb.Condition, hit: sb.HitCondition, logMsg: sb.LogMessage}
+		},
 		func(r dap.Response, b BreakpointsBody) dap.Message {
 			return &SetBreakpointsResponse{Response: r, Body: b}
 		})
@@ -150,17 +152,12 @@ func (s *Session) onSetFunctionBreakpointsRequest(req *dap.SetFunctionBreakpoint
 	if j == nil {
 		return
 	}
-	var reqs []bpRequest
-	for _, fb := range req.Arguments.Breakpoints {
-		at := &userBP{kind: bpFunction, fn: strings.TrimSpace(fb.Name)}
-		rq, err := bpRequestOf(at, nil, fb.Condition, fb.HitCondition, "")
-		if err != nil {
-			s.sendError(&req.Request, errBreakpoints, "setFunctionBreakpoints: "+err.Error())
-			return
-		}
-		reqs = append(reqs, rq)
-	}
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpFunction}, reqs,
+	fbs := req.Arguments.Breakpoints
+	s.setAndAnswer(j, &req.Request, bpSet{kind: bpFunction}, len(fbs),
+		func(i int) bpSpec {
+			fb := fbs[i]
+			return bpSpec{at: &userBP{kind: bpFunction, fn: strings.TrimSpace(fb.Name)}, cond: fb.Condition, hit: fb.HitCondition}
+		},
 		func(r dap.Response, b BreakpointsBody) dap.Message {
 			return &SetFunctionBreakpointsResponse{Response: r, Body: b}
 		})
@@ -173,20 +170,16 @@ func (s *Session) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBrea
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 	defer cancel()
-	var reqs []bpRequest
-	for _, ib := range req.Arguments.Breakpoints {
-		at, invalid := j.instructionAt(ctx, ib.InstructionReference, ib.Offset)
-		if invalid != nil {
-			at = &userBP{kind: bpInstruction}
-		}
-		rq, err := bpRequestOf(at, invalid, ib.Condition, ib.HitCondition, "")
-		if err != nil {
-			s.sendError(&req.Request, errBreakpoints, "setInstructionBreakpoints: "+err.Error())
-			return
-		}
-		reqs = append(reqs, rq)
-	}
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpInstruction}, reqs,
+	ibs := req.Arguments.Breakpoints
+	s.setAndAnswer(j, &req.Request, bpSet{kind: bpInstruction}, len(ibs),
+		func(i int) bpSpec {
+			ib := ibs[i]
+			at, invalid := j.instructionAt(ctx, ib.InstructionReference, ib.Offset)
+			if invalid != nil {
+				at = &userBP{kind: bpInstruction}
+			}
+			return bpSpec{at: at, invalid: invalid, cond: ib.Condition, hit: ib.HitCondition}
+		},
 		func(r dap.Response, b BreakpointsBody) dap.Message {
 			return &SetInstructionBreakpointsResponse{Response: r, Body: b}
 		})
@@ -197,20 +190,16 @@ func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
 	if j == nil {
 		return
 	}
-	var reqs []bpRequest
-	for _, db := range req.Arguments.Breakpoints {
-		d, invalid := parseDataID(db.DataId)
-		if invalid == nil {
-			d.access, invalid = parseAccessType(db.AccessType)
-		}
-		rq, err := bpRequestOf(&userBP{kind: bpData, data: d}, invalid, db.Condition, db.HitCondition, "")
-		if err != nil {
-			s.sendError(&req.Request, errBreakpoints, "setDataBreakpoints: "+err.Error())
-			return
-		}
-		reqs = append(reqs, rq)
-	}
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpData}, reqs,
+	dbs := req.Arguments.Breakpoints
+	s.setAndAnswer(j, &req.Request, bpSet{kind: bpData}, len(dbs),
+		func(i int) bpSpec {
+			db := dbs[i]
+			d, invalid := parseDataID(db.DataId)
+			if invalid == nil {
+				d.access, invalid = parseAccessType(db.AccessType)
+			}
+			return bpSpec{at: &userBP{kind: bpData, data: d}, invalid: invalid, cond: db.Condition, hit: db.HitCondition}
+		},
 		func(r dap.Response, b BreakpointsBody) dap.Message {
 			return &SetDataBreakpointsResponse{Response: r, Body: b}
 		})

@@ -1,7 +1,6 @@
 package adapter
 
 import (
-	"debug/elf"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // procMem reads n bytes at addr of process pid from /proc, the kernel's view of its memory
@@ -27,27 +27,6 @@ func procMem(t *testing.T, pid int, addr uint64, n int) []byte {
 		t.Fatalf("read %#x of pid %d: %v", addr, pid, err)
 	}
 	return buf
-}
-
-// fileBytes reads n bytes at link-time address link of the ELF file bin.
-func fileBytes(t *testing.T, bin string, link uint64, n int) []byte {
-	t.Helper()
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && link >= p.Vaddr && link+uint64(n) <= p.Vaddr+p.Filesz {
-			buf := make([]byte, n)
-			if _, err := p.ReadAt(buf, int64(link-p.Vaddr)); err != nil {
-				t.Fatal(err)
-			}
-			return buf
-		}
-	}
-	t.Fatalf("%#x is in no segment of %s", link, bin)
-	return nil
 }
 
 // loadBias is the load bias of bin in the job, from the modules request.
@@ -95,7 +74,7 @@ func TestBreakpointsShareAddress(t *testing.T) {
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	_, pc, pid := stopInLeaf(t, d, p)
-	orig := fileBytes(t, p.bin, pc-loadBias(t, d, p.bin), 1)
+	orig := testenv.ELFBytes(t, p.bin, pc-loadBias(t, d, p.bin), 1)
 	if orig[0] == 0xCC {
 		t.Fatalf("the file has a trap at %#x", pc)
 	}
@@ -171,7 +150,7 @@ func TestBreakpointOverWrittenCode(t *testing.T) {
 	if got := procMem(t, pid, target, 1)[0]; got != 0xCC {
 		t.Fatalf("no trap at %#x: %#x", target, got)
 	}
-	file := fileBytes(t, p.bin, target-loadBias(t, d, p.bin), 1)[0]
+	file := testenv.ELFBytes(t, p.bin, target-loadBias(t, d, p.bin), 1)[0]
 	written := file ^ 0xFF
 	d.call("writeMemory", map[string]any{"memoryReference": dis.Instructions[2].Address,
 		"data": base64.StdEncoding.EncodeToString([]byte{written})}, nil)
