@@ -264,33 +264,31 @@ func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error
 	return nil
 }
 
-// removeTemp drops a step's reference to the trap at addr, removing it when unused.
-func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addr uint64) {
+// removeTemp drops a step's reference to the traps at addrs, removing those no longer used:
+// one query for their original instructions and one command list.
+func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addrs ...uint64) {
+	var gone []uint64
 	b.mu.Lock()
-	s := b.sites[r][addr]
-	if s == nil {
-		b.mu.Unlock()
-		return
+	for _, a := range addrs {
+		s := b.sites[r][a]
+		if s == nil {
+			continue
+		}
+		s.temp--
+		if s.temp > 0 || s.user {
+			continue
+		}
+		delete(b.sites[r], a)
+		gone = append(gone, a)
 	}
-	s.temp--
-	if s.temp > 0 || s.user {
-		b.mu.Unlock()
-		return
-	}
-	delete(b.sites[r], addr)
 	b.mu.Unlock()
-	trap, order := rankTrap(r)
-	orig := b.originals(ctx, r, trap, []uint64{addr})[addr]
-	if orig == nil {
+	if len(gone) == 0 {
 		return
 	}
-	res, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.ResetBreakpoint{Addr: addr, Instruction: cdti.InstructionValue(order, orig)})
-	if err == nil && res[0].Code != cdti.CmdSuccess {
-		err = res[0].Code
-	}
-	if err != nil {
-		b.j.logf("rank %d: remove the trap at %#x: %v", r.Num, addr, err)
-	}
+	p := &trapPlan{r: r, removes: gone}
+	p.trap, p.order = rankTrap(r)
+	p.origs = b.originals(ctx, r, p.trap, gone)
+	b.send(ctx, p)
 }
 
 // isUserSite reports whether a user breakpoint is planted at addr in r.
