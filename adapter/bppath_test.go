@@ -266,3 +266,43 @@ func TestBreakpointRulesNoDebug(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakpointsOnEveryRankOfNode plants a function and an instruction breakpoint at one
+// address in the four ranks of a node, removes them, and checks each rank's memory: the trap
+// is in every rank while a breakpoint wants it, and the file's instruction is back in every
+// rank after.
+func TestBreakpointsOnEveryRankOfNode(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "stacks")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 4})
+	d.call("setFunctionBreakpoints", map[string]any{"breakpoints": []map[string]any{{"name": "leaf"}}}, nil)
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	ref := d.stackTrace(st.ThreadId)[0].InstructionPointerReference
+	pc, _ := strconv.ParseUint(ref, 0, 64)
+	orig := testenv.ELFBytes(t, p.bin, pc-loadBias(t, d, p.bin), 1)[0]
+	ranks := d.ranks().Ranks
+	if len(ranks) != 4 {
+		t.Fatalf("ranks: %+v", ranks)
+	}
+	want := func(step string, b byte) {
+		t.Helper()
+		for _, r := range ranks {
+			if got := procMem(t, r.Pid, pc, 1)[0]; got != b {
+				t.Errorf("%s: rank %d: byte at %#x is %#x, want %#x", step, r.Rank, pc, got, b)
+			}
+		}
+	}
+	want("function breakpoint", 0xCC)
+	var ib SetBreakpointsResponseBodyExt
+	d.call("setInstructionBreakpoints", map[string]any{"breakpoints": []map[string]any{{"instructionReference": ref}}}, &ib)
+	if len(ib.Breakpoints) != 1 || !ib.Breakpoints[0].Verified {
+		t.Fatalf("instruction breakpoint: %+v", ib)
+	}
+	d.call("setFunctionBreakpoints", map[string]any{"breakpoints": []any{}}, nil)
+	want("instruction breakpoint left", 0xCC)
+	d.call("setInstructionBreakpoints", map[string]any{"breakpoints": []any{}}, nil)
+	want("both removed", orig)
+}
