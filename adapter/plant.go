@@ -76,9 +76,9 @@ type trapPlan struct {
 }
 
 // sync makes what is planted in each of ranks match the breakpoints, node by node: the plans
-// of the node's ranks are made, the original instructions under the traps that go are asked of
-// the node's agent, and then the SetBreakpoint/ResetBreakpoint lists of all its ranks go out
-// together on the node's connection. A CDTI message addresses one rank (its header's), so a
+// of the node's ranks are made, then go out together on the node's connection, each rank's
+// a query for the original instructions under the traps that go (the agent has them) and one
+// SetBreakpoint/ResetBreakpoint list. A CDTI message addresses one rank (its header's), so a
 // node's batch is one command list per rank, pipelined on the one connection.
 func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 	b.eachNode("breakpoints", ranks, func(rs []*Rank) {
@@ -88,8 +88,10 @@ func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 				plans = append(plans, p)
 			}
 		}
-		eachPlan(plans, func(p *trapPlan) { p.origs = b.originals(ctx, p.r, p.trap, p.removes) })
-		eachPlan(plans, func(p *trapPlan) { b.send(ctx, p) })
+		eachPlan(plans, func(p *trapPlan) {
+			p.origs = b.originals(ctx, p.r, p.trap, p.removes)
+			b.send(ctx, p)
+		})
 	})
 }
 
