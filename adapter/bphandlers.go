@@ -111,7 +111,7 @@ func (s *Session) setAndAnswer(j *Job, req *dap.Request, set bpSet, n int, spec 
 			reqs[i].invalid = sp.invalid.Error()
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	list := j.setBreakpoints(ctx, set, reqs)
 	s.send(respond(newResponse(req), s.breakpointsBody(j, list)))
@@ -168,7 +168,7 @@ func (s *Session) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBrea
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	ibs := req.Arguments.Breakpoints
 	s.setAndAnswer(j, &req.Request, bpSet{kind: bpInstruction}, len(ibs),
@@ -239,7 +239,7 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 		return
 	}
 	a := req.Arguments
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	var bins []*symbols.Binary
 	if j.core != nil {

@@ -311,7 +311,7 @@ func (j *Job) referenceRank() *Rank {
 // armEntry plants the stopAtEntry breakpoint on main in every rank; the ranks stop there
 // together.
 func (j *Job) armEntry() error {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(j.ctx, defaultTimeout)
 	defer cancel()
 	var all rankset.Set
 	for _, r := range j.ranks {

@@ -36,7 +36,7 @@ func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: "+err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	j.mu.Lock()
 	ranks := j.ranksInLocked(set)

@@ -29,7 +29,7 @@ func openCoreJob(s *Session, plan *launchPlan) (*Job, error) {
 		c.Close()
 		return nil, fmt.Errorf("core file %s holds no thread", plan.coreFile)
 	}
-	j := &Job{s: s, size: 1, mode: stopAll, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+	j := &Job{s: s, ctx: s.ctx, size: 1, mode: stopAll, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
 		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}}
 	j.bps = newBreakpoints(j)
 	j.handles.init()
@@ -41,7 +41,6 @@ func openCoreJob(s *Session, plan *launchPlan) (*Job, error) {
 	r.sym.rank = r
 	r.sym.loaded = true
 	r.sym.arch = c.Arch
-	r.sym.machine = c.Arch.Machine
 	r.sym.order = c.Arch.ByteOrder
 	r.sym.exe = plan.program
 	r.sym.mods = c.Process.Modules()

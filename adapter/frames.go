@@ -22,7 +22,7 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 		s.send(resp)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	// Refresh the thread lists of stopped ranks (once per stop each), in parallel.
 	done := make(chan struct{}, len(j.ranks))
@@ -95,7 +95,7 @@ func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
 	j.mu.Lock()
 	j.viewRank = t.Rank
 	j.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	ts, err := t.Rank.sym.stack(ctx, t.LWP)
 	if err != nil {

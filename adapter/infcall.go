@@ -103,7 +103,7 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 	}
 	cmd.ThreadID = uint32(tc.lwp)
 	cmd.TimeoutMS = uint32(tc.timeout / time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), tc.timeout+defaultTimeout)
+	ctx, cancel := context.WithTimeout(tc.rs.rank.job.ctx, tc.timeout+defaultTimeout)
 	defer cancel()
 	tc.called = true
 	ack, err := r.node.client.CallFunction(ctx, uint32(r.Num), cmd)
@@ -164,7 +164,7 @@ func (tc *threadCaller) where(pc uint64) string {
 
 // auxValue reads one entry of the rank's auxiliary vector (0 if absent).
 func (rs *rankSymbols) auxValue(typ uint64) uint64 {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(rs.rank.job.ctx, defaultTimeout)
 	defer cancel()
 	res, err := rs.client().Query(ctx, rs.num(), &cdti.GetAuxVectors{})
 	if err != nil || res[0].Code != cdti.CmdSuccess {

@@ -439,3 +439,27 @@ func continueToExit(t *testing.T, d *dapSession, tid int, want string) {
 		t.Errorf("exit code %d, output:\n%s", exited.ExitCode, out)
 	}
 }
+
+// TestClientGoneCancelsRequestInFlight: a client that goes away while a request is in flight
+// (here a function call that does not return, under a callTimeout of ten minutes) ends its
+// session at once: the call is abandoned and the launched program is killed, instead of the
+// session waiting for the call's time limit first.
+func TestClientGoneCancelsRequestInFlight(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "callthreads")
+	d := newDAP(t, viaPipe)
+	d.launch(map[string]any{"program": p.bin, "callTimeout": 600})
+	d.setBreakpoints(p.src, p.line(t, "stop"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	frames := d.stackTrace(st.ThreadId)
+	pid := d.ranks().Ranks[0].Pid
+	if _, _, err := d.c.Send("evaluate", map[string]any{"expression": "spin()", "frameId": frames[0].Id, "context": "repl"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "spin() to run in the program", func() bool { return strings.HasPrefix(procStatus(pid, "State"), "R") })
+	d.end() // the client hangs up; the session must end (waited for at most 30 s)
+	if st := procStatus(pid, "State"); st != "" && !strings.HasPrefix(st, "Z") {
+		t.Errorf("the launched program (pid %d) is %q after its client went away during a call", pid, st)
+	}
+}

@@ -2,8 +2,6 @@ package adapter
 
 import (
 	"context"
-	"debug/elf"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,7 +9,6 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/symbols"
-	"golang.org/x/arch/x86/x86asm"
 )
 
 func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
@@ -33,7 +30,7 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 		return
 	}
 	sig := int(n.Signal)
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	desc := fmt.Sprintf("%s (%s) on rank %d%s, thread LWP %d, at pc %#x", signalName(sig), signalDescription(sig),
 		r.Num, r.where(), n.ThreadID, n.InstAddress)
@@ -64,58 +61,17 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	s.send(resp)
 }
 
-// faultAddress computes the address a faulting x86-64 instruction accessed from its memory
-// operand and the thread's registers (the CDTI Notify carries a data address for watchpoints
-// only).
+// faultAddress computes the address a faulting instruction accessed from its memory operand
+// and the thread's registers (the CDTI Notify carries a data address for watchpoints only).
 func faultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
 	ts, err := r.sym.stack(ctx, lwp)
-	if err != nil || ts.proc.Arch.Machine != elf.EM_X86_64 || len(ts.gp) < 27*8 {
+	if err != nil {
 		return 0, false
 	}
 	pc, _ := ts.regs.PC()
 	var code [16]byte
 	n, _ := ts.proc.Mem.ReadAt(code[:], pc)
-	inst, err := x86asm.Decode(code[:n], 64)
-	if err != nil {
-		return 0, false
-	}
-	reg := func(rg x86asm.Reg) (uint64, bool) {
-		off, ok := gpOffsets[rg]
-		if !ok {
-			if rg == x86asm.RIP {
-				return pc + uint64(inst.Len), true
-			}
-			return 0, rg == 0
-		}
-		return binary.LittleEndian.Uint64(ts.gp[off:]), true
-	}
-	for _, a := range inst.Args {
-		m, ok := a.(x86asm.Mem)
-		if !ok {
-			continue
-		}
-		base, ok1 := reg(m.Base)
-		idx, ok2 := reg(m.Index)
-		if !ok1 || !ok2 {
-			return 0, false
-		}
-		addr := base + idx*uint64(m.Scale) + uint64(m.Disp)
-		switch m.Segment {
-		case x86asm.FS:
-			addr += binary.LittleEndian.Uint64(ts.gp[21*8:])
-		case x86asm.GS:
-			addr += binary.LittleEndian.Uint64(ts.gp[22*8:])
-		}
-		return addr, true
-	}
-	return 0, false
-}
-
-// gpOffsets places the 64-bit registers in user_regs_struct.
-var gpOffsets = map[x86asm.Reg]int{
-	x86asm.R15: 0, x86asm.R14: 8, x86asm.R13: 16, x86asm.R12: 24, x86asm.RBP: 32, x86asm.RBX: 40,
-	x86asm.R11: 48, x86asm.R10: 56, x86asm.R9: 64, x86asm.R8: 72, x86asm.RAX: 80, x86asm.RCX: 88,
-	x86asm.RDX: 96, x86asm.RSI: 104, x86asm.RDI: 112, x86asm.RSP: 152,
+	return ts.proc.Arch.AccessAddress(code[:n], pc, ts.gp)
 }
 
 // viewModules returns the modules of the rank the client looks at.
@@ -135,7 +91,7 @@ func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	mods, err := j.viewModules(ctx)
 	if err != nil {
@@ -177,7 +133,7 @@ func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	mods, err := j.viewModules(ctx)
 	if err != nil {

@@ -77,6 +77,9 @@ type Thread struct {
 // threads, breakpoints and run-control state.
 type Job struct {
 	s *Session
+	// ctx is the session's (Session.ctx): work done for a request derives from it; the job's
+	// own event handling and its teardown do not.
+	ctx context.Context
 	// libWatchMu serialises updateLibraryWatch, so that a rank's link-map trap is planted once.
 	libWatchMu sync.Mutex
 	size       int
@@ -136,7 +139,7 @@ func (j *Job) drainOutput(r *Rank, limit time.Duration) {
 
 // newJob connects to every agent of a placement and builds the rank table.
 func newJob(ctx context.Context, s *Session, pl *Placement, mode stopMode, focus string) (*Job, error) {
-	j := &Job{s: s, size: pl.Size, labelRanks: pl.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+	j := &Job{s: s, ctx: s.ctx, size: pl.Size, labelRanks: pl.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
 		syms: s.srv.symbolCache(), changed: map[*Rank]bool{}, signalStop: true}
 	j.bps = newBreakpoints(j)
 	j.handles.init()

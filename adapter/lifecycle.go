@@ -276,7 +276,7 @@ func (s *Session) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
 
 // startJob brings a job up through a launcher, with progress events: agents, then ranks.
 func (s *Session) startJob(l Launcher, mode stopMode, focus, title string) (*Job, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 	defer cancel()
 	pid := s.progressStart(title)
 	pl, err := l.Start(ctx, func(done, total int) {
@@ -429,7 +429,7 @@ const wlmPhaseTimeout = 60 * time.Second
 // (the launcher held them past main), and says so to the user.
 func (s *Session) releaseWLM(j *Job, wl *wlmLauncher, stopAtEntry, launched bool) (inPlace bool, err error) {
 	hold := wl.hold()
-	ctx, cancel := context.WithTimeout(context.Background(), wlmPhaseTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, wlmPhaseTimeout)
 	defer cancel()
 	if err := wl.release(ctx, j); err != nil {
 		return false, err

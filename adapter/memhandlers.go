@@ -2,15 +2,12 @@ package adapter
 
 import (
 	"context"
-	"debug/elf"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 
 	"github.com/google/go-dap"
-	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/symbols"
-	"golang.org/x/arch/x86/x86asm"
 )
 
 // maxReadMemory bounds one readMemory answer (its base64 must stay far below the client's
@@ -56,7 +53,7 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 		return
 	}
 	count := min(a.Count, maxReadMemory)
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	var data []byte
 	if j.core != nil {
@@ -126,7 +123,7 @@ func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: no rank is alive")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	if err := r.sym.ensure(ctx); err != nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
@@ -166,24 +163,17 @@ func decodeAt(p *symbols.Process, addr uint64) disasmInst {
 		// Unreadable: a one-byte placeholder keeps the rows moving.
 		return disasmInst{addr: addr, text: "<unreadable>", bad: true, bytes: nil}
 	}
-	if p.Arch.Machine == elf.EM_PPC64 {
-		inst, err := ppc64.Decode(code[:n], addr, p.Arch.ByteOrder)
-		if err != nil {
-			return disasmInst{addr: addr, text: "(bad)", bad: true, bytes: code[:min(n, 4)]}
-		}
-		return disasmInst{addr: addr, text: inst.Text, bytes: append([]byte(nil), code[:inst.Len]...)}
-	}
-	inst, err := x86asm.Decode(code[:n], 64)
-	if err != nil {
-		return disasmInst{addr: addr, text: "(bad)", bad: true, bytes: code[:1]}
-	}
 	sym := func(a uint64) (string, uint64) {
 		if s, off, ok := p.SymbolAt(a); ok {
 			return s.Name, a - off
 		}
 		return "", 0
 	}
-	return disasmInst{addr: addr, text: x86asm.GNUSyntax(inst, addr, sym), bytes: append([]byte(nil), code[:inst.Len]...)}
+	text, length, err := p.Arch.Disassemble(code[:n], addr, sym)
+	if err != nil {
+		return disasmInst{addr: addr, text: "(bad)", bad: true, bytes: code[:min(n, p.Arch.InstAlign)]}
+	}
+	return disasmInst{addr: addr, text: text, bytes: append([]byte(nil), code[:length]...)}
 }
 
 // length of a decoded instruction (at least one byte, so that scanning always moves).
@@ -195,17 +185,17 @@ func instructionsBefore(p *symbols.Process, addr uint64, k int) []uint64 {
 	if k <= 0 {
 		return nil
 	}
-	maxLen := uint64(15)
-	if p.Arch.Machine == elf.EM_PPC64 {
+	if align := uint64(p.Arch.InstAlign); align > 1 {
+		// Aligned instruction words: count back.
 		var out []uint64
 		for i := k; i >= 1; i-- {
-			if a := addr - uint64(4*i); a < addr {
+			if a := addr - align*uint64(i); a < addr {
 				out = append(out, a)
 			}
 		}
 		return out
 	}
-	back := uint64(k) * maxLen
+	back := uint64(k) * uint64(p.Arch.MaxInstLen)
 	start := uint64(0)
 	if addr > back {
 		start = addr - back
@@ -242,7 +232,7 @@ func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
 		s.sendError(&req.Request, errDisassemble, fmt.Sprintf("disassemble: instructionCount %d (1…10000)", count))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	var p *symbols.Process
 	if j.core != nil {

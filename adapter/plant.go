@@ -2,14 +2,12 @@ package adapter
 
 import (
 	"context"
-	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/hpcdap/hpcdap/cdti"
-	"github.com/hpcdap/hpcdap/ppc64"
 )
 
 // Planting. The agent owns what lies under a trap: it keeps the original instruction, shows it
@@ -24,23 +22,12 @@ type site struct {
 	temp int  // steps and the link-map watch that want it
 }
 
-// trapBytes returns the machine's breakpoint instruction.
-func trapBytes(m elf.Machine, order interface{ PutUint32([]byte, uint32) }) []byte {
-	if m == elf.EM_X86_64 || m == elf.EM_386 {
-		return []byte{0xCC}
-	}
-	var w [4]byte
-	order.PutUint32(w[:], ppc64.TrapWordLinux)
-	return w[:]
-}
-
 // rankTrap is the trap instruction of r and its byte order.
 func rankTrap(r *Rank) ([]byte, binary.ByteOrder) {
 	rs := &r.sym
 	rs.mu.Lock()
-	machine, order := rs.machine, rs.arch.ByteOrder
-	rs.mu.Unlock()
-	return trapBytes(machine, order), order
+	defer rs.mu.Unlock()
+	return rs.arch.Trap(), rs.arch.ByteOrder
 }
 
 // byNode groups ranks by the agent connection that serves them.

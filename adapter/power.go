@@ -2,9 +2,10 @@ package adapter
 
 import (
 	"debug/elf"
-	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/hpcdap/hpcdap/arch"
 )
 
 // Power programs under emulation. A launch with "emulator": "qemu-ppc64" (big-endian ELFv1)
@@ -29,11 +30,8 @@ func checkEmulator(name, program string, local bool, coreFile string) error {
 		return fmt.Errorf("emulator %q: program %s: %v", name, program, err)
 	}
 	defer f.Close()
-	want := binary.ByteOrder(binary.BigEndian)
-	if name == "qemu-ppc64le" {
-		want = binary.LittleEndian
-	}
-	if f.Machine != elf.EM_PPC64 || f.ByteOrder != want {
+	// qemu-ppc64 runs the machine named ppc64, qemu-ppc64le the one named ppc64le.
+	if a, err := arch.For(f.Machine, f.ByteOrder); err != nil || "qemu-"+a.Name != name {
 		return fmt.Errorf("emulator %q: program %s is %v %v, not a 64-bit Power executable of that byte order",
 			name, program, f.Machine, f.ByteOrder)
 	}

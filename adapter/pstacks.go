@@ -55,7 +55,7 @@ func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/parallelStacks: maxFrames must not be negative")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	stacks := j.collectStacks(ctx, set)
 	body := s.mergeStacks(stacks, req.Arguments.MaxFrames, req.Arguments.ByFunction)

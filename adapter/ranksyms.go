@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 
@@ -27,7 +29,6 @@ type rankSymbols struct {
 	loaded  bool
 	loadErr error
 	arch    *symbols.Arch
-	machine elf.Machine
 	order   binary.ByteOrder
 	exe     string
 	mods    []*symbols.Module
@@ -113,7 +114,7 @@ func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", r.Num, err)
 	}
-	rs.machine, rs.order = ti.Machine, ti.Order()
+	rs.order = ti.Order()
 	if rs.arch, err = symbols.ArchFor(ti.Machine, rs.order); err != nil {
 		return fmt.Errorf("rank %d: %w", r.Num, err)
 	}
@@ -175,13 +176,6 @@ func (r *Rank) listGenNow() listGen {
 	return listGen{gen: r.gen, stopped: r.state == rankStopped}
 }
 
-// Auxiliary vector entry types.
-const (
-	atPhdr  = 3
-	atBase  = 7
-	atEntry = 9
-)
-
 // readModulesLocked finds the executable's load bias from the auxiliary vector and the shared
 // objects from the dynamic linker's link map (r_debug, through DT_DEBUG), all read from the
 // process through CDTI.
@@ -196,22 +190,20 @@ func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error
 	if err != nil || rs2[0].Code != cdti.CmdSuccess {
 		return fmt.Errorf("rank %d: read the auxiliary vector: %v", r.Num, errOr(err, rs2))
 	}
-	aux := map[uint64]uint64{}
+	aux := procimage.Auxv{}
 	if a, ok := rs2[0].Ack.(*cdti.GetAuxVectorsAck); ok {
-		for i := 0; i+1 < len(a.Words); i += 2 {
-			aux[a.Words[i]] = a.Words[i+1]
-		}
+		aux = procimage.AuxvFromWords(a.Words)
 	}
 	var bias uint64
-	if e, ok := aux[atEntry]; ok && bin.Type == elf.ET_DYN && !rs.arch.ELFv1() {
+	if e, ok := aux[procimage.AtEntry]; ok && bin.Type == elf.ET_DYN && !rs.arch.ELFv1() {
 		bias = e - bin.Entry
-	} else if ph, ok := aux[atPhdr]; ok && bin.Type == elf.ET_DYN {
-		if off, ok := phdrVaddr(rs.exe); ok {
-			bias = ph - off
+	} else if ph, ok := aux[procimage.AtPhdr]; ok && bin.Type == elf.ET_DYN {
+		if p, ok := bin.ProgHeader(elf.PT_PHDR); ok {
+			bias = ph - p.Vaddr
 		}
 	}
 	mods := []*symbols.Module{symbols.NewModule(bin, rs.exe, bias)}
-	libs, err := rs.linkMap(ctx, rs.exe, bias)
+	libs, err := rs.linkMap(ctx, bin, bias)
 	if err == nil {
 		// Libraries are read in parallel (the first time: their DWARF, once per build-id).
 		libMods := make([]*symbols.Module, len(libs))
@@ -252,21 +244,6 @@ func errOr(err error, rs []cdti.Result) string {
 	return "no result"
 }
 
-// phdrVaddr returns the link-time address of a file's program header table.
-func phdrVaddr(path string) (uint64, bool) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_PHDR {
-			return p.Vaddr, true
-		}
-	}
-	return 0, false
-}
-
 // linkMapChanging reports whether the dynamic linker is between the two r_brk calls that
 // bracket every change (r_debug.r_state is RT_ADD or RT_DELETE): only the second call sees a
 // consistent map worth reading.
@@ -277,11 +254,30 @@ func (rs *rankSymbols) linkMapChanging(ctx context.Context) bool {
 	if rdebug == 0 || arch == nil {
 		return false
 	}
-	b, err := rs.client().ReadMemory(ctx, rs.num(), 0, rdebug+3*uint64(arch.PtrSize), 4, cdti.SpecAccessUseThreadState)
-	if err != nil || len(b) < 4 {
-		return false
+	rd, err := rs.image(ctx, arch).RDebug(rdebug)
+	return err == nil && rd.Changing()
+}
+
+// image is the rank's process image read directly through CDTI (not through the per-stop
+// cache: the link map changes while the rank runs).
+func (rs *rankSymbols) image(ctx context.Context, arch *symbols.Arch) procimage.Image {
+	return procimage.Image{Mem: cdtiImage{ctx: ctx, rs: rs},
+		Layout: procimage.Layout{Order: arch.ByteOrder, PtrSize: arch.PtrSize}}
+}
+
+// cdtiImage reads a rank's memory with CDTI GetMemory for procimage.
+type cdtiImage struct {
+	ctx context.Context
+	rs  *rankSymbols
+}
+
+func (m cdtiImage) ReadAt(p []byte, addr uint64) (int, error) {
+	b, err := m.rs.client().ReadMemory(m.ctx, m.rs.num(), 0, addr, len(p), cdti.SpecAccessUseThreadState)
+	n := copy(p, b)
+	if err == nil && n < len(p) {
+		err = io.ErrUnexpectedEOF
 	}
-	return arch.ByteOrder.Uint32(b) != 0
+	return n, err
 }
 
 // lmEntry identifies a link-map entry: its address, its name pointer and its load bias.
@@ -294,108 +290,52 @@ type linkedObject struct {
 }
 
 // linkMap walks r_debug.r_map from the executable's DT_DEBUG entry.
-func (rs *rankSymbols) linkMap(ctx context.Context, exe string, bias uint64) ([]linkedObject, error) {
-	f, err := elf.Open(exe)
-	if err != nil {
-		return nil, err
-	}
-	var dyn *elf.Prog
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_DYNAMIC {
-			dyn = p
-		}
-	}
-	f.Close()
-	if dyn == nil {
+func (rs *rankSymbols) linkMap(ctx context.Context, exe *symbols.Binary, bias uint64) ([]linkedObject, error) {
+	dyn, ok := exe.ProgHeader(elf.PT_DYNAMIC)
+	if !ok {
 		return nil, nil // static executable
 	}
-	ps := rs.arch.PtrSize
-	word := func(b []byte) uint64 {
-		if ps == 4 {
-			return uint64(rs.arch.ByteOrder.Uint32(b))
-		}
-		return rs.arch.ByteOrder.Uint64(b)
-	}
-	read := func(addr uint64, n int) ([]byte, error) {
-		return rs.client().ReadMemory(ctx, rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
-	}
+	im := rs.image(ctx, rs.arch)
 	rdebug := rs.rdebug // set once by the dynamic linker, never moved
 	if rdebug == 0 {
-		dynData, err := read(dyn.Vaddr+bias, int(min(dyn.Memsz, 8192)))
-		if err != nil {
+		var err error
+		if rdebug, err = im.DebugAddr(dyn.Vaddr+bias, min(dyn.Memsz, 8192)); err != nil {
 			return nil, err
-		}
-		for i := 0; i+2*ps <= len(dynData); i += 2 * ps {
-			tag := word(dynData[i:])
-			if tag == uint64(elf.DT_NULL) {
-				break
-			}
-			if tag == uint64(elf.DT_DEBUG) {
-				rdebug = word(dynData[i+ps:])
-			}
 		}
 		if rdebug == 0 {
 			return nil, errors.New("r_debug not set up yet")
 		}
 		rs.rdebug = rdebug
 	}
-	hdr, err := read(rdebug, 3*ps)
+	rd, err := im.RDebug(rdebug)
 	if err != nil {
 		return nil, err
 	}
-	lm := word(hdr[ps:])       // r_map follows the int r_version (padded to a word)
-	rs.rbrk = word(hdr[2*ps:]) // r_brk: the dynamic linker calls it around every change
+	rs.rbrk = rd.Brk // the dynamic linker calls it around every change
+	ents, err := im.LinkMap(rd.Map)
+	if err != nil {
+		return nil, err
+	}
 	var out []linkedObject
 	names := map[lmEntry]string{}
-	for i := 0; lm != 0 && i < 4096; i++ {
-		ent, err := read(lm, 5*ps) // l_addr, l_name, l_ld, l_next, l_prev
-		if err != nil {
-			return out, err
-		}
-		lAddr, lName, lNext := word(ent), word(ent[ps:]), word(ent[3*ps:])
-		key := lmEntry{node: lm, name: lName, bias: lAddr}
+	for i, e := range ents {
+		key := lmEntry{node: e.Node, name: e.Name, bias: e.Addr}
 		name, seen := rs.lmNames[key]
 		if !seen {
-			name = rs.cString(ctx, lName)
+			name, _ = im.CString(e.Name, procimage.MaxPath)
 		}
 		if name != "" {
 			names[key] = name
 		}
 		if name != "" && i > 0 {
-			out = append(out, linkedObject{path: name, bias: lAddr})
+			out = append(out, linkedObject{path: name, bias: e.Addr})
 		}
-		lm = lNext
 	}
 	rs.lmNames = nil
 	if rs.libWait {
 		rs.lmNames = names
 	}
 	return out, nil
-}
-
-// cString reads a NUL-terminated string (up to 4 KiB).
-func (rs *rankSymbols) cString(ctx context.Context, addr uint64) string {
-	if addr == 0 {
-		return ""
-	}
-	var out []byte
-	for chunk := 0; chunk < 16; chunk++ {
-		b, err := rs.client().ReadMemory(ctx, rs.num(), 0, addr+uint64(len(out)), 256, cdti.SpecAccessUseThreadState)
-		if err != nil && len(b) == 0 {
-			// The string may end near a page boundary: retry byte-wise for the rest.
-			b, _ = rs.client().ReadMemory(ctx, rs.num(), 0, addr+uint64(len(out)), 16, cdti.SpecAccessUseThreadState)
-			if len(b) == 0 {
-				break
-			}
-		}
-		for _, c := range b {
-			if c == 0 {
-				return string(out)
-			}
-			out = append(out, c)
-		}
-	}
-	return string(out)
 }
 
 // stack returns a thread's registers and frames at the current stop, unwinding once.
@@ -502,7 +442,7 @@ type regWriter struct {
 }
 
 func (w *regWriter) WriteRegister(reg int, value []byte) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(w.rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	gp, fp, err := w.rs.registers(ctx, w.lwp)
 	if err != nil {
@@ -544,16 +484,11 @@ func (t *tlsResolver) TLSAddress(regs *symbols.Regs, mod *symbols.Module, offset
 }
 
 // threadPointer returns the raw thread-pointer register from a frame's registers.
-func threadPointer(regs *symbols.Regs) (uint64, bool) {
-	if regs.Arch().Machine == elf.EM_X86_64 {
-		return regs.Get(symbols.AMD64FSBase)
-	}
-	return regs.Get(13)
-}
+func threadPointer(regs *symbols.Regs) (uint64, bool) { return regs.Get(regs.Arch().TPReg) }
 
 // threadDB opens threaddb over the rank's memory and modules (reopened when modules change).
 func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	mods, err := rs.modules(ctx, false)
 	if err != nil {
@@ -580,7 +515,7 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 type cdtiThreads struct{ rs *rankSymbols }
 
 func (c *cdtiThreads) LWPs() ([]int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(c.rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	list, err := c.rs.client().ThreadList(ctx, c.rs.num())
 	if err != nil {
@@ -594,7 +529,7 @@ func (c *cdtiThreads) LWPs() ([]int, error) {
 }
 
 func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(c.rs.rank.job.ctx, 10*time.Second)
 	defer cancel()
 	gp, fp, err := c.rs.registers(ctx, lwp)
 	if err != nil {

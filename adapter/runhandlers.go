@@ -75,7 +75,7 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 
 // continueSingleThread resumes one thread, its rank's other threads held.
 func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *Job, t *Thread) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	r := t.Rank
 	j.mu.Lock()
@@ -113,7 +113,7 @@ func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.Stepp
 	if t == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	if err := j.startSteps(ctx, t, kind, gran == "instruction", single); err != nil {
 		s.sendError(r, errRunControl, fmt.Sprintf("%s: %v", r.Command, err))

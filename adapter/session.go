@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,12 @@ type Session struct {
 	srv   *Server
 	conn  io.ReadWriteCloser
 	codec *codec
+	// ctx bounds the work done for the client's requests: it is cancelled when the client's
+	// stream ends or the session closes, so that a request in flight (a launch, a stack
+	// read from ranks that do not answer) does not outlive the client. The job's teardown does
+	// not use it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	sendMu sync.Mutex
 	seq    int
@@ -55,6 +62,7 @@ type Session struct {
 
 func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
 	s := &Session{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.inPlaceSeq.Store(-1)
 	return s
 }
@@ -79,6 +87,8 @@ func (s *Session) run() {
 // read turns the byte stream into requests; problems with the stream are answered here.
 func (s *Session) read(out chan<- dap.Message) {
 	defer close(out)
+	// The client is gone once its stream ends: what its requests started stops.
+	defer s.cancel()
 	defer s.recoverPanic("reading requests")
 	fr := newFrameReader(s.conn)
 	for {
@@ -142,6 +152,7 @@ func (s *Session) recoverPanic(what string) {
 func (s *Session) close() {
 	s.closeOnce.Do(func() {
 		close(s.done)
+		s.cancel()
 		s.mu.Lock()
 		j := s.job
 		launched := s.launchedJob

@@ -2,16 +2,13 @@ package adapter
 
 import (
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"sync"
 	"syscall"
 
 	"github.com/hpcdap/hpcdap/cdti"
-	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/symbols"
-	"golang.org/x/arch/x86/x86asm"
 )
 
 // Stepping. A step is a small program run against one thread with the rank's own run-control
@@ -70,7 +67,6 @@ type stepPlan struct {
 	hasLine bool
 	fnLo    uint64 // run-time range of the current function
 	fnHi    uint64
-	machine elf.Machine
 	proc    *symbols.Process
 }
 
@@ -301,10 +297,6 @@ func (st *stepper) prepare(ctx context.Context) error {
 		return err
 	}
 	p := &st.plan
-	rs := &st.r.sym
-	rs.mu.Lock()
-	p.machine = rs.machine
-	rs.mu.Unlock()
 	p.pc, _ = ts.regs.PC()
 	p.sp, _ = ts.regs.SP()
 	p.proc = ts.proc
@@ -562,21 +554,11 @@ func (st *stepper) decodeCall(pc uint64) (bool, uint64) {
 	if n == 0 {
 		return false, 0
 	}
-	switch st.plan.machine {
-	case elf.EM_X86_64:
-		inst, err := x86asm.Decode(code[:n], 64)
-		if err != nil {
-			return false, 0
-		}
-		return inst.Op == x86asm.CALL || inst.Op == x86asm.LCALL, pc + uint64(inst.Len)
-	case elf.EM_PPC64:
-		inst, err := ppc64.Decode(code[:n], pc, st.r.sym.Arch().ByteOrder)
-		if err != nil {
-			return false, 0
-		}
-		return inst.IsCall(), pc + uint64(inst.Len)
+	call, next, ok := st.plan.proc.Arch.DecodeCall(code[:n], pc)
+	if !ok {
+		return false, 0
 	}
-	return false, 0
+	return call, next
 }
 
 // stepInstr single-steps the thread and waits for the step to complete.
@@ -833,14 +815,7 @@ func (st *stepper) runToLineEnd(ctx context.Context) error {
 		for pc := p.fnLo; pc < p.fnHi && len(targets) < 512; {
 			var code [16]byte
 			n, _ := p.proc.Mem.ReadAt(code[:], pc)
-			length := 1
-			if p.machine == elf.EM_X86_64 {
-				if inst, err := x86asm.Decode(code[:n], 64); err == nil {
-					length = inst.Len
-				}
-			} else {
-				length = 4
-			}
+			length := p.proc.Arch.InstLen(code[:n])
 			if (pc < p.lo || pc >= p.hi) && m.Bin.IsStatementStart(pc-m.Bias) {
 				targets = append(targets, pc)
 			}

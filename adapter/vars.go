@@ -199,9 +199,9 @@ func (s *Session) registerVariables(ref *varRef, hex bool) []dap.Variable {
 	arch := fr.frame.Process().Arch
 	var out []dap.Variable
 	if fr.level == 0 {
-		for _, slot := range regSlots(arch) {
+		for _, slot := range arch.Registers {
 			if v, ok := registerValue(arch, slot, fr.ts.gp, fr.ts.fp); ok {
-				out = append(out, dap.Variable{Name: slot.name, Value: v, EvaluateName: "$" + slot.name})
+				out = append(out, dap.Variable{Name: slot.Name, Value: v, EvaluateName: "$" + slot.Name})
 			}
 		}
 		return out
@@ -301,7 +301,7 @@ func (s *Session) setRegister(req *dap.SetVariableRequest, j *Job, ref *varRef) 
 	arch := fr.frame.Process().Arch
 	set, data, err := patchByName(arch, fr.ts.gp, fr.ts.fp, req.Arguments.Name, val)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+		ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 		err = r.node.client.SetRegisterSet(ctx, uint32(r.Num), uint32(fr.thread.LWP), set, data)
 		cancel()
 	}
@@ -449,7 +449,7 @@ func (j *Job) globalScope() (*symbols.Process, *Thread, error) {
 		if !stopped || t == nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+		ctx, cancel := context.WithTimeout(j.ctx, defaultTimeout)
 		ts, err := r.sym.stack(ctx, t.LWP)
 		cancel()
 		if err != nil {

@@ -94,7 +94,7 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 	var addr uint64
 	var size int
 	var mods []*symbols.Module
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	switch {
 	case a.AsAddress:

@@ -376,6 +376,9 @@ func (a *Agent) Health() HealthResult {
 // It is safe to call more than once; later calls wait for the first.
 func (a *Agent) Shutdown(kill bool) {
 	a.shutOnce.Do(func() {
+		for _, p := range a.allProcs() {
+			p.beginEnding() // a call in progress would hold the process until its time limit
+		}
 		a.srv.Close()
 		var wg sync.WaitGroup
 		for _, p := range a.allProcs() {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 )
@@ -69,7 +70,7 @@ func TestBreakpointAtFunction(t *testing.T) {
 	if td.ToolState != cdti.ToolSuspend {
 		t.Errorf("toolState %v, want Suspend", td.ToolState)
 	}
-	if sp := binary64(tt.regs(0, 0), x86RSP); td.StackCurrent != sp || td.StackStart <= sp {
+	if sp := binary64(tt.regs(0, 0), amd64.OffRSP); td.StackCurrent != sp || td.StackStart <= sp {
 		t.Errorf("stack current %#x start %#x, want SP %#x below the start", td.StackCurrent, td.StackStart, sp)
 	}
 
@@ -255,10 +256,10 @@ func TestSetRegisterSet(t *testing.T) {
 	tt.cont(0)
 	tt.signalNotify()
 	regs := tt.regs(0, 0)
-	if got := binary64(regs, x86RDI); got != 0 {
+	if got := binary64(regs, amd64.OffRDI); got != 0 {
 		t.Fatalf("first call's argument %d, want 0", got)
 	}
-	le.PutUint64(regs[x86RDI:], 1000)
+	le.PutUint64(regs[amd64.OffRDI:], 1000)
 	if err := tt.c.SetRegisterSet(ctx(), 0, 0, cdti.RegSetGeneral, regs); err != nil {
 		t.Fatal(err)
 	}

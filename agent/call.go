@@ -143,7 +143,7 @@ func (p *proc) runCall(th *pthread, abi callABI, c *cdti.CallFunction, ret uint6
 			ack.Outcome = cdti.CallThreadExited
 			return cdti.CmdSuccess
 		case ev.Kind == target.EventStopped:
-			if time.Now().Before(deadline) {
+			if time.Now().Before(deadline) && !p.isEnding() {
 				continue // an interrupt that was not ours: run on
 			}
 			ack.Outcome, ack.PC = cdti.CallTimedOut, p.threadPC(th)
@@ -209,7 +209,7 @@ func (p *proc) runCaptured(th *pthread, step bool, deadline time.Time) (*target.
 		return nil, cdti.CmdTIDinval
 	}
 	th.stopped, th.pc = false, 0
-	err = p.pumpUntil(func() bool { return p.captured != nil }, time.Until(deadline))
+	err = p.pumpUntil(func() bool { return p.captured != nil }, time.Until(deadline), p.ending)
 	if errors.Is(err, errTimeout) {
 		if ierr := p.tp.Interrupt(th.tid); ierr == nil {
 			th.interrupting = true
@@ -227,8 +227,9 @@ func (p *proc) runCaptured(th *pthread, step bool, deadline time.Time) (*target.
 	return ev, cdti.CmdSuccess
 }
 
-// pumpUntil is pump with a limit of its own.
-func (p *proc) pumpUntil(cond func() bool, limit time.Duration) error {
+// pumpUntil is pump with a limit of its own; abandon (when not nil) closing ends it early
+// as the limit would.
+func (p *proc) pumpUntil(cond func() bool, limit time.Duration, abandon <-chan struct{}) error {
 	if limit <= 0 {
 		if cond() {
 			return nil
@@ -252,6 +253,8 @@ func (p *proc) pumpUntil(cond func() bool, limit time.Duration) error {
 			}
 			p.handleEvent(ev)
 		case <-timer.C:
+			return errTimeout
+		case <-abandon:
 			return errTimeout
 		case <-p.quit:
 			return errShutdown

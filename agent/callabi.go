@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/ppc64"
 )
@@ -56,28 +57,19 @@ func argBits(a cdti.CallArg, data uint64) uint64 {
 // used (for variadic functions); the direction flag clear. Values return in rax or xmm0.
 type sysvAMD64 struct{}
 
-// Offsets in user_fpregs_struct (the FXSAVE area).
-const (
-	x86FPTagWord = 4   // abridged x87 tag word: 0 is an empty register stack
-	x86XMM0      = 160 // xmm0–xmm15, 16 bytes each
-	x86EFlags    = 144 // in user_regs_struct
-	x86FlagDF    = 1 << 10
-	x86RedZone   = 128
-)
-
 func (sysvAMD64) setup(gp, fp []byte, c *cdti.CallFunction, ret uint64) (callSetup, bool) {
-	if len(gp) < x86Regs || len(fp) < x86XMM0+8*16 {
+	if len(gp) < amd64.UserRegsSize || len(fp) < amd64.OffXMM0+8*16 {
 		return callSetup{}, false
 	}
 	s := callSetup{gp: append([]byte(nil), gp...), fp: append([]byte(nil), fp...)}
-	sp := reg(gp, x86RSP) - x86RedZone
+	sp := amd64.Reg(gp, amd64.OffRSP) - amd64.RedZone
 	var data uint64
 	if len(c.Data) > 0 {
 		sp = (sp - uint64(len(c.Data))) &^ 15
 		data = sp
 		s.writes = append(s.writes, memWrite{data, c.Data})
 	}
-	intRegs := []int{x86RDI, x86RSI, x86RDX, x86RCX, x86R8, x86R9}
+	intRegs := amd64.IntArgOffsets
 	var stack []uint64
 	ni, nf := 0, 0
 	for _, a := range c.Args {
@@ -85,7 +77,7 @@ func (sysvAMD64) setup(gp, fp []byte, c *cdti.CallFunction, ret uint64) (callSet
 		switch a.Kind {
 		case cdti.CallFloat32, cdti.CallFloat64:
 			if nf < 8 {
-				xmm := s.fp[x86XMM0+16*nf : x86XMM0+16*nf+16]
+				xmm := s.fp[amd64.OffXMM0+16*nf : amd64.OffXMM0+16*nf+16]
 				clear(xmm)
 				if a.Kind == cdti.CallFloat32 {
 					le.PutUint32(xmm, uint32(v))
@@ -97,7 +89,7 @@ func (sysvAMD64) setup(gp, fp []byte, c *cdti.CallFunction, ret uint64) (callSet
 			}
 		default:
 			if ni < len(intRegs) {
-				setReg(s.gp, intRegs[ni], v)
+				amd64.SetReg(s.gp, intRegs[ni], v)
 				ni++
 				continue
 			}
@@ -112,23 +104,22 @@ func (sysvAMD64) setup(gp, fp []byte, c *cdti.CallFunction, ret uint64) (callSet
 	}
 	sp -= 8 // the return address, as the call instruction pushes it
 	s.writes = append(s.writes, memWrite{sp, frame})
-	setReg(s.gp, x86RSP, sp)
-	setReg(s.gp, x86RIP, c.Entry)
-	setReg(s.gp, x86RAX, uint64(nf))
-	setReg(s.gp, x86OrigAX, ^uint64(0)) // not inside a system call: no restart on resume
-	setReg(s.gp, x86EFlags, reg(gp, x86EFlags)&^x86FlagDF)
-	s.fp[x86FPTagWord] = 0
+	amd64.SetReg(s.gp, amd64.OffRSP, sp)
+	amd64.SetPC(s.gp, c.Entry) // orig_rax = -1: not inside a system call, no restart on resume
+	amd64.SetReg(s.gp, amd64.OffRAX, uint64(nf))
+	amd64.SetReg(s.gp, amd64.OffEFLAGS, amd64.Reg(gp, amd64.OffEFLAGS)&^amd64.FlagDF)
+	s.fp[amd64.OffFTW] = 0
 	return s, true
 }
 
 func (sysvAMD64) result(gp, fp []byte, k cdti.CallKind) uint64 {
 	switch k {
 	case cdti.CallFloat32:
-		return uint64(le.Uint32(fp[x86XMM0:]))
+		return uint64(le.Uint32(fp[amd64.OffXMM0:]))
 	case cdti.CallFloat64:
-		return le.Uint64(fp[x86XMM0:])
+		return le.Uint64(fp[amd64.OffXMM0:])
 	}
-	return reg(gp, x86RAX)
+	return amd64.Reg(gp, amd64.OffRAX)
 }
 
 // powerABI is the 64-bit PowerPC ELF calling convention, ELFv1 (big-endian: functions called

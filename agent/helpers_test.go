@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target/ptrace"
@@ -310,7 +311,7 @@ func (tt *testTool) regs(rank, tid uint32) []byte {
 }
 
 func (tt *testTool) pc(rank, tid uint32) uint64 {
-	return binary.LittleEndian.Uint64(tt.regs(rank, tid)[x86RIP:])
+	return binary.LittleEndian.Uint64(tt.regs(rank, tid)[amd64.OffRIP:])
 }
 
 func (tt *testTool) setBreak(rank uint32, addr uint64) {

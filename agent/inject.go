@@ -3,6 +3,7 @@ package agent
 import (
 	"syscall"
 
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/target"
 )
@@ -23,11 +24,11 @@ func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdt
 			return cdti.CmdTIDinval
 		}
 		pc := p.mach.pc(regs)
-		saved := make([]byte, len(syscallInsn))
+		saved := make([]byte, len(amd64.SyscallInsn))
 		if n, err := p.tp.ReadMemory(pc, saved); err != nil || n != len(saved) {
 			return cdti.CmdMemUnavail
 		}
-		if n, err := p.tp.WriteMemory(pc, syscallInsn); err != nil || n != len(syscallInsn) {
+		if n, err := p.tp.WriteMemory(pc, amd64.SyscallInsn); err != nil || n != len(amd64.SyscallInsn) {
 			return cdti.CmdMemUnavail
 		}
 		restore := func() {
@@ -102,7 +103,7 @@ func (p *proc) allocateMemory(th *pthread, size uint64) (uint64, cdti.CmdReturnC
 		page = 4096
 	}
 	size = (size + page - 1) &^ (page - 1)
-	r, code := p.injectSyscall(th, x86SysMmap, 0, size, protRWX, mapPrivAnn, ^uint64(0), 0)
+	r, code := p.injectSyscall(th, amd64.SysMmap, 0, size, protRWX, mapPrivAnn, ^uint64(0), 0)
 	if code != cdti.CmdSuccess {
 		return 0, code
 	}
@@ -117,7 +118,7 @@ func (p *proc) freeMemory(th *pthread, addr, size uint64) cdti.CmdReturnCode {
 	if size == 0 || addr == 0 {
 		return cdti.CmdParmErr
 	}
-	r, code := p.injectSyscall(th, x86SysMunmap, addr, size)
+	r, code := p.injectSyscall(th, amd64.SysMunmap, addr, size)
 	if code != cdti.CmdSuccess {
 		return code
 	}

@@ -29,6 +29,10 @@ type proc struct {
 	quit    chan struct{}
 	ended   chan struct{} // closed when loop returns
 	stopOne sync.Once
+	// ending is closed when the agent begins to shut down: a function call in progress ends
+	// then (its thread restored) instead of at its time limit, which may be far off.
+	ending    chan struct{}
+	endingOne sync.Once
 
 	snapMu sync.Mutex
 	snap   RankInfo
@@ -133,7 +137,7 @@ var errShutdown = errors.New("agent is shutting down")
 func newProc(a *Agent, rank uint32, pid int, tp target.Process, spawned bool) *proc {
 	p := &proc{
 		a: a, rank: rank, pid: pid, spawned: spawned, reqs: make(chan func(), 64),
-		quit: make(chan struct{}), ended: make(chan struct{}), threads: make(map[int]*pthread),
+		quit: make(chan struct{}), ended: make(chan struct{}), ending: make(chan struct{}), threads: make(map[int]*pthread),
 		bps: make(map[uint64]*breakpoint), pins: make(map[int]int), leader: pid,
 		prefs: prefs{breakMode: cdti.FastBreakDisable, watchMode: cdti.FastWatchDisable},
 	}
@@ -232,6 +236,19 @@ func (p *proc) enqueue(f func()) {
 
 // stop ends the goroutine.
 func (p *proc) stop() { p.stopOne.Do(func() { close(p.quit) }) }
+
+// beginEnding closes ending; any goroutine may call it.
+func (p *proc) beginEnding() { p.endingOne.Do(func() { close(p.ending) }) }
+
+// isEnding reports whether the agent is shutting down.
+func (p *proc) isEnding() bool {
+	select {
+	case <-p.ending:
+		return true
+	default:
+		return false
+	}
+}
 
 // publish refreshes what other goroutines read: the management plane's snapshot and the state
 // the message-level checks use.
@@ -502,7 +519,7 @@ var errTimeout = errors.New("threads did not stop in time")
 // pump handles events until cond holds, the process exits, or the agent's wait limit passes.
 // Commands use it when they need a running thread stopped.
 func (p *proc) pump(cond func() bool) error {
-	err := p.pumpUntil(cond, p.a.waitLimit)
+	err := p.pumpUntil(cond, p.a.waitLimit, nil)
 	switch {
 	case errors.Is(err, target.ErrExited):
 		return fmt.Errorf("rank %d: %w", p.rank, err)

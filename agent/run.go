@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -268,7 +269,7 @@ func (p *proc) deliverStartSignal(th *pthread, sig int) {
 func (p *proc) entryPoint() uint64 {
 	words := p.auxWords()
 	for i := 0; i+1 < len(words); i += 2 {
-		if words[i] == atEntry {
+		if words[i] == procimage.AtEntry {
 			if p.isPower() {
 				return p.powerEntry(words[i+1])
 			}
@@ -277,9 +278,6 @@ func (p *proc) entryPoint() uint64 {
 	}
 	return 0
 }
-
-// atEntry is the auxiliary vector type of the program's entry point.
-const atEntry = 9
 
 // auxWords decodes the auxiliary vector into words.
 func (p *proc) auxWords() []uint64 {

@@ -322,10 +322,12 @@ func TestLocalHydraAgentKilled(t *testing.T) {
 	killed := make(chan int, 1)
 	go func() {
 		defer close(killed)
-		// Held ranks are traced by the agent: their tracer is the one to kill.
+		// Held ranks are traced by the agent: their tracer is the one to kill, once its log
+		// says it has caught both (a rank can be seen at its exec before the agent has taken
+		// in that event).
 		for ctx.Err() == nil {
 			held := ranksRunning(t, prog, "PMI_RANK", mark)
-			if len(held) == 2 {
+			if len(held) == 2 && agentLogCount(fe, "held at its exec") == 2 {
 				tr, _ := testenv.ProcStatus(held[0], "TracerPid")
 				if pid, err := strconv.Atoi(tr); err == nil && pid > 0 {
 					syscall.Kill(pid, syscall.SIGKILL)
@@ -424,4 +426,15 @@ func TestLocalLaunchMissingProgram(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agentLogCount counts the lines of the front end's launcher-agent logs that contain what.
+func agentLogCount(fe *Frontend, what string) int {
+	logs, _ := filepath.Glob(filepath.Join(fe.opts.WorkDir, "launcher-agent-*.log"))
+	n := 0
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		n += strings.Count(string(b), what)
+	}
+	return n
 }

@@ -147,3 +147,24 @@ func MSRByteOrder(msr uint64) binary.ByteOrder {
 	}
 	return binary.BigEndian
 }
+
+// DWARF register numbers on 64-bit Power as gcc emits them in .eh_frame and .debug_info
+// (0–31 GPRs, 32–63 FPRs). The link register and CTR appear both as gcc's 65/66 and as the
+// ABI's SPR-based 108/109. DwarfPC and DwarfMSR are no DWARF registers: they are where a
+// debugger's register file keeps the next instruction address and the MSR.
+const (
+	DwarfR1     = 1  // the stack pointer
+	DwarfR2     = 2  // the TOC pointer
+	DwarfR13    = 13 // the thread pointer
+	DwarfF0     = 32
+	DwarfCR     = 64
+	DwarfLR     = 65
+	DwarfCTR    = 66
+	DwarfXER    = 76
+	DwarfLRSPR  = 108
+	DwarfCTRSPR = 109
+	DwarfPC     = 120
+	DwarfMSR    = 121
+	// DwarfCount bounds the numbers a register file holds.
+	DwarfCount = 122
+)

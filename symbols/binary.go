@@ -35,6 +35,7 @@ type Binary struct {
 	file        *elf.File // the object itself, kept open for code bytes
 	osfile      *os.File
 	loads       []elf.ProgHeader
+	progs       []elf.ProgHeader // every program header, in file order
 	syms        *symtab
 	opd         *opdTable
 	dw          *dwarf.Data
@@ -145,6 +146,7 @@ func newBinary(path string, osf *os.File, f *elf.File, dirs []string) (b *Binary
 		typeCache: map[dwarf.Offset]*Type{}}
 	b.BuildID = buildID(f)
 	for _, p := range f.Progs {
+		b.progs = append(b.progs, p.ProgHeader)
 		switch p.Type {
 		case elf.PT_LOAD:
 			b.loads = append(b.loads, p.ProgHeader)
@@ -287,6 +289,16 @@ func (b *Binary) TLSSegment() (elf.ProgHeader, bool) {
 		return elf.ProgHeader{}, false
 	}
 	return *b.tlsSeg, true
+}
+
+// ProgHeader returns the object's first program header of type t (PT_PHDR, PT_DYNAMIC, ...).
+func (b *Binary) ProgHeader(t elf.ProgType) (elf.ProgHeader, bool) {
+	for _, p := range b.progs {
+		if p.Type == t {
+			return p, true
+		}
+	}
+	return elf.ProgHeader{}, false
 }
 
 // LoadSegments returns the PT_LOAD program headers.

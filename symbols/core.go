@@ -8,6 +8,9 @@ import (
 	"os"
 	"sort"
 	"sync"
+
+	"github.com/hpcdap/hpcdap/arch"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // Core is an ELF core file opened for post-mortem debugging: its threads' registers, its
@@ -18,7 +21,7 @@ type Core struct {
 	Arch    *Arch
 	Threads []*CoreThread
 	Files   []MappedFile // NT_FILE: file-backed mappings
-	Auxv    map[uint64]uint64
+	Auxv    procimage.Auxv
 	// Process describes the dead process; pass it to Stack, Eval and friends.
 	Process *Process
 
@@ -45,11 +48,6 @@ type MappedFile struct {
 type coreSeg struct {
 	vaddr, memsz, filesz, off uint64
 }
-
-// ELF auxiliary vector keys used here.
-const (
-	atEntry = 9
-)
 
 // CoreOptions control OpenCore.
 type CoreOptions struct {
@@ -91,7 +89,7 @@ func OpenCore(path string, opts *CoreOptions) (c *Core, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("symbols: open core %s: %w", path, err)
 	}
-	c = &Core{Path: path, Arch: arch, osf: osf, Auxv: map[uint64]uint64{}, files: map[string]*os.File{}}
+	c = &Core{Path: path, Arch: arch, osf: osf, Auxv: procimage.Auxv{}, files: map[string]*os.File{}}
 	for _, p := range ef.Progs {
 		switch p.Type {
 		case elf.PT_LOAD:
@@ -150,9 +148,11 @@ func (c *Core) parseNotes(b []byte, ef *elf.File) error {
 				}
 			}
 		case n.Type == ntAUXV && n.Name == "CORE":
-			for i := 0; i+16 <= len(n.Desc); i += 16 {
-				c.Auxv[ef.ByteOrder.Uint64(n.Desc[i:])] = ef.ByteOrder.Uint64(n.Desc[i+8:])
+			a, err := procimage.ParseAuxv(n.Desc, procimage.Layout{Order: ef.ByteOrder, PtrSize: c.Arch.PtrSize})
+			if err != nil {
+				return fmt.Errorf("NT_AUXV: %w", err)
 			}
+			c.Auxv = a
 		case n.Type == 0x46494c45 && n.Name == "CORE": // NT_FILE
 			files, err := parseNTFile(n.Desc, ef.ByteOrder)
 			if err != nil {
@@ -164,11 +164,10 @@ func (c *Core) parseNotes(b []byte, ef *elf.File) error {
 	return nil
 }
 
+// isFloatReg reports whether DWARF register n lives in the machine's floating-point set.
 func isFloatReg(a *Arch, n int) bool {
-	if a.Machine == elf.EM_X86_64 {
-		return n >= AMD64XMM0 && n < AMD64ST0+8
-	}
-	return n >= PPC64F0 && n < PPC64F0+32
+	r, ok := a.Register(n)
+	return ok && r.Set == arch.Float
 }
 
 // parseNTFile decodes the NT_FILE note: count, page size, count (start, end, page offset)
@@ -295,7 +294,7 @@ func (c *Core) Close() error {
 // loadModules finds the executable and shared objects of the core and their load biases.
 func (c *Core) loadModules(opts *CoreOptions) error {
 	mods, err := ModulesFromMappings(c.Files, &MappingOptions{Executable: opts.Executable,
-		Entry: c.Auxv[atEntry], Cache: opts.Cache, SysRoot: opts.SysRoot})
+		Entry: c.Auxv.Entry(), Cache: opts.Cache, SysRoot: opts.SysRoot})
 	if err != nil {
 		return fmt.Errorf("symbols: core %s: %w", c.Path, err)
 	}

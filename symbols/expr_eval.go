@@ -1,6 +1,7 @@
 package symbols
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"math"
@@ -92,7 +93,7 @@ func (e *evaluator) builtin(name string) *Type {
 		}
 	case name == "float" || name == "double" || name == "long double" || strings.HasPrefix(name, "real"):
 		t.Kind, t.Encoding = KindFloat, ateFloat
-		if name == "long double" && e.p.Arch.Machine == amd64Arch.Machine {
+		if name == "long double" && e.p.Arch.Machine == elf.EM_X86_64 {
 			t.Size = 16
 		}
 	case name == "bool" || name == "_Bool" || strings.HasPrefix(name, "logical"):

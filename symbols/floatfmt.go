@@ -1,6 +1,7 @@
 package symbols
 
 import (
+	"debug/elf"
 	"fmt"
 	"math"
 	"math/big"
@@ -72,7 +73,7 @@ func formatFloatBytes(b []byte, a *Arch) string {
 		}
 		return cFormatG(f, decimalDigits(53))
 	case 10, 12, 16:
-		if a.Machine == amd64Arch.Machine {
+		if a.Machine == elf.EM_X86_64 {
 			se := uint16(b[8]) | uint16(b[9])<<8
 			if se&0x7fff == 0x7fff {
 				mant := uint64(0)

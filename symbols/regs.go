@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+
+	"github.com/hpcdap/hpcdap/arch"
 )
 
 // Regs is the register file of one frame, indexed by DWARF register number. Frame 0 gets its
@@ -119,55 +121,52 @@ func (r *Regs) Clone() *Regs {
 
 // RegsFromNative decodes the operating system's native register sets — x86-64
 // user_regs_struct and user_fpregs_struct, or Power pt_regs and the FPR set, as ptrace and core
-// files lay them out — into a Regs. fp may be nil.
-func RegsFromNative(arch *Arch, gp, fp []byte) (*Regs, error) {
-	r := NewRegs(arch)
-	o := arch.ByteOrder
-	switch arch.Name {
-	case "amd64":
-		// user_regs_struct field order.
-		order := []int{15, 14, 13, 12, AMD64RBP, AMD64RBX, 11, 10, 9, 8, AMD64RAX, AMD64RCX,
-			AMD64RDX, AMD64RSI, AMD64RDI, -1 /* orig_rax */, AMD64RIP, -2 /* cs */, AMD64RFLAGS,
-			AMD64RSP, -3 /* ss */, AMD64FSBase, AMD64GSBase}
-		if len(gp) < len(order)*8 {
-			return nil, fmt.Errorf("symbols: x86-64 user_regs_struct: %d bytes, want %d", len(gp), 27*8)
+// files lay them out — into a Regs, by the machine's register table. Registers the machine
+// does not name for expressions (segment selectors, mxcsr) are left out. The floating-point
+// set is read only when it holds all its registers; fp may be nil.
+func RegsFromNative(a *Arch, gp, fp []byte) (*Regs, error) {
+	if len(a.Registers) == 0 {
+		return nil, errors.New("symbols: no native register layout for " + a.Name)
+	}
+	var needGP, needFP int
+	for _, s := range a.Registers {
+		if a.RegName(s.DWARF) == "" {
+			continue
 		}
-		for i, n := range order {
-			if n >= 0 {
-				r.Set(n, o.Uint64(gp[i*8:]))
+		switch s.Set {
+		case arch.General:
+			needGP = max(needGP, s.Off+s.Size)
+		case arch.Float:
+			needFP = max(needFP, s.Off+s.Size)
+		}
+	}
+	if len(gp) < needGP {
+		return nil, fmt.Errorf("symbols: %s %s: %d bytes, want at least %d", a.Name, a.GeneralSet, len(gp), needGP)
+	}
+	r := NewRegs(a)
+	for _, s := range a.Registers {
+		if a.RegName(s.DWARF) == "" {
+			continue
+		}
+		var b []byte
+		switch s.Set {
+		case arch.General:
+			b = gp[s.Off : s.Off+s.Size]
+		case arch.Float:
+			if len(fp) < needFP {
+				continue
 			}
+			b = fp[s.Off : s.Off+s.Size]
 		}
-		if len(fp) >= 512 {
-			for i := 0; i < 8; i++ {
-				r.SetBytes(AMD64ST0+i, fp[32+16*i:32+16*i+10])
+		if s.Size == 8 {
+			v := a.ByteOrder.Uint64(b)
+			r.Set(s.DWARF, v)
+			if alias, ok := a.Alias(s.DWARF); ok {
+				r.Set(alias, v)
 			}
-			for i := 0; i < 16; i++ {
-				r.SetBytes(AMD64XMM0+i, fp[160+16*i:160+16*i+16])
-			}
+		} else {
+			r.SetBytes(s.DWARF, b)
 		}
-	case "ppc64", "ppc64le":
-		if len(gp) < 39*8 {
-			return nil, fmt.Errorf("symbols: ppc64 pt_regs: %d bytes, want at least %d", len(gp), 39*8)
-		}
-		for i := 0; i < 32; i++ {
-			r.Set(i, o.Uint64(gp[i*8:]))
-		}
-		r.Set(PPC64PC, o.Uint64(gp[32*8:]))
-		r.Set(PPC64MSR, o.Uint64(gp[33*8:]))
-		ctr, lr := o.Uint64(gp[35*8:]), o.Uint64(gp[36*8:])
-		r.Set(PPC64CTR, ctr)
-		r.Set(PPC64CTRSPR, ctr)
-		r.Set(PPC64LR, lr)
-		r.Set(PPC64LRSPR, lr)
-		r.Set(PPC64XER, o.Uint64(gp[37*8:]))
-		r.Set(PPC64CR, o.Uint64(gp[38*8:]))
-		if len(fp) >= 32*8 {
-			for i := 0; i < 32; i++ {
-				r.Set(PPC64F0+i, o.Uint64(fp[i*8:]))
-			}
-		}
-	default:
-		return nil, errors.New("symbols: no native register layout for " + arch.Name)
 	}
 	return r, nil
 }

@@ -3,6 +3,8 @@ package symbols
 import (
 	"errors"
 	"testing"
+
+	"github.com/hpcdap/hpcdap/amd64"
 )
 
 // staticTLS resolves thread-local variables of the executable as glibc lays them out on
@@ -16,7 +18,7 @@ func (s *staticTLS) TLSAddress(regs *Regs, mod *Module, offset uint64) (uint64, 
 	if !ok {
 		return 0, errors.New("module has no TLS segment")
 	}
-	tp, ok := regs.Get(AMD64FSBase)
+	tp, ok := regs.Get(amd64.DwarfFSBase)
 	if !ok {
 		return 0, errors.New("no thread pointer")
 	}

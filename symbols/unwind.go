@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/hpcdap/hpcdap/amd64"
+	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/symbols/cfi"
 	"github.com/hpcdap/hpcdap/symbols/dwop"
 )
@@ -336,13 +338,13 @@ func (p *Process) applyRow(f *Frame, row *cfi.Row) (*Regs, error) {
 	next.Set(a.SPReg, cfa)
 	// On Power the ABI's volatile registers are not recovered without an explicit rule, as
 	// gdb's ppc unwinder does (r0, r3-r12, f0-f13); other machines keep every register.
-	if a.isPPC64() {
+	if a.IsPower() {
 		next.Clear(0)
 		for i := 3; i <= 12; i++ {
 			next.Clear(i)
 		}
 		for i := 0; i <= 13; i++ {
-			next.Clear(PPC64F0 + i)
+			next.Clear(ppc64.DwarfF0 + i)
 		}
 	}
 	env.Initial = []uint64{cfa}
@@ -401,11 +403,11 @@ func (p *Process) applyRow(f *Frame, row *cfi.Row) (*Regs, error) {
 		return nil, errors.New("return address unknown")
 	}
 	_ = raKnown
-	if a.isPPC64() {
-		next.Set(PPC64PC, ra)
+	if a.IsPower() {
+		next.Set(ppc64.DwarfPC, ra)
 		// Keep both numberings of the link register coherent.
-		if lr, ok := next.Get(PPC64LR); ok {
-			next.Set(PPC64LRSPR, lr)
+		if lr, ok := next.Get(ppc64.DwarfLR); ok {
+			next.Set(ppc64.DwarfLRSPR, lr)
 		}
 	} else {
 		next.Set(a.PCReg, ra)
@@ -429,19 +431,16 @@ func (p *Process) cfiEnv(regs *Regs) *dwop.Env {
 	}
 }
 
-// amd64Sigreturn is glibc's __restore_rt: mov $15,%rax; syscall.
-var amd64Sigreturn = []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
-
 // isSigtramp recognises a signal trampoline by its code when no CFI marks it.
 func (p *Process) isSigtramp(f *Frame) bool {
 	if p.Arch.Machine != elf.EM_X86_64 {
 		return false
 	}
-	buf := make([]byte, len(amd64Sigreturn))
+	buf := make([]byte, len(amd64.RestoreRT))
 	if err := p.readCode(buf, f.PC); err != nil {
 		return false
 	}
-	return bytes.Equal(buf, amd64Sigreturn)
+	return bytes.Equal(buf, amd64.RestoreRT)
 }
 
 // readCode reads instruction bytes from memory, or from the module's file when the memory
@@ -468,11 +467,9 @@ func (p *Process) sigtrampRegs(f *Frame) (*Regs, error) {
 	if !ok {
 		return nil, errors.New("no stack pointer")
 	}
-	// struct rt_sigframe { char *pretcode (already popped); struct ucontext uc; ... }:
-	// uc_mcontext.gregs starts 40 bytes into the ucontext.
-	gregs := sp + 40
-	order := []int{8, 9, 10, 11, 12, 13, 14, 15, AMD64RDI, AMD64RSI, AMD64RBP, AMD64RBX, AMD64RDX,
-		AMD64RAX, AMD64RCX, AMD64RSP, AMD64RIP}
+	// struct rt_sigframe { char *pretcode (already popped); struct ucontext uc; ... }.
+	gregs := sp + amd64.UcontextGregs
+	order := amd64.GregsDWARF
 	buf := make([]byte, 8*len(order))
 	if err := p.ReadMemory(buf, gregs); err != nil {
 		return nil, err
@@ -508,15 +505,15 @@ func (p *Process) heuristicUnwind(f *Frame) (*Regs, error) {
 			if err != nil {
 				return nil, err
 			}
-			if v, ok := regs.Get(AMD64RBP); ok {
-				next.Set(AMD64RBP, v)
+			if v, ok := regs.Get(amd64.DwarfRBP); ok {
+				next.Set(amd64.DwarfRBP, v)
 			}
-			next.Set(AMD64RSP, sp+8)
-			next.Set(AMD64RIP, ra)
+			next.Set(amd64.DwarfRSP, sp+8)
+			next.Set(amd64.DwarfRIP, ra)
 			f.CFA = sp + 8
 			return next, nil
 		}
-		fp, ok := regs.Get(AMD64RBP)
+		fp, ok := regs.Get(amd64.DwarfRBP)
 		if !ok || fp == 0 || fp < sp {
 			return nil, errors.New("no frame pointer")
 		}
@@ -528,15 +525,15 @@ func (p *Process) heuristicUnwind(f *Frame) (*Regs, error) {
 		if err != nil {
 			return nil, err
 		}
-		next.Set(AMD64RBP, savedFP)
-		next.Set(AMD64RSP, fp+16)
-		next.Set(AMD64RIP, ra)
+		next.Set(amd64.DwarfRBP, savedFP)
+		next.Set(amd64.DwarfRSP, fp+16)
+		next.Set(amd64.DwarfRIP, ra)
 		f.CFA = fp + 16
 		return next, nil
 	case elf.EM_PPC64:
 		// The Power ABIs keep a back chain: 0(r1) points at the caller's frame, whose LR
 		// save slot (16 bytes in) holds the return address into the caller.
-		sp, ok := regs.Get(PPC64R1)
+		sp, ok := regs.Get(ppc64.DwarfR1)
 		if !ok || sp == 0 {
 			return nil, errors.New("no stack pointer")
 		}
@@ -550,17 +547,17 @@ func (p *Process) heuristicUnwind(f *Frame) (*Regs, error) {
 		if saved, err := p.readUint(callerSP+16, 8); err == nil && p.ModuleAt(saved) != nil {
 			ra = saved
 		} else if f.callee == nil && f.exact {
-			ra, _ = regs.Get(PPC64LR)
+			ra, _ = regs.Get(ppc64.DwarfLR)
 		}
 		if ra == 0 {
 			return nil, errors.New("back chain: no return address")
 		}
-		next.Set(PPC64R1, callerSP)
-		if v, ok := regs.Get(PPC64R2); ok {
-			next.Set(PPC64R2, v)
+		next.Set(ppc64.DwarfR1, callerSP)
+		if v, ok := regs.Get(ppc64.DwarfR2); ok {
+			next.Set(ppc64.DwarfR2, v)
 		}
-		next.Set(PPC64PC, ra)
-		next.Set(PPC64LR, ra)
+		next.Set(ppc64.DwarfPC, ra)
+		next.Set(ppc64.DwarfLR, ra)
 		f.CFA = callerSP
 		return next, nil
 	}

@@ -2,6 +2,7 @@ package symbols
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"math"
@@ -308,7 +309,7 @@ func floatFromBytes(b []byte, a *Arch) (float64, error) {
 	case 8:
 		return math.Float64frombits(uintFrom(b, a)), nil
 	case 10, 12, 16:
-		if a.Machine == amd64Arch.Machine {
+		if a.Machine == elf.EM_X86_64 {
 			f, _ := x87ToBig(b).Float64()
 			return f, nil
 		}
@@ -385,7 +386,7 @@ func (p *Process) valueAt(mod *Module, f *Frame, t *Type, loc dwop.Location) *Va
 			if f != nil {
 				if rb, has := f.regs.Bytes(int(pc.Reg)); has {
 					src, ok = dwop.LowBytes(rb, int(nb), p.Arch.ByteOrder), true
-					if p.Arch.Machine == amd64Arch.Machine {
+					if p.Arch.Machine == elf.EM_X86_64 {
 						src = rb[:min(int(nb), len(rb))]
 					}
 				}
@@ -430,7 +431,7 @@ func (p *Process) regValue(mod *Module, f *Frame, t *Type, reg int) *Value {
 		// Larger than the register (e.g. a 16-byte long double in an x87 register slot).
 		b = make([]byte, n)
 		copy(b, rb)
-	case p.Arch.Machine == amd64Arch.Machine:
+	case p.Arch.Machine == elf.EM_X86_64:
 		b = append([]byte(nil), rb[:n]...)
 	default:
 		b = append([]byte(nil), dwop.LowBytes(rb, n, p.Arch.ByteOrder)...)

@@ -38,3 +38,29 @@ func ProcEnv(pid int, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// ProcMapStarts reads /proc/PID/maps and returns, for each mapped file, the start of its first
+// mapping of file offset 0: where the kernel put the file's first page, which is the load bias
+// of a PIE executable or shared object (both linked at address 0).
+func ProcMapStarts(pid int) (map[string]uint64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		return nil, err
+	}
+	starts := map[string]uint64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || f[2] != "00000000" {
+			continue
+		}
+		lo, _, _ := strings.Cut(f[0], "-")
+		start, err := strconv.ParseUint(lo, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%d/maps: line %q: %v", pid, line, err)
+		}
+		if _, ok := starts[f[5]]; !ok {
+			starts[f[5]] = start
+		}
+	}
+	return starts, nil
+}

@@ -6,9 +6,9 @@
 //
 // The steps, each usable on its own:
 //
-//   - Objects walks the dynamic linker's list of loaded objects (auxv → program headers →
-//     PT_DYNAMIC → DT_DEBUG → r_debug → link_map) through a Memory, giving every ELF file the
-//     launcher has mapped and its load bias.
+//   - Objects walks the dynamic linker's list of loaded objects with package procimage (auxv →
+//     program headers → PT_DYNAMIC → DT_DEBUG → r_debug → link_map) through a Memory, giving
+//     every ELF file the launcher has mapped and its load bias.
 //   - LookupFile and Resolve find the MPIR symbols in those files: .dynsym first (Open MPI
 //     exports them from libopen-rte, srun from its executable), then .symtab, then a separate
 //     debug file under /usr/lib/debug/.build-id, then a table of offsets known for stripped

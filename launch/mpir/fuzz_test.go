@@ -2,11 +2,14 @@ package mpir
 
 import (
 	"context"
+	"debug/elf"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"strconv"
 	"testing"
+
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // blobMem is memory holding one blob at base; everything else is unmapped.
@@ -30,6 +33,9 @@ func (m blobMem) ReadMemory(_ context.Context, addr uint64, n int) ([]byte, erro
 
 const blobBase = 0x400000
 
+// lp64 is the layout of the launchers these tests read: 64-bit little-endian.
+var lp64 = procimage.Layout{Order: binary.LittleEndian, PtrSize: 8}
+
 // imageOf lays out, in one blob at blobBase, what Objects reads: program headers (PT_PHDR and
 // PT_DYNAMIC), a dynamic section with DT_DEBUG, r_debug, and one link_map per object.
 func imageOf(names []string, biases []uint64) []byte {
@@ -48,12 +54,12 @@ func imageOf(names []string, biases []uint64) []byte {
 		le.PutUint32(b[off:], v)
 	}
 	// Two program headers at 0x40: PT_PHDR (vaddr 0x40) and PT_DYNAMIC (vaddr 0x200).
-	put32(0x40, ptPhdr)
+	put32(0x40, uint32(elf.PT_PHDR))
 	put64(0x40+16, 0x40)
-	put32(0x40+56, ptDynamic)
+	put32(0x40+56, uint32(elf.PT_DYNAMIC))
 	put64(0x40+56+16, 0x200)
 	put64(0x40+56+40, 32)
-	put64(0x200, dtDebug)
+	put64(0x200, uint64(elf.DT_DEBUG))
 	put64(0x208, blobBase+0x300) // r_debug
 	put64(0x308, blobBase+0x400) // r_map
 	at := 0x400
@@ -77,7 +83,9 @@ func imageOf(names []string, biases []uint64) []byte {
 }
 
 // fuzzAux is the auxv that points Objects at an image's program headers.
-func fuzzAux() Auxv { return Auxv{atPhdr: blobBase + 0x40, atPhnum: 2, atPhent: 56} }
+func fuzzAux() Auxv {
+	return Auxv{procimage.AtPhdr: blobBase + 0x40, procimage.AtPhnum: 2, procimage.AtPhent: 56}
+}
 
 // realObjectNames lists the objects of a real process (this test's shell child is not
 // needed: /proc/self/maps of the test binary gives real library names and addresses).
@@ -122,7 +130,7 @@ func splitLines(s string) []string {
 // The image builder round-trips through Objects (a sanity check of the fuzz seed).
 func TestObjectsImage(t *testing.T) {
 	names, biases := realObjectNames()
-	objs, err := Objects(context.Background(), blobMem{blobBase, imageOf(names, biases)}, binary.LittleEndian,
+	objs, err := Objects(context.Background(), blobMem{blobBase, imageOf(names, biases)}, lp64,
 		fuzzAux(), "/the/exe")
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +146,7 @@ func TestObjectsImage(t *testing.T) {
 	// A loop in the list is an error, not a hang.
 	img := imageOf([]string{"", "/a"}, []uint64{0, 0x1000})
 	binary.LittleEndian.PutUint64(img[0x400+40+24:], blobBase+0x400)
-	if _, err := Objects(context.Background(), blobMem{blobBase, img}, binary.LittleEndian, fuzzAux(), ""); err == nil {
+	if _, err := Objects(context.Background(), blobMem{blobBase, img}, lp64, fuzzAux(), ""); err == nil {
 		t.Error("a looping link_map list gave no error")
 	}
 }
@@ -151,8 +159,8 @@ func FuzzObjects(f *testing.F) {
 	f.Add(imageOf([]string{"", "/usr/lib/x86_64-linux-gnu/libopen-rte.so.40"}, []uint64{0, 0x7f0000000000}), uint8(2))
 	f.Add([]byte{}, uint8(0))
 	f.Fuzz(func(t *testing.T, img []byte, phnum uint8) {
-		aux := Auxv{atPhdr: blobBase + 0x40, atPhnum: uint64(phnum), atPhent: 56}
-		objs, err := Objects(context.Background(), blobMem{blobBase, img}, binary.LittleEndian, aux, "exe")
+		aux := Auxv{procimage.AtPhdr: blobBase + 0x40, procimage.AtPhnum: uint64(phnum), procimage.AtPhent: 56}
+		objs, err := Objects(context.Background(), blobMem{blobBase, img}, lp64, aux, "exe")
 		if err == nil && len(objs) == 0 {
 			t.Fatal("no error and no objects")
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // Built once per test binary, on first use (fuzz workers, which run TestMain too, need none).
@@ -95,7 +96,7 @@ func procAuxv(t testing.TB, pid int) Auxv {
 	for i := range words {
 		words[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
-	return ParseAuxv(words)
+	return procimage.AuxvFromWords(words)
 }
 
 // libPath finds the file a program loads for a library name, with ldd as the oracle.

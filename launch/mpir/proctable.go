@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // MPIR_debug_state values.
@@ -78,6 +80,7 @@ func ReadTable(ctx context.Context, mem Memory, order binary.ByteOrder, tableAdd
 	if err != nil {
 		return nil, fmt.Errorf("mpir: %w", err)
 	}
+	im := image(ctx, mem, procimage.Layout{Order: order, PtrSize: 8})
 	strs := map[uint64]string{}
 	str := func(p uint64, what string, rank int) (string, error) {
 		if p == 0 {
@@ -86,7 +89,7 @@ func ReadTable(ctx context.Context, mem Memory, order binary.ByteOrder, tableAdd
 		if s, ok := strs[p]; ok {
 			return s, nil
 		}
-		s, err := ReadString(ctx, mem, p, maxPath)
+		s, err := im.CString(p, maxPath)
 		if err != nil {
 			return "", fmt.Errorf("mpir: proctable rank %d: %s at %#x: %w", rank, what, p, err)
 		}

@@ -153,7 +153,7 @@ read:
 	ctx := context.Background()
 	mem := openProcMem(t, pid)
 	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
-	objs, err := Objects(ctx, mem, binary.LittleEndian, procAuxv(t, pid), exe)
+	objs, err := Objects(ctx, mem, lp64, procAuxv(t, pid), exe)
 	if err != nil {
 		t.Fatalf("Objects: %v", err)
 	}
@@ -194,22 +194,9 @@ read:
 // and shared objects, whose first PT_LOAD is at address 0).
 func checkObjectsAgainstMaps(t *testing.T, pid int, objs []Object) {
 	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	starts, err := testenv.ProcMapStarts(pid)
 	if err != nil {
 		t.Fatal(err)
-	}
-	starts := map[string]uint64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 || f[2] != "00000000" {
-			continue
-		}
-		lo, _, _ := strings.Cut(f[0], "-")
-		start, _ := strconv.ParseUint(lo, 16, 64)
-		path := f[5]
-		if _, ok := starts[path]; !ok {
-			starts[path] = start
-		}
 	}
 	files := 0
 	for _, o := range objs {

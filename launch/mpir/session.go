@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // Conn is the part of a CDTI client (*cdti.Client) that drives the launcher's agent.
@@ -50,6 +51,7 @@ type Session struct {
 	c       Conn
 	rank    uint32
 	order   binary.ByteOrder
+	ptrSize int // bytes in a launcher pointer (8 unless the agent says otherwise)
 	machine elf.Machine
 	exe     string
 	syms    *Symbols
@@ -118,9 +120,12 @@ func take(ctx context.Context, c Conn, opts Options, mode cdti.DynamicNotifyMode
 	if _, err := s.waitSignal(ctx, func(n *cdti.NotifySignal) bool { return n.Signal == uint32(syscall.SIGSTOP) }); err != nil {
 		return nil, fmt.Errorf("mpir: wait for the launcher to stop: %w", err)
 	}
-	s.order, s.machine = binary.ByteOrder(binary.LittleEndian), elf.EM_X86_64
+	s.order, s.machine, s.ptrSize = binary.ByteOrder(binary.LittleEndian), elf.EM_X86_64, 8
 	if info, err := c.TargetInfo(ctx, s.rank); err == nil {
 		s.machine = info.Machine
+		if info.PtrSize == 4 {
+			s.ptrSize = 4
+		}
 		if info.ByteOrder == elf.ELFDATA2MSB {
 			s.order = binary.BigEndian
 		}
@@ -146,7 +151,7 @@ func (s *Session) resolve(ctx context.Context) error {
 	if !ok {
 		return fmt.Errorf("mpir: launcher auxv: answered with %T", rs[0].Ack)
 	}
-	objs, err := Objects(ctx, s.mem, s.order, ParseAuxv(a.Words), s.exe)
+	objs, err := Objects(ctx, s.mem, s.layout(), procimage.AuxvFromWords(a.Words), s.exe)
 	if err != nil {
 		return err
 	}
@@ -481,15 +486,20 @@ func (s *Session) writeInt(ctx context.Context, addr uint64, v int32) error {
 	return s.c.WriteMemory(ctx, s.rank, 0, addr, b, cdti.SpecAccessUseThreadState, cdti.SharedMemoryNotAllow)
 }
 
-// readStringPtr reads the string a char* variable points to.
+// layout is how the launcher stores words.
+func (s *Session) layout() procimage.Layout {
+	if s.ptrSize == 0 {
+		return procimage.Layout{Order: s.order, PtrSize: 8}
+	}
+	return procimage.Layout{Order: s.order, PtrSize: s.ptrSize}
+}
+
+// readStringPtr reads the string a char* variable points to ("" for a null pointer).
 func (s *Session) readStringPtr(ctx context.Context, addr uint64) (string, error) {
-	b, err := s.mem.ReadMemory(ctx, addr, 8)
+	im := image(ctx, s.mem, s.layout())
+	p, err := im.Word(addr)
 	if err != nil {
 		return "", err
 	}
-	p := s.order.Uint64(b)
-	if p == 0 {
-		return "", nil
-	}
-	return ReadString(ctx, s.mem, p, maxPath)
+	return im.CString(p, maxPath)
 }

@@ -7,25 +7,27 @@ import (
 	"encoding/binary"
 	"unsafe"
 
+	"github.com/hpcdap/hpcdap/amd64"
+	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/target"
 	"golang.org/x/sys/unix"
 )
 
-// x86_64 register sets, exchanged as the kernel's structures (<sys/user.h>):
-// RegsGeneral is struct user_regs_struct (27 64-bit words: r15 r14 r13 r12 rbp rbx r11 r10 r9
-// r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss fs_base gs_base ds es fs gs) and
-// RegsFloat is struct user_fpregs_struct (the 512-byte FXSAVE area).
+// x86_64 register sets are exchanged as the kernel's structures, laid out in package amd64:
+// RegsGeneral is struct user_regs_struct and RegsFloat is struct user_fpregs_struct (the
+// 512-byte FXSAVE area).
 const (
-	gregsSize  = 27 * 8
-	fpregsSize = 512
-	offOrigAX  = 15 * 8
-	offPC      = 16 * 8
+	gregsSize  = amd64.UserRegsSize
+	fpregsSize = amd64.FPRegsSize
 )
 
 const archMachine = elf.EM_X86_64
 
 // archFacts: int3 is one byte and leaves the PC after itself; DR0-DR3 are four watchpoints.
-var archFacts = target.Arch{BreakInstr: []byte{0xCC}, PCAfterBreak: 1, WatchSlots: 4}
+var archFacts = func() target.Arch {
+	a, _ := arch.For(archMachine, binary.LittleEndian)
+	return target.Arch{BreakInstr: a.Trap(), PCAfterBreak: a.PCAfterTrap, WatchSlots: amd64.WatchSlots}
+}()
 
 func regSetSize(set target.RegSet) (int, bool) {
 	switch set {
@@ -54,11 +56,7 @@ func setRegs(tid int, set target.RegSet, b []byte) error {
 	return ptracePtr(req, tid, 0, unsafe.Pointer(&b[0]))
 }
 
-func regsPC(b []byte) uint64 { return binary.LittleEndian.Uint64(b[offPC:]) }
+func regsPC(b []byte) uint64 { return amd64.Reg(b, amd64.OffRIP) }
 
-// setRegsPC sets rip and, as gdb does, orig_rax = -1: the kernel then does not restart an
-// interrupted system call, which would move rip back by the size of the syscall instruction.
-func setRegsPC(b []byte, pc uint64) {
-	binary.LittleEndian.PutUint64(b[offPC:], pc)
-	binary.LittleEndian.PutUint64(b[offOrigAX:], ^uint64(0))
-}
+// setRegsPC sets rip and, as gdb does, orig_rax = -1 (amd64.SetPC).
+func setRegsPC(b []byte, pc uint64) { amd64.SetPC(b, pc) }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
@@ -35,7 +36,7 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int{"gregs": gregsSize, "fpregs": fpregsSize, "orig_rax": offOrigAX, "rip": offPC, "u_debugreg": offDebugReg}
+	want := map[string]int{"gregs": gregsSize, "fpregs": fpregsSize, "orig_rax": amd64.OffOrigRAX, "rip": amd64.OffRIP, "u_debugreg": offDebugReg}
 	got := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)

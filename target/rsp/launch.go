@@ -16,7 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/ppc64"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -437,16 +439,19 @@ func (p *Process) describe() {
 			exe = dir + "/" + exe
 		}
 	}
+	a, _ := arch.For(elf.EM_PPC64, p.order) // every byte order of EM_PPC64 is described
 	p.info = target.Info{
-		Machine:   elf.EM_PPC64,
-		ByteOrder: p.order,
-		PtrSize:   8,
+		Machine:   a.Machine,
+		ByteOrder: a.ByteOrder,
+		PtrSize:   a.PtrSize,
 		Pid:       pid,
 		Exe:       exe,
 		PageSize:  p.pageSize(),
 		Arch: target.Arch{
+			// The agent gives emulated Power targets the CNK's semantics, so it plants the
+			// CNK's trap word rather than the Linux one.
 			BreakInstr:   ppc64.PutWord(p.order, ppc64.TrapWordCNK),
-			PCAfterBreak: 0,
+			PCAfterBreak: a.PCAfterTrap,
 			WatchSlots:   p.caps.Watchpoints,
 		},
 	}
@@ -461,13 +466,11 @@ func (p *Process) pageSize() int {
 	if err != nil {
 		return 4096
 	}
-	const atPagesz = 6
-	for i := 0; i+16 <= len(auxv); i += 16 {
-		if p.order.Uint64(auxv[i:]) == atPagesz {
-			return int(p.order.Uint64(auxv[i+8:]))
-		}
+	a, err := procimage.ParseAuxv(auxv, procimage.Layout{Order: p.order, PtrSize: 8})
+	if err != nil || a[procimage.AtPagesz] == 0 {
+		return 4096
 	}
-	return 4096
+	return int(a[procimage.AtPagesz])
 }
 
 // builtinPowerpc64 is QEMU's ppc64 core register layout, for a stub that sends no target

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/target"
@@ -234,6 +235,21 @@ func TestRegistersAndStepsMatchGDB(t *testing.T) {
 			for name, w := range want {
 				if got[name] != w {
 					t.Errorf("%s = %#x, gdb-multiarch %#x", name, got[name], w)
+				}
+			}
+			// The machine's register table reads the same values from the native sets.
+			desc, err := arch.For(elf.EM_PPC64, a.order)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range desc.Registers {
+				src := gen
+				if r.Set == arch.Float {
+					src = fl
+				}
+				w, ok := want[r.Name]
+				if v := a.order.Uint64(src[r.Off : r.Off+r.Size]); !ok || v != w {
+					t.Errorf("register table: %s = %#x, gdb-multiarch %#x (shown: %v)", r.Name, v, w, ok)
 				}
 			}
 			if pc, err := p.PC(tid); err != nil || pc != addr {

@@ -17,7 +17,7 @@ import (
 // An srun job whose agent exits on one node (node2's agent binary says why and exits with
 // code 3 before it registers) fails the agents' phase as soon as that agent has ended, not at
 // the phase's time limit: the error names node2, its ranks, srun's report of the exit and
-// what the agent wrote, and the other nodes' agents registered.
+// what the agent wrote, and no other node's agent is blamed.
 func TestSlurmAgentExitsOnOneNode(t *testing.T) {
 	real := hpcdap(t)
 	p := buildC(t, "ranks", "mpicc.openmpi", "libopenmpi-dev")
@@ -69,8 +69,17 @@ func TestSlurmAgentExitsOnOneNode(t *testing.T) {
 	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "time limit") || strings.Contains(msg, "deadline") {
 		t.Errorf("the agents' phase waited for its time limit: %v", err)
 	}
-	if strings.Join(registered, " ") != "node1 node3 node4" {
-		t.Errorf("agents registered on %v, want node1 node3 node4", registered)
+	// The other agents may or may not have registered by the time node2's end fails the
+	// phase (it does not wait for them); none of them is blamed, and node2 never registered.
+	for _, h := range registered {
+		if h == "node2" {
+			t.Errorf("agents registered on %v: node2's agent exited before registering", registered)
+		}
+	}
+	_, ended, found := strings.Cut(msg, "agents ended before registering: ")
+	ended, _, _ = strings.Cut(ended, "); missing:")
+	if !found || strings.Contains(ended, "node1") || strings.Contains(ended, "node3") || strings.Contains(ended, "node4") {
+		t.Errorf("the error does not blame node2's agent alone for ending: %v", err)
 	}
 }
 

@@ -1,0 +1,269 @@
+//go:build linux && amd64
+
+package amd64
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	buildErr  error
+	binDir    string
+)
+
+// program returns the path of testdata/name.c built by gcc with flags (built once per run).
+func program(t *testing.T, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "amd64-test")
+		for _, p := range []struct {
+			name  string
+			flags []string
+		}{{"layout", nil}, {"calls", []string{"-O2"}}, {"fault", []string{"-O0", "-g"}}} {
+			args := append(append([]string{}, p.flags...), "-o", filepath.Join(binDir, p.name),
+				filepath.Join("testdata", p.name+".c"))
+			if buildErr == nil {
+				buildErr = testenv.Build("gcc", "gcc", args...)
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// TestLayoutMatchesHeaders checks every offset and size the package states against the C
+// library headers, compiled by gcc: user_regs_struct, user_fpregs_struct, and the system-call
+// numbers.
+func TestLayoutMatchesHeaders(t *testing.T) {
+	out, err := exec.Command(program(t, "layout")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		n, err := strconv.Atoi(f[1])
+		if len(f) != 2 || err != nil {
+			t.Fatalf("layout program printed %q", line)
+		}
+		got[f[0]] = n
+	}
+	want := map[string]int{
+		"r15": OffR15, "r14": OffR14, "r13": OffR13, "r12": OffR12, "rbp": OffRBP, "rbx": OffRBX,
+		"r11": OffR11, "r10": OffR10, "r9": OffR9, "r8": OffR8, "rax": OffRAX, "rcx": OffRCX,
+		"rdx": OffRDX, "rsi": OffRSI, "rdi": OffRDI, "orig_rax": OffOrigRAX, "rip": OffRIP,
+		"cs": OffCS, "eflags": OffEFLAGS, "rsp": OffRSP, "ss": OffSS, "fs_base": OffFSBase,
+		"gs_base": OffGSBase, "ds": OffDS, "es": OffES, "fs": OffFS, "gs": OffGS,
+		"user_regs_struct": UserRegsSize, "ftw": OffFTW, "mxcsr": OffMXCSR, "st_space": OffST0, "xmm_space": OffXMM0,
+		"st_slot": STSlot, "xmm_slot": XMMSize, "user_fpregs_struct": FPRegsSize,
+		"SYS_mmap": SysMmap, "SYS_munmap": SysMunmap, "SYS_futex": SysFutex,
+	}
+	want["SYS_rt_sigreturn"] = SysRtSigreturn
+	want["uc_mcontext.gregs"] = UcontextGregs
+	// The signal frame's register words by DWARF number: REG_<name> is the word of the
+	// register the psABI numbers dwarf.
+	for name, dwarf := range map[string]int{"R8": DwarfR8, "R9": DwarfR8 + 1, "R10": DwarfR8 + 2,
+		"R11": DwarfR8 + 3, "R12": DwarfR8 + 4, "R13": DwarfR8 + 5, "R14": DwarfR8 + 6, "R15": DwarfR8 + 7,
+		"RDI": DwarfRDI, "RSI": DwarfRSI, "RBP": DwarfRBP, "RBX": DwarfRBX, "RDX": DwarfRDX,
+		"RAX": DwarfRAX, "RCX": DwarfRCX, "RSP": DwarfRSP, "RIP": DwarfRIP} {
+		i := slices.Index(GregsDWARF[:], dwarf)
+		if i < 0 {
+			t.Errorf("GregsDWARF has no word for %s", name)
+		}
+		want["REG_"+name] = i
+	}
+	if len(got) != len(want)+1 {
+		t.Errorf("layout program printed %d values, the test checks %d", len(got), len(want)+1)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s: package says %d, headers say %d (printed: %v)", k, v, g, ok)
+		}
+	}
+	if !IsRestartCode(-int64(got["EINTR"])) {
+		t.Errorf("-EINTR (%d) is not a restart code", -got["EINTR"])
+	}
+}
+
+// objdumpLine is one instruction of `objdump -d -w`: address, bytes, mnemonic and operands.
+var objdumpLine = regexp.MustCompile(`^\s*([0-9a-f]+):\t((?:[0-9a-f]{2} )+)\s*\t(\S+)\s*(.*)$`)
+
+// TestDecodeMatchesObjdump decodes every instruction of a gcc-built program's .text and
+// compares length and call-ness with GNU objdump's reading of the same bytes.
+func TestDecodeMatchesObjdump(t *testing.T) {
+	objdump := testenv.NeedTool(t, "objdump", "binutils")
+	exe := program(t, "calls")
+	out, err := exec.Command(objdump, "-d", "-w", "-j", ".text", exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	insts, calls, viaReg, viaMem := 0, 0, 0, 0
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		m := objdumpLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		code, err := hex.DecodeString(strings.ReplaceAll(strings.TrimSpace(m[2]), " ", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mnemonic := m[3]
+		if mnemonic == "(bad)" {
+			continue
+		}
+		insts++
+		isCall := strings.HasPrefix(mnemonic, "call")
+		call, n, err := DecodeCall(code)
+		if err != nil {
+			t.Errorf("%s: %x (%s): %v", m[1], code, mnemonic, err)
+			continue
+		}
+		if n != len(code) || call != isCall {
+			t.Errorf("%s: %x (%s %s): decoded length %d call %v, objdump length %d call %v",
+				m[1], code, mnemonic, m[4], n, call, len(code), isCall)
+		}
+		if isCall {
+			calls++
+			switch {
+			case strings.HasPrefix(m[4], "*%"):
+				viaReg++
+			case strings.HasPrefix(m[4], "*"):
+				viaMem++
+			}
+		}
+		pc, _ := strconv.ParseUint(m[1], 16, 64)
+		text, tn, err := Disassemble(code, pc, nil)
+		if err != nil || tn != len(code) {
+			t.Errorf("%s: disassemble %x: %q, %d bytes, %v", m[1], code, text, tn, err)
+		}
+	}
+	if insts < 50 || calls < 4 || viaReg+viaMem == 0 {
+		t.Fatalf("objdump listed %d instructions, %d calls (%d through a register, %d through memory): the program does not exercise the decoder", insts, calls, viaReg, viaMem)
+	}
+}
+
+// gdbFault runs the fault program under gdb and returns the registers, the 16 bytes at the
+// pc and the faulting address as the kernel reported them in siginfo.
+func gdbFault(t *testing.T, kind string) (map[string]uint64, []byte, uint64) {
+	t.Helper()
+	gdb := testenv.NeedTool(t, "gdb", "gdb")
+	cmd := exec.Command(gdb, "-batch", "-nx", "-ex", "set startup-with-shell off", "-ex", "run",
+		"-ex", "info registers", "-ex", "p/x $fs_base", "-ex", "p/x $gs_base", "-ex", "x/16xb $pc",
+		"-ex", "p/x $_siginfo._sifields._sigfault.si_addr", "--args", program(t, "fault"), kind)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	regs := map[string]uint64{}
+	var code []byte
+	var prints []uint64
+	reg := regexp.MustCompile(`^([a-z0-9_]+)\s+0x([0-9a-f]+)\s`)
+	val := regexp.MustCompile(`^\$\d+ = 0x([0-9a-f]+)$`)
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := reg.FindStringSubmatch(line); m != nil {
+			regs[m[1]], _ = strconv.ParseUint(m[2], 16, 64)
+		}
+		if m := val.FindStringSubmatch(line); m != nil {
+			v, _ := strconv.ParseUint(m[1], 16, 64)
+			prints = append(prints, v)
+		}
+		if _, bytes, ok := strings.Cut(line, ":\t0x"); ok && strings.HasPrefix(line, "0x") {
+			for _, b := range strings.Split("0x"+bytes, "\t") {
+				v, err := strconv.ParseUint(strings.TrimSpace(b), 0, 8)
+				if err == nil {
+					code = append(code, byte(v))
+				}
+			}
+		}
+	}
+	if len(prints) != 3 || len(code) != 16 || regs["rip"] == 0 {
+		t.Fatalf("gdb output not understood (%d values, %d code bytes):\n%s", len(prints), len(code), out)
+	}
+	regs["fs_base"], regs["gs_base"] = prints[0], prints[1]
+	return regs, code, prints[2]
+}
+
+// TestAccessAddressMatchesKernel lets a program fault on memory operands of each addressing
+// kind and checks that AccessAddress, given the registers in user_regs_struct form, finds the
+// address the kernel reported.
+func TestAccessAddressMatchesKernel(t *testing.T) {
+	offs := map[string]int{"rax": OffRAX, "rbx": OffRBX, "rcx": OffRCX, "rdx": OffRDX,
+		"rsi": OffRSI, "rdi": OffRDI, "rbp": OffRBP, "rsp": OffRSP, "r8": OffR8, "r9": OffR9,
+		"r10": OffR10, "r11": OffR11, "r12": OffR12, "r13": OffR13, "r14": OffR14, "r15": OffR15,
+		"rip": OffRIP, "eflags": OffEFLAGS, "fs_base": OffFSBase, "gs_base": OffGSBase}
+	for _, kind := range []string{"sib", "neg", "fs", "rip", "moffs"} {
+		t.Run(kind, func(t *testing.T) {
+			regs, code, addr := gdbFault(t, kind)
+			gp := make([]byte, UserRegsSize)
+			for name, off := range offs {
+				v, ok := regs[name]
+				if !ok {
+					t.Fatalf("gdb did not show %s", name)
+				}
+				binary.LittleEndian.PutUint64(gp[off:], v)
+			}
+			got, ok := AccessAddress(code, regs["rip"], gp)
+			if !ok || got != addr {
+				t.Errorf("AccessAddress = %#x, %v; the kernel reported %#x", got, ok, addr)
+			}
+			if _, ok := AccessAddress(code, regs["rip"], gp[:UserRegsSize-8]); ok {
+				t.Error("AccessAddress accepted a short register set")
+			}
+		})
+	}
+}
+
+// TestRestoreRTMatchesLibc stops a program in a signal handler under gdb and reads the code
+// the handler returns to: the C library's restorer, which must be RestoreRT.
+func TestRestoreRTMatchesLibc(t *testing.T) {
+	gdb := testenv.NeedTool(t, "gdb", "gdb")
+	out, err := exec.Command(gdb, "-batch", "-nx", "-ex", "set startup-with-shell off",
+		"-ex", "handle SIGUSR1 nostop noprint pass", "-ex", "break on_signal", "-ex", "run",
+		"-ex", "frame 1", "-ex", fmt.Sprintf("x/%dxb $pc", len(RestoreRT)),
+		"--args", program(t, "fault"), "signal").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gdb: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "<signal handler called>") {
+		t.Fatalf("gdb did not show a signal frame:\n%s", out)
+	}
+	var code []byte
+	for _, line := range strings.Split(string(out), "\n") {
+		if _, bytes, ok := strings.Cut(line, ":\t0x"); ok && strings.HasPrefix(line, "0x") {
+			for _, b := range strings.Split("0x"+bytes, "\t") {
+				if v, err := strconv.ParseUint(strings.TrimSpace(b), 0, 8); err == nil {
+					code = append(code, byte(v))
+				}
+			}
+		}
+	}
+	if !slices.Equal(code, RestoreRT) {
+		t.Errorf("the restorer is % x, RestoreRT % x:\n%s", code, RestoreRT, out)
+	}
+}
