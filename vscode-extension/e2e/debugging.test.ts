@@ -199,8 +199,19 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
 
         // Hover: the global counter, in ring.c where the compute node opened it, shows its value
         // whichever frame is focused.
-        const counterToken = page.locator('.monaco-editor .view-lines .view-line span span', { hasText: /^counter$/ }).first();
-        await counterToken.hover();
+        // Tokens of one colour share a span ("counter = sum;"): the pointer goes to the
+        // middle of the name's own characters in it.
+        const counterSpan = page.locator('.monaco-editor .view-lines .view-line span:not(:has(span))', { hasText: /\bcounter\b/ }).first();
+        const at = await counterSpan.evaluate((el) => {
+          const text = el.firstChild!;
+          const i = text.textContent!.indexOf('counter');
+          const range = el.ownerDocument.createRange();
+          range.setStart(text, i);
+          range.setEnd(text, i + 'counter'.length);
+          const b = range.getBoundingClientRect();
+          return { x: b.x + b.width / 2, y: b.y + b.height / 2 };
+        });
+        await page.mouse.move(at.x, at.y);
         await page.locator('.debug-hover-widget', { hasText: /\d/ }).first().waitFor();
         await wb.screenshot('hover');
         await wb.unhover();
