@@ -157,3 +157,30 @@ func BenchmarkMemoryPerRank(b *testing.B) {
 		b.ReportMetric(float64(int64(h64)-int64(h1))/63/1024, "KiB/rank")
 	}
 }
+
+// BenchmarkSetBreakpoints sets and clears a function breakpoint in every rank of a job
+// stopped on one node: one round of planting and one of removal per iteration.
+func BenchmarkSetBreakpoints(b *testing.B) {
+	p := compileC(b, "stacks")
+	for _, np := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("np=%d", np), func(b *testing.B) {
+			d := newDAP(b, viaPipe)
+			defer d.close()
+			d.launch(map[string]any{"program": p.bin, "np": np})
+			d.setBreakpoints(p.src, p.line(b, "leaf-write"))
+			d.call("configurationDone", nil, nil)
+			d.stopped()
+			set := map[string]any{"breakpoints": []map[string]any{{"name": "middle"}}}
+			clear := map[string]any{"breakpoints": []any{}}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var fb SetBreakpointsResponseBodyExt
+				d.call("setFunctionBreakpoints", set, &fb)
+				if len(fb.Breakpoints) != 1 || !fb.Breakpoints[0].Verified {
+					b.Fatalf("function breakpoint: %+v", fb)
+				}
+				d.call("setFunctionBreakpoints", clear, nil)
+			}
+		})
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -26,15 +25,16 @@ const (
 	bpEntry // the internal breakpoint on main for stopAtEntry
 )
 
-// userBP is one breakpoint the client set. It is resolved once per distinct binary (link-time
-// locations), then planted on every rank of its rank set at that rank's load bias.
+// userBP is one breakpoint the client set. An address breakpoint is resolved once per distinct
+// binary (link-time locations), then planted on every rank of its rank set at that rank's load
+// bias; a data breakpoint is armed as a watchpoint in every rank of its set.
 type userBP struct {
 	id    int
 	kind  bpKind
 	ranks rankset.Set // the focus when it was set
 
 	path         string // bpSource: the file as the client names it
-	file         string // bpSource: the file as the debug information names it
+	debugPath    string // bpSource: the file as the debug information names it
 	line, column int
 	fn           string          // bpFunction
 	instrBin     *symbols.Binary // bpInstruction: binary, link-time address, and the address as given
@@ -42,47 +42,298 @@ type userBP struct {
 	instrRef     uint64
 	data         *dataTarget // bpData
 
-	cond, hitCond, logMsg string
+	bpMeta
 
 	locs     map[*symbols.Binary][]symbols.Location // resolution per binary
 	resolved bool
 	message  string
+	refused  string           // why the request was not taken (not kept): answered failed
 	actual   symbols.Location // where it really stops, for the response
 	planted  int              // ranks it is planted on
 	failures map[int]string   // rank → why planting failed
 }
 
-// site is one trapped address of one rank.
-type site struct {
-	orig []byte
-	user bool // a user breakpoint wants it
-	temp int  // steps that want it
+// samePlace reports whether bp and o are the same breakpoint requested again: a request that
+// names the same place keeps the breakpoint's id and hit counts.
+func (bp *userBP) samePlace(o *userBP) bool {
+	if bp.kind != o.kind {
+		return false
+	}
+	switch bp.kind {
+	case bpSource:
+		return bp.line == o.line
+	case bpFunction:
+		return bp.fn == o.fn
+	case bpInstruction:
+		return bp.instrBin == o.instrBin && bp.instrAddr == o.instrAddr
+	case bpData:
+		return bp.data.dataID == o.data.dataID && bp.data.access == o.data.access
+	}
+	return false
 }
 
-// breakpoints holds the session's breakpoints and what is planted where.
+// bpMeta is what a breakpoint does when hit, checked once when it is set: a condition (an
+// expression evaluated in the stopped thread's innermost frame), a hit condition and a log
+// message (a log point prints and never stops).
+type bpMeta struct {
+	cond string
+	hit  *hitCondition // nil: every hit counts
+	log  []logPart     // nil: not a log point
+}
+
+// newBPMeta checks a breakpoint's condition, hit condition and log message.
+func newBPMeta(cond, hit, logMsg string) (bpMeta, error) {
+	m := bpMeta{cond: strings.TrimSpace(cond)}
+	if strings.TrimSpace(hit) != "" {
+		op, n, err := parseHitCondition(hit)
+		if err != nil {
+			return bpMeta{}, err
+		}
+		m.hit = &hitCondition{op: op, n: n}
+	}
+	if logMsg != "" {
+		m.log = parseLogMessage(logMsg)
+	}
+	return m, nil
+}
+
+// bpSet names one list of breakpoints that a request replaces as a whole: the source
+// breakpoints of one file, or all function, instruction or data breakpoints.
+type bpSet struct {
+	kind bpKind
+	file string // bpSource: the file, cleaned
+}
+
+// bpRequest is one breakpoint of a set request, whatever its kind: where (a userBP holding its
+// kind and location), what it does when hit, or why it cannot be a breakpoint.
+type bpRequest struct {
+	at      *userBP
+	meta    bpMeta
+	invalid string // the request names nothing that can be planted: answered failed, not kept
+}
+
+// breakpoints holds the session's breakpoints and which of the adapter's uses want a trap
+// where. The agent owns what is under a trap: the original instruction is never kept here.
 type breakpoints struct {
 	j *Job
 
 	mu      sync.Mutex
 	next    int
-	source  map[string][]*userBP
-	funcs   []*userBP
-	instrs  []*userBP
-	data    []*dataTarget
+	sets    map[bpSet][]*userBP
 	entry   *userBP
 	sites   map[*Rank]map[uint64]*site
-	watches map[*Rank]map[uint64]*dataTarget
+	watches map[*Rank]map[uint64]*userBP
 	passed  map[*Rank]bool // ranks past the stopAtEntry breakpoint
 }
 
 func newBreakpoints(j *Job) *breakpoints {
-	return &breakpoints{j: j, next: 0, source: map[string][]*userBP{}, sites: map[*Rank]map[uint64]*site{},
-		watches: map[*Rank]map[uint64]*dataTarget{}, passed: map[*Rank]bool{}}
+	return &breakpoints{j: j, sets: map[bpSet][]*userBP{}, sites: map[*Rank]map[uint64]*site{},
+		watches: map[*Rank]map[uint64]*userBP{}, passed: map[*Rank]bool{}}
 }
 
 func (b *breakpoints) newID() int {
 	b.next++
 	return b.next
+}
+
+// setBreakpoints is the one path of every set-breakpoints request. It makes the breakpoints of
+// set the requested ones, in order: a breakpoint requested again at the same place keeps its id
+// and hit counts, new ones are resolved and planted, the ones no longer requested are taken
+// out. One rule set for every kind: in a core file nothing can stop, with noDebug nothing is
+// planted (each requested breakpoint is answered failed with the reason, and nothing is kept),
+// and a request that names nothing plantable is answered failed and not kept. It returns one
+// breakpoint per request; b.mu guards their fields.
+func (j *Job) setBreakpoints(ctx context.Context, set bpSet, requested []bpRequest) []*userBP {
+	out := make([]*userBP, len(requested))
+	refuse := ""
+	if err := j.back.frozen(); err != nil {
+		refuse = err.Error()
+	} else if j.noStop {
+		refuse = noDebugRefusal
+	}
+	focus := j.focusSet()
+	b := j.bps
+	b.mu.Lock()
+	old := b.sets[set]
+	var list, fresh []*userBP
+	used := map[*userBP]bool{}
+	for i, rq := range requested {
+		if refuse != "" || rq.invalid != "" {
+			bp := *rq.at
+			bp.refused = refuse
+			if bp.refused == "" {
+				bp.refused = rq.invalid
+			}
+			out[i] = &bp
+			continue
+		}
+		var bp *userBP
+		for _, o := range old {
+			if !used[o] && o.samePlace(rq.at) {
+				bp = o
+				break
+			}
+		}
+		if bp == nil {
+			bp = rq.at
+			bp.id, bp.ranks = b.newID(), focus
+			if bp.kind == bpData && bp.data.module == "" {
+				bp.ranks = rankset.Of(bp.data.rank)
+			}
+			fresh = append(fresh, bp)
+		}
+		used[bp] = true
+		bp.bpMeta = rq.meta
+		list = append(list, bp)
+		out[i] = bp
+	}
+	if len(list) == 0 {
+		delete(b.sets, set)
+	} else {
+		b.sets[set] = list
+	}
+	b.mu.Unlock()
+	if refuse != "" {
+		return out
+	}
+	if set.kind == bpData {
+		b.mu.Lock()
+		for _, bp := range b.sets[set] {
+			bp.failures = nil
+		}
+		b.mu.Unlock()
+		b.syncWatches(ctx, j.liveRanks())
+	} else {
+		j.applyBreakpoints(ctx, fresh)
+	}
+	return out
+}
+
+// applyBreakpoints resolves new breakpoints, plants everything on the live ranks and counts
+// where each breakpoint went.
+func (j *Job) applyBreakpoints(ctx context.Context, fresh []*userBP) {
+	if len(fresh) > 0 {
+		// Libraries may have been loaded since the link maps were read.
+		j.refreshModules(ctx, j.liveRanks())
+	}
+	bins := j.binaries(ctx)
+	for _, bp := range fresh {
+		j.bps.resolve(bp, bins)
+	}
+	ranks := j.liveRanks()
+	j.bps.mu.Lock()
+	for _, bp := range j.bps.allUser() {
+		bp.failures = nil
+	}
+	j.bps.mu.Unlock()
+	j.bps.sync(ctx, ranks)
+	j.countPlanted(ranks)
+	j.updateLibraryWatch(ctx, ranks)
+}
+
+// countPlanted records on how many ranks each breakpoint is planted.
+func (j *Job) countPlanted(ranks []*Rank) {
+	j.bps.mu.Lock()
+	defer j.bps.mu.Unlock()
+	for _, bp := range j.bps.allUser() {
+		bp.planted = 0
+		for _, r := range ranks {
+			if !bp.ranks.Contains(r.Num) || bp.failures[r.Num] != "" {
+				continue
+			}
+			if len(bp.locs) > 0 {
+				bp.planted++
+			}
+		}
+	}
+}
+
+// instructionAt locates an instruction breakpoint's address (ref plus off) in the modules of
+// the reference rank.
+func (j *Job) instructionAt(ctx context.Context, ref string, off int) (*userBP, error) {
+	addr, err := parseAddress(ref, off)
+	if err != nil {
+		return nil, err
+	}
+	r := j.referenceRank()
+	if r == nil {
+		return nil, errors.New("no rank is alive")
+	}
+	mods, _ := r.sym.modules(ctx, false)
+	for _, m := range mods {
+		if m.Contains(addr) {
+			return &userBP{kind: bpInstruction, instrBin: m.Bin, instrAddr: addr - m.Bias, instrRef: addr}, nil
+		}
+	}
+	return nil, fmt.Errorf("address %#x is in no module of rank %d", addr, r.Num)
+}
+
+// parseAddress reads "0x1234" (or decimal) plus an offset.
+func parseAddress(ref string, off int) (uint64, error) {
+	a, err := strconv.ParseUint(strings.TrimSpace(ref), 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not an address", ref)
+	}
+	return a + uint64(int64(off)), nil
+}
+
+// focusSet returns the current focus.
+func (j *Job) focusSet() rankset.Set {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.focus
+}
+
+// referenceRank is the rank whose addresses instruction and memory references are read in:
+// the rank whose stack the client read last (the frame it looks at), else the first live
+// rank of the focus.
+func (j *Job) referenceRank() *Rank {
+	j.mu.Lock()
+	v := j.viewRank
+	alive := v != nil && (v.state == rankStopped || v.state == rankRunning)
+	j.mu.Unlock()
+	if alive {
+		return v
+	}
+	live := j.liveRanks()
+	focus := j.focusSet()
+	for _, r := range live {
+		if focus.Contains(r.Num) {
+			return r
+		}
+	}
+	if len(live) > 0 {
+		return live[0]
+	}
+	return nil
+}
+
+// armEntry plants the stopAtEntry breakpoint on main in every rank; the ranks stop there
+// together.
+func (j *Job) armEntry() error {
+	ctx, cancel := context.WithTimeout(j.ctx, defaultTimeout)
+	defer cancel()
+	var all rankset.Set
+	for _, r := range j.ranks {
+		all = all.Add(r.Num)
+	}
+	bp := &userBP{id: 0, kind: bpEntry, fn: "main", ranks: all}
+	j.bps.resolve(bp, j.binaries(ctx))
+	if !bp.resolved {
+		return fmt.Errorf("no main function: %s", bp.message)
+	}
+	j.bps.mu.Lock()
+	j.bps.entry = bp
+	j.bps.mu.Unlock()
+	live := j.liveRanks()
+	j.mu.Lock()
+	j.entryWait = map[*Rank]bool{}
+	for _, r := range live {
+		j.entryWait[r] = true
+	}
+	j.mu.Unlock()
+	j.bps.sync(ctx, live)
+	return nil
 }
 
 // binaries returns every distinct binary mapped in the job's live ranks.
@@ -133,7 +384,7 @@ func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) {
 		var err error
 		switch bp.kind {
 		case bpSource:
-			locs, err = bin.LineBreakpoints(bp.file, bp.line)
+			locs, err = bin.LineBreakpoints(bp.debugPath, bp.line)
 		case bpFunction, bpEntry:
 			locs, err = bin.FunctionBreakpoints(bp.fn)
 		case bpInstruction:
@@ -187,211 +438,33 @@ func (bp *userBP) addrsFor(mods []*symbols.Module) []uint64 {
 
 // allUser returns every address breakpoint (not data breakpoints); b.mu must be held.
 func (b *breakpoints) allUser() []*userBP {
-	var out []*userBP
-	for _, l := range b.source {
-		out = append(out, l...)
+	var files []string
+	for set := range b.sets {
+		if set.kind == bpSource {
+			files = append(files, set.file)
+		}
 	}
-	out = append(out, b.funcs...)
-	out = append(out, b.instrs...)
+	sort.Strings(files)
+	var out []*userBP
+	for _, f := range files {
+		out = append(out, b.sets[bpSet{kind: bpSource, file: f}]...)
+	}
+	out = append(out, b.sets[bpSet{kind: bpFunction}]...)
+	out = append(out, b.sets[bpSet{kind: bpInstruction}]...)
 	if b.entry != nil {
 		out = append(out, b.entry)
 	}
 	return out
 }
 
-// sync makes what is planted in each of ranks match the breakpoints: one batch of
-// SetBreakpoint/ResetBreakpoint Updates per rank, the ranks of a node in parallel.
-func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
-	var wg sync.WaitGroup
-	for _, r := range ranks {
-		wg.Go(func() {
-			defer b.j.recoverPanic(fmt.Sprintf("breakpoints of rank %d", r.Num))
-			b.syncRank(ctx, r)
-		})
-	}
-	wg.Wait()
-}
-
-func (b *breakpoints) syncRank(ctx context.Context, r *Rank) {
-	mods, err := r.sym.modules(ctx, false)
-	if err != nil {
-		return
-	}
-	rs := &r.sym
-	rs.mu.Lock()
-	trap, order := rs.arch.Trap(), rs.arch.ByteOrder
-	rs.mu.Unlock()
-	b.mu.Lock()
-	want := map[uint64][]*userBP{}
-	for _, bp := range b.allUser() {
-		if !bp.ranks.Contains(r.Num) || !bp.resolved {
-			continue
-		}
-		if bp.kind == bpEntry && b.entryDone(r) {
-			continue
-		}
-		for _, a := range bp.addrsFor(mods) {
-			want[a] = append(want[a], bp)
-		}
-	}
-	sites := b.sites[r]
-	if sites == nil {
-		sites = map[uint64]*site{}
-		b.sites[r] = sites
-	}
-	var cmds []cdti.Command
-	var adds []uint64
-	for a := range want {
-		s := sites[a]
-		if s != nil && (s.user || s.temp > 0) {
-			s.user = true
-			continue
-		}
-		adds = append(adds, a)
-	}
-	var removes []uint64
-	for a, s := range sites {
-		if s.user && want[a] == nil {
-			s.user = false
-			if s.temp == 0 {
-				removes = append(removes, a)
-			}
-		}
-	}
-	b.mu.Unlock()
-	sort.Slice(adds, func(i, k int) bool { return adds[i] < adds[k] })
-	origs := map[uint64][]byte{}
-	for _, a := range adds {
-		orig := make([]byte, len(trap))
-		if _, err := rs.mem.ReadAt(orig, a); err != nil {
-			b.noteFailure(want[a], r, fmt.Sprintf("read the instruction at %#x: %v", a, err))
-			continue
-		}
-		origs[a] = orig
-		cmds = append(cmds, &cdti.SetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(order, trap)})
-	}
-	b.mu.Lock()
-	for _, a := range removes {
-		s := sites[a]
-		cmds = append(cmds, &cdti.ResetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(order, s.orig)})
-		delete(sites, a)
-	}
-	b.mu.Unlock()
-	if len(cmds) == 0 {
-		return
-	}
-	res, err := r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for i, c := range cmds {
-		set, isSet := c.(*cdti.SetBreakpoint)
-		if !isSet {
-			continue
-		}
-		ok := err == nil && i < len(res) && res[i].Code == cdti.CmdSuccess
-		if !ok {
-			why := "not sent"
-			if err != nil {
-				why = err.Error()
-			} else if i < len(res) {
-				why = res[i].Code.String()
-			}
-			for _, bp := range want[set.Addr] {
-				if bp.failures == nil {
-					bp.failures = map[int]string{}
-				}
-				bp.failures[r.Num] = fmt.Sprintf("plant at %#x: %s", set.Addr, why)
-			}
-			continue
-		}
-		sites[set.Addr] = &site{orig: origs[set.Addr], user: true}
-	}
-}
-
-func (b *breakpoints) noteFailure(bps []*userBP, r *Rank, msg string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, bp := range bps {
-		if bp.failures == nil {
-			bp.failures = map[int]string{}
-		}
-		bp.failures[r.Num] = msg
-	}
-}
-
-// plantTemp adds a step's reference to a trap at addr in r, planting it if needed.
-func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error {
-	rs := &r.sym
-	rs.mu.Lock()
-	trap, order := rs.arch.Trap(), rs.arch.ByteOrder
-	rs.mu.Unlock()
-	b.mu.Lock()
-	sites := b.sites[r]
-	if sites == nil {
-		sites = map[uint64]*site{}
-		b.sites[r] = sites
-	}
-	if s := sites[addr]; s != nil {
-		s.temp++
-		b.mu.Unlock()
-		return nil
-	}
-	b.mu.Unlock()
-	orig := make([]byte, len(trap))
-	if _, err := rs.mem.ReadAt(orig, addr); err != nil {
-		return err
-	}
-	res, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SetBreakpoint{Addr: addr, Instruction: cdti.InstructionValue(order, trap)})
-	if err != nil {
-		return err
-	}
-	if res[0].Code != cdti.CmdSuccess {
-		return fmt.Errorf("plant a breakpoint at %#x: %v", addr, res[0].Code)
-	}
-	b.mu.Lock()
-	if s := sites[addr]; s != nil {
-		s.temp++ // planted meanwhile by someone else: the agent keeps one trap
-	} else {
-		sites[addr] = &site{orig: orig, temp: 1}
-	}
-	b.mu.Unlock()
-	return nil
-}
-
-// removeTemp drops a step's reference to the trap at addr, removing it when unused.
-func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addr uint64) {
-	b.mu.Lock()
-	s := b.sites[r][addr]
-	if s == nil {
-		b.mu.Unlock()
-		return
-	}
-	s.temp--
-	if s.temp > 0 || s.user {
-		b.mu.Unlock()
-		return
-	}
-	delete(b.sites[r], addr)
-	b.mu.Unlock()
-	r.sym.mu.Lock()
-	order := r.sym.arch.ByteOrder
-	r.sym.mu.Unlock()
-	r.node.client.Update(ctx, uint32(r.Num), &cdti.ResetBreakpoint{Addr: addr, Instruction: cdti.InstructionValue(order, s.orig)})
-}
-
-// isUserSite reports whether a user breakpoint is planted at addr in r.
-func (b *breakpoints) isUserSite(r *Rank, addr uint64) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.sites[r][addr]
-	return s != nil && s.user
-}
+// dataBPs returns the data breakpoints; b.mu must be held.
+func (b *breakpoints) dataBPs() []*userBP { return b.sets[bpSet{kind: bpData}] }
 
 // removeAll takes every trap and watchpoint out of every rank (detach).
 func (b *breakpoints) removeAll(ctx context.Context) {
 	b.mu.Lock()
-	b.source = map[string][]*userBP{}
-	b.funcs, b.instrs, b.data, b.entry = nil, nil, nil, nil
+	b.sets = map[bpSet][]*userBP{}
+	b.entry = nil
 	b.mu.Unlock()
 	ranks := b.j.liveRanks()
 	b.sync(ctx, ranks)
@@ -400,119 +473,3 @@ func (b *breakpoints) removeAll(ctx context.Context) {
 
 // entryDone reports whether r has passed the stopAtEntry breakpoint; b.mu must be held.
 func (b *breakpoints) entryDone(r *Rank) bool { return b.passed[r] }
-
-// hit decides what a breakpoint notification at addr means for rank r: whether to stop, and
-// why. Conditions are evaluated in the stopped thread's innermost frame; hit counts are kept
-// per rank; log points print and never stop.
-func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
-	defer cancel()
-	mods, _ := r.sym.modules(ctx, false)
-	b.mu.Lock()
-	var matched []*userBP
-	for _, bp := range b.allUser() {
-		if !bp.ranks.Contains(r.Num) {
-			continue
-		}
-		for _, a := range bp.addrsFor(mods) {
-			if a == addr {
-				matched = append(matched, bp)
-				break
-			}
-		}
-	}
-	b.mu.Unlock()
-	info := stopInfo{reason: "breakpoint", tid: tid}
-	if len(matched) == 0 {
-		if b.isUserSite(r, addr) {
-			return true, info
-		}
-		// The agent reports a Breakpoint only for a trap it planted, so this is one that was
-		// removed after the thread hit it (a temporary one of a step that has ended, or a
-		// breakpoint the user cleared while this hit waited behind another stop). The agent
-		// put the thread back on addr, where the original instruction stands again: it runs
-		// as if the trap had never been there.
-		b.j.logf("rank %d: hit of removed breakpoint %#x: go on", r.Num, addr)
-		return false, info
-	}
-	stop := false
-	for _, bp := range matched {
-		if bp.kind == bpEntry {
-			b.mu.Lock()
-			b.passed[r] = true // not planted on this rank again
-			b.mu.Unlock()
-			go b.syncRank(context.Background(), r)
-			return true, stopInfo{reason: "entry", tid: tid}
-		}
-		ok, err := b.j.conditionHolds(ctx, r, tid, bp.cond)
-		if err != nil {
-			b.j.output("console", fmt.Sprintf("rank %d: breakpoint %d: condition %q: %v\n", r.Num, bp.id, bp.cond, err))
-			ok = true // as gdb does: an error in a condition stops
-		}
-		if !ok {
-			continue
-		}
-		b.j.mu.Lock()
-		r.hits[bp.id]++
-		n := r.hits[bp.id]
-		b.j.mu.Unlock()
-		if !hitConditionHolds(bp.hitCond, n) {
-			continue
-		}
-		if bp.logMsg != "" {
-			b.j.logPoint(ctx, r, tid, bp.logMsg)
-			continue
-		}
-		stop = true
-		info.bps = append(info.bps, bp.id)
-		switch bp.kind {
-		case bpFunction:
-			info.reason = "function breakpoint"
-		case bpInstruction:
-			info.reason = "instruction breakpoint"
-		}
-	}
-	return stop, info
-}
-
-// parseHitCondition checks a hit condition: "N" (stop from the Nth hit on), ">= N", "> N",
-// "== N", "< N", "<= N", "% N" (every Nth hit).
-func parseHitCondition(s string) (op string, n int, err error) {
-	s = strings.TrimSpace(s)
-	for _, o := range []string{">=", "<=", "==", ">", "<", "%", "="} {
-		if rest, ok := strings.CutPrefix(s, o); ok {
-			op, s = o, strings.TrimSpace(rest)
-			break
-		}
-	}
-	n, err = strconv.Atoi(s)
-	if err != nil || n < 0 || (op == "%" && n == 0) {
-		return "", 0, fmt.Errorf("hit condition %q: want a count, optionally after >=, >, ==, <=, < or %%", s)
-	}
-	return op, n, nil
-}
-
-func hitConditionHolds(cond string, hits int) bool {
-	if strings.TrimSpace(cond) == "" {
-		return true
-	}
-	op, n, err := parseHitCondition(cond)
-	if err != nil {
-		return true
-	}
-	switch op {
-	case "", ">=":
-		return hits >= n
-	case ">":
-		return hits > n
-	case "==", "=":
-		return hits == n
-	case "<":
-		return hits < n
-	case "<=":
-		return hits <= n
-	case "%":
-		return hits%n == 0
-	}
-	return true
-}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
-	"github.com/hpcdap/hpcdap/symbols"
 	"github.com/hpcdap/hpcdap/procimage"
+	"github.com/hpcdap/hpcdap/symbols"
 	"github.com/hpcdap/hpcdap/threaddb"
 )
 

@@ -391,9 +391,7 @@ func (st *stepper) run() {
 }
 
 func (st *stepper) cleanup(ctx context.Context) {
-	for _, a := range st.temps {
-		st.j.bps.removeTemp(ctx, st.r, a)
-	}
+	st.j.bps.removeTemp(ctx, st.r, st.temps...)
 	st.temps = nil
 }
 

@@ -71,12 +71,33 @@ type Breakpoint struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// SetBreakpointsResponse and friends carry extended breakpoints.
+// BreakpointsBody is the body of the responses to the set-breakpoints requests.
+type BreakpointsBody struct {
+	Breakpoints []Breakpoint `json:"breakpoints"`
+}
+
+// SetBreakpointsResponse is go-dap's with extended breakpoints.
 type SetBreakpointsResponse struct {
 	dap.Response
-	Body struct {
-		Breakpoints []Breakpoint `json:"breakpoints"`
-	} `json:"body"`
+	Body BreakpointsBody `json:"body"`
+}
+
+// SetFunctionBreakpointsResponse is go-dap's with extended breakpoints.
+type SetFunctionBreakpointsResponse struct {
+	dap.Response
+	Body BreakpointsBody `json:"body"`
+}
+
+// SetInstructionBreakpointsResponse is go-dap's with extended breakpoints.
+type SetInstructionBreakpointsResponse struct {
+	dap.Response
+	Body BreakpointsBody `json:"body"`
+}
+
+// SetDataBreakpointsResponse is go-dap's with extended breakpoints.
+type SetDataBreakpointsResponse struct {
+	dap.Response
+	Body BreakpointsBody `json:"body"`
 }
 
 // BreakpointEvent reports a breakpoint whose state changed.

@@ -493,37 +493,26 @@ func truthy(v *symbols.Value) (bool, error) {
 }
 
 // logPoint prints a log point's message, {expressions} interpolated, as output of the rank.
-func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg string) {
+func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg []logPart) {
 	ts, err := r.sym.stack(ctx, tid)
 	var f *symbols.Frame
 	if err == nil && len(ts.frames) > 0 {
 		f = ts.frames[0]
 	}
 	var b strings.Builder
-	for {
-		i := strings.IndexByte(msg, '{')
-		if i < 0 {
-			b.WriteString(msg)
-			break
-		}
-		k := strings.IndexByte(msg[i:], '}')
-		if k < 0 {
-			b.WriteString(msg)
-			break
-		}
-		b.WriteString(msg[:i])
-		expr := msg[i+1 : i+k]
+	for _, p := range msg {
+		b.WriteString(p.text)
 		switch {
+		case !p.hasExpr:
 		case f == nil:
 			b.WriteString("<no frame>")
 		default:
-			if v, err := f.Eval(expr); err != nil {
+			if v, err := f.Eval(p.expr); err != nil {
 				b.WriteString("<" + err.Error() + ">")
 			} else {
 				b.WriteString(v.String())
 			}
 		}
-		msg = msg[i+k+1:]
 	}
 	text := b.String()
 	if !strings.HasSuffix(text, "\n") {

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/cdti"
-	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -21,9 +20,8 @@ import (
 //	m:<module path>:<link-time address hex>:<size>:<expression>   data of a module (globals)
 //	a:<rank>:<address hex>:<size>:<expression>                    anything else, in one rank
 
-// dataTarget is a resolved data breakpoint.
+// dataTarget is where a data breakpoint watches.
 type dataTarget struct {
-	id     int
 	dataID string
 	module string // m: form
 	link   uint64
@@ -32,10 +30,6 @@ type dataTarget struct {
 	size   int
 	expr   string
 	access cdti.WatchType
-	cond   string
-	hit    string
-	ranks  rankset.Set
-	fail   map[int]string
 }
 
 // parseDataID decodes a dataId.
@@ -196,99 +190,16 @@ func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Val
 	return val, &frameRef{thread: t}, err
 }
 
-func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
-	j := s.currentJob(&req.Request)
-	if j == nil {
-		return
-	}
-	focus := j.focusSet()
-	var list []*dataTarget
-	out := []Breakpoint{}
-	j.bps.mu.Lock()
-	old := j.bps.data
-	j.bps.mu.Unlock()
-	for _, db := range req.Arguments.Breakpoints {
-		d, err := parseDataID(db.DataId)
-		if err != nil {
-			out = append(out, Breakpoint{Breakpoint: dap.Breakpoint{Message: err.Error()}, Reason: "failed"})
-			list = append(list, nil)
-			continue
-		}
-		switch db.AccessType {
-		case "", "write":
-			d.access = cdti.WatchWrite
-		case "readWrite":
-			d.access = cdti.WatchReadWrite
-		case "read":
-			d.access = cdti.WatchRead
-		default:
-			out = append(out, Breakpoint{Breakpoint: dap.Breakpoint{Message: fmt.Sprintf("access type %q", db.AccessType)}, Reason: "failed"})
-			list = append(list, nil)
-			continue
-		}
-		d.cond, d.hit = db.Condition, db.HitCondition
-		d.ranks = focus
-		if d.module == "" {
-			d.ranks = rankset.Of(d.rank)
-		}
-		for _, o := range old {
-			if o != nil && o.dataID == d.dataID && o.access == d.access {
-				d.id = o.id
-			}
-		}
-		j.bps.mu.Lock()
-		if d.id == 0 {
-			d.id = j.bps.newID()
-		}
-		j.bps.mu.Unlock()
-		list = append(list, d)
-		out = append(out, Breakpoint{})
-	}
-	var valid []*dataTarget
-	for _, d := range list {
-		if d != nil {
-			valid = append(valid, d)
-		}
-	}
-	j.bps.mu.Lock()
-	j.bps.data = valid
-	j.bps.mu.Unlock()
-	if j.back.frozen() == nil {
-		ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
-		j.bps.syncWatches(ctx, j.liveRanks())
-		cancel()
-	}
-	j.bps.mu.Lock()
-	for i, d := range list {
-		if d == nil {
-			continue
-		}
-		b := Breakpoint{Breakpoint: dap.Breakpoint{Id: d.id, Verified: len(d.fail) < d.ranks.Len()}}
-		if len(d.fail) > 0 {
-			b.Message = failureText(d.fail)
-			if !b.Verified {
-				b.Reason = "failed"
-			}
-		}
-		out[i] = b
-	}
-	j.bps.mu.Unlock()
-	resp := &SetBreakpointsResponse{Response: newResponse(&req.Request)}
-	resp.Command = "setDataBreakpoints"
-	resp.Body.Breakpoints = out
-	s.send(resp)
-}
-
-// syncWatches makes the watchpoints armed in each rank match the data breakpoints.
+// syncWatches makes the watchpoints armed in each rank match the data breakpoints, node by
+// node like the traps.
 func (b *breakpoints) syncWatches(ctx context.Context, ranks []*Rank) {
-	var wg sync.WaitGroup
-	for _, r := range ranks {
-		wg.Go(func() {
-			defer b.j.recoverPanic(fmt.Sprintf("data breakpoints of rank %d", r.Num))
-			b.syncRankWatches(ctx, r)
-		})
-	}
-	wg.Wait()
+	b.eachNode("data breakpoints", ranks, func(rs []*Rank) {
+		var wg sync.WaitGroup
+		for _, r := range rs {
+			wg.Go(func() { b.syncRankWatches(ctx, r) })
+		}
+		wg.Wait()
+	})
 }
 
 func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
@@ -297,29 +208,29 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 		return
 	}
 	b.mu.Lock()
-	want := map[uint64]*dataTarget{}
-	for _, d := range b.data {
-		if !d.ranks.Contains(r.Num) {
+	want := map[uint64]*userBP{}
+	for _, bp := range b.dataBPs() {
+		if !bp.ranks.Contains(r.Num) {
 			continue
 		}
-		if a, ok := d.addrIn(r, mods); ok {
-			want[a] = d
+		if a, ok := bp.data.addrIn(r, mods); ok {
+			want[a] = bp
 		}
 	}
 	have := b.watches[r]
 	if have == nil {
-		have = map[uint64]*dataTarget{}
+		have = map[uint64]*userBP{}
 		b.watches[r] = have
 	}
 	var cmds []cdti.Command
 	var addrs []uint64
 	var removes []uint64
-	for a, d := range have {
-		if w := want[a]; w == nil || w.size != d.size || w.access != d.access {
+	for a, bp := range have {
+		if w := want[a]; w == nil || w.data.size != bp.data.size || w.data.access != bp.data.access {
 			removes = append(removes, a)
 		}
 	}
-	sort.Slice(removes, func(i, k int) bool { return removes[i] < removes[k] })
+	slices.Sort(removes)
 	for _, a := range removes {
 		cmds = append(cmds, &cdti.ResetWatchpoint{Addr: a})
 		addrs = append(addrs, a)
@@ -331,21 +242,18 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 			adds = append(adds, a)
 		}
 	}
-	sort.Slice(adds, func(i, k int) bool { return adds[i] < adds[k] })
+	slices.Sort(adds)
 	for _, a := range adds {
-		d := want[a]
+		d := want[a].data
 		cmds = append(cmds, &cdti.SetWatchpoint{Addr: a, Length: uint32(d.size), Type: d.access})
 		addrs = append(addrs, a)
 	}
-	for a, d := range want {
+	for a, bp := range want {
 		if have[a] != nil {
-			have[a] = d // same watch, newer condition
+			have[a] = bp // same watch, newer condition
 		}
 	}
 	b.mu.Unlock()
-	if len(cmds) == 0 {
-		return
-	}
 	// One command per Update: a failed watchpoint must not keep the others from being set.
 	for i, c := range cmds {
 		res, err := r.node.client.Update(ctx, uint32(r.Num), c)
@@ -353,7 +261,7 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 		if !isSet {
 			continue
 		}
-		d := want[addrs[i]]
+		bp := want[addrs[i]]
 		b.mu.Lock()
 		if err != nil || res[0].Code != cdti.CmdSuccess {
 			why := ""
@@ -365,12 +273,12 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 					why = "no hardware watchpoint slot left"
 				}
 			}
-			if d.fail == nil {
-				d.fail = map[int]string{}
+			if bp.failures == nil {
+				bp.failures = map[int]string{}
 			}
-			d.fail[r.Num] = fmt.Sprintf("watch %#x: %s", set.Addr, why)
+			bp.failures[r.Num] = fmt.Sprintf("watch %#x: %s", set.Addr, why)
 		} else {
-			have[set.Addr] = d
+			have[set.Addr] = bp
 		}
 		b.mu.Unlock()
 	}
@@ -379,32 +287,34 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 // watchHit decides what a watchpoint notification means for rank r.
 func (b *breakpoints) watchHit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 	b.mu.Lock()
-	var d *dataTarget
+	var bp *userBP
 	for a, w := range b.watches[r] {
-		if addr >= a && addr < a+uint64(w.size) {
-			d = w
+		if addr >= a && addr < a+uint64(w.data.size) {
+			bp = w
 		}
 	}
 	b.mu.Unlock()
-	if d == nil {
+	if bp == nil {
 		return true, stopInfo{reason: "data breakpoint", tid: tid, text: fmt.Sprintf("watchpoint at %#x", addr)}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
 	defer cancel()
-	ok, err := b.j.conditionHolds(ctx, r, tid, d.cond)
-	if err != nil {
-		ok = true
-	}
-	if !ok {
+	if !b.metaHolds(ctx, r, tid, bp) {
 		return false, stopInfo{}
 	}
-	b.j.mu.Lock()
-	r.hits[d.id]++
-	n := r.hits[d.id]
-	b.j.mu.Unlock()
-	if !hitConditionHolds(d.hit, n) {
-		return false, stopInfo{}
+	return true, stopInfo{reason: "data breakpoint", tid: tid, bps: []int{bp.id},
+		text: fmt.Sprintf("%s changed on rank %d", bp.data.expr, r.Num)}
+}
+
+// parseAccessType reads a data breakpoint's access type ("write" when not given).
+func parseAccessType(t string) (cdti.WatchType, error) {
+	switch t {
+	case "", "write":
+		return cdti.WatchWrite, nil
+	case "readWrite":
+		return cdti.WatchReadWrite, nil
+	case "read":
+		return cdti.WatchRead, nil
 	}
-	return true, stopInfo{reason: "data breakpoint", tid: tid, bps: []int{d.id},
-		text: fmt.Sprintf("%s changed on rank %d", d.expr, r.Num)}
+	return 0, fmt.Errorf("access type %q", t)
 }

@@ -103,8 +103,14 @@ func (l *wlmJob) release(ctx context.Context, j *Job) error {
 	wctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	stop := make(chan struct{})
+	followed := make(chan struct{}) // closed when the launcher's output has been sent
 	if path := l.app.OutputPath(); path != "" {
-		l.watched.Go(func() { launch.FollowOutput(wctx, path, stop, j.output) })
+		l.watched.Go(func() {
+			defer close(followed)
+			launch.FollowOutput(wctx, path, stop, j.output)
+		})
+	} else {
+		close(followed)
 	}
 	name := filepath.Base(l.req.Launcher)
 	if name == "." {
@@ -115,6 +121,11 @@ func (l *wlmJob) release(ctx context.Context, j *Job) error {
 		// Whatever the launcher wrote before it ended goes out before its end is reported.
 		close(stop)
 		if err != nil {
+			return
+		}
+		select {
+		case <-followed:
+		case <-wctx.Done():
 			return
 		}
 		switch {

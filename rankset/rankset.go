@@ -5,7 +5,8 @@
 // The notation is a list of items separated by spaces or commas. An item is a rank ("5"), an
 // inclusive range ("4-6"), or a range with a stride ("0-$max:2"). "$max" stands for the largest
 // rank of the job, so it can only be resolved when the job's size is known. "all" and "*" name
-// every rank. Sets are printed in compressed form, "0-511,513-1023", which Parse accepts back.
+// every rank. Sets are printed in compact form, "0-511,513-1023" or "0-62:2", which Parse
+// accepts back.
 package rankset
 
 import (
@@ -283,20 +284,64 @@ func (s Set) Equal(t Set) bool {
 	return true
 }
 
-// String prints the set compressed, as "0-3,5,7-9"; the empty set prints as "".
+// String prints the set in its compact MPIR form, which Parse reads back to the same set:
+// ranges as "lo-hi", and a run of evenly spaced single ranks as "lo-hi:stride" where that is
+// shorter than listing them ("0,2,4,…,62" prints as "0-62:2"), as in "0-3,8-20:4,31". Runs are
+// taken greedily from the lowest rank. The empty set prints as "".
 func (s Set) String() string {
 	var b strings.Builder
-	for i, v := range s.iv {
+	strided := 0 // ranks printed in strided items, which Parse bounds by maxExpand
+	for i := 0; i < len(s.iv); {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(strconv.Itoa(v.lo))
-		if v.hi != v.lo {
+		v := s.iv[i]
+		if v.lo != v.hi {
+			b.WriteString(strconv.Itoa(v.lo))
 			b.WriteByte('-')
 			b.WriteString(strconv.Itoa(v.hi))
+			i++
+			continue
 		}
+		if end, stride := s.singleRun(i); end > i+1 {
+			// Parse expands at most maxExpand ranks from strided items: a longer run is cut.
+			end = min(end, i+maxExpand-strided)
+			n := end - i
+			item := strconv.Itoa(v.lo) + "-" + strconv.Itoa(s.iv[end-1].lo) + ":" + strconv.Itoa(stride)
+			if n > 1 && len(item) < s.listedLen(i, end) {
+				b.WriteString(item)
+				strided += n
+				i = end
+				continue
+			}
+		}
+		b.WriteString(strconv.Itoa(v.lo))
+		i++
 	}
 	return b.String()
+}
+
+// singleRun returns the end (exclusive) and stride of the longest run of single-rank
+// intervals from iv[i] whose ranks are evenly spaced; end is i+1 when there is none.
+func (s Set) singleRun(i int) (end, stride int) {
+	if i+1 >= len(s.iv) || s.iv[i+1].lo != s.iv[i+1].hi {
+		return i + 1, 0
+	}
+	stride = s.iv[i+1].lo - s.iv[i].lo
+	end = i + 2
+	for end < len(s.iv) && s.iv[end].lo == s.iv[end].hi && s.iv[end].lo-s.iv[end-1].lo == stride {
+		end++
+	}
+	return end, stride
+}
+
+// listedLen is the length of the single ranks iv[i:end] listed with commas.
+func (s Set) listedLen(i, end int) int {
+	n := end - i - 1
+	for _, v := range s.iv[i:end] {
+		n += len(strconv.Itoa(v.lo))
+	}
+	return n
 }
 
 // MarshalText encodes the set as String does, so sets travel in JSON as strings.

@@ -2,7 +2,9 @@ package rankset
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/rand"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -17,7 +19,7 @@ func TestParse(t *testing.T) {
 		{"3", 8, "3"},
 		{"1 2 4-6", 8, "1-2,4-6"},
 		{"1,2,4-6", 8, "1-2,4-6"},
-		{"7-$max:2", 16, "7,9,11,13,15"},
+		{"7-$max:2", 16, "7-15:2"},
 		{"1 2 4-6 7-$max:2", 12, "1-2,4-7,9,11"},
 		{"$max", 4, "3"},
 		{"all", 4, "0-3"},
@@ -26,7 +28,8 @@ func TestParse(t *testing.T) {
 		{"0-3,4-7", 8, "0-7"},
 		{"5 1 3 2 4", 8, "1-5"},
 		{"0-511,513-1023", 1024, "0-511,513-1023"},
-		{"10-20:5", -1, "10,15,20"},
+		{"10-20:5", -1, "10-20:5"},
+		{"0-62:2", 64, "0-62:2"},
 		{"  4  ,, 6 ", 8, "4,6"},
 	}
 	for _, tt := range tests {
@@ -38,6 +41,67 @@ func TestParse(t *testing.T) {
 		if got.String() != tt.want {
 			t.Errorf("Parse(%q, %d) = %q, want %q", tt.in, tt.size, got, tt.want)
 		}
+	}
+}
+
+// TestStringStrided checks the printed form: evenly spaced single ranks print as a strided
+// range where that is shorter than listing them, and everything prints back to its set.
+func TestStringStrided(t *testing.T) {
+	evens := func(lo, hi int) []int {
+		var r []int
+		for i := lo; i <= hi; i += 2 {
+			r = append(r, i)
+		}
+		return r
+	}
+	tests := []struct {
+		set  Set
+		want string
+	}{
+		{Of(evens(0, 62)...), "0-62:2"},
+		{Of(evens(1, 1023)...), "1-1023:2"},
+		{Of(0, 2, 4), "0,2,4"}, // as long as "0-4:2"
+		{Of(1, 3), "1,3"},
+		{Of(1, 3, 5, 7), "1-7:2"},
+		{Of(10, 15, 20), "10-20:5"},
+		{MustParse("0-3,8,12,16,20,31", -1), "0-3,8-20:4,31"},
+		{Of(0, 3, 6, 9, 11, 13, 15, 17), "0-9:3,11-17:2"},
+		{Of(0, 2, 4, 6, 7), "0,2,4,6-7"},
+		{Of(0, 2, 4, 6, 8, 9), "0-6:2,8-9"},
+		{MustParse("0-511,513-1023", -1), "0-511,513-1023"},
+		{MustParse("0-9 20-40:10 41-50", -1), "0-9,20,30,40-50"},
+		{All(64).Minus(Of(evens(1, 63)...)), "0-62:2"},
+	}
+	for _, tt := range tests {
+		got := tt.set.String()
+		if got != tt.want {
+			t.Errorf("String() of %v = %q, want %q", tt.set.Ranks(), got, tt.want)
+		}
+		back, err := Parse(got, -1)
+		if err != nil || !back.Equal(tt.set) {
+			t.Errorf("Parse(%q) = %v, %v; want %v", got, back.Ranks(), err, tt.set.Ranks())
+		}
+	}
+}
+
+// TestStringStridedBound checks that a set with more evenly spaced single ranks than Parse
+// expands from strided items still prints in a form Parse reads back.
+func TestStringStridedBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a set of 4 million ranks")
+	}
+	ranks := make([]int, 0, maxExpand+2)
+	for r := 0; len(ranks) < maxExpand+2; r += 2 {
+		ranks = append(ranks, r)
+	}
+	s := Of(ranks...)
+	out := s.String()
+	back, err := Parse(out, -1)
+	if err != nil || !back.Equal(s) {
+		t.Fatalf("Parse(String()) of %d even ranks: %v (equal %v)", len(ranks), err, err == nil && back.Equal(s))
+	}
+	if want := fmt.Sprintf("0-%d:2,", 2*(maxExpand-1)); !strings.HasPrefix(out, want) {
+		t.Fatalf("String() of %d even ranks starts %q, want %q", len(ranks), out[:min(len(out), 40)], want)
 	}
 }
 
@@ -170,6 +234,45 @@ func FuzzParse(f *testing.F) {
 		back, err := Parse(set.String(), size)
 		if err != nil || !back.Equal(set) {
 			t.Fatalf("Parse(%q).String() = %q does not parse back: %v", s, set, err)
+		}
+	})
+}
+
+// FuzzString builds sets from the input's bytes (each a gap to the next run of ranks and that
+// run's length) so that evenly spaced single ranks are common, and checks that String reads
+// back to the same set and is never longer than the plain list of ranges.
+func FuzzString(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0})
+	f.Add([]byte{3, 4, 2, 0, 2, 0, 2, 0, 7, 9, 1, 0})
+	f.Add([]byte{255, 0, 255, 0, 255, 0, 1, 200})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var ranks []int
+		r := 0
+		for i := 0; i+1 < len(b); i += 2 {
+			r += int(b[i])
+			for k := 0; k <= int(b[i+1]); k++ {
+				ranks = append(ranks, r)
+				r++
+			}
+		}
+		set := Of(ranks...)
+		out := set.String()
+		back, err := Parse(out, -1)
+		if err != nil || !back.Equal(set) {
+			t.Fatalf("String() of %v = %q parses back to %v, %v", ranks, out, back.Ranks(), err)
+		}
+		plain := 0
+		for i, v := range set.iv {
+			if i > 0 {
+				plain++
+			}
+			plain += len(strconv.Itoa(v.lo))
+			if v.hi != v.lo {
+				plain += 1 + len(strconv.Itoa(v.hi))
+			}
+		}
+		if len(out) > plain {
+			t.Fatalf("String() of %v = %q is longer than the plain list (%d bytes)", ranks, out, plain)
 		}
 	})
 }

@@ -2,8 +2,9 @@
 // launch of the MPI-style ring program, paused from the Ranks view; the Call Stack shows the
 // four ranks, Parallel Stacks the merged tree; clicking the compute node opens the source at a
 // line of compute(); a watch of an unknown name shows its error in place; the session ends with
-// no rank left running, and no error notification was raised. Oracles: the program's source
-// (which ranks run which function, the lines of compute) and /proc.
+// no rank left running, and no error notification was raised through a hover, a watch, a step,
+// a continue and a pause. Oracles: the program's source (which ranks run which function, the
+// lines of compute) and /proc.
 //
 // Needs the DAP adapter ("hpcdap dap"), a later part of hpcdap than the extension: until the
 // binary has that command this test reports "skipped: adapter not built".
@@ -98,31 +99,51 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
           await wb.collapseView(v);
         }
 
-        // Parallel Stacks: main on all ranks; compute on ranks 1-3, wait_for_peers on rank 0. A
-        // function may show as several nodes, one per line the ranks are at: their rank sets
-        // together must name exactly those ranks. The view refreshes a moment after the ranks
-        // stop, so a tree read from fewer stopped ranks may show first: wait for the whole one.
+        // Parallel Stacks, merged by function: one main on all ranks (rank 0 and ranks 1-3 are at
+        // different lines of it), compute on ranks 1-3, wait_for_peers on rank 0; each node's
+        // description names its ranks and the ranks at each line ("0-3 · 4 ranks · lines 70 (0),
+        // 72 (1-3)"). The view refreshes a moment after the ranks stop, so a tree read from fewer
+        // stopped ranks may show first: wait for the whole one.
         const stackRows = wb.pane('Parallel Stacks').locator('.customview-tree .monaco-list-row');
-        const ranksOf = (rows: { label: string; description: string }[], name: string) => {
-          let set = RankSet.empty;
-          for (const row of rows.filter((r) => r.label === name)) {
-            const m = /^(\S*) · (\d+) ranks?$/.exec(row.description);
-            assert.ok(m, `description of a ${name} node: ${row.description}`);
-            const s = RankSet.parse(m![1], 4);
-            assert.equal(s.size, Number(m![2]), `${name}: ${row.description}`);
-            set = set.union(s);
+        const nodeOf = (rows: { label: string; description: string }[], name: string) => {
+          const named = rows.filter((r) => r.label === name);
+          assert.equal(named.length, 1, `one ${name} node: ${JSON.stringify(rows)}`);
+          const m = /^(\S*) · (\d+) ranks? · (.*)$/.exec(named[0].description);
+          assert.ok(m, `description of the ${name} node: ${named[0].description}`);
+          const ranks = RankSet.parse(m![1], 4);
+          assert.equal(ranks.size, Number(m![2]), `${name}: ${named[0].description}`);
+          // "line 45" or "lines 45 (1), 46 (2-3)": the lines' rank sets split the node's.
+          const lines = new Map<number, RankSet>();
+          const one = /^line (\d+)$/.exec(m![3]);
+          if (one) {
+            lines.set(Number(one[1]), ranks);
+          } else {
+            assert.match(m![3], /^lines \d+ \(\S+\)(, \d+ \(\S+\))+$/, `${name}: ${named[0].description}`);
+            for (const [, line, set] of m![3].matchAll(/(\d+) \(([^)]+)\)/g)) {
+              lines.set(Number(line), RankSet.parse(set, 4));
+            }
           }
-          return set.toString();
+          let union = RankSet.empty;
+          for (const set of lines.values()) {
+            assert.ok(union.intersect(set).isEmpty, `${name}: a rank at two lines: ${named[0].description}`);
+            union = union.union(set);
+          }
+          assert.ok(union.equals(ranks), `${name}: the lines name ${union}, the node ${ranks}`);
+          return { ranks: ranks.toString(), lines };
         };
         const want: Record<string, string> = { main: '0-3', compute: '1-3', wait_for_peers: '0' };
         const stacks = await wb.waitForTreeRows(
           'Parallel Stacks',
-          (rs) => Object.entries(want).every(([name, ranks]) => ranksOf(rs, name) === ranks),
+          (rs) => Object.keys(want).every((name) => rs.some((r) => r.label === name && r.description.startsWith(`${want[name]} · `))),
           'main on ranks 0-3, compute on 1-3 and wait_for_peers on 0',
         );
         for (const [name, ranks] of Object.entries(want)) {
-          assert.equal(ranksOf(stacks, name), ranks, name);
+          assert.equal(nodeOf(stacks, name).ranks, ranks, name);
         }
+        for (const line of nodeOf(stacks, 'compute').lines.keys()) {
+          assert.ok(line >= compute.first && line <= compute.last, `compute's line ${line} is not in compute (${compute.first}-${compute.last})`);
+        }
+        assert.equal(nodeOf(stacks, 'main').lines.size, 2, 'rank 0 and ranks 1-3 are at two lines of main');
         await wb.screenshot('stopped');
         const node = (name: string) => stackRows.filter({ has: page.locator('.label-name', { hasText: name }) }).first();
 
@@ -175,6 +196,46 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
         await watchRow.locator('.value.error', { hasText: 'no_such_name' }).waitFor();
         await wb.screenshot('watch');
         assert.deepEqual(await wb.errorNotifications(), [], 'error notifications in a normal session');
+
+        // Hover: the global counter, in ring.c where the compute node opened it, shows its value
+        // whichever frame is focused.
+        // Tokens of one colour share a span ("counter = sum;"): the pointer goes to the
+        // middle of the name's own characters in it.
+        const counterSpan = page.locator('.monaco-editor .view-lines .view-line span:not(:has(span))', { hasText: /\bcounter\b/ }).first();
+        const at = await counterSpan.evaluate((el) => {
+          const text = el.firstChild!;
+          const i = text.textContent!.indexOf('counter');
+          const range = el.ownerDocument.createRange();
+          range.setStart(text, i);
+          range.setEnd(text, i + 'counter'.length);
+          const b = range.getBoundingClientRect();
+          return { x: b.x + b.width / 2, y: b.y + b.height / 2 };
+        });
+        await page.mouse.move(at.x, at.y);
+        await page.locator('.debug-hover-widget', { hasText: /\d/ }).first().waitFor();
+        await wb.screenshot('hover');
+        await wb.unhover();
+        await page.keyboard.press('Escape');
+
+        // Step over, continue and pause again, from the debug toolbar and the Ranks view: every
+        // rank stops after the step, runs after the continue, and stops at the pause.
+        await wb.collapseView('Watch');
+        await wb.collapseView('Parallel Stacks');
+        await wb.expandView('Ranks');
+        const allStopped = (reason: string) => (rows: { label: string; description: string }[]) =>
+          rows.length === 4 && rows.every((row, r) => row.label === `rank ${r}` && row.description.startsWith(`stopped (${reason})`));
+        await page.locator('.debug-toolbar .action-label[aria-label^="Step Over"]').click();
+        await wb.unhover();
+        await wb.waitForTreeRows('Ranks', allStopped('step'), 'four ranks stopped after a step');
+        await page.locator('.debug-toolbar .action-label[aria-label^="Continue"]').click();
+        await wb.unhover();
+        await wb.waitForTreeRows('Ranks', allRanks('running'), 'four running ranks after continue');
+        await wb.pane('Ranks').hover();
+        await wb.header('Ranks').locator('.action-label[aria-label="Pause Selected Ranks"]').first().click();
+        await wb.unhover();
+        await wb.waitForTreeRows('Ranks', allStopped('pause'), 'four ranks paused again');
+        await wb.screenshot('stepped');
+        assert.deepEqual(await wb.errorNotifications(), [], 'error notifications after hover, step, continue and pause');
 
         // End the session: toolbar gone, call stack empty, no rank left.
         await page.keyboard.press('Shift+F5');

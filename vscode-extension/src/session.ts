@@ -64,10 +64,13 @@ export class HpcSession {
     }
   }
 
-  /** Fetches the merged stacks of the stopped ranks. */
-  async fetchStacks(maxFrames: number, byFunction = false): Promise<void> {
+  /**
+   * Fetches the stacks of the stopped ranks merged by frame (function and line), from which the
+   * Parallel Stacks view also merges them by function.
+   */
+  async fetchStacks(maxFrames: number): Promise<void> {
     try {
-      this.stacks = (await this.session.customRequest(Requests.parallelStacks, { maxFrames, byFunction })) as ParallelStacksResponse;
+      this.stacks = (await this.session.customRequest(Requests.parallelStacks, { maxFrames })) as ParallelStacksResponse;
       this.stacksError = undefined;
       this.stacksStale = false;
     } catch (e) {
@@ -282,7 +285,7 @@ export class SessionManager implements vscode.Disposable {
         }
         const anyStopped = h.ranks.list().some((r) => r.state === 'stopped');
         if (doStacks && (anyStopped || h.ranks.size === 0)) {
-          await h.fetchStacks(maxFrames(), stacksByFunction());
+          await h.fetchStacks(maxFrames());
           if (h.stacksError) {
             this.log.warn(`${h.name}: ${Requests.parallelStacks}: ${h.stacksError}`);
           }
@@ -318,9 +321,12 @@ export function maxFrames(): number {
   return vscode.workspace.getConfiguration('hpcdap').get<number>('parallelStacks.maxFrames', 64);
 }
 
-/** The hpcdap.parallelStacks.byFunction setting. */
-export function stacksByFunction(): boolean {
-  return vscode.workspace.getConfiguration('hpcdap').get<boolean>('parallelStacks.byFunction', false);
+/**
+ * The hpcdap.parallelStacks.mergeBy setting: "function" (one node per function, the default) or
+ * "line" (one node per line).
+ */
+export function stacksMergeBy(): 'function' | 'line' {
+  return vscode.workspace.getConfiguration('hpcdap').get<string>('parallelStacks.mergeBy', 'function') === 'line' ? 'line' : 'function';
 }
 
 /** The message of an error from a custom request. */

@@ -1,6 +1,7 @@
 // The extension's picture of a job's ranks: built from hpcdap/ranks, updated by
 // hpcdap/ranksChanged, and summarised for the Ranks view and the status bar.
 
+import { Page, defaultPageSize, pageRows } from './paging';
 import { RankState } from './protocol';
 import { RankSet } from './rankset';
 
@@ -139,27 +140,28 @@ export function rankDescription(r: RankState): string {
   return parts.join(' · ');
 }
 
-/** A contiguous group of ranks shown as one collapsible row when a job has many ranks. */
-export interface RankChunk {
-  first: number;
-  last: number;
-  ranks: RankState[];
-}
+/** A row of the Ranks view: one rank, or a page standing for ranks[page.start:page.end]. */
+export type RankRow = { kind: 'rank'; state: RankState } | { kind: 'page'; ranks: readonly RankState[]; page: Page };
 
 /**
- * Splits ranks (sorted by rank) into groups of at most chunkSize, so that a view of thousands of
- * ranks opens fast; a job with at most chunkSize ranks is one group.
+ * The rows of the Ranks view under a page of ranks (sorted by rank), or at the top without one:
+ * at most pageSize rows, the ranks themselves or ranges of them (see pageRows).
  */
-export function chunkRanks(ranks: RankState[], chunkSize: number): RankChunk[] {
-  if (chunkSize < 1) {
-    throw new RangeError(`chunkRanks: chunk size ${chunkSize} is not positive`);
+export function rankRows(ranks: readonly RankState[], page?: Page, pageSize = defaultPageSize): RankRow[] {
+  return pageRows(ranks, pageSize, page?.start, page?.end).map((r) => (r.kind === 'item' ? { kind: 'rank', state: r.item } : { kind: 'page', ranks, page: r }));
+}
+
+/** The ranks of a page row in MPIR notation: "0-127", "0-254:2". */
+export function rankPageLabel(row: { ranks: readonly RankState[]; page: Page }): string {
+  const { start, end } = row.page;
+  const first = row.ranks[start].rank;
+  const last = row.ranks[end - 1].rank;
+  if (last - first === end - start - 1) {
+    return first === last ? `${first}` : `${first}-${last}`;
   }
-  const out: RankChunk[] = [];
-  for (let i = 0; i < ranks.length; i += chunkSize) {
-    const part = ranks.slice(i, i + chunkSize);
-    out.push({ first: part[0].rank, last: part[part.length - 1].rank, ranks: part });
-  }
-  return out;
+  const s = end - start <= 4096 ? RankSet.of(...row.ranks.slice(start, end).map((r) => r.rank)).toString() : '';
+  // A page of scattered ranks would print as a long list: name its bounds instead.
+  return s !== '' && s.length <= 24 ? s : `${first}…${last}`;
 }
 
 /**

@@ -3,8 +3,8 @@
 //
 // The notation is a list of items separated by spaces, commas, tabs or newlines. An item is a
 // rank ("5"), an inclusive range ("4-6"), or a range with a stride ("0-$max:2"). "$max" is the
-// largest rank of the job; "all" and "*" name every rank. Sets print compressed, as
-// "0-511,513-1023", which parses back to the same set.
+// largest rank of the job; "all" and "*" name every rank. Sets print compactly, as
+// "0-511,513-1023" or "0-62:2", which parses back to the same set.
 
 /** An inclusive range of ranks. */
 interface Interval {
@@ -225,9 +225,51 @@ export class RankSet {
     return new RankSet(out);
   }
 
-  /** The compressed form, "0-3,5,7-9"; the empty set prints as "". */
+  /**
+   * The compact MPIR form, which parse reads back to the same set (and the Go package prints
+   * the same): ranges as "lo-hi", and a run of evenly spaced single ranks as "lo-hi:stride"
+   * where that is shorter than listing them ("0,2,4,…,62" prints as "0-62:2"), as in
+   * "0-3,8-20:4,31". Runs are taken greedily from the lowest rank. The empty set prints as "".
+   */
   toString(): string {
-    return this.iv.map((v) => (v.lo === v.hi ? `${v.lo}` : `${v.lo}-${v.hi}`)).join(',');
+    const items: string[] = [];
+    let strided = 0; // ranks printed in strided items, which parse bounds by maxExpand
+    const iv = this.iv;
+    for (let i = 0; i < iv.length; ) {
+      const v = iv[i];
+      if (v.lo !== v.hi) {
+        items.push(`${v.lo}-${v.hi}`);
+        i++;
+        continue;
+      }
+      let end = i + 1;
+      if (end < iv.length && iv[end].lo === iv[end].hi) {
+        const stride = iv[end].lo - v.lo;
+        end++;
+        while (end < iv.length && iv[end].lo === iv[end].hi && iv[end].lo - iv[end - 1].lo === stride) {
+          end++;
+        }
+        // Parse expands at most maxExpand ranks from strided items: a longer run is cut.
+        end = Math.min(end, i + maxExpand - strided);
+        const n = end - i;
+        if (n > 1) {
+          const item = `${v.lo}-${iv[end - 1].lo}:${stride}`;
+          let listed = n - 1;
+          for (let k = i; k < end; k++) {
+            listed += String(iv[k].lo).length;
+          }
+          if (item.length < listed) {
+            items.push(item);
+            strided += n;
+            i = end;
+            continue;
+          }
+        }
+      }
+      items.push(`${v.lo}`);
+      i++;
+    }
+    return items.join(',');
   }
 }
 

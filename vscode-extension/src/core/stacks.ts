@@ -1,6 +1,7 @@
-// Helpers for the merged prefix tree of all ranks' stacks (hpcdap/parallelStacks): labels and
-// stable ids for the Parallel Stacks view, a consistency check of an adapter's answer, and a
-// reference merge of per-rank stack traces that tests use as the oracle for that answer.
+// Helpers for the merged prefix tree of all ranks' stacks (hpcdap/parallelStacks): the merge
+// by function the Parallel Stacks view shows by default, labels and stable ids for the view, a
+// consistency check of an adapter's answer, and a reference merge of per-rank stack traces that
+// tests use as the oracle for that answer.
 
 import { ParallelStacksResponse, StackNode, StackSource } from './protocol';
 import { RankSet } from './rankset';
@@ -47,19 +48,24 @@ export function frameKey(f: FrameInfo): string {
   return `${f.name}\u0000${f.source?.path ?? f.source?.name ?? ''}\u0000${f.line || ''}`;
 }
 
+/** The function identity that a merge by function keys nodes on: name and file, not line. */
+export function functionKey(f: FrameInfo): string {
+  return `${f.name}\u0000${f.source?.path ?? f.source?.name ?? ''}`;
+}
+
 /**
  * Ids for every node that stay the same across refreshes while the frames on the path from the
- * root stay the same, so that a tree view keeps what the user expanded. Nodes whose paths are
- * equal (which a well-formed tree never has) get a numeric suffix.
+ * root stay the same (as key names them), so that a tree view keeps what the user expanded.
+ * Nodes whose paths are equal (which a well-formed tree never has) get a numeric suffix.
  */
-export function stableIds(roots: StackNode[]): Map<StackNode, string> {
+export function stableIds(roots: StackNode[], key: (f: FrameInfo) => string = frameKey): Map<StackNode, string> {
   const ids = new Map<StackNode, string>();
   const used = new Set<string>();
   const assign = (nodes: StackNode[], prefix: string) => {
     for (const n of nodes) {
-      let id = `${prefix}/${frameKey(n)}`;
+      let id = `${prefix}/${key(n)}`;
       for (let i = 2; used.has(id); i++) {
-        id = `${prefix}/${frameKey(n)}#${i}`;
+        id = `${prefix}/${key(n)}#${i}`;
       }
       used.add(id);
       ids.set(n, id);
@@ -218,12 +224,112 @@ export function mergeStacks(stacks: RankStack[], maxFrames = Infinity): Parallel
 
 /**
  * A canonical form of a tree for comparing two of them: ids, representatives and sibling order
- * are dropped, since different rank orders may pick them differently.
+ * are dropped, since different rank orders may pick them differently; nodes are named by key.
  */
-export function canonicalTree(roots: StackNode[]): unknown[] {
+export function canonicalTree(roots: StackNode[], key: (f: FrameInfo) => string = frameKey): unknown[] {
   const canon = (nodes: StackNode[]): unknown[] =>
     nodes
-      .map((n) => ({ key: frameKey(n), ranks: RankSet.parse(n.ranks, -1).toString(), children: canon(n.children ?? []) }))
+      .map((n) => ({ key: key(n), ranks: RankSet.parse(n.ranks, -1).toString(), children: canon(n.children ?? []) }))
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.ranks < b.ranks ? -1 : 1));
   return canon(roots);
+}
+
+/** The ranks of a function-merged node that are at one line of it. */
+export interface LineRanks {
+  /** The line, absent for frames without one. */
+  line?: number;
+  ranks: string;
+  count: number;
+}
+
+/**
+ * A node of the tree the Parallel Stacks view shows. Merged by function, lines lists the ranks
+ * at each line of the function, in line order; line, threadId and frameLevel are those of the
+ * node's lowest rank.
+ */
+export interface ViewNode extends StackNode {
+  children: ViewNode[];
+  lines?: LineRanks[];
+}
+
+/**
+ * Merges a tree merged by frame (function, file and line: the adapter's default answer) into
+ * one merged by function, as STAT and DDT draw it: siblings of the same function become one
+ * node with the union of their ranks, the ranks at each line (lines), and the merge of their
+ * children. It is the tree hpcdap/parallelStacks returns with byFunction, plus the lines.
+ * Siblings are ordered by their lowest rank and ids number the nodes depth-first from 1.
+ */
+export function mergeByFunction(roots: StackNode[]): ViewNode[] {
+  const merge = (nodes: StackNode[]): ViewNode[] => {
+    const groups = new Map<string, { nodes: StackNode[]; sets: RankSet[] }>();
+    for (const n of nodes) {
+      const k = functionKey(n);
+      let g = groups.get(k);
+      if (!g) {
+        g = { nodes: [], sets: [] };
+        groups.set(k, g);
+      }
+      g.nodes.push(n);
+      g.sets.push(RankSet.tryParse(n.ranks ?? '', -1).set ?? RankSet.empty);
+    }
+    const out: { node: ViewNode; min: number }[] = [];
+    for (const g of groups.values()) {
+      let union = RankSet.empty;
+      let rep = 0;
+      const byLine = new Map<number | undefined, RankSet>();
+      g.sets.forEach((set, i) => {
+        union = union.union(set);
+        if (set.min >= 0 && (g.sets[rep].min < 0 || set.min < g.sets[rep].min)) {
+          rep = i;
+        }
+        const line = g.nodes[i].line || undefined;
+        byLine.set(line, (byLine.get(line) ?? RankSet.empty).union(set));
+      });
+      const r = g.nodes[rep];
+      const node: ViewNode = {
+        id: 0,
+        name: r.name,
+        ranks: union.toString(),
+        count: union.size,
+        threadId: r.threadId,
+        frameLevel: r.frameLevel,
+        children: merge(g.nodes.flatMap((n) => n.children ?? [])),
+        lines: [...byLine.entries()]
+          .sort((a, b) => (a[0] ?? -1) - (b[0] ?? -1))
+          .map(([line, set]) => (line === undefined ? { ranks: set.toString(), count: set.size } : { line, ranks: set.toString(), count: set.size })),
+      };
+      if (r.source) {
+        node.source = r.source;
+      }
+      if (r.line !== undefined) {
+        node.line = r.line;
+      }
+      out.push({ node, min: union.min });
+    }
+    return out.sort((a, b) => a.min - b.min).map((x) => x.node);
+  };
+  const merged = merge(roots);
+  let next = 1;
+  walk(merged, (n) => {
+    n.id = next++;
+  });
+  return merged;
+}
+
+/**
+ * The lines of a function-merged node for its row: "line 42" when all its ranks are at one
+ * line, else each line with its ranks, "lines 42 (0), 45 (1-3)", at most max of them and then
+ * how many more; "" for a node without lines.
+ */
+export function nodeLines(n: ViewNode, max = 4): string {
+  const lines = (n.lines ?? []).filter((l) => l.line !== undefined);
+  if (lines.length === 0) {
+    return '';
+  }
+  if (lines.length === 1 && lines[0].count === n.count) {
+    return `line ${lines[0].line}`;
+  }
+  const shown = lines.slice(0, max).map((l) => `${l.line} (${l.ranks})`);
+  const more = lines.length - shown.length;
+  return `lines ${shown.join(', ')}${more > 0 ? `, +${more} more` : ''}`;
 }

@@ -3,15 +3,12 @@
 
 import * as vscode from 'vscode';
 import { RankState } from '../core/protocol';
-import { RankChunk, chunkRanks, rankDescription, representativeThread } from '../core/ranks';
+import { RankRow, rankPageLabel, rankRows, rankDescription, representativeThread } from '../core/ranks';
 import { RankSet, checkRankSetSyntax } from '../core/rankset';
 import { HpcSession, SessionManager, errorText } from '../session';
 
-/** Jobs with more ranks than this are shown in groups of this many. */
-const chunkSize = 256;
-
-/** A row of the Ranks view. */
-export type RankNode = { kind: 'rank'; state: RankState } | { kind: 'chunk'; chunk: RankChunk } | { kind: 'message'; text: string };
+/** A row of the Ranks view: a rank, a range of ranks (a page), or a message. */
+export type RankNode = RankRow | { kind: 'message'; text: string };
 
 /** The run-control actions the view offers on selected ranks; each is a standard DAP request. */
 export type RankAction = 'continue' | 'pause' | 'next' | 'stepIn' | 'stepOut';
@@ -45,13 +42,10 @@ export class RanksView implements vscode.TreeDataProvider<RankNode>, vscode.Disp
       if (ranks.length === 0) {
         return [{ kind: 'message', text: s.ranksError ? `hpcdap/ranks: ${s.ranksError}` : s.ended ? 'The session has ended.' : 'Waiting for ranks…' }];
       }
-      if (ranks.length <= chunkSize) {
-        return ranks.map((state) => ({ kind: 'rank', state }));
-      }
-      return chunkRanks(ranks, chunkSize).map((chunk) => ({ kind: 'chunk', chunk }));
+      return rankRows(ranks);
     }
-    if (node.kind === 'chunk') {
-      return node.chunk.ranks.map((state) => ({ kind: 'rank', state }));
+    if (node.kind === 'page') {
+      return rankRows(node.ranks, node.page);
     }
     return [];
   }
@@ -62,13 +56,16 @@ export class RanksView implements vscode.TreeDataProvider<RankNode>, vscode.Disp
       item.contextValue = 'hpcdapMessage';
       return item;
     }
-    if (node.kind === 'chunk') {
-      const { first, last, ranks } = node.chunk;
-      const item = new vscode.TreeItem(`ranks ${first}-${last}`, vscode.TreeItemCollapsibleState.Collapsed);
-      const stopped = ranks.filter((r) => r.state === 'stopped').length;
-      item.description = `${ranks.length} ranks · ${stopped} stopped`;
-      item.id = `chunk:${first}`;
-      item.contextValue = 'hpcdapRankChunk';
+    if (node.kind === 'page') {
+      const { start, end } = node.page;
+      const item = new vscode.TreeItem(`ranks ${rankPageLabel(node)}`, vscode.TreeItemCollapsibleState.Collapsed);
+      let stopped = 0;
+      for (let i = start; i < end; i++) {
+        stopped += node.ranks[i].state === 'stopped' ? 1 : 0;
+      }
+      item.description = `${end - start} ranks · ${stopped} stopped`;
+      item.id = `page:${node.ranks[start].rank}-${node.ranks[end - 1].rank}`;
+      item.contextValue = 'hpcdapRankPage';
       return item;
     }
     const r = node.state;
@@ -95,9 +92,9 @@ export class RanksView implements vscode.TreeDataProvider<RankNode>, vscode.Disp
     for (const n of picked) {
       if (n.kind === 'rank') {
         out.set(n.state.rank, n.state);
-      } else if (n.kind === 'chunk') {
-        for (const r of n.chunk.ranks) {
-          out.set(r.rank, r);
+      } else if (n.kind === 'page') {
+        for (let i = n.page.start; i < n.page.end; i++) {
+          out.set(n.ranks[i].rank, n.ranks[i]);
         }
       }
     }

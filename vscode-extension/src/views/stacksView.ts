@@ -1,21 +1,42 @@
 // The Parallel Stacks view: the merged prefix tree of all stopped ranks' stacks, with the rank
-// set and count at every node. Clicking a node shows the frame of its representative rank.
+// set and count at every node. By default a function is one node whatever line its ranks are at
+// (the lines and their ranks are shown on it); hpcdap.parallelStacks.mergeBy "line" shows one
+// node per line instead. A level with more nodes than a page is shown in pages. Clicking a node
+// shows the frame of its representative rank.
 
 import * as vscode from 'vscode';
-import { StackNode } from '../core/protocol';
-import { countNodes, initiallyExpanded, nodeDescription, nodeLabel, nodeLocation, stableIds, walk } from '../core/stacks';
-import { SessionManager, errorText } from '../session';
+import { Page, defaultPageSize, pageRows } from '../core/paging';
+import { RankSet } from '../core/rankset';
+import {
+  ViewNode,
+  countNodes,
+  frameKey,
+  functionKey,
+  initiallyExpanded,
+  mergeByFunction,
+  nodeDescription,
+  nodeLabel,
+  nodeLines,
+  nodeLocation,
+  stableIds,
+  walk,
+} from '../core/stacks';
+import { SessionManager, errorText, stacksMergeBy } from '../session';
 
-/** A row of the Parallel Stacks view. */
-export type StackRow = { kind: 'node'; node: StackNode; sessionId: string } | { kind: 'message'; text: string };
+/** A row of the Parallel Stacks view: a node, a page of a level's nodes, or a message. */
+export type StackRow =
+  | { kind: 'node'; node: ViewNode; sessionId: string }
+  | { kind: 'page'; siblings: ViewNode[]; page: Page; parentId: string; sessionId: string }
+  | { kind: 'message'; text: string };
 
 /** Feeds the Parallel Stacks tree view from the session manager. */
 export class StacksView implements vscode.TreeDataProvider<StackRow>, vscode.Disposable {
   private readonly changed = new vscode.EventEmitter<void>();
   readonly onDidChangeTreeData = this.changed.event;
   readonly view: vscode.TreeView<StackRow>;
-  private ids = new Map<StackNode, string>();
-  private meta = new Map<StackNode, { depth: number; parent?: StackNode }>();
+  private roots: ViewNode[] = [];
+  private ids = new Map<ViewNode, string>();
+  private meta = new Map<ViewNode, { depth: number; parent?: ViewNode }>();
   private total = 0;
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -33,11 +54,13 @@ export class StacksView implements vscode.TreeDataProvider<StackRow>, vscode.Dis
 
   private redraw(): void {
     const s = this.sessions.active;
-    const roots = s?.stacks?.roots ?? [];
-    this.ids = stableIds(roots);
+    const byFunction = stacksMergeBy() === 'function';
+    const raw = (s?.stacks?.roots ?? []) as ViewNode[];
+    this.roots = byFunction ? mergeByFunction(raw) : raw;
+    this.ids = stableIds(this.roots, byFunction ? functionKey : frameKey);
     this.meta = new Map();
-    walk(roots, (n, depth, parent) => this.meta.set(n, { depth, parent }));
-    this.total = countNodes(roots);
+    walk(this.roots, (n, depth, parent) => this.meta.set(n as ViewNode, { depth, parent: parent as ViewNode | undefined }));
+    this.total = countNodes(this.roots);
     if (!s || s.stacksStale) {
       clearFrameHighlight();
     }
@@ -61,13 +84,16 @@ export class StacksView implements vscode.TreeDataProvider<StackRow>, vscode.Dis
         const stopped = s.ranks.list().some((r) => r.state === 'stopped');
         return [{ kind: 'message', text: stopped ? 'Reading stacks…' : 'Stacks are shown when ranks stop.' }];
       }
-      if (s.stacks.roots.length === 0) {
+      if (this.roots.length === 0) {
         return [{ kind: 'message', text: 'No stopped ranks.' }];
       }
-      return s.stacks.roots.map((node) => ({ kind: 'node', node, sessionId: s.session.id }));
+      return stackRows(this.roots, '', s.session.id);
     }
     if (row.kind === 'node') {
-      return (row.node.children ?? []).map((node) => ({ kind: 'node', node, sessionId: row.sessionId }));
+      return stackRows(row.node.children ?? [], this.ids.get(row.node) ?? `#${row.node.id}`, row.sessionId);
+    }
+    if (row.kind === 'page') {
+      return stackRows(row.siblings, row.parentId, row.sessionId, row.page);
     }
     return [];
   }
@@ -76,6 +102,18 @@ export class StacksView implements vscode.TreeDataProvider<StackRow>, vscode.Dis
     if (row.kind === 'message') {
       const item = new vscode.TreeItem(row.text);
       item.contextValue = 'hpcdapMessage';
+      return item;
+    }
+    if (row.kind === 'page') {
+      const { start, end } = row.page;
+      const item = new vscode.TreeItem(`${start + 1}-${end} of ${row.siblings.length}`, vscode.TreeItemCollapsibleState.Collapsed);
+      let ranks = RankSet.empty;
+      for (let i = start; i < end; i++) {
+        ranks = ranks.union(RankSet.tryParse(row.siblings[i].ranks, -1).set ?? RankSet.empty);
+      }
+      item.description = `${ranks} · ${ranks.size} ${ranks.size === 1 ? 'rank' : 'ranks'}`;
+      item.id = `${row.sessionId}${row.parentId}/page:${start}-${end}`;
+      item.contextValue = 'hpcdapStackPage';
       return item;
     }
     const n = row.node;
@@ -87,10 +125,19 @@ export class StacksView implements vscode.TreeDataProvider<StackRow>, vscode.Dis
       !hasChildren ? vscode.TreeItemCollapsibleState.None : expand ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.Collapsed,
     );
     item.id = `${row.sessionId}${this.ids.get(n) ?? `#${n.id}`}`;
-    item.description = nodeDescription(n);
+    const lines = n.lines ? nodeLines(n) : n.line ? `line ${n.line}` : '';
+    item.description = nodeDescription(n) + (lines ? ` · ${lines}` : '');
     const loc = nodeLocation(n);
+    const file = loc.replace(/:\d+$/, '');
+    const perLine = (n.lines ?? [])
+      .filter((l) => l.line !== undefined)
+      .slice(0, 32)
+      .map((l) => `- ${file}:${l.line} — ranks ${l.ranks} (${l.count})`);
+    const more = (n.lines?.length ?? 0) - perLine.length;
     item.tooltip = new vscode.MarkdownString(
-      `**${nodeLabel(n)}**${loc ? ` — ${loc}` : ''}\n\nranks ${n.ranks} (${n.count})\n\nshown: frame ${n.frameLevel} of thread ${n.threadId}`,
+      `**${nodeLabel(n)}**${loc && !n.lines ? ` — ${loc}` : file && n.lines ? ` — ${file}` : ''}\n\nranks ${n.ranks} (${n.count})` +
+        (perLine.length ? `\n\n${perLine.join('\n')}${more > 0 ? `\n- … ${more} more` : ''}` : '') +
+        `\n\nshown: frame ${n.frameLevel} of thread ${n.threadId}`,
     );
     item.iconPath = new vscode.ThemeIcon(hasChildren ? 'debug-stackframe-dot' : 'debug-stackframe');
     item.contextValue = 'hpcdapStackNode';
@@ -101,6 +148,13 @@ export class StacksView implements vscode.TreeDataProvider<StackRow>, vscode.Dis
   dispose(): void {
     vscode.Disposable.from(...this.disposables).dispose();
   }
+}
+
+/** The rows of one level of the tree (or of a page of it): at most a page of them. */
+function stackRows(siblings: ViewNode[], parentId: string, sessionId: string, page?: Page): StackRow[] {
+  return pageRows(siblings, defaultPageSize, page?.start, page?.end).map((r) =>
+    r.kind === 'item' ? { kind: 'node', node: r.item, sessionId } : { kind: 'page', siblings, page: r, parentId, sessionId },
+  );
 }
 
 const frameHighlight = vscode.window.createTextEditorDecorationType({

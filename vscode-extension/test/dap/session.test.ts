@@ -16,7 +16,7 @@ import { DebugConfig, checkConfig } from '../../src/core/config';
 import { CompareExpressionResponse, FocusResponse, ParallelStacksResponse, RankState, RanksResponse } from '../../src/core/protocol';
 import { RankSet } from '../../src/core/rankset';
 import { materializeSnippet, substituteVariables } from '../../src/core/snippets';
-import { RankStack, canonicalTree, checkStackTree, mergeStacks } from '../../src/core/stacks';
+import { RankStack, ViewNode, canonicalTree, checkStackTree, mergeByFunction, mergeStacks, walk } from '../../src/core/stacks';
 import { findAdapter } from '../support/adapter';
 import { buildRing, functionLines, markerLine } from '../support/fixture';
 import { packageJson } from '../support/paths';
@@ -199,6 +199,23 @@ describe('hpcdap dap', function () {
         }
       };
       await check(tree.roots);
+      // The view's merge by function of that tree is the adapter's own merge by function (with
+      // the same representatives' lines), and its lines name where each rank is.
+      const byFunction = (await dc.customRequest('hpcdap/parallelStacks', { byFunction: true })).body as ParallelStacksResponse;
+      const merged = mergeByFunction(tree.roots);
+      assert.deepEqual(checkStackTree({ total: tree.total, roots: merged }, threads), []);
+      assert.deepEqual(canonicalTree(merged), canonicalTree(byFunction.roots));
+      assert.deepEqual(merged.map((n) => n.name), ['main'], 'one main');
+      await check(merged);
+      walk(merged, (n, depth) => {
+        for (const l of (n as ViewNode).lines ?? []) {
+          for (const r of RankSet.parse(l.ranks, 4).ranks()) {
+            const outer = [...stacks.find((s) => s.rank === r)!.frames].reverse();
+            assert.equal(outer[depth].name, n.name);
+            assert.equal(outer[depth].line || undefined, l.line, `rank ${r} in ${n.name}`);
+          }
+        }
+      });
     });
 
     it('compares an expression across ranks', async () => {

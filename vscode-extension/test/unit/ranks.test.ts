@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { RankState } from '../../src/core/protocol';
-import { RankModel, chunkRanks, rankDescription, representativeThread, statusText, statusTooltip } from '../../src/core/ranks';
+import { pageRows } from '../../src/core/paging';
+import { RankModel, RankRow, rankPageLabel, rankRows, rankDescription, representativeThread, statusText, statusTooltip } from '../../src/core/ranks';
 
 const states: RankState['state'][] = ['starting', 'running', 'stopped', 'exited'];
 
@@ -48,18 +49,72 @@ test('rank descriptions', () => {
   assert.equal(rankDescription({ ...r, state: 'starting', pid: 0, host: '' }), 'starting');
 });
 
-test('chunks cover every rank once, in order', () => {
-  for (const n of [0, 1, 255, 256, 257, 1000]) {
-    const ranks = job(n, () => 'stopped');
-    const chunks = chunkRanks(ranks, 256);
-    assert.equal(chunks.length, Math.ceil(n / 256));
-    assert.deepEqual(chunks.flatMap((c) => c.ranks.map((r) => r.rank)), ranks.map((r) => r.rank));
-    for (const c of chunks) {
-      assert.equal(c.first, c.ranks[0].rank);
-      assert.equal(c.last, c.ranks[c.ranks.length - 1].rank);
+/**
+ * Walks the Ranks view's rows as the tree view asks for them (each level only when its parent is
+ * expanded), checking that no level makes more than pageSize rows and that the rank rows come
+ * out once each, in order. Returns the rows made at each depth.
+ */
+function walkRankRows(ranks: RankState[], pageSize: number): { perDepth: number[]; leaves: number[]; maxLevel: number } {
+  const perDepth: number[] = [];
+  const leaves: number[] = [];
+  let maxLevel = 0;
+  const visit = (rows: RankRow[], depth: number) => {
+    maxLevel = Math.max(maxLevel, rows.length);
+    perDepth[depth] = (perDepth[depth] ?? 0) + rows.length;
+    for (const row of rows) {
+      if (row.kind === 'rank') {
+        leaves.push(row.state.rank);
+      } else {
+        assert.ok(row.page.end - row.page.start > 0, 'an empty page');
+        visit(rankRows(row.ranks, row.page, pageSize), depth + 1);
+      }
     }
+  };
+  visit(rankRows(ranks, undefined, pageSize), 0);
+  return { perDepth, leaves, maxLevel };
+}
+
+test('the Ranks view of 1,024 ranks makes at most a page of rows per level', () => {
+  const ranks = job(1024, (r) => (r % 3 ? 'stopped' : 'running'));
+  const { perDepth, leaves, maxLevel } = walkRankRows(ranks, 128);
+  // Opening the view makes 8 rows (ranges of 128 ranks), expanding one of them 128 more.
+  assert.deepEqual(perDepth, [8, 1024]);
+  assert.equal(maxLevel, 128);
+  assert.deepEqual(leaves, ranks.map((r) => r.rank));
+  const top = rankRows(ranks);
+  assert.deepEqual(
+    top.map((r) => (r.kind === 'page' ? rankPageLabel(r) : `rank ${r.state.rank}`)),
+    ['0-127', '128-255', '256-383', '384-511', '512-639', '640-767', '768-895', '896-1023'],
+  );
+});
+
+test('paged rows cover every rank once, in order, at any size', () => {
+  for (const [n, pageSize, depth] of [
+    [0, 128, 1],
+    [1, 128, 1],
+    [128, 128, 1],
+    [129, 128, 2],
+    [16384, 128, 2],
+    [16385, 128, 3],
+    [100000, 128, 3],
+    [1000, 2, 10],
+  ]) {
+    const ranks = job(n, () => 'stopped');
+    const { perDepth, leaves, maxLevel } = walkRankRows(ranks, pageSize);
+    assert.ok(maxLevel <= pageSize, `${n} ranks: a level of ${maxLevel} rows`);
+    assert.equal(perDepth.length, depth, `${n} ranks in pages of ${pageSize}: depth ${perDepth.length}`);
+    assert.deepEqual(leaves, ranks.map((r) => r.rank), `${n} ranks`);
   }
-  assert.throws(() => chunkRanks([], 0), /not positive/);
+  // Scattered ranks: a page names its ranks in MPIR notation, or its bounds.
+  const even = job(512, () => 'stopped').map((r) => ({ ...r, rank: 2 * r.rank }));
+  const top = rankRows(even, undefined, 128).map((r) => (r.kind === 'page' ? rankPageLabel(r) : ''));
+  assert.deepEqual(top, ['0-254:2', '256-510:2', '512-766:2', '768-1022:2']);
+  const odd = [0, 5, 6, 11, 100, 101, 102, 250].map((rank) => ({ rank, state: 'stopped' as const, pid: 1, host: '', threadId: 1 }));
+  assert.deepEqual(
+    rankRows(odd, undefined, 2).map((r) => (r.kind === 'page' ? rankPageLabel(r) : '')),
+    ['0,5-6,11', '100-102,250'],
+  );
+  assert.throws(() => pageRows([], 1), /page size/);
 });
 
 test('the thread named in a run-control request', () => {

@@ -10,7 +10,7 @@ test('parse: compressed form of MPIR subset notation', () => {
     ['3', 8, '3'],
     ['1 2 4-6', 8, '1-2,4-6'],
     ['1,2,4-6', 8, '1-2,4-6'],
-    ['7-$max:2', 16, '7,9,11,13,15'],
+    ['7-$max:2', 16, '7-15:2'],
     ['1 2 4-6 7-$max:2', 12, '1-2,4-7,9,11'],
     ['$max', 4, '3'],
     ['all', 4, '0-3'],
@@ -18,7 +18,15 @@ test('parse: compressed form of MPIR subset notation', () => {
     ['0-3 2-5', 8, '0-5'],
     ['5 1 3 2 4', 8, '1-5'],
     ['0-511,513-1023', 1024, '0-511,513-1023'],
-    ['10-20:5', -1, '10,15,20'],
+    ['10-20:5', -1, '10-20:5'],
+    ['0-62:2', 64, '0-62:2'],
+    ['0 2 4', 8, '0,2,4'],
+    ['1,3', 8, '1,3'],
+    ['0-3,8,12,16,20,31', -1, '0-3,8-20:4,31'],
+    ['0 3 6 9 11 13 15 17', -1, '0-9:3,11-17:2'],
+    ['0,2,4,6-7', -1, '0,2,4,6-7'],
+    ['0,2,4,6,8-9', -1, '0-6:2,8-9'],
+    ['0-9 20-40:10 41-50', -1, '0-9,20,30,40-50'],
     ['  4  ,, 6 ', 8, '4,6'],
   ];
   for (const [s, size, want] of cases) {
@@ -131,6 +139,17 @@ test('parse agrees with the Go rankset package', () => {
     }
     const seps = [' ', ',', '\t', '\n', ', ', '  '];
     queries.push({ s: items.map((x, j) => (j ? pick(seps) : '') + x).join(''), size: pick([-1, 0, 1, 4, 16, 64, 1024, 4096]) });
+  }
+  // Sets of evenly spaced single ranks, runs and ranges mixed, which print in strided form.
+  for (let i = 0; i < 500; i++) {
+    const items: string[] = [];
+    const k = 1 + Math.floor(rand() * 5);
+    for (let j = 0; j < k; j++) {
+      const lo = Math.floor(rand() * 200);
+      const hi = lo + Math.floor(rand() * 120);
+      items.push(rand() < 0.7 ? `${lo}-${hi}:${2 + Math.floor(rand() * 6)}` : rand() < 0.5 ? `${lo}` : `${lo}-${lo + Math.floor(rand() * 4)}`);
+    }
+    queries.push({ s: items.join(' '), size: pick([-1, 1024]) });
   }
   const go = spawnSync(goBinary(), ['run', './vscode-extension/test/testdata/ranksetoracle'], {
     cwd: repoRoot,

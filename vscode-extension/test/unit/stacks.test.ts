@@ -2,7 +2,26 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { StackNode } from '../../src/core/protocol';
 import { RankSet } from '../../src/core/rankset';
-import { FrameInfo, RankStack, canonicalTree, checkStackTree, countNodes, frameKey, initiallyExpanded, mergeStacks, nodeDescription, nodeLocation, stableIds, walk } from '../../src/core/stacks';
+import { pageRows } from '../../src/core/paging';
+import {
+  FrameInfo,
+  RankStack,
+  ViewNode,
+  canonicalTree,
+  checkStackTree,
+  countNodes,
+  frameKey,
+  functionKey,
+  initiallyExpanded,
+  mergeByFunction,
+  mergeStacks,
+  nodeDescription,
+  nodeLabel,
+  nodeLines,
+  nodeLocation,
+  stableIds,
+  walk,
+} from '../../src/core/stacks';
 
 function rng(seed: number): () => number {
   let x = seed >>> 0;
@@ -149,4 +168,92 @@ test('labels and expansion', () => {
   assert.equal(initiallyExpanded(parent, 5, undefined, 10), true, 'a small tree expands fully');
   assert.equal(initiallyExpanded(parent, 5, { ...n, count: 2000 }, 1000), false, 'deep splits of a large tree stay closed');
   assert.equal(initiallyExpanded(parent, 5, parent, 1000), true, 'chains that keep all ranks open');
+});
+
+test('mergeByFunction: the tree merged with lines dropped, and the ranks at each line', () => {
+  for (let seed = 1; seed <= 40; seed++) {
+    const stacks = randomStacks(seed, 1 + ((seed * 7) % 53));
+    const merged = mergeByFunction(mergeStacks(stacks).roots);
+    // The same tree as merging stacks whose frames have no line, named by function.
+    const lineless = mergeStacks(stacks.map((s) => ({ ...s, frames: s.frames.map((f) => ({ name: f.name, source: f.source })) })));
+    assert.deepEqual(canonicalTree(merged, functionKey), canonicalTree(lineless.roots, functionKey), `seed ${seed}`);
+    assert.deepEqual(checkStackTree({ total: stacks.length, roots: merged }, new Map(stacks.map((s) => [s.threadId, s.rank]))), [], `seed ${seed}`);
+    // Brute force: the ranks whose function path begins with the node's, by line of its frame.
+    const paths = new Map<ViewNode, string[]>();
+    walk(merged, (n, _d, parent) => paths.set(n as ViewNode, [...(parent ? paths.get(parent as ViewNode)! : []), functionKey(n)]));
+    const ids: number[] = [];
+    walk(merged, (node) => {
+      const n = node as ViewNode;
+      ids.push(n.id);
+      const path = paths.get(n)!;
+      const byLine = new Map<number | undefined, number[]>();
+      for (const s of stacks) {
+        const outer = [...s.frames].reverse();
+        if (outer.length >= path.length && path.every((k, i) => functionKey(outer[i]) === k)) {
+          const line = outer[path.length - 1].line;
+          byLine.set(line, [...(byLine.get(line) ?? []), s.rank]);
+        }
+      }
+      const want = [...byLine.entries()]
+        .sort((a, b) => (a[0] ?? -1) - (b[0] ?? -1))
+        .map(([line, ranks]) => ({ line, ranks: RankSet.of(...ranks).toString(), count: ranks.length }));
+      assert.deepEqual(
+        n.lines!.map((l) => ({ line: l.line, ranks: l.ranks, count: l.count })),
+        want,
+        `seed ${seed}: lines of ${path.join(' > ')}`,
+      );
+      // The node's line is its lowest rank's.
+      const lowest = RankSet.parse(n.ranks, -1).min;
+      assert.equal(n.line, want.find((l) => RankSet.parse(l.ranks, -1).has(lowest))!.line);
+    });
+    assert.deepEqual(ids, ids.map((_, i) => i + 1), 'ids number the nodes depth-first');
+  }
+});
+
+test('mergeByFunction: one main over 1,024 ranks at two lines, and a bounded description', () => {
+  const file = { name: 'ring.c', path: '/src/ring.c' };
+  const stacks: RankStack[] = Array.from({ length: 1024 }, (_, rank) => ({
+    rank,
+    threadId: 100 + rank,
+    frames: [
+      { name: 'compute', source: file, line: rank % 2 ? 45 : 42 },
+      { name: 'main', source: file, line: rank < 512 ? 60 : 61 },
+    ],
+  }));
+  const byLine = mergeStacks(stacks).roots;
+  assert.deepEqual(byLine.map((n) => `${n.name} ${n.ranks}`), ['main 0-511', 'main 512-1023'], 'merged by line, main shows twice');
+  const [main, ...rest] = mergeByFunction(byLine);
+  assert.deepEqual(rest, []);
+  assert.equal(`${nodeLabel(main)} ${nodeDescription(main)} · ${nodeLines(main)}`, 'main 0-1023 · 1024 ranks · lines 60 (0-511), 61 (512-1023)');
+  assert.equal(main.children.length, 1);
+  const compute = main.children[0];
+  assert.equal(`${nodeLabel(compute)} ${nodeDescription(compute)} · ${nodeLines(compute)}`, 'compute 0-1023 · 1024 ranks · lines 42 (0-1022:2), 45 (1-1023:2)');
+  assert.equal(compute.threadId, 100, 'the representative is rank 0');
+  // Every rank at its own line: the description names four of them and how many more.
+  const scattered = mergeByFunction(mergeStacks(stacks.map((s) => ({ ...s, frames: [{ ...s.frames[0], line: 1000 + s.rank }, s.frames[1]] }))).roots);
+  const c = scattered[0].children[0];
+  assert.equal(c.lines!.length, 1024);
+  assert.equal(nodeLines(c), 'lines 1000 (0), 1001 (1), 1002 (2), 1003 (3), +1020 more');
+  assert.equal(nodeLines({ ...c, lines: [{ line: 7, ranks: '0-1023', count: 1024 }] }), 'line 7');
+  assert.equal(nodeLines({ ...c, lines: [{ ranks: '0-1023', count: 1024 }] }), '');
+  // Merged by line the 1,024 nodes of that level come in pages of 128.
+  const level = mergeStacks(stacks.map((s) => ({ ...s, frames: [{ ...s.frames[0], line: 1000 + s.rank }, { ...s.frames[1], line: 60 }] }))).roots[0].children;
+  assert.equal(level.length, 1024);
+  const rows = pageRows(level, 128);
+  assert.equal(rows.length, 8);
+  for (const r of rows) {
+    assert.equal(r.kind, 'page');
+    if (r.kind === 'page') {
+      assert.equal(pageRows(level, 128, r.start, r.end).length, 128);
+    }
+  }
+});
+
+test('stableIds by function: unchanged when the ranks move to other lines', () => {
+  const stacks = randomStacks(13, 64);
+  const moved = stacks.map((s) => ({ ...s, frames: s.frames.map((f) => (f.line ? { ...f, line: f.line + 1 } : f)) }));
+  const a = stableIds(mergeByFunction(mergeStacks(stacks).roots), functionKey);
+  const b = stableIds(mergeByFunction(mergeStacks(moved).roots), functionKey);
+  assert.deepEqual([...a.values()].sort(), [...b.values()].sort());
+  assert.notDeepEqual([...stableIds(mergeStacks(stacks).roots).values()].sort(), [...stableIds(mergeStacks(moved).roots).values()].sort());
 });

@@ -1,0 +1,174 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// hit decides what a breakpoint notification at addr means for rank r: whether to stop, and
+// why. Conditions are evaluated in the stopped thread's innermost frame; hit counts are kept
+// per rank; log points print and never stop.
+func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
+	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	defer cancel()
+	mods, _ := r.sym.modules(ctx, false)
+	b.mu.Lock()
+	var matched []*userBP
+	for _, bp := range b.allUser() {
+		if !bp.ranks.Contains(r.Num) {
+			continue
+		}
+		for _, a := range bp.addrsFor(mods) {
+			if a == addr {
+				matched = append(matched, bp)
+				break
+			}
+		}
+	}
+	b.mu.Unlock()
+	info := stopInfo{reason: "breakpoint", tid: tid}
+	if len(matched) == 0 {
+		if b.isUserSite(r, addr) {
+			return true, info
+		}
+		// The agent reports a Breakpoint only for a trap it planted, so this is one that was
+		// removed after the thread hit it (a temporary one of a step that has ended, or a
+		// breakpoint the user cleared while this hit waited behind another stop). The agent
+		// put the thread back on addr, where the original instruction stands again: it runs
+		// as if the trap had never been there.
+		b.j.logf("rank %d: hit of removed breakpoint %#x: go on", r.Num, addr)
+		return false, info
+	}
+	stop := false
+	for _, bp := range matched {
+		if bp.kind == bpEntry {
+			b.mu.Lock()
+			b.passed[r] = true // not planted on this rank again
+			b.mu.Unlock()
+			go b.sync(context.Background(), []*Rank{r})
+			return true, stopInfo{reason: "entry", tid: tid}
+		}
+		if !b.metaHolds(ctx, r, tid, bp) {
+			continue
+		}
+		stop = true
+		info.bps = append(info.bps, bp.id)
+		switch bp.kind {
+		case bpFunction:
+			info.reason = "function breakpoint"
+		case bpInstruction:
+			info.reason = "instruction breakpoint"
+		}
+	}
+	return stop, info
+}
+
+// metaHolds applies a hit breakpoint's condition, hit condition and log message, the same for
+// every kind: it reports whether the hit stops the rank.
+func (b *breakpoints) metaHolds(ctx context.Context, r *Rank, tid int, bp *userBP) bool {
+	b.mu.Lock()
+	m, id := bp.bpMeta, bp.id
+	b.mu.Unlock()
+	ok, err := b.j.conditionHolds(ctx, r, tid, m.cond)
+	if err != nil {
+		b.j.output("console", fmt.Sprintf("rank %d: breakpoint %d: condition %q: %v\n", r.Num, id, m.cond, err))
+		ok = true // as gdb does: an error in a condition stops
+	}
+	if !ok {
+		return false
+	}
+	b.j.mu.Lock()
+	r.hits[id]++
+	n := r.hits[id]
+	b.j.mu.Unlock()
+	if m.hit != nil && !m.hit.holds(n) {
+		return false
+	}
+	if m.log != nil {
+		b.j.logPoint(ctx, r, tid, m.log)
+		return false
+	}
+	return true
+}
+
+// hitCondition is a parsed hit condition: op is "" (from the nth hit on), ">=", ">", "==",
+// "=", "<", "<=" or "%" (every nth hit).
+type hitCondition struct {
+	op string
+	n  int
+}
+
+// parseHitCondition checks a hit condition: "N" (stop from the Nth hit on), ">= N", "> N",
+// "== N", "< N", "<= N", "% N" (every Nth hit).
+func parseHitCondition(s string) (op string, n int, err error) {
+	s = strings.TrimSpace(s)
+	for _, o := range []string{">=", "<=", "==", ">", "<", "%", "="} {
+		if rest, ok := strings.CutPrefix(s, o); ok {
+			op, s = o, strings.TrimSpace(rest)
+			break
+		}
+	}
+	n, err = strconv.Atoi(s)
+	if err != nil || n < 0 || (op == "%" && n == 0) {
+		return "", 0, fmt.Errorf("hit condition %q: want a count, optionally after >=, >, ==, <=, < or %%", s)
+	}
+	return op, n, nil
+}
+
+// hitConditionHolds reports whether the hits-th hit satisfies cond (an invalid or empty cond
+// always holds).
+func hitConditionHolds(cond string, hits int) bool {
+	op, n, err := parseHitCondition(cond)
+	if strings.TrimSpace(cond) == "" || err != nil {
+		return true
+	}
+	return hitCondition{op, n}.holds(hits)
+}
+
+// holds reports whether the hits-th hit satisfies h.
+func (h hitCondition) holds(hits int) bool {
+	switch h.op {
+	case "", ">=":
+		return hits >= h.n
+	case ">":
+		return hits > h.n
+	case "==", "=":
+		return hits == h.n
+	case "<":
+		return hits < h.n
+	case "<=":
+		return hits <= h.n
+	case "%":
+		return hits%h.n == 0
+	}
+	return true
+}
+
+// logPart is a piece of a log message: text, then, when expr is set, the value of an
+// expression (the message's {expr}).
+type logPart struct {
+	text    string
+	expr    string
+	hasExpr bool
+}
+
+// parseLogMessage splits a log message into text and {expressions}; a brace without its
+// closing brace is text.
+func parseLogMessage(msg string) []logPart {
+	var parts []logPart
+	for {
+		i := strings.IndexByte(msg, '{')
+		if i < 0 {
+			break
+		}
+		k := strings.IndexByte(msg[i:], '}')
+		if k < 0 {
+			break
+		}
+		parts = append(parts, logPart{text: msg[:i], expr: msg[i+1 : i+k], hasExpr: true})
+		msg = msg[i+k+1:]
+	}
+	return append(parts, logPart{text: msg})
+}

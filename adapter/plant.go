@@ -1,0 +1,289 @@
+package adapter
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+// Planting. The agent owns what lies under a trap: it keeps the original instruction, shows it
+// in memory reads and takes writes over a trap into it. The adapter keeps only which of its
+// uses want a trap at an address (user breakpoints, steps, the link-map watch), since a CDTI
+// ResetBreakpoint takes the tool's trap away whole; when the last use goes it asks the agent
+// for the original instruction, which ResetBreakpoint must present.
+
+// site is one trapped address of one rank: who in the adapter wants the trap.
+type site struct {
+	user bool // a user breakpoint wants it
+	temp int  // steps and the link-map watch that want it
+}
+
+// rankTrap is the trap instruction of r and its byte order.
+func rankTrap(r *Rank) ([]byte, binary.ByteOrder) {
+	rs := &r.sym
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.arch.Trap(), rs.arch.ByteOrder
+}
+
+// byNode groups ranks by the agent connection that serves them.
+func byNode(ranks []*Rank) map[*node][]*Rank {
+	out := map[*node][]*Rank{}
+	for _, r := range ranks {
+		out[r.node] = append(out[r.node], r)
+	}
+	return out
+}
+
+// eachNode runs f for the ranks of each node, the nodes in parallel.
+func (b *breakpoints) eachNode(what string, ranks []*Rank, f func(rs []*Rank)) {
+	var wg sync.WaitGroup
+	for n, rs := range byNode(ranks) {
+		wg.Go(func() {
+			defer b.j.recoverPanic(fmt.Sprintf("%s of node %s", what, n.host))
+			f(rs)
+		})
+	}
+	wg.Wait()
+}
+
+// trapPlan is what one rank's traps need to match the breakpoints.
+type trapPlan struct {
+	r       *Rank
+	trap    []byte
+	order   binary.ByteOrder
+	want    map[uint64][]*userBP // address → the breakpoints that want a trap there
+	adds    []uint64
+	removes []uint64
+	origs   map[uint64][]byte // the original instruction under each of removes, from the agent
+}
+
+// sync makes what is planted in each of ranks match the breakpoints, node by node: the plans
+// of the node's ranks are made, then go out together on the node's connection, each rank's
+// a query for the original instructions under the traps that go (the agent has them) and one
+// SetBreakpoint/ResetBreakpoint list. A CDTI message addresses one rank (its header's), so a
+// node's batch is one command list per rank, pipelined on the one connection.
+func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
+	b.eachNode("breakpoints", ranks, func(rs []*Rank) {
+		var plans []*trapPlan
+		for _, r := range rs {
+			if p := b.plan(ctx, r); p != nil {
+				plans = append(plans, p)
+			}
+		}
+		eachPlan(plans, func(p *trapPlan) {
+			p.origs = b.originals(ctx, p.r, p.trap, p.removes)
+			b.send(ctx, p)
+		})
+	})
+}
+
+// eachPlan runs f for every plan at once (the requests share the node's connection).
+func eachPlan(plans []*trapPlan, f func(p *trapPlan)) {
+	var wg sync.WaitGroup
+	for _, p := range plans {
+		wg.Go(func() { f(p) })
+	}
+	wg.Wait()
+}
+
+// plan works out which traps r needs and which it no longer needs (nil: nothing to do).
+func (b *breakpoints) plan(ctx context.Context, r *Rank) *trapPlan {
+	mods, err := r.sym.modules(ctx, false)
+	if err != nil {
+		return nil
+	}
+	p := &trapPlan{r: r, want: map[uint64][]*userBP{}}
+	p.trap, p.order = rankTrap(r)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, bp := range b.allUser() {
+		if !bp.ranks.Contains(r.Num) || !bp.resolved {
+			continue
+		}
+		if bp.kind == bpEntry && b.entryDone(r) {
+			continue
+		}
+		for _, a := range bp.addrsFor(mods) {
+			p.want[a] = append(p.want[a], bp)
+		}
+	}
+	sites := b.sites[r]
+	if sites == nil {
+		sites = map[uint64]*site{}
+		b.sites[r] = sites
+	}
+	for a := range p.want {
+		if s := sites[a]; s != nil && (s.user || s.temp > 0) {
+			s.user = true
+			continue
+		}
+		p.adds = append(p.adds, a)
+	}
+	for a, s := range sites {
+		if s.user && p.want[a] == nil {
+			s.user = false
+			if s.temp == 0 {
+				p.removes = append(p.removes, a)
+				delete(sites, a)
+			}
+		}
+	}
+	if len(p.adds) == 0 && len(p.removes) == 0 {
+		return nil
+	}
+	slices.Sort(p.adds)
+	slices.Sort(p.removes)
+	return p
+}
+
+// originals asks r's agent for the instructions under the traps at addrs: its memory reads
+// show the original bytes where a trap is planted. An address it cannot read is left out.
+func (b *breakpoints) originals(ctx context.Context, r *Rank, trap []byte, addrs []uint64) map[uint64][]byte {
+	if len(addrs) == 0 {
+		return nil
+	}
+	cmds := make([]cdti.Command, len(addrs))
+	for i, a := range addrs {
+		cmds[i] = &cdti.GetMemory{Addr: a, Length: uint32(len(trap))}
+	}
+	res, err := r.node.client.QueryBatch(ctx, uint32(r.Num), cmds)
+	out := map[uint64][]byte{}
+	for i, a := range addrs {
+		if i >= len(res) || res[i].Code != cdti.CmdSuccess {
+			why := fmt.Sprint(err)
+			if i < len(res) {
+				why = res[i].Code.String()
+			}
+			b.j.logf("rank %d: read the instruction under the trap at %#x: %s", r.Num, a, why)
+			continue
+		}
+		if ack, ok := res[i].Ack.(*cdti.GetMemoryAck); ok && len(ack.Data) == len(trap) {
+			out[a] = ack.Data
+		}
+	}
+	return out
+}
+
+// send plants and removes the traps of one rank's plan in one command list, and records where
+// planting failed.
+func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
+	r := p.r
+	var cmds []cdti.Command
+	for _, a := range p.adds {
+		cmds = append(cmds, &cdti.SetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(p.order, p.trap)})
+	}
+	for _, a := range p.removes {
+		if orig := p.origs[a]; orig != nil {
+			cmds = append(cmds, &cdti.ResetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(p.order, orig)})
+		}
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	res, err := r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sites := b.sites[r]
+	for i, c := range cmds {
+		ok := err == nil && i < len(res) && res[i].Code == cdti.CmdSuccess
+		why := "not sent"
+		if err != nil {
+			why = err.Error()
+		} else if i < len(res) {
+			why = res[i].Code.String()
+		}
+		switch c := c.(type) {
+		case *cdti.SetBreakpoint:
+			if !ok {
+				for _, bp := range p.want[c.Addr] {
+					if bp.failures == nil {
+						bp.failures = map[int]string{}
+					}
+					bp.failures[r.Num] = fmt.Sprintf("plant at %#x: %s", c.Addr, why)
+				}
+				continue
+			}
+			if s := sites[c.Addr]; s != nil {
+				s.user = true // a step planted it meanwhile: the agent keeps one trap
+			} else {
+				sites[c.Addr] = &site{user: true}
+			}
+		case *cdti.ResetBreakpoint:
+			if !ok {
+				b.j.logf("rank %d: remove the trap at %#x: %s", r.Num, c.Addr, why)
+			}
+		}
+	}
+}
+
+// plantTemp adds a step's reference to a trap at addr in r, planting it if needed.
+func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error {
+	b.mu.Lock()
+	sites := b.sites[r]
+	if sites == nil {
+		sites = map[uint64]*site{}
+		b.sites[r] = sites
+	}
+	if s := sites[addr]; s != nil {
+		s.temp++
+		b.mu.Unlock()
+		return nil
+	}
+	b.mu.Unlock()
+	trap, order := rankTrap(r)
+	res, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SetBreakpoint{Addr: addr, Instruction: cdti.InstructionValue(order, trap)})
+	if err != nil {
+		return err
+	}
+	if res[0].Code != cdti.CmdSuccess {
+		return fmt.Errorf("plant a breakpoint at %#x: %v", addr, res[0].Code)
+	}
+	b.mu.Lock()
+	if s := sites[addr]; s != nil {
+		s.temp++ // planted meanwhile by someone else: the agent keeps one trap
+	} else {
+		sites[addr] = &site{temp: 1}
+	}
+	b.mu.Unlock()
+	return nil
+}
+
+// removeTemp drops a step's reference to the traps at addrs, removing those no longer used:
+// one query for their original instructions and one command list.
+func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addrs ...uint64) {
+	var gone []uint64
+	b.mu.Lock()
+	for _, a := range addrs {
+		s := b.sites[r][a]
+		if s == nil {
+			continue
+		}
+		s.temp--
+		if s.temp > 0 || s.user {
+			continue
+		}
+		delete(b.sites[r], a)
+		gone = append(gone, a)
+	}
+	b.mu.Unlock()
+	if len(gone) == 0 {
+		return
+	}
+	p := &trapPlan{r: r, removes: gone}
+	p.trap, p.order = rankTrap(r)
+	p.origs = b.originals(ctx, r, p.trap, gone)
+	b.send(ctx, p)
+}
+
+// isUserSite reports whether a user breakpoint is planted at addr in r.
+func (b *breakpoints) isUserSite(r *Rank, addr uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.sites[r][addr]
+	return s != nil && s.user
+}
