@@ -2,9 +2,12 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // hit decides what a breakpoint notification at addr means for rank r: whether to stop, and
@@ -171,4 +174,65 @@ func parseLogMessage(msg string) []logPart {
 		msg = msg[i+k+1:]
 	}
 	return append(parts, logPart{text: msg})
+}
+
+// conditionHolds evaluates a breakpoint condition in the innermost frame of r's thread tid.
+func (j *Job) conditionHolds(ctx context.Context, r *Rank, tid int, cond string) (bool, error) {
+	if strings.TrimSpace(cond) == "" {
+		return true, nil
+	}
+	ts, err := r.sym.stack(ctx, tid)
+	if err != nil {
+		return false, err
+	}
+	if len(ts.frames) == 0 {
+		return false, errors.New("no frame")
+	}
+	v, err := ts.frames[0].Eval(cond)
+	if err != nil {
+		return false, err
+	}
+	return truthy(v)
+}
+
+// truthy reports whether a value is nonzero, as C's if does.
+func truthy(v *symbols.Value) (bool, error) {
+	if st := v.Type.Strip(); st != nil && st.Kind == symbols.KindFloat {
+		f, err := v.Float()
+		return f != 0, err
+	}
+	u, err := v.Uint()
+	if err != nil {
+		return false, err
+	}
+	return u != 0, nil
+}
+
+// logPoint prints a log point's message, {expressions} interpolated, as output of the rank.
+func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg []logPart) {
+	ts, err := r.sym.stack(ctx, tid)
+	var f *symbols.Frame
+	if err == nil && len(ts.frames) > 0 {
+		f = ts.frames[0]
+	}
+	var b strings.Builder
+	for _, p := range msg {
+		b.WriteString(p.text)
+		switch {
+		case !p.hasExpr:
+		case f == nil:
+			b.WriteString("<no frame>")
+		default:
+			if v, err := f.Eval(p.expr); err != nil {
+				b.WriteString("<" + err.Error() + ">")
+			} else {
+				b.WriteString(v.String())
+			}
+		}
+	}
+	text := b.String()
+	if !strings.HasSuffix(text, "\n") {
+		text += "\n"
+	}
+	j.sendRankOutput("console", r.Num, text)
 }
