@@ -3,12 +3,14 @@ package adapter
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/rankset"
+	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // dapBreakpoint reports a breakpoint's state: verified once it resolved and is planted on at
@@ -267,4 +269,121 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 		}
 	}
 	s.send(resp)
+}
+
+func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
+	j := s.currentJob(&req.Request)
+	if j == nil {
+		return
+	}
+	a := req.Arguments
+	resp := &dap.DataBreakpointInfoResponse{Response: newResponse(&req.Request)}
+	resp.Command = "dataBreakpointInfo"
+	fail := func(why string) {
+		resp.Body.DataId = nil
+		resp.Body.Description = why
+		s.send(resp)
+	}
+	if err := j.back.frozen(); err != nil {
+		fail(err.Error())
+		return
+	}
+	var r *Rank
+	var addr uint64
+	var size int
+	var mods []*symbols.Module
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	defer cancel()
+	switch {
+	case a.AsAddress:
+		r = j.referenceRank()
+		v, err := parseAddress(a.Name, 0)
+		if err != nil {
+			fail(err.Error())
+			return
+		}
+		addr, size = v, max(a.Bytes, 1)
+	default:
+		val, fr, err := s.dataValue(j, a)
+		if err != nil {
+			fail(err.Error())
+			return
+		}
+		ad, ok := val.Address()
+		if !ok {
+			fail(fmt.Sprintf("%s is not in memory (a register or a computed value): it cannot be watched", a.Name))
+			return
+		}
+		r, addr, size = fr.thread.Rank, ad, int(val.Type.Size)
+		if a.Bytes > 0 {
+			size = a.Bytes
+		}
+	}
+	if r == nil {
+		fail("no rank is stopped")
+		return
+	}
+	if size <= 0 || size > 8 || bits.OnesCount(uint(size)) != 1 || addr%uint64(size) != 0 {
+		fail(fmt.Sprintf("%s: %d bytes at %#x: hardware watchpoints need 1, 2, 4 or 8 aligned bytes", a.Name, size, addr))
+		return
+	}
+	mods, _ = r.sym.modules(ctx, false)
+	id := fmt.Sprintf("a:%d:%x:%d:%s", r.Num, addr, size, a.Name)
+	for _, m := range mods {
+		if m.Contains(addr) {
+			id = fmt.Sprintf("m:%s:%x:%d:%s", m.Path, addr-m.Bias, size, a.Name)
+			break
+		}
+	}
+	resp.Body.DataId = id
+	resp.Body.Description = fmt.Sprintf("%s (%d bytes)", a.Name, size)
+	if !strings.HasPrefix(id, "m:") {
+		resp.Body.Description += fmt.Sprintf(" on rank %d", r.Num)
+	}
+	resp.Body.AccessTypes = []dap.DataBreakpointAccessType{"write", "readWrite"}
+	s.send(resp)
+}
+
+// dataValue finds the value a dataBreakpointInfo request names.
+func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Value, *frameRef, error) {
+	if a.VariablesReference != 0 {
+		v, ok := j.handles.get(a.VariablesReference)
+		ref, isRef := v.(*varRef)
+		if !ok || !isRef {
+			return nil, nil, fmt.Errorf("variables reference %d is not valid at this stop", a.VariablesReference)
+		}
+		expr := a.Name
+		if ref.kind == varValue {
+			kids, err := s.childVariables(j, ref, 0, 0, "", false)
+			if err != nil {
+				return nil, nil, err
+			}
+			expr = ""
+			for _, k := range kids {
+				if k.Name == a.Name {
+					expr = k.EvaluateName
+				}
+			}
+			if expr == "" {
+				return nil, nil, fmt.Errorf("%s has no member %q", ref.expr, a.Name)
+			}
+		}
+		val, err := ref.frame.frame.Eval(expr)
+		return val, ref.frame, err
+	}
+	if a.FrameId != 0 {
+		v, ok := j.handles.get(a.FrameId)
+		fr, isFrame := v.(*frameRef)
+		if !ok || !isFrame {
+			return nil, nil, fmt.Errorf("frame %d is not a frame of a current stop", a.FrameId)
+		}
+		val, err := fr.frame.Eval(a.Name)
+		return val, fr, err
+	}
+	p, t, err := j.globalScope()
+	if err != nil {
+		return nil, nil, err
+	}
+	val, err := p.Eval(a.Name)
+	return val, &frameRef{thread: t}, err
 }
