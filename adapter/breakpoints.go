@@ -136,6 +136,9 @@ func (b *breakpoints) newID() int {
 	return b.next
 }
 
+// noDebugRefusal is the message of breakpoints set in a job run without debugging.
+const noDebugRefusal = "the job runs without debugging (noDebug)"
+
 // setBreakpoints is the one path of every set-breakpoints request. It makes the breakpoints of
 // set the requested ones, in order: a breakpoint requested again at the same place keeps its id
 // and hit counts, new ones are resolved and planted, the ones no longer requested are taken

@@ -382,9 +382,6 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 	}
 }
 
-// noDebugRefusal is the message of breakpoints set in a job run without debugging.
-const noDebugRefusal = "the job runs without debugging (noDebug)"
-
 func (s *Session) onDisconnectRequest(req *DisconnectRequest) {
 	s.mu.Lock()
 	j := s.job
