@@ -13,7 +13,8 @@ import (
 // Events is what a job reports to its user while it runs: output, stops, threads running
 // again, its end, breakpoints and ranks whose state changed, new modules, and diagnostics for
 // the log. The DAP session implements it; the job formats no protocol message itself. The
-// methods are called from the job's goroutines, never with a lock of the job held.
+// methods are called from the job's goroutines and from the requests that drive it, and must
+// not call back into the job.
 type Events interface {
 	// Output reports text for the user in a category ("console", "stdout", "stderr",
 	// "important"); rank is the rank that wrote it, or -1 when no rank did.
