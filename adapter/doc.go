@@ -44,8 +44,9 @@
 // The agents give every rank the Blue Gene/Q CNK's contract over CDTI: a signal in the
 // adapter's notify set suspends the whole rank and sends one Notify; ContinueProcess and
 // StepThread resume it. The job builds DAP stops on top (runctl.go): all-stop by default (the
-// first rank to stop is the primary; every other running rank is sent SIGSTOP and the stopped
-// event goes out once all have reported), or per rank or per thread (stopMode). Continue,
+// first rank to stop is the primary; every other running rank is stopped with the StopProcess
+// extension, SIGSTOP where the agent cannot interrupt, and the stopped event goes out once all
+// have reported), or per rank or per thread (stopMode). Continue,
 // pause and steps apply to the focus set (hpcdap/focus); a step steps every focus rank's main
 // thread, gdb's way (step.go). In stop mode thread a stopped thread is held (HoldThread) while
 // its rank runs; stepping it stops the rank for the step and holds the thread again after it.
