@@ -120,16 +120,6 @@ func parseHitCondition(s string) (op string, n int, err error) {
 	return op, n, nil
 }
 
-// hitConditionHolds reports whether the hits-th hit satisfies cond (an invalid or empty cond
-// always holds).
-func hitConditionHolds(cond string, hits int) bool {
-	op, n, err := parseHitCondition(cond)
-	if strings.TrimSpace(cond) == "" || err != nil {
-		return true
-	}
-	return hitCondition{op, n}.holds(hits)
-}
-
 // holds reports whether the hits-th hit satisfies h.
 func (h hitCondition) holds(hits int) bool {
 	switch h.op {

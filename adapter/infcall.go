@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -20,10 +21,6 @@ import (
 // callTimeout bounds one function call in an expression unless the launch's callTimeout
 // says otherwise.
 const callTimeout = 10 * time.Second
-
-// atHWCap is the auxiliary vector type of the hardware capabilities, the argument of a GNU
-// indirect function's resolver.
-const atHWCap = 16
 
 // threadCaller runs functions in one thread of a rank (symbols.Caller).
 type threadCaller struct {
@@ -58,7 +55,7 @@ func (tc *threadCaller) Call(c *symbols.Call) (uint64, error) {
 	if c.IFunc {
 		// The symbol names a resolver: call it with the hardware capabilities for the
 		// address of the implementation this machine uses.
-		hwcap := tc.rs.auxValue(atHWCap)
+		hwcap := tc.rs.auxValue(procimage.AtHwcap)
 		addr, err := tc.run(c.Name, &cdti.CallFunction{Entry: entry, TOC: toc, Return: cdti.CallInt,
 			Args: []cdti.CallArg{{Kind: cdti.CallInt, Value: hwcap}}})
 		if err != nil {
@@ -161,11 +158,7 @@ func (rs *rankSymbols) auxValue(typ uint64) uint64 {
 		return 0
 	}
 	if a, ok := res[0].Ack.(*cdti.GetAuxVectorsAck); ok {
-		for i := 0; i+1 < len(a.Words); i += 2 {
-			if a.Words[i] == typ {
-				return a.Words[i+1]
-			}
-		}
+		return procimage.AuxvFromWords(a.Words)[typ]
 	}
 	return 0
 }

@@ -76,8 +76,10 @@ type Thread struct {
 // threads, breakpoints and run-control state.
 type Job struct {
 	ev Events
-	// ctx is the session's: work done for a request derives from it; the job's
-	// own event handling and its teardown do not.
+	// ctx is the session's: the work a request starts derives from it (and ends when the
+	// client goes). What may also run for the job's own events or its teardown — memory reads
+	// of the page cache, thread lists, planting and removing traps' contexts given by their
+	// callers — does not.
 	ctx context.Context
 	// libWatchMu serialises updateLibraryWatch, so that a rank's link-map trap is planted once.
 	libWatchMu sync.Mutex

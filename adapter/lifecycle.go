@@ -192,7 +192,11 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	j, err := s.startJob(start, plan.mode, plan.focus, title)
 	inPlace := false
 	if err == nil && wl != nil {
-		inPlace, err = s.releaseWLM(j, wl, plan.stopAtEntry, true)
+		if inPlace, err = s.releaseWLM(j, wl, plan.stopAtEntry, true); err != nil {
+			// The job was brought up: its ranks and agents go before the launcher.
+			j.kill(2 * time.Second)
+			j.closeNodes(true)
+		}
 	}
 	if err != nil {
 		if wl != nil {

@@ -64,7 +64,7 @@ func (m *rankMemory) setModules(mods []*symbols.Module) {
 }
 
 func (m *rankMemory) ctx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(m.rs.rank.job.ctx, 30*time.Second)
+	return context.WithTimeout(context.Background(), 30*time.Second)
 }
 
 // ReadAt reads len(p) bytes at addr.

@@ -20,6 +20,9 @@ import (
 type site struct {
 	user bool // a user breakpoint wants it
 	temp int  // steps and the link-map watch that want it
+	// stale: nobody wants it, but its removal failed (the original instruction could not be
+	// read, or the reset was refused): the trap is still planted, and the next sync removes it.
+	stale bool
 }
 
 // rankTrap is the trap instruction of r and its byte order.
@@ -75,20 +78,17 @@ func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 				plans = append(plans, p)
 			}
 		}
-		eachPlan(plans, func(p *trapPlan) {
-			p.origs = b.originals(ctx, p.r, p.trap, p.removes)
-			b.send(ctx, p)
-		})
+		// Every plan at once: the requests share the node's connection.
+		var wg sync.WaitGroup
+		for _, p := range plans {
+			wg.Go(func() {
+				defer b.j.recoverPanic(fmt.Sprintf("breakpoints of rank %d", p.r.Num))
+				p.origs = b.originals(ctx, p.r, p.trap, p.removes)
+				b.send(ctx, p)
+			})
+		}
+		wg.Wait()
 	})
-}
-
-// eachPlan runs f for every plan at once (the requests share the node's connection).
-func eachPlan(plans []*trapPlan, f func(p *trapPlan)) {
-	var wg sync.WaitGroup
-	for _, p := range plans {
-		wg.Go(func() { f(p) })
-	}
-	wg.Wait()
 }
 
 // plan works out which traps r needs and which it no longer needs (nil: nothing to do).
@@ -118,15 +118,15 @@ func (b *breakpoints) plan(ctx context.Context, r *Rank) *trapPlan {
 		b.sites[r] = sites
 	}
 	for a := range p.want {
-		if s := sites[a]; s != nil && (s.user || s.temp > 0) {
-			s.user = true
+		if s := sites[a]; s != nil && (s.user || s.temp > 0 || s.stale) {
+			s.user, s.stale = true, false
 			continue
 		}
 		p.adds = append(p.adds, a)
 	}
 	for a, s := range sites {
-		if s.user && p.want[a] == nil {
-			s.user = false
+		if (s.user || s.stale) && p.want[a] == nil {
+			s.user, s.stale = false, false
 			if s.temp == 0 {
 				p.removes = append(p.removes, a)
 				delete(sites, a)
@@ -177,18 +177,29 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 	for _, a := range p.adds {
 		cmds = append(cmds, &cdti.SetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(p.order, p.trap)})
 	}
+	var unread []uint64
 	for _, a := range p.removes {
 		if orig := p.origs[a]; orig != nil {
 			cmds = append(cmds, &cdti.ResetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(p.order, orig)})
+		} else {
+			unread = append(unread, a)
 		}
 	}
-	if len(cmds) == 0 {
-		return
+	var res []cdti.Result
+	var err error
+	if len(cmds) > 0 {
+		res, err = r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
 	}
-	res, err := r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sites := b.sites[r]
+	if sites == nil {
+		sites = map[uint64]*site{}
+		b.sites[r] = sites
+	}
+	for _, a := range unread {
+		b.keepStale(sites, a)
+	}
 	for i, c := range cmds {
 		ok := err == nil && i < len(res) && res[i].Code == cdti.CmdSuccess
 		why := "not sent"
@@ -216,8 +227,17 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 		case *cdti.ResetBreakpoint:
 			if !ok {
 				b.j.logf("rank %d: remove the trap at %#x: %s", r.Num, c.Addr, why)
+				b.keepStale(sites, c.Addr)
 			}
 		}
+	}
+}
+
+// keepStale records a trap at a whose removal failed, so that the next sync tries again
+// (unless it is wanted again meanwhile). b.mu is held.
+func (b *breakpoints) keepStale(sites map[uint64]*site, a uint64) {
+	if sites[a] == nil {
+		sites[a] = &site{stale: true}
 	}
 }
 
@@ -267,6 +287,7 @@ func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addrs ...uint64) 
 		if s.temp > 0 || s.user {
 			continue
 		}
+		s.stale = false
 		delete(b.sites[r], a)
 		gone = append(gone, a)
 	}

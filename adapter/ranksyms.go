@@ -488,7 +488,7 @@ func threadPointer(regs *symbols.Regs) (uint64, bool) { return regs.Get(regs.Arc
 
 // threadDB opens threaddb over the rank's memory and modules (reopened when modules change).
 func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
-	ctx, cancel := context.WithTimeout(rs.rank.job.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	mods, err := rs.modules(ctx, false)
 	if err != nil {
@@ -515,7 +515,7 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 type cdtiThreads struct{ rs *rankSymbols }
 
 func (c *cdtiThreads) LWPs() ([]int, error) {
-	ctx, cancel := context.WithTimeout(c.rs.rank.job.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	list, err := c.rs.client().ThreadList(ctx, c.rs.num())
 	if err != nil {
@@ -529,7 +529,7 @@ func (c *cdtiThreads) LWPs() ([]int, error) {
 }
 
 func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
-	ctx, cancel := context.WithTimeout(c.rs.rank.job.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	gp, fp, err := c.rs.registers(ctx, lwp)
 	if err != nil {

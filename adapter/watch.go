@@ -77,7 +77,10 @@ func (b *breakpoints) syncWatches(ctx context.Context, ranks []*Rank) {
 	b.eachNode("data breakpoints", ranks, func(rs []*Rank) {
 		var wg sync.WaitGroup
 		for _, r := range rs {
-			wg.Go(func() { b.syncRankWatches(ctx, r) })
+			wg.Go(func() {
+				defer b.j.recoverPanic(fmt.Sprintf("data breakpoints of rank %d", r.Num))
+				b.syncRankWatches(ctx, r)
+			})
 		}
 		wg.Wait()
 	})

@@ -267,16 +267,11 @@ func (p *proc) deliverStartSignal(th *pthread, sig int) {
 
 // entryPoint is AT_ENTRY from the auxiliary vector (0 if unknown).
 func (p *proc) entryPoint() uint64 {
-	words := p.auxWords()
-	for i := 0; i+1 < len(words); i += 2 {
-		if words[i] == procimage.AtEntry {
-			if p.isPower() {
-				return p.powerEntry(words[i+1])
-			}
-			return words[i+1]
-		}
+	entry := procimage.AuxvFromWords(p.auxWords()).Entry()
+	if entry != 0 && p.isPower() {
+		return p.powerEntry(entry)
 	}
-	return 0
+	return entry
 }
 
 // auxWords decodes the auxiliary vector into words.
