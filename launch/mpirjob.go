@@ -132,7 +132,7 @@ type mpirJob struct {
 	family string
 	hold   Hold
 	la     *launcherAgent
-	sess   *mpir.Session
+	sess   *mpir.Starter
 	procs  []Proc
 	jobNodes
 

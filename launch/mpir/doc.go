@@ -15,11 +15,11 @@
 //     builds, keyed by GNU build ID (Debian's mpiexec.hydra).
 //   - ReadTable reads MPIR_proctable with the LP64 layout every tool hard-codes: 24-byte
 //     entries {char *host_name; char *executable_name; int pid;}, the strings separately.
-//   - Session runs the whole protocol over CDTI: launch mode (take control at the launcher's
+//   - Starter runs the whole protocol over CDTI: launch mode (take control at the launcher's
 //     entry point, set MPIR_being_debugged, plant a breakpoint on MPIR_Breakpoint, continue
 //     until MPIR_debug_state is MPIR_DEBUG_SPAWNED) and attach mode (read a table that is
 //     already filled). Release lets the launcher go.
 //
 // Every wait is bounded by the caller's context; on failure the launcher is never left
-// stopped (Session.Abandon resumes it).
+// stopped (Starter.Abandon resumes it).
 package mpir

@@ -29,7 +29,7 @@ type Conn interface {
 
 var _ Conn = (*cdti.Client)(nil)
 
-// Options configure a Session.
+// Options configure a Starter.
 type Options struct {
 	Rank     uint32 // the launcher's rank on its agent (0 for an agent that serves only the launcher)
 	Priority uint8  // CDTI attach priority (0: 90)
@@ -45,9 +45,9 @@ var ErrLauncherExited = errors.New("launcher exited")
 // ErrAborting means the launcher reported MPIR_DEBUG_ABORTING.
 var ErrAborting = errors.New("launcher is aborting the job")
 
-// Session is the MPIR protocol with one launcher through its agent. It is not safe for
+// Starter is the MPIR starter process (the launcher) driven through its agent. It is not safe for
 // concurrent use: one goroutine drives it (it alone reads the connection's notifications).
-type Session struct {
+type Starter struct {
 	c       Conn
 	rank    uint32
 	order   binary.ByteOrder
@@ -59,7 +59,7 @@ type Session struct {
 
 	bpSet   bool   // the breakpoint on MPIR_Breakpoint is planted
 	bpOrig  uint32 // the instruction it replaced (ResetBreakpoint needs it)
-	stopped bool   // the launcher is stopped at a notification this session holds
+	stopped bool   // the launcher is stopped at a notification this Starter holds
 	exited  *cdti.ExitStatus
 	// Timings of the phases, for reports and benchmarks.
 	Timings map[string]time.Duration
@@ -76,23 +76,23 @@ func (m cdtiMemory) ReadMemory(ctx context.Context, addr uint64, n int) ([]byte,
 }
 
 // Symbols returns the resolved MPIR symbols.
-func (s *Session) Symbols() *Symbols { return s.syms }
+func (s *Starter) Symbols() *Symbols { return s.syms }
 
 // Memory returns a reader of the launcher's memory.
-func (s *Session) Memory() Memory { return s.mem }
+func (s *Starter) Memory() Memory { return s.mem }
 
 // ByteOrder is the launcher's byte order.
-func (s *Session) ByteOrder() binary.ByteOrder { return s.order }
+func (s *Starter) ByteOrder() binary.ByteOrder { return s.order }
 
 // Exited returns the launcher's wait status once its termination has been seen.
-func (s *Session) Exited() (cdti.ExitStatus, bool) {
+func (s *Starter) Exited() (cdti.ExitStatus, bool) {
 	if s.exited == nil {
 		return 0, false
 	}
 	return *s.exited, true
 }
 
-func (s *Session) mark(phase string, since time.Time) {
+func (s *Starter) mark(phase string, since time.Time) {
 	if s.Timings == nil {
 		s.Timings = map[string]time.Duration{}
 	}
@@ -100,8 +100,8 @@ func (s *Session) mark(phase string, since time.Time) {
 }
 
 // take attaches, takes control with SIGSTOP and waits for the stop.
-func take(ctx context.Context, c Conn, opts Options, mode cdti.DynamicNotifyMode) (*Session, error) {
-	s := &Session{c: c, rank: opts.Rank, exe: opts.Exe, mem: cdtiMemory{c, opts.Rank}}
+func take(ctx context.Context, c Conn, opts Options, mode cdti.DynamicNotifyMode) (*Starter, error) {
+	s := &Starter{c: c, rank: opts.Rank, exe: opts.Exe, mem: cdtiMemory{c, opts.Rank}}
 	prio, tag := opts.Priority, opts.Tag
 	if prio == 0 {
 		prio = 90
@@ -139,7 +139,7 @@ func take(ctx context.Context, c Conn, opts Options, mode cdti.DynamicNotifyMode
 }
 
 // resolve finds the MPIR symbols among the launcher's loaded objects.
-func (s *Session) resolve(ctx context.Context) error {
+func (s *Starter) resolve(ctx context.Context) error {
 	rs, err := s.c.Query(ctx, s.rank, &cdti.GetAuxVectors{})
 	if err != nil {
 		return fmt.Errorf("mpir: launcher auxv: %w", err)
@@ -168,7 +168,7 @@ func (s *Session) resolve(ctx context.Context) error {
 // library is mapped, resolves the MPIR symbols, sets MPIR_being_debugged (srun reads it while
 // parsing its options, mpirun before spawning) and plants the breakpoint on MPIR_Breakpoint.
 // The launcher is left stopped at its entry point: call WaitSpawned.
-func Launch(ctx context.Context, c Conn, opts Options) (*Session, error) {
+func Launch(ctx context.Context, c Conn, opts Options) (*Starter, error) {
 	t0 := time.Now()
 	s, err := take(ctx, c, opts, cdti.DynamicNotifyStart)
 	if err != nil {
@@ -194,7 +194,7 @@ func Launch(ctx context.Context, c Conn, opts Options) (*Session, error) {
 // the launcher, reads the table if MPIR_debug_state says it is filled, and otherwise plants
 // the breakpoint and continues it until the table is filled (WaitSpawned). The launcher is left
 // stopped; call Release (or Detach) when the ranks are under control.
-func Attach(ctx context.Context, c Conn, opts Options) (*Session, []Proc, error) {
+func Attach(ctx context.Context, c Conn, opts Options) (*Starter, []Proc, error) {
 	s, err := take(ctx, c, opts, cdti.DynamicNotifyDLoader)
 	if err != nil {
 		return s, nil, err
@@ -226,7 +226,7 @@ const latePoll = time.Second
 // MPIR_Breakpoint (srun calls it only when a debugger is announced), yet fills its table and
 // sets MPIR_debug_state all the same: so every latePoll without a hit the launcher is stopped
 // and the table read. The launcher is left stopped.
-func (s *Session) waitSpawnedLate(ctx context.Context) ([]Proc, error) {
+func (s *Starter) waitSpawnedLate(ctx context.Context) ([]Proc, error) {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, latePoll)
 		procs, err := s.WaitSpawned(wctx)
@@ -251,7 +251,7 @@ func (s *Session) waitSpawnedLate(ctx context.Context) ([]Proc, error) {
 
 // filledTable reads the table of a stopped launcher if MPIR_debug_state says it is filled
 // (MPIR_DEBUG_SPAWNED and a non-empty MPIR_proctable_size); ok is false if it is not yet.
-func (s *Session) filledTable(ctx context.Context) (procs []Proc, ok bool, err error) {
+func (s *Starter) filledTable(ctx context.Context) (procs []Proc, ok bool, err error) {
 	state, err := s.readInt(ctx, s.syms.DebugState)
 	if err != nil {
 		return nil, false, fmt.Errorf("mpir: read MPIR_debug_state: %w", err)
@@ -277,7 +277,7 @@ func trapInstruction(m elf.Machine) uint32 {
 }
 
 // plant sets the breakpoint on MPIR_Breakpoint, remembering the original instruction.
-func (s *Session) plant(ctx context.Context) error {
+func (s *Starter) plant(ctx context.Context) error {
 	n := cdti.InstructionSize(s.machine)
 	orig, err := s.mem.ReadMemory(ctx, s.syms.Breakpoint, n)
 	if err != nil {
@@ -294,7 +294,7 @@ func (s *Session) plant(ctx context.Context) error {
 // MPIR_DEBUG_SPAWNED and a non-empty table, and returns the table. The launcher is left
 // stopped there. MPIR_NULL hits are continued; MPIR_DEBUG_ABORTING gives ErrAborting with the
 // launcher's reason; the launcher's exit gives ErrLauncherExited.
-func (s *Session) WaitSpawned(ctx context.Context) ([]Proc, error) {
+func (s *Starter) WaitSpawned(ctx context.Context) ([]Proc, error) {
 	t0 := time.Now()
 	for {
 		if err := s.cont(ctx); err != nil {
@@ -336,7 +336,7 @@ func (s *Session) WaitSpawned(ctx context.Context) ([]Proc, error) {
 }
 
 // JobID returns totalview_jobid and totalview_stepid ("" when the launcher has none: srun has).
-func (s *Session) JobID(ctx context.Context) (job, step string, err error) {
+func (s *Starter) JobID(ctx context.Context) (job, step string, err error) {
 	if s.syms.TotalviewJobID != 0 {
 		if job, err = s.readStringPtr(ctx, s.syms.TotalviewJobID); err != nil {
 			return "", "", fmt.Errorf("mpir: read totalview_jobid: %w", err)
@@ -352,7 +352,7 @@ func (s *Session) JobID(ctx context.Context) (job, step string, err error) {
 
 // Release removes the breakpoint and lets the launcher run on (for Open MPI and srun this
 // releases the ranks). The tool stays attached, so that Wait sees the launcher end.
-func (s *Session) Release(ctx context.Context) error {
+func (s *Starter) Release(ctx context.Context) error {
 	if s.exited != nil {
 		return nil
 	}
@@ -368,7 +368,7 @@ func (s *Session) Release(ctx context.Context) error {
 // Abandon makes sure the launcher is not left stopped after a failure: it removes the
 // breakpoint and continues the launcher, within its own few seconds. Errors are returned
 // for the report; the caller has a failure to report already.
-func (s *Session) Abandon() error {
+func (s *Starter) Abandon() error {
 	if s == nil || s.exited != nil {
 		return nil
 	}
@@ -379,7 +379,7 @@ func (s *Session) Abandon() error {
 
 // Wait waits for the launcher to end and returns its wait status. Signal notifications that
 // arrive meanwhile (a SIGSTOP sent to it) are continued.
-func (s *Session) Wait(ctx context.Context) (cdti.ExitStatus, error) {
+func (s *Starter) Wait(ctx context.Context) (cdti.ExitStatus, error) {
 	for s.exited == nil {
 		if s.stopped {
 			if err := s.cont(ctx); err != nil {
@@ -395,7 +395,7 @@ func (s *Session) Wait(ctx context.Context) (cdti.ExitStatus, error) {
 }
 
 // Detach gives up control and detaches; a stopped launcher runs on.
-func (s *Session) Detach(ctx context.Context) error {
+func (s *Starter) Detach(ctx context.Context) error {
 	if s.exited != nil {
 		return nil
 	}
@@ -416,7 +416,7 @@ func (s *Session) Detach(ctx context.Context) error {
 }
 
 // cont continues the launcher.
-func (s *Session) cont(ctx context.Context) error {
+func (s *Starter) cont(ctx context.Context) error {
 	if s.exited != nil {
 		return fmt.Errorf("mpir: continue the launcher: %w (status %v)", ErrLauncherExited, *s.exited)
 	}
@@ -428,7 +428,7 @@ func (s *Session) cont(ctx context.Context) error {
 }
 
 // update sends one Update command and checks its result.
-func (s *Session) update(ctx context.Context, cmd cdti.Command) error {
+func (s *Starter) update(ctx context.Context, cmd cdti.Command) error {
 	rs, err := s.c.Update(ctx, s.rank, cmd)
 	if err != nil {
 		return err
@@ -441,7 +441,7 @@ func (s *Session) update(ctx context.Context, cmd cdti.Command) error {
 
 // waitSignal waits for a signal notification of the launcher that want accepts. A termination
 // notification ends the wait with ErrLauncherExited.
-func (s *Session) waitSignal(ctx context.Context, want func(*cdti.NotifySignal) bool) (*cdti.NotifySignal, error) {
+func (s *Starter) waitSignal(ctx context.Context, want func(*cdti.NotifySignal) bool) (*cdti.NotifySignal, error) {
 	for {
 		select {
 		case n, ok := <-s.c.Notifications():
@@ -472,7 +472,7 @@ func (s *Session) waitSignal(ctx context.Context, want func(*cdti.NotifySignal) 
 	}
 }
 
-func (s *Session) readInt(ctx context.Context, addr uint64) (int, error) {
+func (s *Starter) readInt(ctx context.Context, addr uint64) (int, error) {
 	b, err := s.mem.ReadMemory(ctx, addr, 4)
 	if err != nil {
 		return 0, err
@@ -480,14 +480,14 @@ func (s *Session) readInt(ctx context.Context, addr uint64) (int, error) {
 	return int(int32(s.order.Uint32(b))), nil
 }
 
-func (s *Session) writeInt(ctx context.Context, addr uint64, v int32) error {
+func (s *Starter) writeInt(ctx context.Context, addr uint64, v int32) error {
 	b := make([]byte, 4)
 	s.order.PutUint32(b, uint32(v))
 	return s.c.WriteMemory(ctx, s.rank, 0, addr, b, cdti.SpecAccessUseThreadState, cdti.SharedMemoryNotAllow)
 }
 
 // layout is how the launcher stores words.
-func (s *Session) layout() procimage.Layout {
+func (s *Starter) layout() procimage.Layout {
 	if s.ptrSize == 0 {
 		return procimage.Layout{Order: s.order, PtrSize: 8}
 	}
@@ -495,7 +495,7 @@ func (s *Session) layout() procimage.Layout {
 }
 
 // readStringPtr reads the string a char* variable points to ("" for a null pointer).
-func (s *Session) readStringPtr(ctx context.Context, addr uint64) (string, error) {
+func (s *Starter) readStringPtr(ctx context.Context, addr uint64) (string, error) {
 	im := image(ctx, s.mem, s.layout())
 	p, err := im.Word(addr)
 	if err != nil {
