@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -114,8 +115,8 @@ func readObject(path string) (*elfObject, error) {
 	o := &elfObject{path: path, class: f.Class, machine: f.Machine}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err == nil {
+			// Filesz is the file's word, not a bound: an interpreter path is short.
+			if b, err := io.ReadAll(io.LimitReader(p.Open(), 4096)); err == nil {
 				o.interp = strings.TrimRight(string(b), "\x00")
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"sync"
@@ -95,8 +96,12 @@ func OpenCore(path string, opts *CoreOptions) (c *Core, err error) {
 		case elf.PT_LOAD:
 			c.segs = append(c.segs, coreSeg{vaddr: p.Vaddr, memsz: p.Memsz, filesz: p.Filesz, off: p.Off})
 		case elf.PT_NOTE:
-			b := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(b, 0); err != nil {
+			// Filesz is the file's word: read what the file holds before trusting it.
+			b, err := io.ReadAll(p.Open())
+			if err == nil && uint64(len(b)) != p.Filesz {
+				err = fmt.Errorf("segment of %d bytes, the file holds %d", p.Filesz, len(b))
+			}
+			if err != nil {
 				return nil, fmt.Errorf("symbols: open core %s: read notes: %w", path, err)
 			}
 			if err := c.parseNotes(b, ef); err != nil {

@@ -84,8 +84,10 @@ func buildID(f *elf.File) []byte {
 		if p.Type != elf.PT_NOTE {
 			continue
 		}
-		b := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(b, 0); err != nil {
+		// Filesz is the file's word, not a bound: read what the file really holds, and no more
+		// than a note segment can sensibly be.
+		b, err := io.ReadAll(io.LimitReader(p.Open(), maxNoteSegment))
+		if err != nil {
 			continue
 		}
 		if id := findNote(b, f.ByteOrder, "GNU", 3); id != nil {
@@ -94,6 +96,9 @@ func buildID(f *elf.File) []byte {
 	}
 	return nil
 }
+
+// maxNoteSegment bounds what buildID reads of one PT_NOTE segment.
+const maxNoteSegment = 1 << 20
 
 // elfNote is one entry of an ELF note section or segment.
 type elfNote struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -150,8 +151,8 @@ func buildID(f *elf.File) string {
 		if p.Type != elf.PT_NOTE {
 			continue
 		}
-		b := make([]byte, p.Filesz)
-		if _, err := p.ReadAt(b, 0); err != nil {
+		b, err := io.ReadAll(io.LimitReader(p.Open(), 1<<20)) // Filesz is the file's word, not a bound
+		if err != nil {
 			continue
 		}
 		if id := noteBuildID(b, f.ByteOrder, p.Align); id != "" {
