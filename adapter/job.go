@@ -319,9 +319,9 @@ func (j *Job) thread(id int) *Thread {
 	return j.threads[id]
 }
 
-// rankState returns the README's RankState of r; j.mu must be held.
-func (j *Job) rankStateLocked(r *Rank) RankState {
-	rs := RankState{Rank: r.Num, State: r.state.String(), Pid: r.Pid, Host: r.node.host}
+// rankStatusLocked returns the state of r; j.mu must be held.
+func (j *Job) rankStatusLocked(r *Rank) RankStatus {
+	rs := RankStatus{Num: r.Num, State: r.state, Pid: r.Pid, Host: r.node.host}
 	if t := r.mainThread(); t != nil {
 		rs.ThreadID = t.ID
 	}
@@ -367,7 +367,9 @@ func (j *Job) flushChanged() {
 	}
 }
 
-func (j *Job) takeChangedLocked() []RankState {
+// takeChangedLocked returns the state of the ranks queued by markChanged, in rank order, and
+// empties the queue; j.mu must be held.
+func (j *Job) takeChangedLocked() []RankStatus {
 	if j.flushTimer != nil {
 		j.flushTimer.Stop()
 		j.flushTimer = nil
@@ -375,22 +377,22 @@ func (j *Job) takeChangedLocked() []RankState {
 	if len(j.changed) == 0 {
 		return nil
 	}
-	var ranks []RankState
+	var ranks []RankStatus
 	for r := range j.changed {
-		ranks = append(ranks, j.rankStateLocked(r))
+		ranks = append(ranks, j.rankStatusLocked(r))
 	}
 	clear(j.changed)
-	sort.Slice(ranks, func(a, b int) bool { return ranks[a].Rank < ranks[b].Rank })
+	sort.Slice(ranks, func(a, b int) bool { return ranks[a].Num < ranks[b].Num })
 	return ranks
 }
 
 // rankStates returns the state of every rank, in rank order, and the focus.
-func (j *Job) rankStates() ([]RankState, rankset.Set) {
+func (j *Job) rankStates() ([]RankStatus, rankset.Set) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	states := make([]RankState, 0, len(j.ranks))
+	states := make([]RankStatus, 0, len(j.ranks))
 	for _, r := range j.ranks {
-		states = append(states, j.rankStateLocked(r))
+		states = append(states, j.rankStatusLocked(r))
 	}
 	return states, j.focus
 }

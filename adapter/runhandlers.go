@@ -178,7 +178,7 @@ func (s *Session) onRanksRequest(req *RanksRequest) {
 		return
 	}
 	ranks, focus := j.rankStates()
-	s.respond(&req.Request, RanksBody{Ranks: ranks, Focus: focus.String()})
+	s.respond(&req.Request, RanksBody{Ranks: wireRankStates(ranks), Focus: focus.String()})
 }
 
 func (s *Session) onFocusRequest(req *FocusRequest) {
