@@ -397,6 +397,27 @@ func (j *Job) rankStates() ([]RankStatus, rankset.Set) {
 	return states, j.focus
 }
 
+// stateOf returns the state of rank r.
+func (j *Job) stateOf(r *Rank) rankState {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return r.state
+}
+
+// setFocus makes set the focus set (hpcdap/focus).
+func (j *Job) setFocus(set rankset.Set) {
+	j.mu.Lock()
+	j.focus = set
+	j.mu.Unlock()
+}
+
+// ranksIn returns the ranks of set, in rank order.
+func (j *Job) ranksIn(set rankset.Set) []*Rank {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ranksInLocked(set)
+}
+
 // focusRanks returns the ranks of the focus set, in rank order.
 func (j *Job) focusRanks() []*Rank {
 	j.mu.Lock()

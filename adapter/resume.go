@@ -9,6 +9,18 @@ import (
 	"github.com/hpcdap/hpcdap/cdti"
 )
 
+// runTargets returns the ranks a run-control request on thread t applies to: the focus set
+// and t's own rank (in stop modes rank and thread: t's rank only).
+func (j *Job) runTargets(t *Thread, single bool) []*Rank {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if single || j.mode != stopAll {
+		return []*Rank{t.Rank}
+	}
+	set := j.focus.Add(t.Rank.Num)
+	return j.ranksInLocked(set)
+}
+
 // resume continues a stopped rank (ContinueProcess on its notified thread).
 func (j *Job) resume(r *Rank) error {
 	j.logf("rank %d: resume", r.Num)
@@ -157,6 +169,26 @@ func (j *Job) releaseHeld(r *Rank, lwps []int) error {
 	}
 	j.mu.Unlock()
 	return err
+}
+
+// continueThread resumes one thread of a stopped rank, the rank's other threads held (a
+// single-thread continue); they run again when the rank is next resumed or stepped as a whole.
+func (j *Job) continueThread(ctx context.Context, t *Thread) error {
+	r := t.Rank
+	st := &stepper{j: j, r: r, lwp: t.LWP, single: true}
+	held := st.holdOthers(ctx)
+	j.mu.Lock()
+	r.sym.single = append(r.sym.single, held...)
+	j.beginRunLocked(r)
+	j.mu.Unlock()
+	return j.continueRank(r)
+}
+
+// heldAlone reports whether t is a thread that stop mode thread holds while its rank runs.
+func (j *Job) heldAlone(t *Thread) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
 }
 
 // releaseThread lets one thread held by stop mode thread run again; its rank's other held
