@@ -220,9 +220,7 @@ func (s *Session) onSetExceptionBreakpointsRequest(req *dap.SetExceptionBreakpoi
 		}
 	}
 	if j != nil {
-		j.mu.Lock()
-		j.signalStop = stop
-		j.mu.Unlock()
+		j.setSignalStop(stop)
 	} else {
 		return
 	}

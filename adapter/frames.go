@@ -92,9 +92,7 @@ func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
 	if t == nil {
 		return
 	}
-	j.mu.Lock()
-	j.viewRank = t.Rank
-	j.mu.Unlock()
+	j.setViewRank(t.Rank)
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	ts, err := t.Rank.sym.stack(ctx, t.LWP)

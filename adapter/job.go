@@ -411,6 +411,21 @@ func (j *Job) setFocus(set rankset.Set) {
 	j.mu.Unlock()
 }
 
+// setSignalStop says whether a signal the program may handle stops it
+// (setExceptionBreakpoints).
+func (j *Job) setSignalStop(stop bool) {
+	j.mu.Lock()
+	j.signalStop = stop
+	j.mu.Unlock()
+}
+
+// setViewRank records r as the rank whose stack the client read last.
+func (j *Job) setViewRank(r *Rank) {
+	j.mu.Lock()
+	j.viewRank = r
+	j.mu.Unlock()
+}
+
 // ranksIn returns the ranks of set, in rank order.
 func (j *Job) ranksIn(set rankset.Set) []*Rank {
 	j.mu.Lock()

@@ -358,6 +358,20 @@ func (j *Job) reportRankStop(r *Rank, info stopInfo) {
 	}
 }
 
+// reportStoppedInPlace reports the job's ranks, stopped where they were when the adapter took
+// control of them, as its entry stop, on the thread of rank 0 that stopped.
+func (j *Job) reportStoppedInPlace() {
+	r := j.ranks[0]
+	j.mu.Lock()
+	tid := 0
+	if r.notif != nil {
+		tid = int(r.notif.ThreadID)
+	}
+	t := j.threadForLocked(r, tid)
+	j.mu.Unlock()
+	j.sendStopped(t, stopInfo{reason: "entry"}, true)
+}
+
 // sendStopped reports the stop of thread t.
 func (j *Job) sendStopped(t *Thread, info stopInfo, all bool) {
 	if t == nil {
