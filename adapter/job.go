@@ -64,14 +64,6 @@ type Rank struct {
 	sym rankSymbols
 }
 
-// Thread is one (rank, LWP) pair: a DAP thread with a stable id.
-type Thread struct {
-	ID   int
-	Rank *Rank
-	LWP  int
-	Name string
-}
-
 // Job is the whole debugged job of one session: its ranks, the agents that serve them, the
 // threads, breakpoints and run-control state.
 type Job struct {
@@ -223,101 +215,8 @@ func (j *Job) parseRanks(s string) (rankset.Set, error) {
 	return set, nil
 }
 
-// addThread registers (rank, lwp) and returns its thread; j.mu must be held or the job not
-// yet shared.
-func (j *Job) addThread(r *Rank, lwp int) *Thread {
-	for _, t := range r.threads {
-		if t.LWP == lwp {
-			return t
-		}
-	}
-	j.nextThread++
-	t := &Thread{ID: j.nextThread, Rank: r, LWP: lwp}
-	t.Name = threadName(r, lwp, threadLabel{})
-	j.threads[t.ID] = t
-	r.threads = append(r.threads, t)
-	sort.SliceStable(r.threads, func(a, b int) bool {
-		if (r.threads[a].LWP == r.Pid) != (r.threads[b].LWP == r.Pid) {
-			return r.threads[a].LWP == r.Pid
-		}
-		return r.threads[a].LWP < r.threads[b].LWP
-	})
-	return t
-}
-
-// mainThread returns the rank's leader thread.
-func (r *Rank) mainThread() *Thread {
-	if len(r.threads) > 0 && r.threads[0].LWP == r.Pid {
-		return r.threads[0]
-	}
-	for _, t := range r.threads {
-		if t.LWP == r.Pid {
-			return t
-		}
-	}
-	if len(r.threads) > 0 {
-		return r.threads[0]
-	}
-	return nil
-}
-
-// threadFor returns the thread of (rank, lwp), registering it if new.
-func (j *Job) threadFor(r *Rank, lwp int) *Thread {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lwp == 0 {
-		return r.mainThread()
-	}
-	return j.addThread(r, lwp)
-}
-
-// refreshThreads reads a stopped rank's thread list once per stop.
-func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
-	j.mu.Lock()
-	fresh := r.threadsGen == r.gen || r.state != rankStopped
-	gen := r.gen
-	j.mu.Unlock()
-	if fresh {
-		return
-	}
-	list, err := r.node.client.ThreadList(ctx, uint32(r.Num))
-	if err != nil {
-		return
-	}
-	labels := r.sym.threadLabels(ctx)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if r.gen != gen {
-		return
-	}
-	alive := map[int]bool{}
-	for _, e := range list {
-		lwp := int(e.TID)
-		alive[lwp] = true
-		t := j.addThread(r, lwp)
-		t.Name = threadName(r, lwp, labels[lwp])
-	}
-	kept := r.threads[:0]
-	for _, t := range r.threads {
-		if alive[t.LWP] || t.LWP == r.Pid {
-			kept = append(kept, t)
-		} else {
-			delete(j.threads, t.ID)
-		}
-	}
-	r.threads = kept
-	r.threadsGen = gen
-}
-
 // rank returns the rank with number n, or nil.
 func (j *Job) rank(n int) *Rank { return j.byNum[n] }
-
-// thread returns the thread with DAP id id, or nil.
-func (j *Job) thread(id int) *Thread {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.threads[id]
-}
 
 // rankStatusLocked returns the state of r; j.mu must be held.
 func (j *Job) rankStatusLocked(r *Rank) RankStatus {
