@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"fmt"
 	"sort"
 )
 
@@ -104,4 +105,43 @@ func (j *Job) thread(id int) *Thread {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.threads[id]
+}
+
+// liveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel)
+// and returns copies of the threads of the ranks that have not exited, in rank order: every
+// rank's main thread, and the others while the list holds fewer than max.
+func (j *Job) liveThreads(ctx context.Context, max int) []Thread {
+	done := make(chan struct{}, len(j.ranks))
+	n := 0
+	for _, r := range j.ranks {
+		j.mu.Lock()
+		stale := r.state == rankStopped && r.threadsGen != r.gen
+		j.mu.Unlock()
+		if stale {
+			n++
+			go func() {
+				defer func() { done <- struct{}{} }()
+				defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
+				j.refreshThreads(ctx, r)
+			}()
+		}
+	}
+	for range n {
+		<-done
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var list []Thread
+	for _, r := range j.ranks {
+		if r.state == rankExited {
+			continue // its threads are gone
+		}
+		for _, t := range r.threads {
+			if len(list) >= max && t.LWP != r.Pid {
+				continue
+			}
+			list = append(list, *t)
+		}
+	}
+	return list
 }
