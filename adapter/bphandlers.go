@@ -78,9 +78,7 @@ func failureText(f map[int]string) string {
 // breakpointsBody reports the breakpoints a set request ended with, in its order.
 func (s *Session) breakpointsBody(j *Job, list []*userBP) BreakpointsBody {
 	out := BreakpointsBody{Breakpoints: []Breakpoint{}}
-	j.bps.mu.Lock()
-	defer j.bps.mu.Unlock()
-	for _, bp := range list {
+	for _, bp := range j.bps.snapshots(list) {
 		out.Breakpoints = append(out.Breakpoints, s.dapBreakpoint(bp))
 	}
 	return out
@@ -220,9 +218,7 @@ func (s *Session) onSetExceptionBreakpointsRequest(req *dap.SetExceptionBreakpoi
 		}
 	}
 	if j != nil {
-		j.mu.Lock()
-		j.signalStop = stop
-		j.mu.Unlock()
+		j.setSignalStop(stop)
 	} else {
 		return
 	}

@@ -136,6 +136,17 @@ func (b *breakpoints) newID() int {
 	return b.next
 }
 
+// snapshots copies breakpoints for a response, in their order (snapshot, under b.mu).
+func (b *breakpoints) snapshots(list []*userBP) []*userBP {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*userBP, len(list))
+	for i, bp := range list {
+		out[i] = bp.snapshot()
+	}
+	return out
+}
+
 // noDebugRefusal is the message of breakpoints set in a job run without debugging.
 const noDebugRefusal = "the job runs without debugging (noDebug)"
 

@@ -46,14 +46,15 @@
 // StepThread resume it. The job builds DAP stops on top (runctl.go): all-stop by default (the
 // first rank to stop is the primary; every other running rank is stopped with the StopProcess
 // extension, SIGSTOP where the agent cannot interrupt, and the stopped event goes out once all
-// have reported), or per rank or per thread (stopMode). Continue,
-// pause and steps apply to the focus set (hpcdap/focus); a step steps every focus rank's main
-// thread, gdb's way (step.go). In stop mode thread a stopped thread is held (HoldThread) while
-// its rank runs; stepping it stops the rank for the step and holds the thread again after it.
-// Breakpoints are resolved once per binary and planted at each
-// rank's load bias with batched SetBreakpoint Updates; conditions, hit counts and log points
-// are evaluated on the front end when a rank reports the trap. Data breakpoints are CDTI
-// watchpoints propagated to every thread.
+// have reported), or per rank or per thread (stopMode). Continue (resume.go), pause and steps
+// apply to the focus set (hpcdap/focus); a step steps every focus rank's main thread, gdb's
+// way (step.go; each rank's stepper, stepper.go, walks the lines, stepline.go). In stop mode
+// thread a stopped thread is held (HoldThread) while its rank runs; stepping it stops the rank
+// for the step and holds the thread again after it. Taking control of the ranks is start.go,
+// their end and the job's (exit, kill, detach) end.go. Breakpoints are resolved once per
+// binary and planted at each rank's load bias with batched SetBreakpoint Updates; conditions,
+// hit counts and log points are evaluated on the front end when a rank reports the trap. Data
+// breakpoints are CDTI watchpoints propagated to every thread.
 //
 // # Symbols
 //

@@ -31,7 +31,7 @@ type Events interface {
 	// job no longer changes).
 	BreakpointChanged(bp *userBP)
 	// RanksChanged reports the new state of ranks that changed, in rank order.
-	RanksChanged(ranks []RankState)
+	RanksChanged(ranks []RankStatus)
 	// ModuleLoaded reports a library a rank loaded.
 	ModuleLoaded(m *symbols.Module)
 	// Logf writes a diagnostic line to the log.
@@ -50,6 +50,18 @@ type StopEvent struct {
 	// Other marks another thread of a rank that stopped: it is shown stopped without the
 	// focus moving to it.
 	Other bool
+}
+
+// RankStatus is the state of one rank as the job reports it (RanksChanged, rankStates).
+type RankStatus struct {
+	Num        int
+	State      rankState
+	Pid        int
+	Host       string
+	ThreadID   int    // the thread id of its main thread (0: none known yet)
+	ExitCode   *int   // its shell-style exit code, once it has exited (128+signal when killed)
+	Signal     string // the signal that killed it, or the fatal signal it is stopped with
+	StopReason string // why it stopped, while it is stopped
 }
 
 // jobConfig is what a job takes from the session that runs it.

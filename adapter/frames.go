@@ -24,41 +24,9 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	// Refresh the thread lists of stopped ranks (once per stop each), in parallel.
-	done := make(chan struct{}, len(j.ranks))
-	n := 0
-	for _, r := range j.ranks {
-		j.mu.Lock()
-		stale := r.state == rankStopped && r.threadsGen != r.gen
-		j.mu.Unlock()
-		if stale {
-			n++
-			go func() {
-				defer func() { done <- struct{}{} }()
-				defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
-				j.refreshThreads(ctx, r)
-			}()
-		}
-	}
-	for range n {
-		<-done
-	}
-	j.mu.Lock()
-	var list []dap.Thread
-	for _, r := range j.ranks {
-		if r.state == rankExited {
-			continue // its threads are gone
-		}
-		for _, t := range r.threads {
-			if len(list) >= maxThreads && t.LWP != r.Pid {
-				continue
-			}
-			list = append(list, dap.Thread{Id: t.ID, Name: t.Name})
-		}
-	}
-	j.mu.Unlock()
-	if list == nil {
-		list = []dap.Thread{}
+	list := []dap.Thread{}
+	for _, t := range j.liveThreads(ctx, maxThreads) {
+		list = append(list, dap.Thread{Id: t.ID, Name: t.Name})
 	}
 	resp.Body.Threads = list
 	s.send(resp)
@@ -92,9 +60,7 @@ func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
 	if t == nil {
 		return
 	}
-	j.mu.Lock()
-	j.viewRank = t.Rank
-	j.mu.Unlock()
+	j.setViewRank(t.Rank)
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	ts, err := t.Rank.sym.stack(ctx, t.LWP)

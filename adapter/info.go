@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -21,11 +22,8 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 		return
 	}
 	r := t.Rank
-	j.mu.Lock()
-	n := r.notif
-	reason := r.stopReason
-	j.mu.Unlock()
-	if n == nil || (reason != "exception" && reason != "signal") {
+	n := j.stopSignal(r)
+	if n == nil {
 		s.sendError(&req.Request, errExceptionInfo, fmt.Sprintf("exceptionInfo: rank %d did not stop for a signal", r.Num))
 		return
 	}
@@ -59,6 +57,17 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	}
 	resp.Body.Details = details
 	s.send(resp)
+}
+
+// stopSignal returns the notification of the signal that r is stopped for, or nil if it is
+// not stopped for a signal.
+func (j *Job) stopSignal(r *Rank) *cdti.NotifySignal {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.notif == nil || (r.stopReason != "exception" && r.stopReason != "signal") {
+		return nil
+	}
+	return r.notif
 }
 
 // faultAddress computes the address a faulting instruction accessed from its memory operand

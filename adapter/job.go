@@ -64,14 +64,6 @@ type Rank struct {
 	sym rankSymbols
 }
 
-// Thread is one (rank, LWP) pair: a DAP thread with a stable id.
-type Thread struct {
-	ID   int
-	Rank *Rank
-	LWP  int
-	Name string
-}
-
 // Job is the whole debugged job of one session: its ranks, the agents that serve them, the
 // threads, breakpoints and run-control state.
 type Job struct {
@@ -223,105 +215,12 @@ func (j *Job) parseRanks(s string) (rankset.Set, error) {
 	return set, nil
 }
 
-// addThread registers (rank, lwp) and returns its thread; j.mu must be held or the job not
-// yet shared.
-func (j *Job) addThread(r *Rank, lwp int) *Thread {
-	for _, t := range r.threads {
-		if t.LWP == lwp {
-			return t
-		}
-	}
-	j.nextThread++
-	t := &Thread{ID: j.nextThread, Rank: r, LWP: lwp}
-	t.Name = threadName(r, lwp, threadLabel{})
-	j.threads[t.ID] = t
-	r.threads = append(r.threads, t)
-	sort.SliceStable(r.threads, func(a, b int) bool {
-		if (r.threads[a].LWP == r.Pid) != (r.threads[b].LWP == r.Pid) {
-			return r.threads[a].LWP == r.Pid
-		}
-		return r.threads[a].LWP < r.threads[b].LWP
-	})
-	return t
-}
-
-// mainThread returns the rank's leader thread.
-func (r *Rank) mainThread() *Thread {
-	if len(r.threads) > 0 && r.threads[0].LWP == r.Pid {
-		return r.threads[0]
-	}
-	for _, t := range r.threads {
-		if t.LWP == r.Pid {
-			return t
-		}
-	}
-	if len(r.threads) > 0 {
-		return r.threads[0]
-	}
-	return nil
-}
-
-// threadFor returns the thread of (rank, lwp), registering it if new.
-func (j *Job) threadFor(r *Rank, lwp int) *Thread {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if lwp == 0 {
-		return r.mainThread()
-	}
-	return j.addThread(r, lwp)
-}
-
-// refreshThreads reads a stopped rank's thread list once per stop.
-func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
-	j.mu.Lock()
-	fresh := r.threadsGen == r.gen || r.state != rankStopped
-	gen := r.gen
-	j.mu.Unlock()
-	if fresh {
-		return
-	}
-	list, err := r.node.client.ThreadList(ctx, uint32(r.Num))
-	if err != nil {
-		return
-	}
-	labels := r.sym.threadLabels(ctx)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if r.gen != gen {
-		return
-	}
-	alive := map[int]bool{}
-	for _, e := range list {
-		lwp := int(e.TID)
-		alive[lwp] = true
-		t := j.addThread(r, lwp)
-		t.Name = threadName(r, lwp, labels[lwp])
-	}
-	kept := r.threads[:0]
-	for _, t := range r.threads {
-		if alive[t.LWP] || t.LWP == r.Pid {
-			kept = append(kept, t)
-		} else {
-			delete(j.threads, t.ID)
-		}
-	}
-	r.threads = kept
-	r.threadsGen = gen
-}
-
 // rank returns the rank with number n, or nil.
 func (j *Job) rank(n int) *Rank { return j.byNum[n] }
 
-// thread returns the thread with DAP id id, or nil.
-func (j *Job) thread(id int) *Thread {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.threads[id]
-}
-
-// rankState returns the README's RankState of r; j.mu must be held.
-func (j *Job) rankStateLocked(r *Rank) RankState {
-	rs := RankState{Rank: r.Num, State: r.state.String(), Pid: r.Pid, Host: r.node.host}
+// rankStatusLocked returns the state of r; j.mu must be held.
+func (j *Job) rankStatusLocked(r *Rank) RankStatus {
+	rs := RankStatus{Num: r.Num, State: r.state, Pid: r.Pid, Host: r.node.host}
 	if t := r.mainThread(); t != nil {
 		rs.ThreadID = t.ID
 	}
@@ -367,7 +266,9 @@ func (j *Job) flushChanged() {
 	}
 }
 
-func (j *Job) takeChangedLocked() []RankState {
+// takeChangedLocked returns the state of the ranks queued by markChanged, in rank order, and
+// empties the queue; j.mu must be held.
+func (j *Job) takeChangedLocked() []RankStatus {
 	if j.flushTimer != nil {
 		j.flushTimer.Stop()
 		j.flushTimer = nil
@@ -375,24 +276,60 @@ func (j *Job) takeChangedLocked() []RankState {
 	if len(j.changed) == 0 {
 		return nil
 	}
-	var ranks []RankState
+	var ranks []RankStatus
 	for r := range j.changed {
-		ranks = append(ranks, j.rankStateLocked(r))
+		ranks = append(ranks, j.rankStatusLocked(r))
 	}
 	clear(j.changed)
-	sort.Slice(ranks, func(a, b int) bool { return ranks[a].Rank < ranks[b].Rank })
+	sort.Slice(ranks, func(a, b int) bool { return ranks[a].Num < ranks[b].Num })
 	return ranks
 }
 
 // rankStates returns the state of every rank, in rank order, and the focus.
-func (j *Job) rankStates() ([]RankState, rankset.Set) {
+func (j *Job) rankStates() ([]RankStatus, rankset.Set) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	states := make([]RankState, 0, len(j.ranks))
+	states := make([]RankStatus, 0, len(j.ranks))
 	for _, r := range j.ranks {
-		states = append(states, j.rankStateLocked(r))
+		states = append(states, j.rankStatusLocked(r))
 	}
 	return states, j.focus
+}
+
+// stateOf returns the state of rank r.
+func (j *Job) stateOf(r *Rank) rankState {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return r.state
+}
+
+// setFocus makes set the focus set (hpcdap/focus).
+func (j *Job) setFocus(set rankset.Set) {
+	j.mu.Lock()
+	j.focus = set
+	j.mu.Unlock()
+}
+
+// setSignalStop says whether a signal the program may handle stops it
+// (setExceptionBreakpoints).
+func (j *Job) setSignalStop(stop bool) {
+	j.mu.Lock()
+	j.signalStop = stop
+	j.mu.Unlock()
+}
+
+// setViewRank records r as the rank whose stack the client read last.
+func (j *Job) setViewRank(r *Rank) {
+	j.mu.Lock()
+	j.viewRank = r
+	j.mu.Unlock()
+}
+
+// ranksIn returns the ranks of set, in rank order.
+func (j *Job) ranksIn(set rankset.Set) []*Rank {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.ranksInLocked(set)
 }
 
 // focusRanks returns the ranks of the focus set, in rank order.

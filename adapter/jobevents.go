@@ -78,8 +78,19 @@ func (e jobEvents) BreakpointChanged(bp *userBP) {
 }
 
 // RanksChanged sends the hpcdap/ranksChanged event.
-func (e jobEvents) RanksChanged(ranks []RankState) {
-	e.s.sendEvent("hpcdap/ranksChanged", &RanksChangedBody{Ranks: ranks})
+func (e jobEvents) RanksChanged(ranks []RankStatus) {
+	e.s.sendEvent("hpcdap/ranksChanged", &RanksChangedBody{Ranks: wireRankStates(ranks)})
+}
+
+// wireRankStates turns the job's rank states into the RankStates of hpcdap/ranks and
+// hpcdap/ranksChanged.
+func wireRankStates(ranks []RankStatus) []RankState {
+	out := make([]RankState, len(ranks))
+	for i, r := range ranks {
+		out[i] = RankState{Rank: r.Num, State: r.State.String(), Pid: r.Pid, Host: r.Host, ThreadID: r.ThreadID,
+			ExitCode: r.ExitCode, Signal: r.Signal, StopReason: r.StopReason}
+	}
+	return out
 }
 
 // ModuleLoaded sends a module event.

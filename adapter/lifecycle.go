@@ -364,15 +364,7 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 		// Attached ranks are stopped where they ran: that is the entry stop. (So are ranks
 		// a launcher holds inside MPI_Init.)
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-		r := j.ranks[0]
-		j.mu.Lock()
-		tid := 0
-		if r.notif != nil {
-			tid = int(r.notif.ThreadID)
-		}
-		t := j.threadForLocked(r, tid)
-		j.mu.Unlock()
-		j.sendStopped(t, stopInfo{reason: "entry"}, true)
+		j.reportStoppedInPlace()
 		return
 	}
 	if entry {
@@ -441,10 +433,5 @@ func (s *Session) onTerminateRequest(req *dap.TerminateRequest) {
 		return
 	}
 	j.kill(5 * time.Second)
-	j.mu.Lock()
-	done := j.exited
-	j.mu.Unlock()
-	if !done {
-		j.allExited()
-	}
+	j.allExited() // unless the ranks' ends have reported it already
 }

@@ -120,9 +120,7 @@ func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	j.mu.Lock()
-	ranks := j.ranksInLocked(set)
-	j.mu.Unlock()
+	ranks := j.ranksIn(set)
 	values := make([]string, len(ranks))
 	errs := make([]string, len(ranks))
 	called := make([]*Thread, len(ranks))

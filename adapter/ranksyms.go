@@ -359,6 +359,14 @@ func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*threadStack, error)
 	return ts, ts.err
 }
 
+// dropStack forgets the stack of a thread read at this stop (one written to, or run again
+// alone), so that the next read unwinds it anew.
+func (rs *rankSymbols) dropStack(lwp int) {
+	rs.mu.Lock()
+	delete(rs.stacks, lwp)
+	rs.mu.Unlock()
+}
+
 func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *threadStack {
 	ts := &threadStack{}
 	gp, fp, err := rs.registers(ctx, lwp)

@@ -8,18 +8,6 @@ import (
 	"github.com/hpcdap/hpcdap/rankset"
 )
 
-// runTargets returns the ranks a run-control request on thread t applies to: the focus set
-// and t's own rank (in stop modes rank and thread: t's rank only).
-func (j *Job) runTargets(t *Thread, single bool) []*Rank {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if single || j.mode != stopAll {
-		return []*Rank{t.Rank}
-	}
-	set := j.focus.Add(t.Rank.Num)
-	return j.ranksInLocked(set)
-}
-
 func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
@@ -48,10 +36,7 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 		own.evMu.Lock()
 		defer own.evMu.Unlock()
 	}
-	j.mu.Lock()
-	threadMode := j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
-	j.mu.Unlock()
-	if threadMode {
+	if j.heldAlone(t) {
 		if err := j.releaseThread(t); err != nil {
 			s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 			return
@@ -78,20 +63,11 @@ func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *Job, t *Thre
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
 	r := t.Rank
-	j.mu.Lock()
-	if r.state != rankStopped {
-		j.mu.Unlock()
-		s.sendError(&req.Request, errRunning, fmt.Sprintf("continue: rank %d is %s", r.Num, r.state))
+	if st := j.stateOf(r); st != rankStopped {
+		s.sendError(&req.Request, errRunning, fmt.Sprintf("continue: rank %d is %s", r.Num, st))
 		return
 	}
-	j.mu.Unlock()
-	st := &stepper{j: j, r: r, lwp: t.LWP, single: true}
-	held := st.holdOthers(ctx)
-	j.mu.Lock()
-	r.sym.single = append(r.sym.single, held...)
-	j.beginRunLocked(r)
-	j.mu.Unlock()
-	if err := j.continueRank(r); err != nil {
+	if err := j.continueThread(ctx, t); err != nil {
 		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return
 	}
@@ -163,10 +139,7 @@ func (s *Session) onPauseRequest(req *dap.PauseRequest) {
 	s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
 	if !any && t != nil {
 		// Nothing was running: the client still expects to hear that the thread is stopped.
-		j.mu.Lock()
-		stopped := t.Rank.state == rankStopped
-		j.mu.Unlock()
-		if stopped {
+		if j.stateOf(t.Rank) == rankStopped {
 			j.sendStopped(t, stopInfo{reason: "pause", tid: t.LWP}, j.mode == stopAll)
 		}
 	}
@@ -178,7 +151,7 @@ func (s *Session) onRanksRequest(req *RanksRequest) {
 		return
 	}
 	ranks, focus := j.rankStates()
-	s.respond(&req.Request, RanksBody{Ranks: ranks, Focus: focus.String()})
+	s.respond(&req.Request, RanksBody{Ranks: wireRankStates(ranks), Focus: focus.String()})
 }
 
 func (s *Session) onFocusRequest(req *FocusRequest) {
@@ -191,9 +164,7 @@ func (s *Session) onFocusRequest(req *FocusRequest) {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/focus: "+err.Error())
 		return
 	}
-	j.mu.Lock()
-	j.focus = set
-	j.mu.Unlock()
+	j.setFocus(set)
 	s.respond(&req.Request, FocusBody{Focus: set.String(), Count: set.Len()})
 }
 

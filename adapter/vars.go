@@ -317,10 +317,7 @@ func (s *Session) setRegister(req *dap.SetVariableRequest, j *Job, ref *varRef) 
 
 // invalidateAfterWrite drops what the write may have changed and tells the client to refresh.
 func (s *Session) invalidateAfterWrite(j *Job, t *Thread) {
-	r := t.Rank
-	r.sym.mu.Lock()
-	delete(r.sym.stacks, t.LWP)
-	r.sym.mu.Unlock()
+	t.Rank.sym.dropStack(t.LWP)
 	s.mu.Lock()
 	inval := s.client.SupportsInvalidatedEvent
 	s.mu.Unlock()

@@ -1,0 +1,195 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+// onExit records the end of a rank.
+func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
+	defer j.recoverPanic(fmt.Sprintf("exit of rank %d", r.Num))
+	r.evMu.Lock()
+	defer r.evMu.Unlock()
+	j.mu.Lock()
+	if r.state == rankExited {
+		j.mu.Unlock()
+		return
+	}
+	if st != -1 {
+		r.exit = &st
+	}
+	r.state = rankExited
+	r.notif = nil
+	r.gen++
+	r.sym.invalidate()
+	j.handles.dropRank(r)
+	if r.stepper != nil {
+		r.stepper.cancelLocked()
+	}
+	r.startOnce.Do(func() { close(r.started) })
+	j.markChanged(r)
+	if r.stepper != nil {
+		r.stepper.endLocked()
+	}
+	if g := j.steps; g != nil {
+		delete(g.ranks, r)
+		if len(g.ranks) == 0 && j.collect == nil && !j.stopAll {
+			j.endStepGroupLocked(g) // the rank was the last of the group to finish
+		}
+	}
+	entryDone := false
+	if j.entryWait != nil {
+		delete(j.entryWait, r)
+		entryDone = len(j.entryWait) == 0
+	}
+	var collect bool
+	if j.collect != nil {
+		delete(j.collect.waiting, r)
+		collect = true
+	}
+	silent := j.stopAll
+	j.mu.Unlock()
+	j.drainOutput(r, 500*time.Millisecond)
+	if !silent || st != -1 {
+		switch {
+		case st == -1:
+		case st.Signaled():
+			j.output("console", fmt.Sprintf("rank %d exited: killed by %s (exit code %d)\n", r.Num,
+				signalName(st.Signal()), exitCode(st)))
+		default:
+			j.output("console", fmt.Sprintf("rank %d exited with code %d\n", r.Num, st.ExitCode()))
+		}
+	}
+	// The job has ended once every rank's end has been reported (not merely noticed: a rank
+	// still printing its last output above is not done).
+	j.mu.Lock()
+	r.endReported = true
+	all := true
+	for _, q := range j.ranks {
+		all = all && q.endReported
+	}
+	j.mu.Unlock()
+	if collect {
+		j.mu.Lock()
+		j.finishCollectLocked()
+	}
+	if entryDone && !all {
+		j.mu.Lock()
+		j.entryWait = nil
+		var first *Rank
+		for _, q := range j.ranks {
+			if q.state == rankStopped {
+				first = q
+				break
+			}
+		}
+		if first != nil && j.collect == nil {
+			j.collect = &collector{primary: first, info: stopInfo{reason: "entry"}, waiting: map[*Rank]bool{}}
+			j.finishCollectLocked()
+		} else {
+			j.mu.Unlock()
+		}
+	}
+	if all {
+		j.allExited()
+	}
+}
+
+// allExited sends the exited and terminated events once.
+func (j *Job) allExited() {
+	j.mu.Lock()
+	if j.exited {
+		j.mu.Unlock()
+		return
+	}
+	j.exited = true
+	code := 0
+	for _, r := range j.ranks {
+		if r.exit != nil && code == 0 {
+			code = exitCode(*r.exit)
+		}
+	}
+	body := j.takeChangedLocked()
+	j.mu.Unlock()
+	if body != nil {
+		j.ev.RanksChanged(body)
+	}
+	j.ev.Exited(code)
+	j.ev.Terminated()
+}
+
+// kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
+func (j *Job) kill(d time.Duration) {
+	j.mu.Lock()
+	j.stopAll = true
+	live := []*Rank{}
+	for _, r := range j.ranks {
+		if r.state != rankExited {
+			live = append(live, r)
+		}
+	}
+	j.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range live {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGKILL)})
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(d)
+	for _, r := range live {
+		for time.Now().Before(deadline) {
+			j.mu.Lock()
+			gone := r.state == rankExited
+			j.mu.Unlock()
+			if gone {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
+// are removed, control is released (which continues a suspended rank) and the tool detached.
+func (j *Job) detach() {
+	j.mu.Lock()
+	j.stopAll = true
+	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	j.bps.removeAll(ctx)
+	var wg sync.WaitGroup
+	for _, n := range j.nodes {
+		wg.Go(func() {
+			for _, r := range n.ranks {
+				j.mu.Lock()
+				exited := r.state == rankExited
+				held := r.sym.heldLWPs()
+				j.mu.Unlock()
+				if exited {
+					continue
+				}
+				if len(held) > 0 {
+					j.releaseHeld(r, held)
+				}
+				for range 100 {
+					rs, err := n.client.Update(ctx, uint32(r.Num), &cdti.ReleaseControl{})
+					if err != nil || rs[0].Code != cdti.CmdPendingNotify {
+						break
+					}
+					time.Sleep(20 * time.Millisecond) // the agent sends the pending notifications first
+				}
+			}
+			n.client.Detach(ctx, uint32(n.ranks[0].Num), cdti.RanksInNode)
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,210 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+// runTargets returns the ranks a run-control request on thread t applies to: the focus set
+// and t's own rank (in stop modes rank and thread: t's rank only).
+func (j *Job) runTargets(t *Thread, single bool) []*Rank {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if single || j.mode != stopAll {
+		return []*Rank{t.Rank}
+	}
+	set := j.focus.Add(t.Rank.Num)
+	return j.ranksInLocked(set)
+}
+
+// resume continues a stopped rank (ContinueProcess on its notified thread).
+func (j *Job) resume(r *Rank) error {
+	j.logf("rank %d: resume", r.Num)
+	j.mu.Lock()
+	if r.state == rankExited {
+		j.mu.Unlock()
+		return nil
+	}
+	if len(r.sym.held) > 0 {
+		// Stop mode thread: the threads it holds stay stopped, and what the client reads of
+		// them stays valid; the rank's other threads run on.
+		r.notif = nil
+		j.mu.Unlock()
+		r.sym.invalidate()
+		return j.continueRank(r)
+	}
+	j.beginRunLocked(r)
+	j.mu.Unlock()
+	return j.continueRank(r)
+}
+
+// beginRunLocked marks a rank running and invalidates everything read at its last stop.
+func (j *Job) beginRunLocked(r *Rank) {
+	if r.state == rankStopped {
+		r.state = rankRunning
+		j.markChanged(r)
+	}
+	r.notif = nil
+	r.gen++
+	r.sym.invalidate()
+	j.handles.dropRank(r)
+	if r.sym.mem != nil {
+		r.sym.mem.live.Store(false)
+	}
+}
+
+// continueRank sends ContinueProcess for the notified thread.
+func (j *Job) continueRank(r *Rank) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.ContinueProcess{})
+	if err != nil {
+		j.logf("rank %d: continue: %v", r.Num, err)
+		return fmt.Errorf("continue rank %d: %w", r.Num, err)
+	}
+	j.logf("rank %d: continue: %v", r.Num, rs[0].Code)
+	if rs[0].Code != cdti.CmdSuccess && rs[0].Code != cdti.CmdProcessExiting {
+		return fmt.Errorf("continue rank %d: %v", r.Num, rs[0].Code)
+	}
+	return nil
+}
+
+// continueRanks resumes every stopped rank of ranks (releasing threads held by stop mode
+// thread) and returns the threads that now run. own, if not nil, is a rank whose evMu the
+// caller holds.
+//
+// Each rank is let go under its evMu, as the stop of an all-stop is sent (sendStop), and only
+// if no all-stop has begun since the continue did (Job.stops): a rank that another rank's stop
+// overtook stays stopped as part of that stop, instead of running while the job is reported
+// stopped.
+func (j *Job) continueRanks(ranks []*Rank, own *Rank) ([]*Thread, error) {
+	var resumed []*Thread
+	var first error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	j.mu.Lock()
+	epoch := j.stops
+	for _, r := range ranks {
+		if r.state == rankStopped {
+			resumed = append(resumed, r.threads...)
+		}
+	}
+	j.mu.Unlock()
+	for _, r := range ranks {
+		wg.Go(func() {
+			if r != own {
+				r.evMu.Lock()
+				defer r.evMu.Unlock()
+			}
+			if err := j.continueOne(r, epoch); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return resumed, first
+}
+
+// continueOne lets one stopped rank of a continue go (its evMu held), unless an all-stop has
+// begun since the continue did (epoch).
+func (j *Job) continueOne(r *Rank, epoch int) error {
+	j.mu.Lock()
+	if r.state != rankStopped {
+		j.mu.Unlock()
+		return nil
+	}
+	if j.stops != epoch {
+		// Overtaken by a stop of the job: the rank stays where it is, stopped with the job.
+		r.stopReason, r.stopText, r.stopBPs = "pause", "", nil
+		j.markChanged(r)
+		j.mu.Unlock()
+		return nil
+	}
+	// A rank whose notification is in flight is continued; one that only has threads held
+	// (stop mode thread) is already running and just releases them.
+	held := append(r.sym.heldLWPs(), r.sym.single...)
+	r.sym.single = nil
+	notified := r.notif != nil || len(held) == 0
+	if notified {
+		j.beginRunLocked(r)
+	} else {
+		r.state = rankRunning
+		r.gen++
+		r.sym.invalidate()
+		j.handles.dropRank(r)
+		j.markChanged(r)
+	}
+	j.mu.Unlock()
+	var err error
+	if len(held) > 0 {
+		err = j.releaseHeld(r, held)
+	}
+	if err == nil && notified {
+		err = j.continueRank(r)
+	}
+	return err
+}
+
+// releaseHeld releases threads the thread stop mode held.
+func (j *Job) releaseHeld(r *Rank, lwps []int) error {
+	var cmds []cdti.Command
+	for _, l := range lwps {
+		cmds = append(cmds, &cdti.ReleaseThread{ThreadID: uint32(l)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
+	j.logf("rank %d: release %v: %v %v", r.Num, lwps, res, err)
+	j.mu.Lock()
+	for _, l := range lwps {
+		r.sym.heldLWP(l, false)
+	}
+	j.mu.Unlock()
+	return err
+}
+
+// continueThread resumes one thread of a stopped rank, the rank's other threads held (a
+// single-thread continue); they run again when the rank is next resumed or stepped as a whole.
+func (j *Job) continueThread(ctx context.Context, t *Thread) error {
+	r := t.Rank
+	st := &stepper{j: j, r: r, lwp: t.LWP, single: true}
+	held := st.holdOthers(ctx)
+	j.mu.Lock()
+	r.sym.single = append(r.sym.single, held...)
+	j.beginRunLocked(r)
+	j.mu.Unlock()
+	return j.continueRank(r)
+}
+
+// heldAlone reports whether t is a thread that stop mode thread holds while its rank runs.
+func (j *Job) heldAlone(t *Thread) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
+}
+
+// releaseThread lets one thread held by stop mode thread run again; its rank's other held
+// threads stay stopped.
+func (j *Job) releaseThread(t *Thread) error {
+	r := t.Rank
+	r.sym.dropStack(t.LWP)
+	err := j.releaseHeld(r, []int{t.LWP})
+	j.mu.Lock()
+	if len(r.sym.held) == 0 && r.notif == nil && r.state == rankStopped {
+		r.state = rankRunning
+		r.gen++
+		r.sym.invalidate()
+		j.handles.dropRank(r)
+	}
+	j.markChanged(r)
+	j.mu.Unlock()
+	return err
+}

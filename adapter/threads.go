@@ -1,0 +1,147 @@
+package adapter
+
+import (
+	"context"
+	"fmt"
+	"sort"
+)
+
+// Thread is one (rank, LWP) pair: a DAP thread with a stable id.
+type Thread struct {
+	ID   int
+	Rank *Rank
+	LWP  int
+	Name string
+}
+
+// addThread registers (rank, lwp) and returns its thread; j.mu must be held or the job not
+// yet shared.
+func (j *Job) addThread(r *Rank, lwp int) *Thread {
+	for _, t := range r.threads {
+		if t.LWP == lwp {
+			return t
+		}
+	}
+	j.nextThread++
+	t := &Thread{ID: j.nextThread, Rank: r, LWP: lwp}
+	t.Name = threadName(r, lwp, threadLabel{})
+	j.threads[t.ID] = t
+	r.threads = append(r.threads, t)
+	sort.SliceStable(r.threads, func(a, b int) bool {
+		if (r.threads[a].LWP == r.Pid) != (r.threads[b].LWP == r.Pid) {
+			return r.threads[a].LWP == r.Pid
+		}
+		return r.threads[a].LWP < r.threads[b].LWP
+	})
+	return t
+}
+
+// mainThread returns the rank's leader thread.
+func (r *Rank) mainThread() *Thread {
+	if len(r.threads) > 0 && r.threads[0].LWP == r.Pid {
+		return r.threads[0]
+	}
+	for _, t := range r.threads {
+		if t.LWP == r.Pid {
+			return t
+		}
+	}
+	if len(r.threads) > 0 {
+		return r.threads[0]
+	}
+	return nil
+}
+
+// threadFor returns the thread of (rank, lwp), registering it if new.
+func (j *Job) threadFor(r *Rank, lwp int) *Thread {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if lwp == 0 {
+		return r.mainThread()
+	}
+	return j.addThread(r, lwp)
+}
+
+// refreshThreads reads a stopped rank's thread list once per stop.
+func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
+	j.mu.Lock()
+	fresh := r.threadsGen == r.gen || r.state != rankStopped
+	gen := r.gen
+	j.mu.Unlock()
+	if fresh {
+		return
+	}
+	list, err := r.node.client.ThreadList(ctx, uint32(r.Num))
+	if err != nil {
+		return
+	}
+	labels := r.sym.threadLabels(ctx)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.gen != gen {
+		return
+	}
+	alive := map[int]bool{}
+	for _, e := range list {
+		lwp := int(e.TID)
+		alive[lwp] = true
+		t := j.addThread(r, lwp)
+		t.Name = threadName(r, lwp, labels[lwp])
+	}
+	kept := r.threads[:0]
+	for _, t := range r.threads {
+		if alive[t.LWP] || t.LWP == r.Pid {
+			kept = append(kept, t)
+		} else {
+			delete(j.threads, t.ID)
+		}
+	}
+	r.threads = kept
+	r.threadsGen = gen
+}
+
+// thread returns the thread with DAP id id, or nil.
+func (j *Job) thread(id int) *Thread {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.threads[id]
+}
+
+// liveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel)
+// and returns copies of the threads of the ranks that have not exited, in rank order: every
+// rank's main thread, and the others while the list holds fewer than max.
+func (j *Job) liveThreads(ctx context.Context, max int) []Thread {
+	done := make(chan struct{}, len(j.ranks))
+	n := 0
+	for _, r := range j.ranks {
+		j.mu.Lock()
+		stale := r.state == rankStopped && r.threadsGen != r.gen
+		j.mu.Unlock()
+		if stale {
+			n++
+			go func() {
+				defer func() { done <- struct{}{} }()
+				defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
+				j.refreshThreads(ctx, r)
+			}()
+		}
+	}
+	for range n {
+		<-done
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var list []Thread
+	for _, r := range j.ranks {
+		if r.state == rankExited {
+			continue // its threads are gone
+		}
+		for _, t := range r.threads {
+			if len(list) >= max && t.LWP != r.Pid {
+				continue
+			}
+			list = append(list, *t)
+		}
+	}
+	return list
+}
