@@ -328,7 +328,9 @@ func (s *Session) sendError(r *dap.Request, id int, msg string) {
 func (s *Session) sendErrorRaw(seq int, command string, id int, msg string) {
 	e := &dap.ErrorResponse{Response: dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"},
 		Command: command, RequestSeq: seq, Success: false, Message: msg}}
-	show := s.inPlaceSeq.Load() != int64(seq)
+	// A thread whose rank runs is a race of the protocol (a client reads a stack just as the
+	// user resumes), not a failure the user must be told about.
+	show := s.inPlaceSeq.Load() != int64(seq) && id != errRunning
 	e.Body.Error = &dap.ErrorMessage{Id: id, Format: msg, ShowUser: show}
 	s.send(e)
 }

@@ -332,3 +332,30 @@ func TestInfoRequests(t *testing.T) {
 		t.Errorf("no progress events during the launch")
 	}
 }
+
+// TestRunningThreadErrorNotShown: a client that asks for a thread's stack just as its rank
+// resumes (VS Code does, after a stop, when the user continues at once) gets an error without
+// showUser: a race of the protocol, not a failure to raise as a notification.
+func TestRunningThreadErrorNotShown(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "tick"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	d.setBreakpoints(p.src)
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	m, err := d.c.Request("stackTrace", map[string]any{"threadId": st.ThreadId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body dap.ErrorResponseBody
+	if m.Success || m.Decode(&body) != nil || body.Error == nil {
+		t.Fatalf("stackTrace of a running thread: success %v, body %s", m.Success, m.Body)
+	}
+	if !strings.Contains(m.Message, "is running") || body.Error.ShowUser {
+		t.Errorf("stackTrace of a running thread: %q with showUser %v, want \"… is running\" without", m.Message, body.Error.ShowUser)
+	}
+}
