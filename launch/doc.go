@@ -24,13 +24,18 @@
 //
 // The launcher is a process like any other (DESIGN decision 4): it runs under a local hpcdap
 // agent. Open MPI's mpirun and Slurm's srun export their MPIR symbols, and package launch/mpir
-// drives them over CDTI. MPICH's mpiexec.hydra is launched by fork/exec following instead: the
+// drives them over CDTI. Open MPI 5's mpirun and PRRTE's prterun and prun have no MPIR: they
+// serve the PMIx tool interface, which package launch/pmix speaks from a tool process of its
+// own (`hpcdap pmix-tool`, one per job: libpmix allows one tool per process), spawning the
+// launcher with the ranks held at their exec and reading the proc table. chooseProtocol picks
+// MPIR, PMIx or fork following from what the launcher offers (Request.Protocol overrides it),
+// and refuses at once, saying what it tried, a launcher that offers none. MPICH's mpiexec.hydra is launched by fork/exec following instead: the
 // agent (`hpcdap agent --follow-exec`) follows the launcher's forks, holds every process that
 // execs the program right after that exec, numbers it by PMI_RANK and serves it, so that this
 // agent is also the job's node agent (StartAgents returns it, Owned). A running hydra found by
 // its pid is read through MPIR at the offsets known for Debian's build (its build ID). How the
-// ranks are held until Release depends on the launcher (Hold): in MPI_Init for Open MPI, in a
-// job-control stop at exec for srun, at exec by the agent for hydra.
+// ranks are held until Release depends on the launcher (Hold): in MPI_Init for Open MPI 4, in a
+// job-control stop at exec for srun and PMIx launchers, at exec by the agent for hydra.
 //
 // # Workload managers
 //

@@ -7,8 +7,6 @@ import (
 	"io"
 	"log"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 )
@@ -222,27 +220,4 @@ func (fe *Frontend) Close() error {
 		os.RemoveAll(fe.opts.WorkDir)
 	}
 	return errors.Join(errs...)
-}
-
-// launcherPath resolves a launcher name to its executable and says which family it is.
-func launcherPath(name string) (path, family string, err error) {
-	path = name
-	if !strings.Contains(name, "/") {
-		if path, err = lookPath(name); err != nil {
-			return "", "", fmt.Errorf("launch: launcher %s: %w", name, err)
-		}
-	}
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return "", "", fmt.Errorf("launch: launcher %s: %w", name, err)
-	}
-	switch base := filepath.Base(real); {
-	case base == "orterun" || base == "mpirun.openmpi" || base == "prterun":
-		return path, "openmpi", nil
-	case strings.HasPrefix(base, "mpiexec.hydra") || base == "hydra":
-		return path, "hydra", nil
-	case base == "srun":
-		return path, "srun", nil
-	}
-	return path, "unknown", nil
 }

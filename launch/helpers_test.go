@@ -14,6 +14,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/launch/pmix"
 	"github.com/hpcdap/hpcdap/tests/cluster"
 )
 
@@ -70,7 +71,11 @@ func program(t testing.TB, name string) string {
 	case "serial":
 		err = testenv.Build("gcc", "gcc", "-g", "-O0", "-o", out, "testdata/serial.c")
 	case "hpcdap":
-		err = testenv.Build("golang", "go", "build", "-o", out, "github.com/hpcdap/hpcdap/cmd/hpcdap")
+		args := []string{"build", "-o", out}
+		if pmix.Built {
+			args = append(args, "-tags", "pmix") // the PMIx tool is this binary too
+		}
+		err = testenv.Build("golang", "go", append(args, "github.com/hpcdap/hpcdap/cmd/hpcdap")...)
 	default:
 		err = fmt.Errorf("unknown test program %q", name)
 	}

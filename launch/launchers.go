@@ -14,18 +14,31 @@ import (
 	"time"
 )
 
-// launcherNames are the launcher names a Request accepts, by family ("": the family of what
-// the name resolves to).
+// launcherNames are the launcher names a Request accepts, by family: "openmpi" (Open MPI's
+// mpirun: MPIR up to 4.x, PRRTE from 5.0), "prrte" (PRRTE's own launchers), "hydra" (MPICH),
+// "srun" (Slurm); "" is the family of what the name resolves to.
 var launcherNames = map[string]string{
 	"mpirun": "", "mpiexec": "", "orterun": "openmpi", "mpirun.openmpi": "openmpi", "mpiexec.openmpi": "openmpi",
-	"mpiexec.hydra": "hydra", "mpirun.mpich": "hydra", "mpiexec.mpich": "hydra", "srun": "srun",
+	"prterun": "prrte", "prte": "prrte", "prun": "prrte",
+	"mpiexec.hydra": "hydra", "hydra": "hydra", "mpirun.mpich": "hydra", "mpiexec.mpich": "hydra", "srun": "srun",
+}
+
+// familyOf says which family an executable's base name belongs to ("" : none).
+func familyOf(base string) string {
+	if f := launcherNames[base]; f != "" {
+		return f
+	}
+	if strings.HasPrefix(base, "mpiexec.hydra") {
+		return "hydra"
+	}
+	return ""
 }
 
 // CheckLauncher validates a launcher name other than the local one: a known launcher name (or
 // a path to one) that can be found.
 func CheckLauncher(name string) error {
 	if _, ok := launcherNames[filepath.Base(name)]; !ok {
-		return fmt.Errorf(`launcher %q: want "local", "mpirun", "mpiexec.hydra" or "srun" (or mpirun.openmpi, mpiexec.mpich, a path to one of them)`, name)
+		return fmt.Errorf(`launcher %q: want "local", "mpirun", "prterun", "prun", "mpiexec.hydra" or "srun" (or mpirun.openmpi, mpiexec.mpich, a path to one of them)`, name)
 	}
 	if _, err := exec.LookPath(name); err != nil {
 		return fmt.Errorf("launcher %q: not found (%v): install Open MPI, MPICH or Slurm, or give its path", name, errors.Unwrap(err))
@@ -33,23 +46,40 @@ func CheckLauncher(name string) error {
 	return nil
 }
 
-// launcherFamily says which launcher a name is: "openmpi", "hydra", "srun" or "" when not
-// known.
+// launcherFamily says which launcher a name is: "openmpi", "prrte", "hydra", "srun" or ""
+// when not known.
 func launcherFamily(name string) string {
-	if f := launcherNames[filepath.Base(name)]; f != "" {
+	if f := familyOf(filepath.Base(name)); f != "" {
 		return f
 	}
-	if _, family, err := launcherPath(name); err == nil && family != "unknown" {
-		return family
-	}
-	return ""
+	_, family, _ := launcherPath(name)
+	return family
 }
 
-// labelArgs ask a launcher of family to label each line of its ranks' output with the rank.
-func labelArgs(family string) []string {
-	switch family {
+// launcherPath resolves a launcher name to its executable and says which family it is (""
+// when what it resolves to is no launcher known here).
+func launcherPath(name string) (path, family string, err error) {
+	path = name
+	if !strings.Contains(name, "/") {
+		if path, err = lookPath(name); err != nil {
+			return "", "", fmt.Errorf("launch: launcher %s: %w", name, err)
+		}
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", "", fmt.Errorf("launch: launcher %s: %w", name, err)
+	}
+	return path, familyOf(filepath.Base(real)), nil
+}
+
+// labelArgs ask a launcher to label each line of its ranks' output with the rank. Open MPI's
+// mpirun takes --tag-output in 4.x and 5.x alike; PRRTE's launchers take --output tag.
+func labelArgs(launcher string) []string {
+	switch family := launcherFamily(launcher); family {
 	case "openmpi":
 		return []string{"--tag-output"}
+	case "prrte":
+		return []string{"--output", "tag"}
 	case "hydra":
 		return []string{"-prepend-rank"}
 	case "srun":

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 )
 
@@ -19,9 +20,11 @@ type localWLM struct{}
 func (localWLM) Name() string     { return "local" }
 func (localWLM) Available() error { return nil }
 
-// Launch starts the launcher under an agent: Open MPI's mpirun is driven through MPIR by its
-// exported symbols (ranks held in MPI_Init); MPICH's mpiexec.hydra, whose MPIR symbols are not
-// usable, is followed through its forks and execs, each rank held at its exec (HoldByAgent).
+// Launch starts a job with the protocol its launcher offers (chooseProtocol): Open MPI 4's
+// mpirun is driven through MPIR by its exported symbols (ranks held in MPI_Init); Open MPI 5's
+// mpirun and PRRTE's prterun and prun, which have no MPIR, through the PMIx tool interface
+// (ranks held at their exec); MPICH's mpiexec.hydra, whose MPIR symbols are not usable, is
+// followed through its forks and execs, each rank held at its exec (HoldByAgent).
 func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier bool) (Job, error) {
 	name := spec.Launcher
 	if name == "" {
@@ -31,36 +34,43 @@ func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barri
 	if err != nil {
 		return nil, err
 	}
+	if family == "srun" {
+		return nil, fmt.Errorf("launch: launcher %s: srun needs the slurm workload manager", name)
+	}
+	proto, err := chooseProtocol(ctx, fe, path, family, spec.Protocol)
+	if err != nil {
+		return nil, err
+	}
 	argv := append(append(append([]string{path}, spec.Args...), spec.Program), spec.ProgramArgs...)
 	var j Job
-	switch family {
-	case "openmpi":
+	switch proto {
+	case ProtocolMPIR:
 		mj, err := launchMPIR(ctx, fe, family, argv, spec)
 		if err != nil {
 			return nil, err
 		}
 		mj.hold = HoldInInit
-		ln, err := newLocalNodes(fe)
-		if err != nil {
-			ln = &localNodes{fe: fe}
-		} else {
-			err = ln.checkLocal(mj.procs)
-		}
-		mj.jobNodes = jobNodes{ln}
-		if err != nil {
+		if mj.jobNodes, err = localJobNodes(fe, mj.procs); err != nil {
 			mj.Kill(ctx, syscall.SIGKILL)
 			mj.Close()
 			return nil, fmt.Errorf("launch: %s: %w", mj.id, err)
 		}
 		j = mj
-	case "hydra":
+	case ProtocolPMIx:
+		pj, err := launchPMIx(ctx, fe, path, spec)
+		if err != nil {
+			return nil, err
+		}
+		if pj.jobNodes, err = localJobNodes(fe, pj.procs); err != nil {
+			pj.Kill(ctx, syscall.SIGKILL)
+			pj.Close()
+			return nil, fmt.Errorf("launch: %s: %w", pj.id, err)
+		}
+		j = pj
+	case ProtocolFollow:
 		if j, err = launchFollow(ctx, fe, argv, spec); err != nil {
 			return nil, err
 		}
-	case "srun":
-		return nil, fmt.Errorf("launch: launcher %s: srun needs the slurm workload manager", name)
-	default:
-		return nil, fmt.Errorf("launch: launcher %s (%s): not a launcher the local workload manager knows (mpirun, mpiexec.hydra)", name, path)
 	}
 	if !barrier {
 		if err := j.Release(ctx); err != nil {
@@ -71,26 +81,48 @@ func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barri
 	return j, nil
 }
 
-// Attach registers a running mpirun or mpiexec.hydra of this host by its pid.
+// Attach registers a running launcher of this host by its pid: through MPIR (Open MPI 4's
+// mpirun, hydra at known offsets) or, for a PRRTE launcher without MPIR (Open MPI 5's mpirun
+// runs as prte), through the PMIx tool interface.
 func (localWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error) {
 	if ref.LauncherPid == 0 {
 		return nil, errors.New("launch: the local workload manager attaches by launcher pid only")
+	}
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(ref.LauncherPid) + "/exe")
+	if err != nil {
+		return nil, fmt.Errorf("launch: attach to launcher pid %d: %w", ref.LauncherPid, err)
+	}
+	if _, family, _ := launcherPath(exe); family == "prrte" || family == "openmpi" {
+		if o := probeLauncher(ctx, exe, family); !o.mpir && o.pmix != "" {
+			pj, err := attachPMIx(ctx, fe, ref.LauncherPid, exe)
+			if err != nil {
+				return nil, err
+			}
+			if pj.jobNodes, err = localJobNodes(fe, pj.procs); err != nil {
+				pj.Close()
+				return nil, fmt.Errorf("launch: %s: %w", pj.id, err)
+			}
+			return pj, nil
+		}
 	}
 	j, err := attachMPIR(ctx, fe, ref.LauncherPid)
 	if err != nil {
 		return nil, err
 	}
-	ln, err := newLocalNodes(fe)
-	if err != nil {
-		j.Close()
-		return nil, err
-	}
-	j.jobNodes = jobNodes{ln}
-	if err := ln.checkLocal(j.procs); err != nil {
+	if j.jobNodes, err = localJobNodes(fe, j.procs); err != nil {
 		j.Close()
 		return nil, fmt.Errorf("launch: %s: %w", j.id, err)
 	}
 	return j, nil
+}
+
+// localJobNodes is this host as the nodes of a job whose ranks must all run here.
+func localJobNodes(fe *Frontend, procs []Proc) (jobNodes, error) {
+	ln, err := newLocalNodes(fe)
+	if err != nil {
+		return jobNodes{&localNodes{fe: fe}}, err
+	}
+	return jobNodes{ln}, ln.checkLocal(procs)
 }
 
 // localNodes is this host as the only node.

@@ -204,7 +204,7 @@ func TestLauncherNames(t *testing.T) {
 		if f := launcherFamily(tt.name); f != tt.family {
 			t.Errorf("family of %s: %q, want %q", tt.name, f, tt.family)
 		}
-		if a := labelArgs(launcherFamily(tt.name)); fmt.Sprint(a) != "["+tt.label+"]" {
+		if a := labelArgs(tt.name); fmt.Sprint(a) != "["+tt.label+"]" {
 			t.Errorf("label arguments of %s: %q, want %q", tt.name, a, tt.label)
 		}
 	}

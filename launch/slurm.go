@@ -61,6 +61,9 @@ func (slurmWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barri
 	if family != "srun" {
 		return nil, fmt.Errorf("launch: launcher %s: the slurm workload manager launches with srun", name)
 	}
+	if _, err := chooseProtocol(ctx, fe, path, family, spec.Protocol); err != nil {
+		return nil, err
+	}
 	argv := append(append(append([]string{path}, spec.Args...), spec.Program), spec.ProgramArgs...)
 	j, err := launchMPIR(ctx, fe, family, argv, spec)
 	if err != nil {

@@ -26,6 +26,9 @@ type Request struct {
 	// LabelOutput asks the launcher to label each line of its ranks' output with the rank
 	// (FollowOutput reads the labels).
 	LabelOutput bool
+	// Protocol names how the ranks are reached: "mpir", "pmix", "follow" ("": chosen from
+	// what the launcher offers; see ParseProtocol).
+	Protocol string
 
 	// Attach: exactly one, instead of a program.
 	LauncherPid int    // a running mpirun, mpiexec.hydra or srun on this host
@@ -59,7 +62,7 @@ func npArgs(launcher string, np int) ([]string, error) {
 		return nil, err
 	}
 	switch family {
-	case "openmpi":
+	case "openmpi", "prrte":
 		return []string{"-np", strconv.Itoa(np)}, nil
 	case "hydra", "srun":
 		return []string{"-n", strconv.Itoa(np)}, nil
@@ -85,17 +88,22 @@ func Start(ctx context.Context, fe *Frontend, req Request) (*App, *Agents, error
 		if req.Launcher == "" {
 			return nil, nil, errors.New("launch: no launcher")
 		}
+		proto, perr := ParseProtocol(req.Protocol)
+		if perr != nil {
+			return nil, nil, fmt.Errorf("launch: %w", perr)
+		}
 		np, nerr := npArgs(req.Launcher, req.NP)
 		if nerr != nil {
 			return nil, nil, nerr
 		}
 		var args []string
 		if req.LabelOutput {
-			args = labelArgs(launcherFamily(req.Launcher))
+			args = labelArgs(req.Launcher)
 		}
 		args = append(append(args, req.LauncherArgs...), np...)
 		app, err = fe.LaunchBarrier(ctx, LaunchSpec{Launcher: req.Launcher, Args: args,
-			Program: req.Program, ProgramArgs: req.Args, Env: req.Env, Unset: req.Unset, NoASLR: req.NoASLR, Dir: req.Dir, Output: req.Output})
+			Program: req.Program, ProgramArgs: req.Args, Env: req.Env, Unset: req.Unset, NoASLR: req.NoASLR, Dir: req.Dir, Output: req.Output,
+			Protocol: proto})
 	}
 	if err != nil {
 		return nil, nil, err

@@ -73,6 +73,8 @@ type LaunchSpec struct {
 	// Output receives the launcher's standard output and error, which carry the ranks' output
 	// under mpirun and srun ("" : a file in the front end's working directory, OutputPath).
 	Output string
+	// Protocol is how the ranks are reached ("": chosen from what the launcher offers).
+	Protocol Protocol
 }
 
 // JobRef names a running job for Frontend.Attach: exactly one field is set.

@@ -1,0 +1,202 @@
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/launch/pmix"
+)
+
+// pmixJob is a job reached through the PMIx tool interface: a tool process of its own
+// (`hpcdap pmix-tool`, package launch/pmix) spawned the launcher or connected to it, read the
+// rank table and holds the ranks until Release. Node operations are the workload manager's.
+type pmixJob struct {
+	fe          *Frontend
+	id          string
+	tool        *pmix.Tool
+	nspace      string
+	launcherPid int
+	hold        Hold
+	procs       []Proc
+	jobNodes
+
+	mu       sync.Mutex
+	released bool
+	closed   bool
+}
+
+// pmixHold is the hold a launch asks the launcher for: ranks stopped at their exec, before
+// their first instruction, so that breakpoints are in place before any rank code runs.
+const pmixHold = pmix.HoldExec
+
+// holdOf turns a PMIx hold name into the job layer's Hold.
+func holdOf(h string) Hold {
+	switch h {
+	case pmix.HoldExec:
+		return HoldAtExec
+	case pmix.HoldInit:
+		return HoldInInit
+	}
+	return HoldNone
+}
+
+// startTool starts the PMIx tool process of a job with its own temporary directory (the
+// launcher's rendezvous files go there, so none of another session's is ever picked up) and
+// the launcher's output in output.
+func startTool(ctx context.Context, fe *Frontend, env []string, output string) (*pmix.Tool, error) {
+	if !pmix.Built {
+		return nil, pmix.ErrNotBuilt
+	}
+	tmp, err := os.MkdirTemp(fe.opts.WorkDir, "pmix-*")
+	if err != nil {
+		return nil, fmt.Errorf("launch: PMIx tool directory: %w", err)
+	}
+	var out *os.File
+	if output != "" {
+		if out, err = os.OpenFile(output, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			return nil, fmt.Errorf("launch: output file: %w", err)
+		}
+		defer out.Close()
+	}
+	env = mergeEnv(env, []string{"TMPDIR=" + tmp, "PMIX_SYSTEM_TMPDIR=" + tmp})
+	t, err := pmix.StartTool(ctx, fe.opts.AgentPath, env, out, out)
+	if err != nil {
+		return nil, fmt.Errorf("launch: PMIx tool: %w", err)
+	}
+	return t, nil
+}
+
+// launchPMIx spawns the launcher from a PMIx tool process with the ranks held at their exec
+// and reads the rank table. On any failure the tool process is ended, which releases and
+// ends what it started.
+func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec) (*pmixJob, error) {
+	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
+	defer cancel()
+	env := mergeEnv(withoutVars(os.Environ(), spec.Unset...), spec.Env)
+	t, err := startTool(ctx, fe, env, spec.Output)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Base(path)
+	fe.progressf("launch: %s: starting through the PMIx tool interface", name)
+	ready, err := t.Launch(ctx, pmix.Request{Launcher: path, Args: spec.Args, Program: spec.Program,
+		ProgramArgs: spec.ProgramArgs, Env: env, Dir: spec.Dir, Hold: pmixHold})
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("launch: %s through PMIx: %w%s", name, err, outputTail(spec.Output))
+	}
+	j := newPMIxJob(fe, t, name, ready)
+	fe.progressf("launch: %s: %d ranks in the PMIx proc table of %s, held %v", j.id, len(j.procs), j.nspace, j.hold)
+	return j, nil
+}
+
+// attachPMIx connects a PMIx tool process to a running launcher of this host and reads the
+// rank table of its job. The ranks are not held.
+func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe string) (*pmixJob, error) {
+	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
+	defer cancel()
+	t, err := startTool(ctx, fe, os.Environ(), "")
+	if err != nil {
+		return nil, err
+	}
+	ready, err := t.Attach(ctx, pid, "")
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("launch: attach to %s pid %d through PMIx: %w", filepath.Base(exe), pid, err)
+	}
+	if ready.LauncherPid == 0 {
+		ready.LauncherPid = pid
+	}
+	j := newPMIxJob(fe, t, filepath.Base(exe), ready)
+	j.released = true
+	fe.progressf("launch: %s: attached through PMIx, %d ranks in the proc table of %s", j.id, len(j.procs), j.nspace)
+	return j, nil
+}
+
+func newPMIxJob(fe *Frontend, t *pmix.Tool, name string, r pmix.Ready) *pmixJob {
+	j := &pmixJob{fe: fe, tool: t, nspace: r.Nspace, launcherPid: r.LauncherPid, hold: holdOf(r.Hold),
+		id: fmt.Sprintf("%s pid %d", name, r.LauncherPid)}
+	for _, p := range r.Procs {
+		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
+	}
+	return j
+}
+
+// The Job methods of a PMIx job.
+
+func (j *pmixJob) ID() string       { return j.id }
+func (j *pmixJob) Procs() []Proc    { return append([]Proc(nil), j.procs...) }
+func (j *pmixJob) Hold() Hold       { return j.hold }
+func (j *pmixJob) LauncherPid() int { return j.launcherPid }
+
+// Release sends the debugger release to the job's namespace.
+func (j *pmixJob) Release(ctx context.Context) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.released {
+		return nil
+	}
+	if err := j.tool.Release(ctx); err != nil {
+		return fmt.Errorf("launch: release %s: %w", j.id, err)
+	}
+	j.released = true
+	return nil
+}
+
+// Kill signals every rank through the launcher (the ranks of this host directly as well, in
+// case the launcher is gone), which then ends.
+func (j *pmixJob) Kill(ctx context.Context, sig syscall.Signal) error {
+	select {
+	case <-j.tool.Ended():
+		return nil
+	default:
+	}
+	err := j.tool.Kill(ctx, sig)
+	if kerr := j.ops.killRanks(ctx, j.procs, sig); kerr != nil && err != nil {
+		return errors.Join(err, kerr)
+	}
+	if rerr := j.Release(ctx); rerr != nil && !errors.Is(rerr, context.Canceled) {
+		j.fe.logf("launch: %s: release after kill: %v", j.id, rerr)
+	}
+	return nil
+}
+
+// Wait waits for the job to end and returns its exit status as a wait status.
+func (j *pmixJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
+	select {
+	case <-j.tool.Ended():
+	case <-ctx.Done():
+		return 0, fmt.Errorf("launch: wait for %s: %w", j.id, ctx.Err())
+	}
+	st, err := j.tool.Status()
+	if err != nil {
+		return 0, fmt.Errorf("launch: wait for %s: %w", j.id, err)
+	}
+	if st > 128 && st < 128+65 {
+		// A rank killed by a signal: the launcher reports 128+signal.
+		return cdti.ExitStatus(st - 128), nil
+	}
+	return cdti.ExitStatus((st & 0xff) << 8), nil
+}
+
+// Close lets the job go: a job still held is released, and the tool process ends.
+func (j *pmixJob) Close() error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	if err := j.tool.Close(); err != nil && !strings.Contains(err.Error(), "already") {
+		return fmt.Errorf("launch: close %s: %w", j.id, err)
+	}
+	return nil
+}
