@@ -23,11 +23,14 @@ type LaunchArgs struct {
 	Np           *int               `json:"np"`
 	Launcher     string             `json:"launcher"`
 	LauncherArgs []string           `json:"launcherArgs"`
-	StopAtEntry  bool               `json:"stopAtEntry"`
-	StopMode     string             `json:"stopMode"`
-	Ranks        string             `json:"ranks"`
-	CoreFile     string             `json:"coreFile"`
-	Emulator     string             `json:"emulator"`
+	// LaunchProtocol overrides how the ranks of an MPI launcher are reached: "mpir", "pmix"
+	// or "follow" ("": chosen from what the launcher offers).
+	LaunchProtocol string `json:"launchProtocol"`
+	StopAtEntry    bool   `json:"stopAtEntry"`
+	StopMode       string `json:"stopMode"`
+	Ranks          string `json:"ranks"`
+	CoreFile       string `json:"coreFile"`
+	Emulator       string `json:"emulator"`
 	// DisableASLR runs local ranks without address-space randomisation (default true), so that
 	// every rank of one binary has the same addresses, as gdb and lldb do by default.
 	DisableASLR *bool `json:"disableASLR"`
@@ -88,6 +91,7 @@ type launchPlan struct {
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
 	launcherArgs []string
+	protocol     string             // launch.Request.Protocol
 	userEnv      map[string]*string // launch.json's env alone, for the launcher
 }
 
@@ -131,6 +135,12 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 			return nil, err
 		}
 		p.launcher, p.launcherArgs, p.userEnv = a.Launcher, a.LauncherArgs, a.Env
+		if _, err := launch.ParseProtocol(a.LaunchProtocol); err != nil {
+			return nil, err
+		}
+		p.protocol = a.LaunchProtocol
+	} else if a.LaunchProtocol != "" {
+		return nil, errors.New(`"launchProtocol" has no meaning for the local launcher`)
 	}
 	p.np = 1
 	if !local {

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/adapter/dapclient"
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/launch/pmix"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -34,7 +35,12 @@ func hpcdapBinary(t testing.TB) string {
 			return
 		}
 		bin := filepath.Join(hpcdapDir, "hpcdap")
-		build := exec.Command("go", "build", "-o", bin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
+		args := []string{"build", "-o", bin}
+		if pmix.Built {
+			// The tests run with the pmix tag: so does the agent, and the PMIx tool it runs.
+			args = append(args, "-tags", "pmix")
+		}
+		build := exec.Command("go", append(args, "github.com/hpcdap/hpcdap/cmd/hpcdap")...)
 		if out, err := build.CombinedOutput(); err != nil {
 			hpcdapErr = fmt.Errorf("build hpcdap for the tests: %v\n%s", err, out)
 			return

@@ -142,13 +142,19 @@ func checkCombineStack(t *testing.T, d *dapSession, p *program, rank, tid int) {
 func TestMPIRunBreakpoint(t *testing.T) {
 	needTool(t, "mpirun.openmpi")
 	p := compileMPI(t, "mpicc.openmpi")
-	for _, np := range []int{4, 16} {
+	mpirunBreakpoint(t, p, "mpirun.openmpi", ompiEnv, 4, 16)
+}
+
+// mpirunBreakpoint runs a job of each size in nps through launcher to a breakpoint in
+// combine and on to its end, checking the ranks' pids, stacks, exit codes and output.
+func mpirunBreakpoint(t *testing.T, p *program, launcher string, env map[string]any, nps ...int) {
+	for _, np := range nps {
 		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
 			d := newDAP(t, viaPipe)
 			defer d.close()
 			done := t.TempDir()
-			d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np,
-				"args": []string{"-", done}, "env": ompiEnv, "stopMode": "rank"})
+			d.launch(map[string]any{"program": p.bin, "launcher": launcher, "np": np,
+				"args": []string{"-", done}, "env": env, "stopMode": "rank"})
 			ranks := d.ranks()
 			if len(ranks.Ranks) != np {
 				t.Fatalf("%d ranks, want %d: %+v", len(ranks.Ranks), np, ranks.Ranks)
@@ -179,7 +185,7 @@ func TestMPIRunBreakpoint(t *testing.T) {
 				}
 			}
 			// The launcher's output (the ranks' lines, labelled) and its end reach the client.
-			waitOutput(t, d, "mpirun.openmpi (pid ")
+			waitOutput(t, d, launcher+" (pid ")
 			out := allOutput(d)
 			for r := 0; r < np; r++ {
 				want := fmt.Sprintf("[%d] rank %d of %d: sum %d\n", r, r, np, np*(np-1)/2)
@@ -324,11 +330,17 @@ func checkFinished(t *testing.T, cmd *exec.Cmd, done string, np int) {
 func TestMPIRunAttachLauncherPid(t *testing.T) {
 	mpirun := needTool(t, "mpirun.openmpi")
 	p := compileMPI(t, "mpicc.openmpi")
+	mpirunAttach(t, p, mpirun, ompiEnv)
+}
+
+// mpirunAttach attaches to a running 4-rank job of launcher by the launcher's pid, checks
+// the ranks and their stacks, detaches and checks that the job completes.
+func mpirunAttach(t *testing.T, p *program, launcher string, envMap map[string]any) {
 	var env []string
-	for k, v := range ompiEnv {
+	for k, v := range envMap {
 		env = append(env, k+"="+v.(string))
 	}
-	cmd, goFile, done := startWaitingJob(t, p, mpirun, env, "-np", "4")
+	cmd, goFile, done := startWaitingJob(t, p, launcher, env, "-np", "4")
 	pids := waitRanksRunning(t, cmd.Process.Pid, p.bin, done, 4)
 	d := newDAP(t, viaPipe)
 	d.initialize()

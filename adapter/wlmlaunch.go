@@ -56,7 +56,8 @@ func launchRequest(p *launchPlan) launch.Request {
 	sort.Strings(env)
 	sort.Strings(unset)
 	return launch.Request{Launcher: p.launcher, LauncherArgs: p.launcherArgs, LabelOutput: true, NP: p.np,
-		Program: p.program, Args: p.args, Env: env, Unset: unset, NoASLR: p.noASLR, Dir: p.cwd}
+		Program: p.program, Args: p.args, Env: env, Unset: unset, NoASLR: p.noASLR, Dir: p.cwd,
+		Protocol: p.protocol}
 }
 
 // Start launches or finds the job and starts its node agents.

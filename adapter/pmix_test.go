@@ -1,0 +1,91 @@
+//go:build pmix
+
+package adapter
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The PMIx launch path through the adapter, against a real Open MPI 5 mpirun (PRRTE), which
+// has no MPIR symbols. These tests run where Open MPI 5 is installed: `make test-pmix` runs
+// them in a Debian 13 root.
+
+// ompi5Env lets Open MPI 5's mpirun run as root and place more ranks than there are cores.
+var ompi5Env = map[string]any{"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+	"PRTE_ALLOW_RUN_AS_ROOT": "1", "PRTE_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+	"PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"}
+
+// needOpenMPI5 fails the test unless mpirun.openmpi is Open MPI 5 or later: with the pmix
+// build tag, the tests are meant to run against it.
+func needOpenMPI5(t *testing.T) *program {
+	t.Helper()
+	mpirun := needTool(t, "mpirun.openmpi")
+	out, _ := exec.Command(mpirun, "--version").Output()
+	if !strings.Contains(string(out), "(Open MPI) 5") {
+		t.Fatalf("%s is not Open MPI 5: %q (the PMIx tests run in the Debian 13 root: make test-pmix)", mpirun, out)
+	}
+	return compileMPI(t, "mpicc.openmpi")
+}
+
+// Open MPI 5's mpirun through the PMIx tool interface: every rank stops at the breakpoint in
+// combine with main under the MPI frames, the job runs to its end with each rank's own exit
+// code and its output labelled by rank; the user is told which protocol was chosen.
+func TestPMIxMPIRunBreakpoint(t *testing.T) {
+	p := needOpenMPI5(t)
+	mpirunBreakpoint(t, p, "mpirun.openmpi", ompi5Env, 1, 4, 16)
+}
+
+// Under PMIx the ranks are held at their exec, before any of their code ran: stopAtEntry
+// stops every rank at main.
+func TestPMIxStopAtEntry(t *testing.T) {
+	p := needOpenMPI5(t)
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": 4, "env": ompi5Env,
+		"stopAtEntry": true})
+	d.call("configurationDone", nil, nil)
+	if b := d.stopped(); b.Reason != "entry" {
+		t.Fatalf("stop %+v, want the entry stop", b)
+	}
+	waitOutput(t, d, "through the PMIx tool interface")
+	if out := allOutput(d); strings.Contains(out, "main has already run") {
+		t.Errorf("output says main has already run:\n%s", out)
+	}
+	for _, r := range d.ranks().Ranks {
+		if frames := d.stackTrace(r.ThreadID); len(frames) == 0 || frames[0].Name != "main" {
+			t.Errorf("rank %d held at %v, want main", r.Rank, frameNames(frames))
+		}
+	}
+}
+
+// Attach to a running Open MPI 5 job by its launcher's pid: the ranks come from the PMIx
+// proc table, and a detach leaves the job running to its end.
+func TestPMIxAttachLauncherPid(t *testing.T) {
+	p := needOpenMPI5(t)
+	mpirunAttach(t, p, needTool(t, "mpirun.openmpi"), ompi5Env)
+}
+
+// Killing `hpcdap dap` with every rank stopped leaves no rank stopped or traced, and the job
+// completes.
+func TestPMIxFrontEndKilled(t *testing.T) {
+	p := needOpenMPI5(t)
+	for _, mode := range []string{"rank", "all"} {
+		t.Run(mode, func(t *testing.T) { frontEndKilled(t, p, "mpirun.openmpi", ompi5Env, mode) })
+	}
+}
+
+// BenchmarkPMIxMPIRunToBreakpoint: launch → every rank stopped at a breakpoint after
+// MPI_Init, through Open MPI 5's `mpirun -np N` (the PMIx tool interface, ranks held at exec,
+// one agent), for 1, 4, 16 and 64 ranks, beside the plain `mpirun -np N` run of the same
+// program.
+//
+//	scripts/debian13-root.sh run go test -tags pmix -run '^$' -bench PMIxMPIRunToBreakpoint -benchtime 1x ./adapter
+func BenchmarkPMIxMPIRunToBreakpoint(b *testing.B) {
+	mpirun := needTool(b, "mpirun.openmpi")
+	if out, _ := exec.Command(mpirun, "--version").Output(); !strings.Contains(string(out), "(Open MPI) 5") {
+		b.Fatalf("%s is not Open MPI 5: %q", mpirun, out)
+	}
+	benchLauncherToBreakpoint(b, compileMPI(b, "mpicc.openmpi"), "mpirun.openmpi", "-np", ompi5Env)
+}
