@@ -116,12 +116,12 @@ func (la *launcherAgent) stop() {
 	}
 }
 
+// kill ends the agent at once (SIGKILL), with its CDTI connection.
 func (la *launcherAgent) kill() {
 	if la.client != nil {
 		la.client.Close()
 	}
-	la.Cmd.Process.Kill()
-	<-la.done
+	la.AgentProcess.Kill()
 }
 
 // mpirJob is a job whose ranks come from its launcher's MPIR table, the launcher running

@@ -2,7 +2,6 @@ package mpir
 
 import (
 	"context"
-	"encoding/binary"
 	"strconv"
 	"testing"
 	"time"
@@ -45,7 +44,7 @@ func BenchmarkReadTable(b *testing.B) {
 	}
 	mem := blobMem{blobBase, tableImage(procs)}
 	for b.Loop() {
-		if _, err := ReadTable(context.Background(), mem, binary.LittleEndian, blobBase, blobBase+8); err != nil {
+		if _, err := ReadTable(context.Background(), mem, lp64, blobBase, blobBase+8); err != nil {
 			b.Fatal(err)
 		}
 	}

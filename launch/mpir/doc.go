@@ -13,8 +13,8 @@
 //     exports them from libopen-rte, srun from its executable), then .symtab, then a separate
 //     debug file under /usr/lib/debug/.build-id, then a table of offsets known for stripped
 //     builds, keyed by GNU build ID (Debian's mpiexec.hydra).
-//   - ReadTable reads MPIR_proctable with the LP64 layout every tool hard-codes: 24-byte
-//     entries {char *host_name; char *executable_name; int pid;}, the strings separately.
+//   - ReadTable reads MPIR_proctable, entries {char *host_name; char *executable_name; int pid;}
+//     in the launcher's pointer size (24 bytes on LP64, 12 on ILP32), the strings separately.
 //   - Starter runs the whole protocol over CDTI: launch mode (take control at the launcher's
 //     entry point, set MPIR_being_debugged, plant a breakpoint on MPIR_Breakpoint, continue
 //     until MPIR_debug_state is MPIR_DEBUG_SPAWNED) and attach mode (read a table that is

@@ -188,7 +188,7 @@ func tableImage(procs []Proc) []byte {
 
 func TestReadTableImage(t *testing.T) {
 	want := []Proc{{0, "node1", "./target", 31201}, {1, "node1", "./target", 31202}, {2, "node2", "/abs/x", 5}}
-	got, err := ReadTable(context.Background(), blobMem{blobBase, tableImage(want)}, binary.LittleEndian, blobBase, blobBase+8)
+	got, err := ReadTable(context.Background(), blobMem{blobBase, tableImage(want)}, lp64, blobBase, blobBase+8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +198,40 @@ func TestReadTableImage(t *testing.T) {
 	// A size beyond the memory fails cleanly.
 	img := tableImage(want)
 	binary.LittleEndian.PutUint32(img[8:], 1000)
-	if _, err := ReadTable(context.Background(), blobMem{blobBase, img}, binary.LittleEndian, blobBase, blobBase+8); err == nil {
+	if _, err := ReadTable(context.Background(), blobMem{blobBase, img}, lp64, blobBase, blobBase+8); err == nil {
 		t.Error("size 1000 over 3 entries: no error")
 	}
 	binary.LittleEndian.PutUint32(img[8:], uint32(0xffffffff))
-	if _, err := ReadTable(context.Background(), blobMem{blobBase, img}, binary.LittleEndian, blobBase, blobBase+8); err == nil {
+	if _, err := ReadTable(context.Background(), blobMem{blobBase, img}, lp64, blobBase, blobBase+8); err == nil {
 		t.Error("negative size: no error")
+	}
+}
+
+// A 32-bit big-endian launcher's table (12-byte entries, 4-byte pointers) is read as it is laid
+// out, not as LP64.
+func TestReadTableILP32(t *testing.T) {
+	be := binary.BigEndian
+	want := []Proc{{0, "n1", "./a", 71}, {1, "n2", "./b", 72}}
+	b := make([]byte, 0x40+12*len(want))
+	be.PutUint32(b, blobBase+0x40)
+	be.PutUint32(b[8:], uint32(len(want)))
+	for i, p := range want {
+		e := 0x40 + 12*i
+		be.PutUint32(b[e:], uint32(blobBase+len(b)))
+		b = append(append(b, p.Host...), 0)
+		be.PutUint32(b[e+4:], uint32(blobBase+len(b)))
+		b = append(append(b, p.Executable...), 0)
+		be.PutUint32(b[e+8:], uint32(p.Pid))
+	}
+	got, err := ReadTable(context.Background(), blobMem{blobBase, b}, procimage.Layout{Order: be, PtrSize: 4}, blobBase, blobBase+8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if got, err := ReadTable(context.Background(), blobMem{blobBase, b}, lp64, blobBase, blobBase+8); err == nil && fmt.Sprint(got) == fmt.Sprint(want) {
+		t.Errorf("the ILP32 table read as LP64 gave the same ranks")
 	}
 }
 
@@ -217,7 +245,7 @@ func FuzzReadTable(f *testing.F) {
 	f.Add(tableImage(procs[:1]))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, img []byte) {
-		got, err := ReadTable(context.Background(), blobMem{blobBase, img}, binary.LittleEndian, blobBase, blobBase+8)
+		got, err := ReadTable(context.Background(), blobMem{blobBase, img}, lp64, blobBase, blobBase+8)
 		if err == nil {
 			for i, p := range got {
 				if p.Rank != i {

@@ -2,7 +2,6 @@ package mpir
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/hpcdap/hpcdap/procimage"
@@ -18,6 +17,15 @@ const (
 // EntrySize is the size of one MPIR_PROCDESC on LP64 targets: two pointers, an int and 4 bytes
 // of tail padding (which launchers do not zero).
 const EntrySize = 24
+
+// entrySize is the size of one MPIR_PROCDESC {char *host_name; char *executable_name; int pid;}
+// for a pointer size: 24 bytes on LP64, 12 on ILP32 (no padding: the int is pointer-aligned).
+func entrySize(ptrSize int) int {
+	if ptrSize == 4 {
+		return 12
+	}
+	return EntrySize
+}
 
 // MaxProcs bounds MPIR_proctable_size: a larger value is taken for garbage.
 const MaxProcs = 1 << 22
@@ -36,23 +44,38 @@ type rawEntry struct {
 	pid       int32
 }
 
-// parseEntries decodes n LP64 MPIR_PROCDESC entries.
-func parseEntries(b []byte, n int, order binary.ByteOrder) ([]rawEntry, error) {
-	if n < 0 || n > MaxProcs || len(b) < n*EntrySize {
+// parseEntries decodes n MPIR_PROCDESC entries laid out as l says.
+func parseEntries(b []byte, n int, l procimage.Layout) ([]rawEntry, error) {
+	size := entrySize(l.PtrSize)
+	if n < 0 || n > MaxProcs || len(b) < n*size {
 		return nil, fmt.Errorf("proctable: %d entries in %d bytes", n, len(b))
+	}
+	word := func(b []byte) uint64 {
+		if l.PtrSize == 4 {
+			return uint64(l.Order.Uint32(b))
+		}
+		return l.Order.Uint64(b)
+	}
+	p := l.PtrSize
+	if p != 4 {
+		p = 8
 	}
 	out := make([]rawEntry, n)
 	for i := range out {
-		e := b[i*EntrySize:]
-		out[i] = rawEntry{host: order.Uint64(e), exe: order.Uint64(e[8:]), pid: int32(order.Uint32(e[16:]))}
+		e := b[i*size:]
+		out[i] = rawEntry{host: word(e), exe: word(e[p:]), pid: int32(l.Order.Uint32(e[2*p:]))}
 	}
 	return out, nil
 }
 
 // ReadTable reads MPIR_proctable_size and MPIR_proctable at the given addresses, then every
 // host and executable string (launchers may share one string between entries; each distinct
-// pointer is read once).
-func ReadTable(ctx context.Context, mem Memory, order binary.ByteOrder, tableAddr, sizeAddr uint64) ([]Proc, error) {
+// pointer is read once), in the launcher's byte order and pointer size (l).
+func ReadTable(ctx context.Context, mem Memory, l procimage.Layout, tableAddr, sizeAddr uint64) ([]Proc, error) {
+	if l.PtrSize != 4 {
+		l.PtrSize = 8
+	}
+	order := l.Order
 	sb, err := mem.ReadMemory(ctx, sizeAddr, 4)
 	if err != nil {
 		return nil, fmt.Errorf("mpir: read MPIR_proctable_size at %#x: %w", sizeAddr, err)
@@ -64,23 +87,26 @@ func ReadTable(ctx context.Context, mem Memory, order binary.ByteOrder, tableAdd
 	if n == 0 {
 		return nil, nil
 	}
-	pb, err := mem.ReadMemory(ctx, tableAddr, 8)
+	pb, err := mem.ReadMemory(ctx, tableAddr, l.PtrSize)
 	if err != nil {
 		return nil, fmt.Errorf("mpir: read MPIR_proctable at %#x: %w", tableAddr, err)
 	}
-	ptr := order.Uint64(pb)
+	ptr := uint64(order.Uint32(pb))
+	if l.PtrSize == 8 {
+		ptr = order.Uint64(pb)
+	}
 	if ptr == 0 {
 		return nil, fmt.Errorf("mpir: MPIR_proctable is NULL with MPIR_proctable_size %d", n)
 	}
-	tb, err := mem.ReadMemory(ctx, ptr, n*EntrySize)
+	tb, err := mem.ReadMemory(ctx, ptr, n*entrySize(l.PtrSize))
 	if err != nil {
 		return nil, fmt.Errorf("mpir: read %d proctable entries at %#x: %w", n, ptr, err)
 	}
-	raw, err := parseEntries(tb, n, order)
+	raw, err := parseEntries(tb, n, l)
 	if err != nil {
 		return nil, fmt.Errorf("mpir: %w", err)
 	}
-	im := image(ctx, mem, procimage.Layout{Order: order, PtrSize: 8})
+	im := image(ctx, mem, l)
 	strs := map[uint64]string{}
 	str := func(p uint64, what string, rank int) (string, error) {
 		if p == 0 {

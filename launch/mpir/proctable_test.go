@@ -3,7 +3,6 @@ package mpir
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,7 +167,7 @@ read:
 	if syms.Breakpoint != bpAddr || syms.Proctable != tabAddr {
 		t.Errorf("MPIR_Breakpoint %#x, MPIR_proctable %#x; gdb says %#x, %#x", syms.Breakpoint, syms.Proctable, bpAddr, tabAddr)
 	}
-	procs, err := ReadTable(ctx, mem, binary.LittleEndian, syms.Proctable, syms.ProctableSize)
+	procs, err := ReadTable(ctx, mem, lp64, syms.Proctable, syms.ProctableSize)
 	if err != nil {
 		t.Fatalf("ReadTable: %v", err)
 	}

@@ -51,7 +51,7 @@ type Starter struct {
 	c       Conn
 	rank    uint32
 	order   binary.ByteOrder
-	ptrSize int // bytes in a launcher pointer (8 unless the agent says otherwise)
+	ptrSize int // bytes in a launcher pointer (set by take: 8 unless the agent says 4)
 	machine elf.Machine
 	exe     string
 	syms    *Symbols
@@ -263,7 +263,7 @@ func (s *Starter) filledTable(ctx context.Context) (procs []Proc, ok bool, err e
 	if state != DebugSpawned || size <= 0 {
 		return nil, false, nil
 	}
-	procs, err = ReadTable(ctx, s.mem, s.order, s.syms.Proctable, s.syms.ProctableSize)
+	procs, err = ReadTable(ctx, s.mem, s.layout(), s.syms.Proctable, s.syms.ProctableSize)
 	return procs, true, err
 }
 
@@ -326,7 +326,7 @@ func (s *Starter) WaitSpawned(ctx context.Context) ([]Proc, error) {
 			if size <= 0 {
 				continue
 			}
-			procs, err := ReadTable(ctx, s.mem, s.order, s.syms.Proctable, s.syms.ProctableSize)
+			procs, err := ReadTable(ctx, s.mem, s.layout(), s.syms.Proctable, s.syms.ProctableSize)
 			if err == nil {
 				s.mark("spawned", t0)
 			}
@@ -488,9 +488,6 @@ func (s *Starter) writeInt(ctx context.Context, addr uint64, v int32) error {
 
 // layout is how the launcher stores words.
 func (s *Starter) layout() procimage.Layout {
-	if s.ptrSize == 0 {
-		return procimage.Layout{Order: s.order, PtrSize: 8}
-	}
 	return procimage.Layout{Order: s.order, PtrSize: s.ptrSize}
 }
 
