@@ -5,7 +5,12 @@
 import { RankSet, checkRankSetSyntax } from './rankset';
 
 /** The launchers hpcdap can start ranks with. */
-export const launchers = ['local', 'mpirun', 'mpiexec.hydra', 'srun'] as const;
+export const launchers = ['local', 'mpirun', 'prterun', 'prun', 'mpiexec.hydra', 'srun'] as const;
+/** Every launcher name the adapter accepts, alone or as the last element of a path. */
+export const launcherNames = ['mpirun', 'mpiexec', 'orterun', 'mpirun.openmpi', 'mpiexec.openmpi', 'prterun', 'prte', 'prun',
+  'mpiexec.hydra', 'hydra', 'mpirun.mpich', 'mpiexec.mpich', 'srun'] as const;
+/** How the ranks of an MPI launcher are reached, when the configuration says. */
+export const launchProtocols = ['mpir', 'pmix', 'follow'] as const;
 /** What stops when one thread stops. */
 export const stopModes = ['all', 'rank', 'thread'] as const;
 /** The QEMU user-mode emulators for Power executables. */
@@ -106,10 +111,19 @@ function checkLaunch(c: DebugConfig, err: (m: string) => void): void {
   if (c.launcher === undefined) {
     c.launcher = 'local';
   }
-  checkEnum(c, 'launcher', launchers, err);
+  const launcherName = typeof c.launcher === 'string' ? c.launcher.slice(c.launcher.lastIndexOf('/') + 1) : '';
+  if (c.launcher !== 'local' && !(launcherNames as readonly string[]).includes(launcherName)) {
+    err(`"launcher" must be one of ${launchers.map((a) => `"${a}"`).join(', ')} (or ${['mpirun.openmpi', 'mpiexec.mpich'].map((a) => `"${a}"`).join(', ')}, a path to one of them), not ${describe(c.launcher)}`);
+  }
+  if (c.launchProtocol !== undefined) {
+    checkEnum(c, 'launchProtocol', launchProtocols, err);
+  }
   if (c.launcher === 'local') {
     if (Array.isArray(c.launcherArgs) && c.launcherArgs.length > 0) {
       err('"launcherArgs" has no meaning for the local launcher');
+    }
+    if (c.launchProtocol !== undefined) {
+      err('"launchProtocol" has no meaning for the local launcher');
     }
     if (typeof c.np === 'number' && c.np > maxLocalRanks) {
       err(`"np" ${c.np} exceeds the local launcher's limit of ${maxLocalRanks} ranks`);

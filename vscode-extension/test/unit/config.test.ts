@@ -28,7 +28,12 @@ test('launch: invalid fields are named', () => {
   rejects(launch({ np: 0 }), /"np" must be an integer ≥ 1, not 0/);
   rejects(launch({ np: 2.5 }), /"np" must be an integer/);
   rejects(launch({ np: 'four' }), /"np" must be an integer/);
-  rejects(launch({ launcher: 'mpich' }), /"launcher" must be one of "local", "mpirun", "mpiexec.hydra", "srun", not "mpich"/);
+  rejects(launch({ launcher: 'mpich' }), /"launcher" must be one of "local", "mpirun", "prterun", "prun", "mpiexec.hydra", "srun" \(or "mpirun.openmpi", "mpiexec.mpich", a path to one of them\), not "mpich"/);
+  rejects(launch({ launcher: '/opt/bin/mpich' }), /"launcher" must be one of/);
+  assert.deepEqual(checkConfig(launch({ launcher: '/opt/openmpi-5/bin/mpirun', np: 4 })).errors, []);
+  assert.deepEqual(checkConfig(launch({ launcher: 'mpirun.openmpi', launchProtocol: 'pmix', np: 4 })).errors, []);
+  rejects(launch({ launcher: 'mpirun', launchProtocol: 'tcp' }), /"launchProtocol" must be one of "mpir", "pmix", "follow", not "tcp"/);
+  rejects(launch({ launchProtocol: 'pmix' }), /"launchProtocol" has no meaning for the local launcher/);
   rejects(launch({ stopMode: 'job' }), /"stopMode" must be one of/);
   rejects(launch({ emulator: 'qemu-x86_64' }), /"emulator" must be one of "qemu-ppc64", "qemu-ppc64le"/);
   rejects(launch({ args: 'a b' }), /"args" must be an array of strings/);
