@@ -6,19 +6,22 @@ FUZZTIME ?= 8s
 # Packages whose tests exercise concurrency run under the race detector too.
 RACE_PKGS := ./cdti/... ./target/... ./agent/... ./launch/...
 
-.PHONY: all build deps test test-go test-race fuzz vet fmt-check test-extension test-e2e demo clean
+.PHONY: all build deps test test-go test-race test-pmix fuzz vet fmt-check test-extension test-e2e demo clean
 
 all: build
 
+# PMIX_TAGS adds the PMIx tool (launch/pmix) when libpmix's development files are installed.
+PMIX_TAGS := $(shell pkg-config --exists pmix 2>/dev/null && echo -tags pmix)
+
 build:
-	$(GO) build -o bin/hpcdap ./cmd/hpcdap
+	$(GO) build $(PMIX_TAGS) -o bin/hpcdap ./cmd/hpcdap
 
 deps:
 	./scripts/install-deps.sh
 	./scripts/qemu-user.sh >/dev/null
 
 ## test: install what the suite needs, then run every check CI runs.
-test: deps fmt-check vet test-go test-race fuzz test-extension test-e2e
+test: deps fmt-check vet test-go test-race test-pmix fuzz test-extension test-e2e
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -32,6 +35,11 @@ test-go:
 
 test-race:
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+
+## test-pmix: the PMIx tests against Open MPI 5 / PRRTE, inside a Debian 13 root.
+test-pmix:
+	./scripts/debian13-root.sh ensure
+	./scripts/debian13-root.sh run -- $(GO) test -count=1 -tags pmix -timeout 10m ./launch/pmix/...
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh

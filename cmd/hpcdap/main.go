@@ -49,7 +49,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	name := args[0]
-	for _, c := range commands() {
+	cs := commands()
+	// Hidden: started by the front end, not by users.
+	cs = append(cs, command{"pmix-tool", "", runPMIxTool})
+	for _, c := range cs {
 		if c.name != name {
 			continue
 		}

@@ -1,0 +1,374 @@
+package pmix
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Tool is the front end's handle on one tool process ("hpcdap pmix-tool") and the job it drives.
+// Its methods may be called from several goroutines; requests are sent one at a time.
+type Tool struct {
+	cmd    *exec.Cmd
+	reqs   *os.File // the write end of the tool's standard input
+	stderr *tailWriter
+
+	call    sync.Mutex // one request in flight
+	replies chan Event // replies to requests: ready, released, killed, detached, error
+	exited  chan struct{}
+	waitErr error // how the tool process ended; set before exited closes
+
+	mu          sync.Mutex
+	launcherPid int
+	held        bool // a launch or attach reported a hold that no release ended
+	ended       chan struct{}
+	endOnce     sync.Once
+	status      int
+	statusErr   error
+	lost        bool
+	closed      bool
+}
+
+// StartTool runs "exe pmix-tool" with env (nil: this process's environment), the tool's standard
+// output and error going to stdout and stderr.
+func StartTool(ctx context.Context, exe string, env []string, stdout, stderr *os.File) (*Tool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("pmix: start tool %s: %w", exe, err)
+	}
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("pmix: start tool %s: %w", exe, err)
+	}
+	evR, evW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		return nil, fmt.Errorf("pmix: start tool %s: %w", exe, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		evR.Close()
+		evW.Close()
+		return nil, fmt.Errorf("pmix: start tool %s: %w", exe, err)
+	}
+	t := &Tool{
+		reqs:    reqW,
+		stderr:  &tailWriter{},
+		replies: make(chan Event, 16),
+		exited:  make(chan struct{}),
+		ended:   make(chan struct{}),
+	}
+	cmd := exec.Command(exe, "pmix-tool")
+	cmd.Env = env
+	cmd.Stdin = reqR
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	if stderr != nil {
+		t.stderr.w = stderr
+	}
+	cmd.Stderr = errW
+	cmd.ExtraFiles = []*os.File{evW}
+	err = cmd.Start()
+	reqR.Close()
+	evW.Close()
+	errW.Close()
+	if err != nil {
+		reqW.Close()
+		evR.Close()
+		errR.Close()
+		return nil, fmt.Errorf("pmix: start tool %s: %w", exe, err)
+	}
+	t.cmd = cmd
+	// The tool's standard error is copied on by its own goroutine rather than by exec: the
+	// launcher the tool starts inherits it and may outlive the tool (detach).
+	go func() {
+		io.Copy(t.stderr, errR)
+		errR.Close()
+	}()
+	go t.readEvents(evR)
+	return t, nil
+}
+
+// Pid returns the tool process's pid.
+func (t *Tool) Pid() int { return t.cmd.Process.Pid }
+
+// LauncherPid returns the pid of the launcher, once the tool has reported it (0 before).
+func (t *Tool) LauncherPid() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.launcherPid
+}
+
+// readEvents decodes the tool's events until its descriptor 3 closes, then reaps the tool.
+func (t *Tool) readEvents(r *os.File) {
+	defer r.Close()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.stderr.Write([]byte(fmt.Sprintf("pmix: tool event %q: %v\n", sc.Text(), err)))
+			continue
+		}
+		switch ev.Ev {
+		case EvLauncher:
+			t.mu.Lock()
+			t.launcherPid = ev.LauncherPid
+			t.mu.Unlock()
+		case EvEnd:
+			t.finish(ev.Status, nil)
+		case EvLost:
+			t.mu.Lock()
+			t.lost = true
+			t.mu.Unlock()
+		default:
+			t.replies <- ev
+		}
+	}
+	err := t.cmd.Wait()
+	// Give the copier a moment to take the tool's last words.
+	time.Sleep(20 * time.Millisecond)
+	t.waitErr = fmt.Errorf("pmix: tool process %d %s%s", t.cmd.Process.Pid, exitText(err), t.stderr.tailText())
+	close(t.exited)
+	t.mu.Lock()
+	lost := t.lost
+	t.mu.Unlock()
+	if lost {
+		t.finish(0, errors.New("pmix: the connection to the launcher was lost before the job ended"))
+	} else {
+		t.finish(0, t.waitErr)
+	}
+}
+
+// exitText says how a process ended.
+func exitText(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return "exited with status 0"
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exited with status %d", ee.ExitCode())
+	default:
+		return err.Error()
+	}
+}
+
+// finish records the job's end once.
+func (t *Tool) finish(status int, err error) {
+	t.endOnce.Do(func() {
+		t.mu.Lock()
+		t.status, t.statusErr = status, err
+		t.held = false
+		t.mu.Unlock()
+		close(t.ended)
+	})
+}
+
+// Ended is closed when the job has ended, or when the tool can no longer tell (it exited or
+// lost the launcher); Status then says which.
+func (t *Tool) Ended() <-chan struct{} { return t.ended }
+
+// Status returns the job's exit status after Ended is closed, or why it is unknown.
+func (t *Tool) Status() (int, error) {
+	select {
+	case <-t.ended:
+	default:
+		return 0, errors.New("pmix: the job has not ended")
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status, t.statusErr
+}
+
+// request sends req and waits for one of the reply kinds, an error event, the tool's exit or ctx.
+func (t *Tool) request(ctx context.Context, req Request, want string) (Event, error) {
+	t.call.Lock()
+	defer t.call.Unlock()
+	what := "pmix: " + req.Op
+	select {
+	case <-t.exited:
+		return Event{}, fmt.Errorf("%s: %w", what, t.waitErr)
+	default:
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return Event{}, fmt.Errorf("%s: %w", what, err)
+	}
+	// A write to a dead tool fails with EPIPE at once; a live one reads its input promptly.
+	if _, err := t.reqs.Write(append(line, '\n')); err != nil {
+		select {
+		case <-t.exited:
+			return Event{}, fmt.Errorf("%s: %w", what, t.waitErr)
+		case <-time.After(time.Second):
+			return Event{}, fmt.Errorf("%s: write request: %w", what, err)
+		}
+	}
+	for {
+		select {
+		case ev := <-t.replies:
+			switch ev.Ev {
+			case want:
+				return ev, nil
+			case EvError:
+				return ev, errors.New(ev.Error)
+			}
+			// A reply to an earlier request whose caller gave up: skip it.
+		case <-t.exited:
+			// Replies written just before the exit are still in the channel.
+			select {
+			case ev := <-t.replies:
+				if ev.Ev == want {
+					return ev, nil
+				}
+				if ev.Ev == EvError {
+					return ev, errors.New(ev.Error)
+				}
+			default:
+			}
+			return Event{}, fmt.Errorf("%s: %w", what, t.waitErr)
+		case <-ctx.Done():
+			return Event{}, fmt.Errorf("%s: %w", what, ctx.Err())
+		}
+	}
+}
+
+// Launch starts req's launcher (req.Op is set to OpLaunch) and waits until its job is held at
+// req.Hold with the proc table read (or, without a hold, launched).
+func (t *Tool) Launch(ctx context.Context, req Request) (Ready, error) {
+	req.Op = OpLaunch
+	return t.ready(ctx, req)
+}
+
+// Attach connects to the running launcher pid and reads the proc table of its job nspace
+// ("": the launcher's one application job).
+func (t *Tool) Attach(ctx context.Context, pid int, nspace string) (Ready, error) {
+	return t.ready(ctx, Request{Op: OpAttach, Pid: pid, Nspace: nspace})
+}
+
+func (t *Tool) ready(ctx context.Context, req Request) (Ready, error) {
+	ev, err := t.request(ctx, req, EvReady)
+	if err != nil {
+		return Ready{}, err
+	}
+	t.mu.Lock()
+	t.held = ev.Hold == HoldExec || ev.Hold == HoldInit
+	t.launcherPid = ev.LauncherPid
+	t.mu.Unlock()
+	return Ready{LauncherPid: ev.LauncherPid, Nspace: ev.Nspace, Hold: ev.Hold, Procs: ev.Procs, Version: ev.Version}, nil
+}
+
+// Release lets the held job run.
+func (t *Tool) Release(ctx context.Context) error {
+	if _, err := t.request(ctx, Request{Op: OpRelease}, EvReleased); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.held = false
+	t.mu.Unlock()
+	return nil
+}
+
+// Kill sends sig to every rank of the job.
+func (t *Tool) Kill(ctx context.Context, sig syscall.Signal) error {
+	_, err := t.request(ctx, Request{Op: OpKill, Signal: int(sig)}, EvKilled)
+	return err
+}
+
+// Detach leaves the job running (released first if it is held); the tool finalises and exits.
+func (t *Tool) Detach(ctx context.Context) error {
+	if _, err := t.request(ctx, Request{Op: OpDetach}, EvDetached); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.held = false
+	t.mu.Unlock()
+	select {
+	case <-t.exited:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pmix: detach: wait for the tool to exit: %w", ctx.Err())
+	}
+}
+
+// Close releases a job that is still held, then ends the tool process: closing its input makes
+// it finalise and exit; one that does not within a few seconds is killed. Close is idempotent.
+func (t *Tool) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	held := t.held
+	t.mu.Unlock()
+	var errs []error
+	if held {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := t.Release(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("pmix: close: %w", err))
+		}
+		cancel()
+	}
+	// The tool releases a held job itself on end of input too.
+	t.reqs.Close()
+	select {
+	case <-t.exited:
+	case <-time.After(10 * time.Second):
+		t.cmd.Process.Kill()
+		<-t.exited
+		errs = append(errs, fmt.Errorf("pmix: close: tool process %d did not exit on end of input; killed", t.cmd.Process.Pid))
+	}
+	return errors.Join(errs...)
+}
+
+// tailWriter passes writes on and keeps the last bytes written, for error messages.
+type tailWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	tail []byte
+}
+
+const tailMax = 2048
+
+func (tw *tailWriter) Write(p []byte) (int, error) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	tw.tail = append(tw.tail, p...)
+	if len(tw.tail) > tailMax {
+		tw.tail = append(tw.tail[:0], tw.tail[len(tw.tail)-tailMax:]...)
+	}
+	if tw.w != nil {
+		// A failing destination must not stop the draining: the tool would block on a full pipe.
+		tw.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// tailText returns ": " and the last lines written, or "" when nothing was.
+func (tw *tailWriter) tailText() string {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	s := strings.TrimSpace(string(tw.tail))
+	if s == "" {
+		return ""
+	}
+	if lines := strings.Split(s, "\n"); len(lines) > 8 {
+		s = strings.Join(lines[len(lines)-8:], "\n")
+	}
+	return "; its last output: " + s
+}

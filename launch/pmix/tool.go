@@ -1,0 +1,610 @@
+//go:build cgo && pmix
+
+package pmix
+
+/*
+#cgo pkg-config: pmix
+#include <stdlib.h>
+#include <pmix_tool.h>
+#include "pmixtool.h"
+*/
+import "C"
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Built reports whether this binary holds the PMIx tool.
+const Built = true
+
+// Event codes the tool registers for (pmix_common.h).
+const (
+	codeReadyForDebug  = int(C.PMIX_READY_FOR_DEBUG)
+	codeLaunchComplete = int(C.PMIX_LAUNCH_COMPLETE)
+	codeJobEnd         = int(C.PMIX_EVENT_JOB_END)
+	codeLostConnection = int(C.PMIX_ERR_LOST_CONNECTION)
+)
+
+// setServerTimeout bounds the wait for a launcher to call back (seconds). A program that is
+// not a PMIx launcher never does; a real one does within a second.
+const setServerTimeout = 10
+
+// pmixEvent is what the C event handler found in one notification.
+type pmixEvent struct {
+	code       int
+	source     string // the notifying proc's nspace
+	nspace     string // PMIX_NSPACE
+	affected   string // PMIX_EVENT_AFFECTED_PROC's nspace
+	breakpoint string
+	exitCode   int
+	haveExit   bool
+	term       int
+	haveTerm   bool
+}
+
+// pmixEvents carries notifications from libpmix's progress thread, which must never block.
+var pmixEvents = make(chan pmixEvent, 4096)
+
+//export goPMIxEvent
+func goPMIxEvent(code C.int, source *C.char, rank C.uint32_t, nspace, affected, breakpoint *C.char,
+	exitCode, haveExit, term, haveTerm C.int) {
+	ev := pmixEvent{
+		code: int(code), source: goString(source), nspace: goString(nspace),
+		affected: goString(affected), breakpoint: goString(breakpoint),
+		exitCode: int(exitCode), haveExit: haveExit != 0, term: int(term), haveTerm: haveTerm != 0,
+	}
+	select {
+	case pmixEvents <- ev:
+	default:
+		fmt.Fprintf(os.Stderr, "pmix: event %d from %s dropped: queue full\n", ev.code, ev.source)
+	}
+}
+
+func goString(s *C.char) string {
+	if s == nil {
+		return ""
+	}
+	return C.GoString(s)
+}
+
+// pmixError names the call, its object and PMIx's status.
+func pmixError(call string, rc C.int) error {
+	return fmt.Errorf("pmix: %s: %s", call, C.GoString(C.hp_error_string(rc)))
+}
+
+// server is the state of one tool process.
+type server struct {
+	out *json.Encoder // events, on descriptor 3
+	mu  sync.Mutex
+
+	inited      bool
+	nspace      string // the tool's own
+	launcherNs  string
+	launcherPid int
+	appNs       string
+	hold        string // the hold the job is at, "" once released
+	procs       []Proc
+	lost        bool
+	ended       bool
+	launchSeen  map[string]bool // nspaces with LAUNCH_COMPLETE
+}
+
+func (s *server) emit(ev Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.out.Encode(ev)
+}
+
+func (s *server) fail(err error) { s.emit(Event{Ev: EvError, Error: err.Error()}) }
+
+// ServeTool serves the tool protocol: requests on stdin, events on events, until stdin ends or a
+// detach request. Then a job the tool still holds is released and the tool finalises.
+func ServeTool(stdin io.Reader, events *os.File) error {
+	// The launcher this process starts inherits its descriptors: keep it off the request and
+	// event pipes (it would read requests as the job's input, and hold the event pipe open).
+	if f, ok := stdin.(*os.File); ok && f.Fd() == 0 {
+		fd, err := syscall.Dup(0)
+		if err != nil {
+			return fmt.Errorf("pmix: tool: move stdin: %w", err)
+		}
+		syscall.CloseOnExec(fd)
+		null, err := os.Open(os.DevNull)
+		if err != nil {
+			return fmt.Errorf("pmix: tool: %w", err)
+		}
+		syscall.Dup2(int(null.Fd()), 0)
+		null.Close()
+		stdin = os.NewFile(uintptr(fd), "requests")
+	}
+	syscall.CloseOnExec(int(events.Fd()))
+	s := &server{out: json.NewEncoder(events), launchSeen: map[string]bool{}}
+
+	reqs := make(chan Request)
+	go func() {
+		defer close(reqs)
+		sc := bufio.NewScanner(stdin)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			var r Request
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				s.fail(fmt.Errorf("pmix: request %q: %v", sc.Text(), err))
+				continue
+			}
+			reqs <- r
+		}
+	}()
+	defer s.finalize()
+	for {
+		select {
+		case r, ok := <-reqs:
+			if !ok {
+				s.releaseHeld()
+				return nil
+			}
+			if r.Op == OpDetach {
+				s.releaseHeld()
+				s.finalize()
+				s.emit(Event{Ev: EvDetached})
+				return nil
+			}
+			s.serve(r, reqs)
+		case ev := <-pmixEvents:
+			s.handle(ev)
+		}
+	}
+}
+
+// releaseHeld releases a job still at its hold point: nothing may be left stopped.
+func (s *server) releaseHeld() {
+	if s.hold != "" && !s.lost && !s.ended {
+		if err := s.release(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+}
+
+func (s *server) finalize() {
+	if s.inited {
+		s.inited = false
+		C.hp_tool_finalize()
+	}
+}
+
+func (s *server) serve(r Request, reqs <-chan Request) {
+	var err error
+	switch r.Op {
+	case OpLaunch:
+		err = s.launch(r, reqs)
+	case OpAttach:
+		err = s.attach(r)
+	case OpRelease:
+		if s.appNs == "" {
+			err = errors.New("pmix: release: no job")
+		} else if err = s.release(); err == nil {
+			s.emit(Event{Ev: EvReleased, Nspace: s.appNs})
+		}
+	case OpKill:
+		if s.appNs == "" {
+			err = errors.New("pmix: kill: no job")
+		} else if err = s.kill(r.Signal); err == nil {
+			s.emit(Event{Ev: EvKilled, Nspace: s.appNs})
+		}
+	default:
+		err = fmt.Errorf("pmix: request: unknown op %q", r.Op)
+	}
+	if err != nil {
+		s.fail(err)
+	}
+}
+
+// handle records one notification and reports job end and lost connections.
+func (s *server) handle(ev pmixEvent) {
+	switch ev.code {
+	case codeReadyForDebug:
+		// The aggregated event for the job the launcher started names it in PMIX_NSPACE.
+		if s.appNs == "" && ev.nspace != "" && ev.nspace != s.launcherNs {
+			s.appNs = ev.nspace
+		}
+	case codeLaunchComplete:
+		if ns := firstOf(ev.nspace, ev.affected); ns != "" {
+			s.launchSeen[ns] = true
+		}
+	case codeJobEnd:
+		ns := firstOf(ev.affected, ev.nspace, ev.source)
+		if ns == "" || ns == s.launcherNs || (s.appNs != "" && ns != s.appNs) {
+			return
+		}
+		if s.appNs == "" {
+			s.appNs = ns
+		}
+		status := ev.term
+		if ev.haveExit {
+			status = ev.exitCode
+		}
+		if !s.ended {
+			s.ended = true
+			s.hold = ""
+			s.emit(Event{Ev: EvEnd, Nspace: ns, Status: status})
+		}
+	case codeLostConnection:
+		if !s.lost {
+			s.lost = true
+			s.emit(Event{Ev: EvLost, Nspace: s.launcherNs})
+		}
+	}
+}
+
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// cstrings returns a NULL-terminated C array of C strings and its destructor.
+func cstrings(ss []string) (**C.char, func()) {
+	arr := (**C.char)(C.calloc(C.size_t(len(ss)+1), C.size_t(unsafe.Sizeof(uintptr(0)))))
+	v := unsafe.Slice(arr, len(ss)+1)
+	for i, s := range ss {
+		v[i] = C.CString(s)
+	}
+	return arr, func() {
+		for _, p := range v[:len(ss)] {
+			C.free(unsafe.Pointer(p))
+		}
+		C.free(unsafe.Pointer(arr))
+	}
+}
+
+func (s *server) initTool(attachPid int) error {
+	if s.inited || s.nspace != "" {
+		return errors.New("pmix: tool init: this tool already serves a job")
+	}
+	var ns [256]C.char
+	var rank C.uint32_t
+	if rc := C.hp_tool_init(C.int(attachPid), &ns[0], C.size_t(len(ns)), &rank); rc != 0 {
+		if attachPid > 0 {
+			return pmixError(fmt.Sprintf("PMIx_tool_init with PMIX_SERVER_PIDINFO %d", attachPid), rc)
+		}
+		return pmixError("PMIx_tool_init", rc)
+	}
+	s.inited = true
+	s.nspace = C.GoString(&ns[0])
+	return nil
+}
+
+func (s *server) register(codes ...int) error {
+	for _, code := range codes {
+		if rc := C.hp_register(C.int(code)); rc != 0 {
+			return pmixError(fmt.Sprintf("PMIx_Register_event_handler %s", C.GoString(C.hp_error_string(C.int(code)))), rc)
+		}
+	}
+	return nil
+}
+
+func (s *server) getString(nspace string, rank uint32, key string) (string, error) {
+	cns, ckey := C.CString(nspace), C.CString(key)
+	defer C.free(unsafe.Pointer(cns))
+	defer C.free(unsafe.Pointer(ckey))
+	var out *C.char
+	if rc := C.hp_get_string(cns, C.uint32_t(rank), ckey, &out); rc != 0 {
+		return "", pmixError(fmt.Sprintf("PMIx_Get %s", key), rc)
+	}
+	defer C.free(unsafe.Pointer(out))
+	return C.GoString(out), nil
+}
+
+// launch runs the indirect flow: start the launcher so that it calls back, make it the tool's
+// server, release it, and wait until its job is held (or launched, without a hold).
+func (s *server) launch(r Request, reqs <-chan Request) error {
+	if !filepath.IsAbs(r.Launcher) {
+		return fmt.Errorf("pmix: launch: launcher %q is not an absolute path", r.Launcher)
+	}
+	if r.Program == "" {
+		return errors.New("pmix: launch: no program")
+	}
+	switch r.Hold {
+	case "", HoldExec, HoldInit:
+	default:
+		return fmt.Errorf("pmix: launch: unknown hold %q (want %q, %q or none)", r.Hold, HoldExec, HoldInit)
+	}
+	if err := s.initTool(0); err != nil {
+		return err
+	}
+	uri, err := s.getString(s.nspace, 0, "pmix.mysrvr.uri")
+	if err != nil {
+		return err
+	}
+	if err := s.register(codeLostConnection); err != nil {
+		return err
+	}
+	argv := append(append(append([]string{r.Launcher}, r.Args...), r.Program), r.ProgramArgs...)
+	env := r.Env
+	if len(env) == 0 {
+		env = os.Environ()
+	}
+	ccmd, cdir, chold, curi := C.CString(r.Launcher), C.CString(r.Dir), C.CString(r.Hold), C.CString(uri)
+	defer C.free(unsafe.Pointer(ccmd))
+	defer C.free(unsafe.Pointer(cdir))
+	defer C.free(unsafe.Pointer(chold))
+	defer C.free(unsafe.Pointer(curi))
+	cargv, freeArgv := cstrings(argv)
+	defer freeArgv()
+	cenv, freeEnv := cstrings(env)
+	defer freeEnv()
+	var ns [256]C.char
+	if rc := C.hp_spawn_launcher(ccmd, cargv, cenv, cdir, chold, curi, &ns[0], C.size_t(len(ns))); rc != 0 {
+		return pmixError("PMIx_Spawn "+r.Launcher, rc)
+	}
+	s.launcherNs = C.GoString(&ns[0])
+	s.launcherPid = childPid()
+	s.emit(Event{Ev: EvLauncher, LauncherPid: s.launcherPid, Nspace: s.launcherNs})
+
+	cns := C.CString(s.launcherNs)
+	defer C.free(unsafe.Pointer(cns))
+	if rc := C.hp_set_server(cns, setServerTimeout); rc != 0 {
+		return pmixError(fmt.Sprintf("PMIx_tool_set_server %s@0 (%s)", s.launcherNs, r.Launcher), rc)
+	}
+	// Registrations made before set_server would stay with the tool itself.
+	if err := s.register(codeReadyForDebug, codeLaunchComplete, codeJobEnd, codeLostConnection); err != nil {
+		return err
+	}
+	if rc := C.hp_release(cns, 0); rc != 0 {
+		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s@0", s.launcherNs), rc)
+	}
+	if err := s.waitLaunched(r, reqs); err != nil {
+		return err
+	}
+	if r.Hold == "" {
+		s.hold = ""
+	} else {
+		s.hold = r.Hold
+	}
+	return s.readyEvent()
+}
+
+// waitLaunched waits for READY_FOR_DEBUG (held) or LAUNCH_COMPLETE (no hold) for the application.
+func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
+	for {
+		if s.appNs != "" && (r.Hold != "" || s.launchSeen[s.appNs]) && !s.ended {
+			return nil
+		}
+		if r.Hold == "" && s.appNs == "" {
+			for ns := range s.launchSeen {
+				if ns != s.launcherNs {
+					s.appNs = ns
+				}
+			}
+			if s.appNs != "" {
+				continue
+			}
+		}
+		if s.ended {
+			st, _ := procStatus(s.launcherPid)
+			return fmt.Errorf("pmix: launch: job %s ended before it was ready%s", s.appNs, st)
+		}
+		if s.lost {
+			return fmt.Errorf("pmix: launch: lost the connection to the launcher %s (pid %d) before its job was ready", r.Launcher, s.launcherPid)
+		}
+		select {
+		case ev := <-pmixEvents:
+			s.handle(ev)
+		case next, ok := <-reqs:
+			if !ok {
+				return errors.New("pmix: launch: the front end went away")
+			}
+			s.fail(fmt.Errorf("pmix: %s: a launch is in progress", next.Op))
+		case <-time.After(time.Second):
+			// A launcher that exited without a word (not even a lost connection).
+			if s.launcherPid > 0 && !alive(s.launcherPid) {
+				return fmt.Errorf("pmix: launch: the launcher %s (pid %d) exited before its job was ready", r.Launcher, s.launcherPid)
+			}
+		}
+	}
+}
+
+// readyEvent reads the proc table of the application and reports it.
+func (s *server) readyEvent() error {
+	procs, err := s.procTable(s.appNs)
+	if err != nil {
+		return err
+	}
+	s.procs = procs
+	hold := s.hold
+	if hold == "" {
+		hold = HoldNone
+	}
+	s.emit(Event{Ev: EvReady, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: procs,
+		Version: C.GoString(C.hp_version())})
+	return nil
+}
+
+func (s *server) procTable(nspace string) ([]Proc, error) {
+	cns := C.CString(nspace)
+	defer C.free(unsafe.Pointer(cns))
+	var cp *C.hp_proc
+	var n C.size_t
+	if rc := C.hp_proctable(cns, &cp, &n); rc != 0 {
+		return nil, pmixError("PMIx_Query_info PMIX_QUERY_PROC_TABLE "+nspace, rc)
+	}
+	defer C.hp_free_procs(cp, n)
+	host, _ := os.Hostname()
+	procs := make([]Proc, 0, int(n))
+	for _, p := range unsafe.Slice(cp, int(n)) {
+		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe)}
+		if pr.Host == host && pr.Pid > 0 {
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pr.Pid)); err == nil {
+				pr.Executable = exe
+			}
+		}
+		procs = append(procs, pr)
+	}
+	slices.SortFunc(procs, func(a, b Proc) int { return a.Rank - b.Rank })
+	return procs, nil
+}
+
+// release lets the held application run: DEBUGGER_RELEASE to its nspace (what a rank held in
+// PMIx_Init waits for), and for a stop-on-exec hold SIGCONT to each rank, which the launcher
+// left stopped and untraced.
+func (s *server) release() error {
+	cns := C.CString(s.appNs)
+	defer C.free(unsafe.Pointer(cns))
+	hold := s.hold
+	if rc := C.hp_release(cns, C.uint32_t(C.PMIX_RANK_WILDCARD)); rc != 0 {
+		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s", s.appNs), rc)
+	}
+	if hold == HoldExec {
+		if err := s.continueRanks(); err != nil {
+			return err
+		}
+	}
+	s.hold = ""
+	return nil
+}
+
+// continueRanks sends SIGCONT to every rank: directly on this host, through the launcher's
+// job control elsewhere.
+func (s *server) continueRanks() error {
+	host, _ := os.Hostname()
+	remote := false
+	var errs []error
+	for _, p := range s.procs {
+		if p.Host != host {
+			remote = true
+			continue
+		}
+		if err := syscall.Kill(p.Pid, syscall.SIGCONT); err != nil && err != syscall.ESRCH {
+			errs = append(errs, fmt.Errorf("pmix: release: SIGCONT rank %d pid %d: %w", p.Rank, p.Pid, err))
+		}
+	}
+	if remote {
+		if err := s.kill(int(syscall.SIGCONT)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *server) kill(sig int) error {
+	if sig <= 0 {
+		return fmt.Errorf("pmix: kill: bad signal %d", sig)
+	}
+	cns := C.CString(s.appNs)
+	defer C.free(unsafe.Pointer(cns))
+	if rc := C.hp_signal(cns, C.int(sig)); rc != 0 {
+		return pmixError(fmt.Sprintf("PMIx_Job_control signal %d to %s", sig, s.appNs), rc)
+	}
+	return nil
+}
+
+// attach connects to a running launcher through its rendezvous file and reads its job's table.
+func (s *server) attach(r Request) error {
+	if r.Pid <= 0 {
+		return fmt.Errorf("pmix: attach: bad launcher pid %d", r.Pid)
+	}
+	if !alive(r.Pid) {
+		return fmt.Errorf("pmix: attach: no process %d", r.Pid)
+	}
+	if err := s.initTool(r.Pid); err != nil {
+		return err
+	}
+	s.launcherPid = r.Pid
+	if srv, err := s.getString(s.nspace, 0, "pmix.srv.nspace"); err == nil {
+		s.launcherNs = srv
+	}
+	if err := s.register(codeJobEnd, codeLostConnection); err != nil {
+		return err
+	}
+	s.appNs = r.Nspace
+	if s.appNs == "" {
+		all, err := s.namespaces()
+		if err != nil {
+			return err
+		}
+		var apps []string
+		for _, ns := range all {
+			if ns != s.launcherNs && ns != s.nspace {
+				apps = append(apps, ns)
+			}
+		}
+		if len(apps) != 1 {
+			return fmt.Errorf("pmix: attach: launcher %d runs %d jobs (%s): name one", r.Pid, len(apps), strings.Join(all, ", "))
+		}
+		s.appNs = apps[0]
+	}
+	s.hold = ""
+	return s.readyEvent()
+}
+
+func (s *server) namespaces() ([]string, error) {
+	var out *C.char
+	if rc := C.hp_namespaces(nil, &out); rc != 0 {
+		return nil, pmixError("PMIx_Query_info PMIX_QUERY_NAMESPACES", rc)
+	}
+	defer C.free(unsafe.Pointer(out))
+	var nss []string
+	for _, ns := range strings.Split(C.GoString(out), ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			nss = append(nss, ns)
+		}
+	}
+	return nss, nil
+}
+
+// childPid returns the pid of this process's one child (the launcher libpmix started).
+func childPid() int {
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie has exited.
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}
+
+// procStatus says how a launcher that is a zombie child of the tool ended, or "".
+func procStatus(pid int) (string, error) {
+	if pid <= 0 {
+		return "", nil
+	}
+	var ws syscall.WaitStatus
+	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+	if err != nil || got != pid {
+		return "", err
+	}
+	if ws.Signaled() {
+		return fmt.Sprintf(" (launcher killed by %v)", ws.Signal()), nil
+	}
+	return fmt.Sprintf(" (launcher exited with status %d)", ws.ExitStatus()), nil
+}
