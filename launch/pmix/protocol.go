@@ -9,6 +9,11 @@
 // labelled by the launcher.
 package pmix
 
+import "errors"
+
+// ErrNotBuilt is what a PMIx launch gets from a binary built without libpmix (Built false).
+var ErrNotBuilt = errors.New("this hpcdap was built without PMIx (build with libpmix: make build)")
+
 // Request operations.
 const (
 	OpLaunch  = "launch"  // start a launcher and hold its job at the requested point
