@@ -12,10 +12,12 @@ import (
 // has no MPIR symbols. These tests run where Open MPI 5 is installed: `make test-pmix` runs
 // them in a Debian 13 root.
 
-// ompi5Env lets Open MPI 5's mpirun run as root and place more ranks than there are cores.
+// ompi5Env lets Open MPI 5's mpirun run as root and place more ranks than there are cores, and
+// keeps it from ending the job when the first rank exits with a non-zero code (every rank exits
+// with 10+rank).
 var ompi5Env = map[string]any{"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 	"PRTE_ALLOW_RUN_AS_ROOT": "1", "PRTE_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-	"PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"}
+	"PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe", "PRTE_MCA_prte_abort_on_non_zero_status": "0"}
 
 // needOpenMPI5 fails the test unless mpirun.openmpi is Open MPI 5 or later: with the pmix
 // build tag, the tests are meant to run against it.

@@ -49,8 +49,9 @@ func holdOf(h string) Hold {
 
 // startTool starts the PMIx tool process of a job with its own temporary directory (the
 // launcher's rendezvous files go there, so none of another session's is ever picked up) and
-// the launcher's output in output.
-func startTool(ctx context.Context, fe *Frontend, env []string, output string) (*pmix.Tool, error) {
+// the launcher's output in output; noASLR starts it, and so the launcher and the ranks,
+// without address-space randomisation.
+func startTool(ctx context.Context, fe *Frontend, env []string, output string, noASLR bool) (*pmix.Tool, error) {
 	if !pmix.Built {
 		return nil, pmix.ErrNotBuilt
 	}
@@ -66,7 +67,17 @@ func startTool(ctx context.Context, fe *Frontend, env []string, output string) (
 		defer out.Close()
 	}
 	env = mergeEnv(env, []string{"TMPDIR=" + tmp, "PMIX_SYSTEM_TMPDIR=" + tmp})
-	t, err := pmix.StartTool(ctx, fe.opts.AgentPath, env, out, out)
+	var t *pmix.Tool
+	start := func() (err error) {
+		t, err = pmix.StartTool(ctx, fe.opts.AgentPath, env, out, out)
+		return err
+	}
+	if noASLR {
+		// The launcher is the tool's child, the ranks its descendants: they inherit it.
+		err = withNoASLR(start)
+	} else {
+		err = start()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("launch: PMIx tool: %w", err)
 	}
@@ -80,7 +91,7 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
 	defer cancel()
 	env := mergeEnv(withoutVars(os.Environ(), spec.Unset...), spec.Env)
-	t, err := startTool(ctx, fe, env, spec.Output)
+	t, err := startTool(ctx, fe, env, spec.Output, spec.NoASLR)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +113,7 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe string) (*pmixJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
 	defer cancel()
-	t, err := startTool(ctx, fe, os.Environ(), "")
+	t, err := startTool(ctx, fe, os.Environ(), "", false)
 	if err != nil {
 		return nil, err
 	}
