@@ -17,7 +17,7 @@ import (
 // with 10+rank).
 var ompi5Env = map[string]any{"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 	"PRTE_ALLOW_RUN_AS_ROOT": "1", "PRTE_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-	"PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe", "PRTE_MCA_prte_abort_on_non_zero_status": "0"}
+	"PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe", "PRTE_MCA_state_base_error_non_zero_exit": "0"}
 
 // needOpenMPI5 fails the test unless mpirun.openmpi is Open MPI 5 or later: with the pmix
 // build tag, the tests are meant to run against it.

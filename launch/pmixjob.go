@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,18 +48,22 @@ func holdOf(h string) Hold {
 	return HoldNone
 }
 
-// startTool starts the PMIx tool process of a job with its own temporary directory (the
-// launcher's rendezvous files go there, so none of another session's is ever picked up) and
-// the launcher's output in output; noASLR starts it, and so the launcher and the ranks,
-// without address-space randomisation.
-func startTool(ctx context.Context, fe *Frontend, env []string, output string, noASLR bool) (*pmix.Tool, error) {
+// startTool starts the PMIx tool process of a job with the launcher's output in output. A
+// launch gets a temporary directory of its own (the launcher's rendezvous files go there, so
+// that none of another session's is ever picked up): tmp "" makes one. An attach looks where
+// the running launcher put them (tmp). noASLR starts the tool, and so the launcher and the
+// ranks, without address-space randomisation.
+func startTool(ctx context.Context, fe *Frontend, env []string, output, tmp string, noASLR bool) (*pmix.Tool, error) {
 	if !pmix.Built {
 		return nil, pmix.ErrNotBuilt
 	}
-	tmp, err := os.MkdirTemp(fe.opts.WorkDir, "pmix-*")
-	if err != nil {
-		return nil, fmt.Errorf("launch: PMIx tool directory: %w", err)
+	if tmp == "" {
+		var err error
+		if tmp, err = os.MkdirTemp(fe.opts.WorkDir, "pmix-*"); err != nil {
+			return nil, fmt.Errorf("launch: PMIx tool directory: %w", err)
+		}
 	}
+	var err error
 	var out *os.File
 	if output != "" {
 		if out, err = os.OpenFile(output, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
@@ -91,7 +96,7 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
 	defer cancel()
 	env := mergeEnv(withoutVars(os.Environ(), spec.Unset...), spec.Env)
-	t, err := startTool(ctx, fe, env, spec.Output, spec.NoASLR)
+	t, err := startTool(ctx, fe, env, spec.Output, "", spec.NoASLR)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +118,7 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe string) (*pmixJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
 	defer cancel()
-	t, err := startTool(ctx, fe, os.Environ(), "", false)
+	t, err := startTool(ctx, fe, os.Environ(), "", launcherTmpDir(pid), false)
 	if err != nil {
 		return nil, err
 	}
@@ -129,6 +134,24 @@ func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe string) (*pmixJo
 	j.released = true
 	fe.progressf("launch: %s: attached through PMIx, %d ranks in the proc table of %s", j.id, len(j.procs), j.nspace)
 	return j, nil
+}
+
+// launcherTmpDir is the directory under which a running launcher keeps its PMIx rendezvous
+// files: its PMIX_SYSTEM_TMPDIR, else its TMPDIR, else /tmp.
+func launcherTmpDir(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	vars := map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	for _, k := range []string{"PMIX_SYSTEM_TMPDIR", "TMPDIR"} {
+		if v := vars[k]; strings.HasPrefix(v, "/") {
+			return v
+		}
+	}
+	return "/tmp"
 }
 
 func newPMIxJob(fe *Frontend, t *pmix.Tool, name string, r pmix.Ready) *pmixJob {
