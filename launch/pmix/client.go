@@ -306,7 +306,7 @@ func (t *Tool) Detach(ctx context.Context) error {
 }
 
 // Close releases a job that is still held, then ends the tool process: closing its input makes
-// it finalise and exit; one that does not within a few seconds is killed. Close is idempotent.
+// it finalise and exit; one that does not within closeWait is killed. Close is idempotent.
 func (t *Tool) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -328,13 +328,17 @@ func (t *Tool) Close() error {
 	t.reqs.Close()
 	select {
 	case <-t.exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(closeWait):
 		t.cmd.Process.Kill()
 		<-t.exited
 		errs = append(errs, fmt.Errorf("pmix: close: tool process %d did not exit on end of input; killed", t.cmd.Process.Pid))
 	}
 	return errors.Join(errs...)
 }
+
+// closeWait bounds how long Close waits for the tool to finalise and exit; it covers a
+// PMIx_tool_set_server still waiting out its timeout.
+var closeWait = 30 * time.Second
 
 // tailWriter passes writes on and keeps the last bytes written, for error messages.
 type tailWriter struct {

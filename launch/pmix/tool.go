@@ -73,6 +73,11 @@ func goPMIxEvent(code C.int, source *C.char, rank C.uint32_t, nspace, affected, 
 	}
 }
 
+//export goPMIxOutput
+func goPMIxOutput(channel C.int, nspace *C.char, rank C.uint32_t, data *C.char, n C.size_t) {
+	output.add(int(channel), goString(nspace), uint32(rank), C.GoBytes(unsafe.Pointer(data), C.int(n)))
+}
+
 func goString(s *C.char) string {
 	if s == nil {
 		return ""
@@ -90,16 +95,19 @@ type server struct {
 	out *json.Encoder // events, on descriptor 3
 	mu  sync.Mutex
 
-	inited      bool
-	nspace      string // the tool's own
-	launcherNs  string
-	launcherPid int
-	appNs       string
-	hold        string // the hold the job is at, "" once released
-	procs       []Proc
-	lost        bool
-	ended       bool
-	launchSeen  map[string]bool // nspaces with LAUNCH_COMPLETE
+	inited       bool
+	nspace       string // the tool's own
+	launcherNs   string
+	launcherPid  int
+	appNs        string
+	hold         string // the hold the job is at, "" once released
+	procs        []Proc
+	lost         bool
+	ended        bool
+	launchSeen   map[string]bool // nspaces with LAUNCH_COMPLETE
+	pulled       map[string]bool // nspaces whose output is pulled
+	launcherExit chan string     // how the launcher ended, once
+	inflight     chan struct{}   // closed when a PMIx call left running returns
 }
 
 func (s *server) emit(ev Event) {
@@ -130,7 +138,7 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		stdin = os.NewFile(uintptr(fd), "requests")
 	}
 	syscall.CloseOnExec(int(events.Fd()))
-	s := &server{out: json.NewEncoder(events), launchSeen: map[string]bool{}}
+	s := &server{out: json.NewEncoder(events), launchSeen: map[string]bool{}, pulled: map[string]bool{}}
 
 	reqs := make(chan Request)
 	go func() {
@@ -177,10 +185,14 @@ func (s *server) releaseHeld() {
 }
 
 func (s *server) finalize() {
+	if s.inflight != nil {
+		<-s.inflight
+	}
 	if s.inited {
 		s.inited = false
 		C.hp_tool_finalize()
 	}
+	output.flush()
 }
 
 func (s *server) serve(r Request, reqs <-chan Request) {
@@ -235,6 +247,7 @@ func (s *server) handle(ev pmixEvent) {
 			status = ev.exitCode
 		}
 		if !s.ended {
+			output.flush()
 			s.ended = true
 			s.hold = ""
 			s.emit(Event{Ev: EvEnd, Nspace: ns, Status: status})
@@ -254,21 +267,6 @@ func firstOf(ss ...string) string {
 		}
 	}
 	return ""
-}
-
-// cstrings returns a NULL-terminated C array of C strings and its destructor.
-func cstrings(ss []string) (**C.char, func()) {
-	arr := (**C.char)(C.calloc(C.size_t(len(ss)+1), C.size_t(unsafe.Sizeof(uintptr(0)))))
-	v := unsafe.Slice(arr, len(ss)+1)
-	for i, s := range ss {
-		v[i] = C.CString(s)
-	}
-	return arr, func() {
-		for _, p := range v[:len(ss)] {
-			C.free(unsafe.Pointer(p))
-		}
-		C.free(unsafe.Pointer(arr))
-	}
 }
 
 func (s *server) initTool(attachPid int) error {
@@ -311,6 +309,12 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 
 // launch runs the indirect flow: start the launcher so that it calls back, make it the tool's
 // server, release it, and wait until its job is held (or launched, without a hold).
+//
+// The tool forks the launcher itself rather than through PMIx_Spawn: a launcher libpmix
+// started has its stdout piped through the tool and its job's output arrives labelled with
+// the tool's own name, while a forked one forwards each rank's output with its source
+// (PMIx_IOF_pull). The launcher then takes its name from PMIX_SERVER_NSPACE and the hold from
+// its command line (PRRTE's --stop-on-exec, --stop-in-init).
 func (s *server) launch(r Request, reqs <-chan Request) error {
 	if !filepath.IsAbs(r.Launcher) {
 		return fmt.Errorf("pmix: launch: launcher %q is not an absolute path", r.Launcher)
@@ -319,7 +323,7 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 		return errors.New("pmix: launch: no program")
 	}
 	switch r.Hold {
-	case "", HoldExec, HoldInit:
+	case "", HoldInit, HoldExec:
 	default:
 		return fmt.Errorf("pmix: launch: unknown hold %q (want %q, %q or none)", r.Hold, HoldExec, HoldInit)
 	}
@@ -333,11 +337,69 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 	if err := s.register(codeLostConnection); err != nil {
 		return err
 	}
-	argv := append(append(append([]string{r.Launcher}, r.Args...), r.Program), r.ProgramArgs...)
 	env := r.Env
 	if len(env) == 0 {
 		env = os.Environ()
 	}
+	if err := s.spawnLauncher(r, env, uri); err != nil {
+		return err
+	}
+	s.emit(Event{Ev: EvLauncher, LauncherPid: s.launcherPid, Nspace: s.launcherNs})
+
+	cns := C.CString(s.launcherNs)
+	defer C.free(unsafe.Pointer(cns))
+	// set_server waits up to its timeout for the launcher to call back; a launcher that exits
+	// first is reported at once (the call still runs out before the tool finalises).
+	setServer := make(chan C.int, 1)
+	s.inflight = make(chan struct{})
+	go func() {
+		defer close(s.inflight)
+		setServer <- C.hp_set_server(cns, setServerTimeout)
+	}()
+	what := fmt.Sprintf("PMIx_tool_set_server %s rank 0 (%s, pid %d)", s.launcherNs, r.Launcher, s.launcherPid)
+	select {
+	case rc := <-setServer:
+		if rc != 0 {
+			err := pmixError(what, rc)
+			select {
+			case how := <-s.launcherExit:
+				s.launcherExit <- how
+				return fmt.Errorf("%w; the launcher %s", err, how)
+			default:
+				return fmt.Errorf("%w: the launcher runs but did not call back: not a PMIx launcher?", err)
+			}
+		}
+	case how := <-s.launcherExit:
+		s.launcherExit <- how
+		return fmt.Errorf("pmix: %s: the launcher %s without calling back: not a PMIx launcher?", what, how)
+	}
+	// Registrations made before set_server would stay with the tool itself.
+	if err := s.register(codeReadyForDebug, codeLaunchComplete, codeJobEnd, codeLostConnection); err != nil {
+		return err
+	}
+	// The launcher's first job is <its nspace>@1: ask for its output before it can start.
+	// Output pulled later arrives, but labelled with the tool's own name, not the rank's.
+	if err := s.pullOutput(s.launcherNs + "@1"); err != nil {
+		return err
+	}
+	if rc := C.hp_release(cns, 0); rc != 0 {
+		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s@0", s.launcherNs), rc)
+	}
+	if err := s.waitLaunched(r, reqs); err != nil {
+		return err
+	}
+	if err := s.pullOutput(s.appNs); err != nil {
+		return err
+	}
+	s.hold = r.Hold
+	return s.readyEvent()
+}
+
+// spawnLauncher starts the launcher through PMIx_Spawn, calling back to uri, with the hold as
+// a launch directive (PRRTE 3.0's own --stop-in-init does not hold the ranks: their PMIx_Init
+// does not see the key; the directive does).
+func (s *server) spawnLauncher(r Request, env []string, uri string) error {
+	argv := append(append(append([]string{r.Launcher}, r.Args...), r.Program), r.ProgramArgs...)
 	ccmd, cdir, chold, curi := C.CString(r.Launcher), C.CString(r.Dir), C.CString(r.Hold), C.CString(uri)
 	defer C.free(unsafe.Pointer(ccmd))
 	defer C.free(unsafe.Pointer(cdir))
@@ -353,29 +415,62 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 	}
 	s.launcherNs = C.GoString(&ns[0])
 	s.launcherPid = childPid()
-	s.emit(Event{Ev: EvLauncher, LauncherPid: s.launcherPid, Nspace: s.launcherNs})
+	// libpmix reaps the launcher; watch its pid instead.
+	s.launcherExit = make(chan string, 1)
+	go func(pid int) {
+		for alive(pid) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		s.launcherExit <- "exited"
+	}(s.launcherPid)
+	return nil
+}
 
-	cns := C.CString(s.launcherNs)
+// cstrings returns a NULL-terminated C array of C strings and its destructor.
+func cstrings(ss []string) (**C.char, func()) {
+	arr := (**C.char)(C.calloc(C.size_t(len(ss)+1), C.size_t(unsafe.Sizeof(uintptr(0)))))
+	v := unsafe.Slice(arr, len(ss)+1)
+	for i, s := range ss {
+		v[i] = C.CString(s)
+	}
+	return arr, func() {
+		for _, p := range v[:len(ss)] {
+			C.free(unsafe.Pointer(p))
+		}
+		C.free(unsafe.Pointer(arr))
+	}
+}
+
+// childPid returns the pid of this process's one child (the launcher libpmix started).
+func childPid() int {
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// pullOutput asks for the output of every rank of nspace (once per nspace), which
+// goPMIxOutput labels and writes to the tool's stdout and stderr.
+func (s *server) pullOutput(nspace string) error {
+	if s.pulled[nspace] {
+		return nil
+	}
+	s.pulled[nspace] = true
+	cns := C.CString(nspace)
 	defer C.free(unsafe.Pointer(cns))
-	if rc := C.hp_set_server(cns, setServerTimeout); rc != 0 {
-		return pmixError(fmt.Sprintf("PMIx_tool_set_server %s@0 (%s)", s.launcherNs, r.Launcher), rc)
+	if rc := C.hp_iof_pull(cns); rc != 0 {
+		return pmixError("PMIx_IOF_pull "+nspace, rc)
 	}
-	// Registrations made before set_server would stay with the tool itself.
-	if err := s.register(codeReadyForDebug, codeLaunchComplete, codeJobEnd, codeLostConnection); err != nil {
-		return err
-	}
-	if rc := C.hp_release(cns, 0); rc != 0 {
-		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s@0", s.launcherNs), rc)
-	}
-	if err := s.waitLaunched(r, reqs); err != nil {
-		return err
-	}
-	if r.Hold == "" {
-		s.hold = ""
-	} else {
-		s.hold = r.Hold
-	}
-	return s.readyEvent()
+	return nil
 }
 
 // waitLaunched waits for READY_FOR_DEBUG (held) or LAUNCH_COMPLETE (no hold) for the application.
@@ -395,8 +490,7 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 			}
 		}
 		if s.ended {
-			st, _ := procStatus(s.launcherPid)
-			return fmt.Errorf("pmix: launch: job %s ended before it was ready%s", s.appNs, st)
+			return fmt.Errorf("pmix: launch: job %s ended before it was ready", s.appNs)
 		}
 		if s.lost {
 			return fmt.Errorf("pmix: launch: lost the connection to the launcher %s (pid %d) before its job was ready", r.Launcher, s.launcherPid)
@@ -409,11 +503,21 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 				return errors.New("pmix: launch: the front end went away")
 			}
 			s.fail(fmt.Errorf("pmix: %s: a launch is in progress", next.Op))
-		case <-time.After(time.Second):
-			// A launcher that exited without a word (not even a lost connection).
-			if s.launcherPid > 0 && !alive(s.launcherPid) {
-				return fmt.Errorf("pmix: launch: the launcher %s (pid %d) exited before its job was ready", r.Launcher, s.launcherPid)
+		case how := <-s.launcherExit:
+			s.launcherExit <- how
+			// Events the launcher sent before it went may still be queued.
+			for drained := false; !drained; {
+				select {
+				case ev := <-pmixEvents:
+					s.handle(ev)
+				case <-time.After(100 * time.Millisecond):
+					drained = true
+				}
 			}
+			if s.appNs != "" && !s.ended && (r.Hold != "" || s.launchSeen[s.appNs]) {
+				return nil
+			}
+			return fmt.Errorf("pmix: launch: the launcher %s (pid %d) %s before its job was ready", r.Launcher, s.launcherPid, how)
 		}
 	}
 }
@@ -566,23 +670,6 @@ func (s *server) namespaces() ([]string, error) {
 	return nss, nil
 }
 
-// childPid returns the pid of this process's one child (the launcher libpmix started).
-func childPid() int {
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				return pid
-			}
-		}
-	}
-	return 0
-}
-
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -591,20 +678,4 @@ func alive(pid int) bool {
 	// A zombie has exited.
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
-}
-
-// procStatus says how a launcher that is a zombie child of the tool ended, or "".
-func procStatus(pid int) (string, error) {
-	if pid <= 0 {
-		return "", nil
-	}
-	var ws syscall.WaitStatus
-	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-	if err != nil || got != pid {
-		return "", err
-	}
-	if ws.Signaled() {
-		return fmt.Sprintf(" (launcher killed by %v)", ws.Signal()), nil
-	}
-	return fmt.Sprintf(" (launcher exited with status %d)", ws.ExitStatus()), nil
 }
