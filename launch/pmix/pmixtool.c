@@ -320,15 +320,11 @@ int hp_signal(const char *nspace, int sig)
 	pmix_proc_t target;
 	pmix_info_t *info;
 	pmix_status_t rc;
-	bool t = true;
 
 	PMIX_LOAD_PROCID(&target, nspace, PMIX_RANK_WILDCARD);
 	PMIX_INFO_CREATE(info, 1);
-	if (sig == 9) {
-		PMIX_INFO_LOAD(&info[0], PMIX_JOB_CTRL_KILL, &t, PMIX_BOOL);
-	} else {
-		PMIX_INFO_LOAD(&info[0], PMIX_JOB_CTRL_SIGNAL, &sig, PMIX_INT);
-	}
+	/* Also for SIGKILL: after PMIX_JOB_CTRL_KILL PRRTE reports the job's status as 0. */
+	PMIX_INFO_LOAD(&info[0], PMIX_JOB_CTRL_SIGNAL, &sig, PMIX_INT);
 	rc = PMIx_Job_control(&target, 1, info, 1, NULL, NULL);
 	PMIX_INFO_FREE(info, 1);
 	return rc;

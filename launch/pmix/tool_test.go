@@ -293,25 +293,79 @@ func TestLaunchNoHold(t *testing.T) {
 	checkOutput(t, stdout, r)
 }
 
-// TestCloseWhileHeld: closing the tool with the ranks stopped on exec lets them run to the
-// end; none is left stopped.
+// TestCloseWhileHeld: ending the tool with the ranks stopped on exec lets them run to the
+// end; none is left stopped. Close releases first; a tool whose input just ends (the front
+// end died) releases on its own.
 func TestCloseWhileHeld(t *testing.T) {
 	ranks, _ := buildPrograms(t)
-	tool, _ := startServe(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, Hold: HoldExec})
-	if err != nil {
-		t.Fatal(err)
+	for _, how := range []string{"Close", "end of input"} {
+		t.Run(how, func(t *testing.T) {
+			tool, _ := startServe(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, Hold: HoldExec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "Close" {
+				if err := tool.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tool.reqs.Close()
+				select {
+				case <-tool.exited:
+				case <-ctx.Done():
+					t.Fatal("the tool did not exit at the end of its input")
+				}
+			}
+			// The ranks and the launcher run to completion on their own (their output, with
+			// the tool gone, goes nowhere).
+			waitGone(t, r.LauncherPid)
+			for _, p := range r.Procs {
+				waitGone(t, p.Pid)
+			}
+		})
 	}
-	if err := tool.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The ranks and the launcher run to completion on their own (their output, with the
-	// tool gone, goes nowhere).
-	waitGone(t, r.LauncherPid)
-	for _, p := range r.Procs {
-		waitGone(t, p.Pid)
+}
+
+// TestKill signals the running ranks through the launcher, and kills held ones.
+func TestKill(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	for _, c := range []struct {
+		name    string
+		sig     syscall.Signal
+		release bool
+	}{
+		{"SIGTERM running", syscall.SIGTERM, true},
+		{"SIGKILL held", syscall.SIGKILL, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tool, _ := startServe(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, ProgramArgs: []string{"0", "60"}, Hold: HoldExec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.release {
+				if err := tool.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tool.Kill(ctx, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			st := waitEnd(t, tool)
+			t.Logf("job status after %v: %d", c.sig, st)
+			// The launcher reports a signalled job as 128 + the signal.
+			if st != 128+int(c.sig) {
+				t.Errorf("job status %d after %v, want %d", st, c.sig, 128+int(c.sig))
+			}
+			for _, p := range r.Procs {
+				waitGone(t, p.Pid)
+			}
+		})
 	}
 }
 
@@ -416,6 +470,13 @@ func TestAttach(t *testing.T) {
 	tool, _ := startServe(t, "TMPDIR="+dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// A wrong nspace is refused; the launcher's one job is found without one.
+	if _, err := tool.Attach(ctx, job.Process.Pid, "nosuchjob@1"); err == nil {
+		t.Error("Attach to job nosuchjob@1 succeeded")
+	} else {
+		t.Logf("Attach to nosuchjob@1: %v", err)
+	}
+	tool, _ = startServe(t, "TMPDIR="+dir)
 	r, err := tool.Attach(ctx, job.Process.Pid, "")
 	if err != nil {
 		t.Fatal(err)
