@@ -34,7 +34,6 @@ type Tool struct {
 	endOnce     sync.Once
 	status      int
 	statusErr   error
-	lost        bool
 	closed      bool
 }
 
@@ -130,9 +129,8 @@ func (t *Tool) readEvents(r *os.File) {
 		case EvEnd:
 			t.finish(ev.Status, nil)
 		case EvLost:
-			t.mu.Lock()
-			t.lost = true
-			t.mu.Unlock()
+			// After the job's end this changes nothing; before it, the end will not be seen.
+			t.finish(0, errors.New("pmix: the connection to the launcher was lost before the job ended"))
 		default:
 			t.replies <- ev
 		}
@@ -142,14 +140,7 @@ func (t *Tool) readEvents(r *os.File) {
 	time.Sleep(20 * time.Millisecond)
 	t.waitErr = fmt.Errorf("pmix: tool process %d %s%s", t.cmd.Process.Pid, exitText(err), t.stderr.tailText())
 	close(t.exited)
-	t.mu.Lock()
-	lost := t.lost
-	t.mu.Unlock()
-	if lost {
-		t.finish(0, errors.New("pmix: the connection to the launcher was lost before the job ended"))
-	} else {
-		t.finish(0, t.waitErr)
-	}
+	t.finish(0, t.waitErr)
 }
 
 // exitText says how a process ended.

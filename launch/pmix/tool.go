@@ -415,11 +415,17 @@ func (s *server) spawnLauncher(r Request, env []string, uri string) error {
 	}
 	s.launcherNs = C.GoString(&ns[0])
 	s.launcherPid = childPid()
-	// libpmix reaps the launcher; watch its pid instead.
+	// libpmix reaps the launcher; watch its pid instead, for the time before it calls back
+	// (afterwards its exit shows as a lost connection).
 	s.launcherExit = make(chan string, 1)
 	go func(pid int) {
-		for alive(pid) {
-			time.Sleep(200 * time.Millisecond)
+		for gone := 0; gone < 2; {
+			if alive(pid) {
+				gone = 0
+			} else {
+				gone++
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		s.launcherExit <- "exited"
 	}(s.launcherPid)
@@ -503,21 +509,6 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 				return errors.New("pmix: launch: the front end went away")
 			}
 			s.fail(fmt.Errorf("pmix: %s: a launch is in progress", next.Op))
-		case how := <-s.launcherExit:
-			s.launcherExit <- how
-			// Events the launcher sent before it went may still be queued.
-			for drained := false; !drained; {
-				select {
-				case ev := <-pmixEvents:
-					s.handle(ev)
-				case <-time.After(100 * time.Millisecond):
-					drained = true
-				}
-			}
-			if s.appNs != "" && !s.ended && (r.Hold != "" || s.launchSeen[s.appNs]) {
-				return nil
-			}
-			return fmt.Errorf("pmix: launch: the launcher %s (pid %d) %s before its job was ready", r.Launcher, s.launcherPid, how)
 		}
 	}
 }
