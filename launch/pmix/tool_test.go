@@ -142,11 +142,12 @@ func TestLaunchHoldExec(t *testing.T) {
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			start := time.Now()
 			r, err := tool.Launch(ctx, Request{Launcher: launcher(t, name), Args: launchArgs, Program: ranks, Hold: HoldExec})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("ready: %+v", r)
+			t.Logf("ready after %v: %+v", time.Since(start), r)
 			if r.Hold != HoldExec || r.Nspace == "" || r.LauncherPid <= 0 || r.Version == "" {
 				t.Errorf("Ready = %+v", r)
 			}
@@ -513,5 +514,36 @@ func waitFor(t *testing.T, file string, n int, s string) {
 			t.Fatalf("%s holds %q after a minute", file, b)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLauncherDies: a launcher killed while its job runs ends the wait for the job with an
+// error, not a hang.
+func TestLauncherDies(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	tool, _ := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, ProgramArgs: []string{"0", "5"}, Hold: HoldExec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tool.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(r.LauncherPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tool.Ended():
+	case <-ctx.Done():
+		t.Fatal("Ended not closed after the launcher died")
+	}
+	if st, err := tool.Status(); err == nil || !strings.Contains(err.Error(), "lost") {
+		t.Errorf("Status = %d, %v; want the lost connection", st, err)
+	}
+	// The ranks outlive their launcher and run to their end; none stays behind stopped.
+	for _, p := range r.Procs {
+		waitGone(t, p.Pid)
 	}
 }
