@@ -117,8 +117,7 @@ run() {
 		}
 		mount -t proc proc "$root/proc"
 		mount -t sysfs sys "$root/sys"
-		mount --bind /dev "$root/dev"
-		mount --bind /dev/pts "$root/dev/pts"
+		mount --rbind /dev "$root/dev"
 		mount -t tmpfs tmpfs "$root/tmp"
 		bind "$top"
 		[[ -n $gitdir && $gitdir != "$top"/* ]] && bind "$gitdir"

@@ -34,7 +34,6 @@ type Tool struct {
 	endOnce     sync.Once
 	status      int
 	statusErr   error
-	lost        bool
 	closed      bool
 }
 
@@ -130,9 +129,8 @@ func (t *Tool) readEvents(r *os.File) {
 		case EvEnd:
 			t.finish(ev.Status, nil)
 		case EvLost:
-			t.mu.Lock()
-			t.lost = true
-			t.mu.Unlock()
+			// After the job's end this changes nothing; before it, the end will not be seen.
+			t.finish(0, errors.New("pmix: the connection to the launcher was lost before the job ended"))
 		default:
 			t.replies <- ev
 		}
@@ -142,14 +140,7 @@ func (t *Tool) readEvents(r *os.File) {
 	time.Sleep(20 * time.Millisecond)
 	t.waitErr = fmt.Errorf("pmix: tool process %d %s%s", t.cmd.Process.Pid, exitText(err), t.stderr.tailText())
 	close(t.exited)
-	t.mu.Lock()
-	lost := t.lost
-	t.mu.Unlock()
-	if lost {
-		t.finish(0, errors.New("pmix: the connection to the launcher was lost before the job ended"))
-	} else {
-		t.finish(0, t.waitErr)
-	}
+	t.finish(0, t.waitErr)
 }
 
 // exitText says how a process ended.
@@ -306,7 +297,7 @@ func (t *Tool) Detach(ctx context.Context) error {
 }
 
 // Close releases a job that is still held, then ends the tool process: closing its input makes
-// it finalise and exit; one that does not within a few seconds is killed. Close is idempotent.
+// it finalise and exit; one that does not within closeWait is killed. Close is idempotent.
 func (t *Tool) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -328,13 +319,17 @@ func (t *Tool) Close() error {
 	t.reqs.Close()
 	select {
 	case <-t.exited:
-	case <-time.After(10 * time.Second):
+	case <-time.After(closeWait):
 		t.cmd.Process.Kill()
 		<-t.exited
 		errs = append(errs, fmt.Errorf("pmix: close: tool process %d did not exit on end of input; killed", t.cmd.Process.Pid))
 	}
 	return errors.Join(errs...)
 }
+
+// closeWait bounds how long Close waits for the tool to finalise and exit; it covers a
+// PMIx_tool_set_server still waiting out its timeout.
+var closeWait = 30 * time.Second
 
 // tailWriter passes writes on and keeps the last bytes written, for error messages.
 type tailWriter struct {

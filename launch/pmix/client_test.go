@@ -49,9 +49,10 @@ func TestMain(m *testing.M) {
 	os.Exit(2)
 }
 
-// startTool starts this test binary as a tool process in mode; its stdout and stderr go to files
-// in the test's directory, whose paths are returned.
-func startTool(t *testing.T, mode string) (tool *Tool, stdout, stderr string) {
+// startTool starts this test binary as a tool process in mode, with extra environment; its
+// stdout and stderr go to files in the test's directory, whose paths are returned. Its TMPDIR
+// is that directory unless env sets it.
+func startTool(t *testing.T, mode string, env ...string) (tool *Tool, stdout, stderr string) {
 	t.Helper()
 	dir := t.TempDir()
 	stdout, stderr = filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
@@ -65,7 +66,7 @@ func startTool(t *testing.T, mode string) (tool *Tool, stdout, stderr string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { fe.Close() })
-	env := append(os.Environ(), toolEnv+"="+mode, "TMPDIR="+dir)
+	env = append(append(os.Environ(), toolEnv+"="+mode, "TMPDIR="+dir), env...)
 	tool, err = StartTool(context.Background(), os.Args[0], env, fo, fe)
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +156,8 @@ func TestToolDiesWhileHeld(t *testing.T) {
 }
 
 func TestToolHangsContext(t *testing.T) {
+	defer func(w time.Duration) { closeWait = w }(closeWait)
+	closeWait = time.Second
 	tool, _, _ := startTool(t, "hang")
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

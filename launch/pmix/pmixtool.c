@@ -172,10 +172,8 @@ int hp_spawn_launcher(const char *cmd, char **argv, char **env, const char *cwd,
 	}
 	PMIX_INFO_LOAD(&dirs[ndirs], PMIX_NOTIFY_JOB_EVENTS, &t, PMIX_BOOL);
 	ndirs++;
-	PMIX_INFO_LOAD(&dirs[ndirs], PMIX_FWD_STDOUT, &t, PMIX_BOOL);
-	ndirs++;
-	PMIX_INFO_LOAD(&dirs[ndirs], PMIX_FWD_STDERR, &t, PMIX_BOOL);
-	ndirs++;
+	/* No PMIX_FWD_STDOUT/STDERR: with them the launcher also writes each line, unlabelled, to
+	 * its own stdout; hp_iof_pull gets the output with its sources. */
 	darray.type = PMIX_INFO;
 	darray.size = ndirs;
 	darray.array = dirs;
@@ -322,15 +320,11 @@ int hp_signal(const char *nspace, int sig)
 	pmix_proc_t target;
 	pmix_info_t *info;
 	pmix_status_t rc;
-	bool t = true;
 
 	PMIX_LOAD_PROCID(&target, nspace, PMIX_RANK_WILDCARD);
 	PMIX_INFO_CREATE(info, 1);
-	if (sig == 9) {
-		PMIX_INFO_LOAD(&info[0], PMIX_JOB_CTRL_KILL, &t, PMIX_BOOL);
-	} else {
-		PMIX_INFO_LOAD(&info[0], PMIX_JOB_CTRL_SIGNAL, &sig, PMIX_INT);
-	}
+	/* Also for SIGKILL: after PMIX_JOB_CTRL_KILL PRRTE reports the job's status as 0. */
+	PMIX_INFO_LOAD(&info[0], PMIX_JOB_CTRL_SIGNAL, &sig, PMIX_INT);
 	rc = PMIx_Job_control(&target, 1, info, 1, NULL, NULL);
 	PMIX_INFO_FREE(info, 1);
 	return rc;
@@ -344,4 +338,34 @@ const char *hp_error_string(int status)
 const char *hp_version(void)
 {
 	return PMIx_Get_version();
+}
+
+/* iofhandler runs on libpmix's progress thread with output of one process of the job. */
+static void iofhandler(size_t id, pmix_iof_channel_t channel, pmix_proc_t *source,
+                       pmix_byte_object_t *payload, pmix_info_t info[], size_t ninfo)
+{
+	if (payload == NULL || payload->bytes == NULL || payload->size == 0) {
+		return;
+	}
+	goPMIxOutput(channel == PMIX_FWD_STDERR_CHANNEL ? 2 : 1, source ? source->nspace : NULL,
+	             source ? source->rank : 0, payload->bytes, payload->size);
+}
+
+int hp_iof_pull(const char *nspace)
+{
+	pmix_proc_t p;
+	int rc;
+
+	pmix_info_t *info;
+	bool t = true;
+
+	PMIX_LOAD_PROCID(&p, nspace, PMIX_RANK_WILDCARD);
+	/* Intercept the output: it is written only here, labelled. */
+	PMIX_INFO_CREATE(info, 1);
+	PMIX_INFO_LOAD(&info[0], PMIX_IOF_REDIRECT, &t, PMIX_BOOL);
+	/* Without a registration callback the call blocks and returns the request id or an error. */
+	rc = PMIx_IOF_pull(&p, 1, info, 1, PMIX_FWD_STDOUT_CHANNEL | PMIX_FWD_STDERR_CHANNEL,
+	                   iofhandler, NULL, NULL);
+	PMIX_INFO_FREE(info, 1);
+	return rc < 0 ? rc : PMIX_SUCCESS;
 }

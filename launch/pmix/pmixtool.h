@@ -27,5 +27,6 @@ int hp_namespaces(const char *qualifier, char **out);
 int hp_signal(const char *nspace, int sig);
 const char *hp_error_string(int status);
 const char *hp_version(void);
+int hp_iof_pull(const char *nspace);
 
 #endif

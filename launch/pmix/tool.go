@@ -17,13 +17,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 )
 
@@ -73,6 +70,11 @@ func goPMIxEvent(code C.int, source *C.char, rank C.uint32_t, nspace, affected, 
 	}
 }
 
+//export goPMIxOutput
+func goPMIxOutput(channel C.int, nspace *C.char, rank C.uint32_t, data *C.char, n C.size_t) {
+	output.add(int(channel), goString(nspace), uint32(rank), C.GoBytes(unsafe.Pointer(data), C.int(n)))
+}
+
 func goString(s *C.char) string {
 	if s == nil {
 		return ""
@@ -90,16 +92,19 @@ type server struct {
 	out *json.Encoder // events, on descriptor 3
 	mu  sync.Mutex
 
-	inited      bool
-	nspace      string // the tool's own
-	launcherNs  string
-	launcherPid int
-	appNs       string
-	hold        string // the hold the job is at, "" once released
-	procs       []Proc
-	lost        bool
-	ended       bool
-	launchSeen  map[string]bool // nspaces with LAUNCH_COMPLETE
+	inited       bool
+	nspace       string // the tool's own
+	launcherNs   string
+	launcherPid  int
+	appNs        string
+	hold         string // the hold the job is at, "" once released
+	procs        []Proc
+	lost         bool
+	ended        bool
+	launchSeen   map[string]bool // nspaces with LAUNCH_COMPLETE
+	pulled       map[string]bool // nspaces whose output is pulled
+	launcherExit chan string     // how the launcher ended, once
+	inflight     chan struct{}   // closed when a PMIx call left running returns
 }
 
 func (s *server) emit(ev Event) {
@@ -130,7 +135,7 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		stdin = os.NewFile(uintptr(fd), "requests")
 	}
 	syscall.CloseOnExec(int(events.Fd()))
-	s := &server{out: json.NewEncoder(events), launchSeen: map[string]bool{}}
+	s := &server{out: json.NewEncoder(events), launchSeen: map[string]bool{}, pulled: map[string]bool{}}
 
 	reqs := make(chan Request)
 	go func() {
@@ -177,10 +182,14 @@ func (s *server) releaseHeld() {
 }
 
 func (s *server) finalize() {
+	if s.inflight != nil {
+		<-s.inflight
+	}
 	if s.inited {
 		s.inited = false
 		C.hp_tool_finalize()
 	}
+	output.flush()
 }
 
 func (s *server) serve(r Request, reqs <-chan Request) {
@@ -235,6 +244,7 @@ func (s *server) handle(ev pmixEvent) {
 			status = ev.exitCode
 		}
 		if !s.ended {
+			output.flush()
 			s.ended = true
 			s.hold = ""
 			s.emit(Event{Ev: EvEnd, Nspace: ns, Status: status})
@@ -254,21 +264,6 @@ func firstOf(ss ...string) string {
 		}
 	}
 	return ""
-}
-
-// cstrings returns a NULL-terminated C array of C strings and its destructor.
-func cstrings(ss []string) (**C.char, func()) {
-	arr := (**C.char)(C.calloc(C.size_t(len(ss)+1), C.size_t(unsafe.Sizeof(uintptr(0)))))
-	v := unsafe.Slice(arr, len(ss)+1)
-	for i, s := range ss {
-		v[i] = C.CString(s)
-	}
-	return arr, func() {
-		for _, p := range v[:len(ss)] {
-			C.free(unsafe.Pointer(p))
-		}
-		C.free(unsafe.Pointer(arr))
-	}
 }
 
 func (s *server) initTool(attachPid int) error {
@@ -307,115 +302,6 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 	}
 	defer C.free(unsafe.Pointer(out))
 	return C.GoString(out), nil
-}
-
-// launch runs the indirect flow: start the launcher so that it calls back, make it the tool's
-// server, release it, and wait until its job is held (or launched, without a hold).
-func (s *server) launch(r Request, reqs <-chan Request) error {
-	if !filepath.IsAbs(r.Launcher) {
-		return fmt.Errorf("pmix: launch: launcher %q is not an absolute path", r.Launcher)
-	}
-	if r.Program == "" {
-		return errors.New("pmix: launch: no program")
-	}
-	switch r.Hold {
-	case "", HoldExec, HoldInit:
-	default:
-		return fmt.Errorf("pmix: launch: unknown hold %q (want %q, %q or none)", r.Hold, HoldExec, HoldInit)
-	}
-	if err := s.initTool(0); err != nil {
-		return err
-	}
-	uri, err := s.getString(s.nspace, 0, "pmix.mysrvr.uri")
-	if err != nil {
-		return err
-	}
-	if err := s.register(codeLostConnection); err != nil {
-		return err
-	}
-	argv := append(append(append([]string{r.Launcher}, r.Args...), r.Program), r.ProgramArgs...)
-	env := r.Env
-	if len(env) == 0 {
-		env = os.Environ()
-	}
-	ccmd, cdir, chold, curi := C.CString(r.Launcher), C.CString(r.Dir), C.CString(r.Hold), C.CString(uri)
-	defer C.free(unsafe.Pointer(ccmd))
-	defer C.free(unsafe.Pointer(cdir))
-	defer C.free(unsafe.Pointer(chold))
-	defer C.free(unsafe.Pointer(curi))
-	cargv, freeArgv := cstrings(argv)
-	defer freeArgv()
-	cenv, freeEnv := cstrings(env)
-	defer freeEnv()
-	var ns [256]C.char
-	if rc := C.hp_spawn_launcher(ccmd, cargv, cenv, cdir, chold, curi, &ns[0], C.size_t(len(ns))); rc != 0 {
-		return pmixError("PMIx_Spawn "+r.Launcher, rc)
-	}
-	s.launcherNs = C.GoString(&ns[0])
-	s.launcherPid = childPid()
-	s.emit(Event{Ev: EvLauncher, LauncherPid: s.launcherPid, Nspace: s.launcherNs})
-
-	cns := C.CString(s.launcherNs)
-	defer C.free(unsafe.Pointer(cns))
-	if rc := C.hp_set_server(cns, setServerTimeout); rc != 0 {
-		return pmixError(fmt.Sprintf("PMIx_tool_set_server %s@0 (%s)", s.launcherNs, r.Launcher), rc)
-	}
-	// Registrations made before set_server would stay with the tool itself.
-	if err := s.register(codeReadyForDebug, codeLaunchComplete, codeJobEnd, codeLostConnection); err != nil {
-		return err
-	}
-	if rc := C.hp_release(cns, 0); rc != 0 {
-		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s@0", s.launcherNs), rc)
-	}
-	if err := s.waitLaunched(r, reqs); err != nil {
-		return err
-	}
-	if r.Hold == "" {
-		s.hold = ""
-	} else {
-		s.hold = r.Hold
-	}
-	return s.readyEvent()
-}
-
-// waitLaunched waits for READY_FOR_DEBUG (held) or LAUNCH_COMPLETE (no hold) for the application.
-func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
-	for {
-		if s.appNs != "" && (r.Hold != "" || s.launchSeen[s.appNs]) && !s.ended {
-			return nil
-		}
-		if r.Hold == "" && s.appNs == "" {
-			for ns := range s.launchSeen {
-				if ns != s.launcherNs {
-					s.appNs = ns
-				}
-			}
-			if s.appNs != "" {
-				continue
-			}
-		}
-		if s.ended {
-			st, _ := procStatus(s.launcherPid)
-			return fmt.Errorf("pmix: launch: job %s ended before it was ready%s", s.appNs, st)
-		}
-		if s.lost {
-			return fmt.Errorf("pmix: launch: lost the connection to the launcher %s (pid %d) before its job was ready", r.Launcher, s.launcherPid)
-		}
-		select {
-		case ev := <-pmixEvents:
-			s.handle(ev)
-		case next, ok := <-reqs:
-			if !ok {
-				return errors.New("pmix: launch: the front end went away")
-			}
-			s.fail(fmt.Errorf("pmix: %s: a launch is in progress", next.Op))
-		case <-time.After(time.Second):
-			// A launcher that exited without a word (not even a lost connection).
-			if s.launcherPid > 0 && !alive(s.launcherPid) {
-				return fmt.Errorf("pmix: launch: the launcher %s (pid %d) exited before its job was ready", r.Launcher, s.launcherPid)
-			}
-		}
-	}
 }
 
 // readyEvent reads the proc table of the application and reports it.
@@ -564,47 +450,4 @@ func (s *server) namespaces() ([]string, error) {
 		}
 	}
 	return nss, nil
-}
-
-// childPid returns the pid of this process's one child (the launcher libpmix started).
-func childPid() int {
-	tasks, _ := filepath.Glob("/proc/self/task/*/children")
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				return pid
-			}
-		}
-	}
-	return 0
-}
-
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// A zombie has exited.
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
-}
-
-// procStatus says how a launcher that is a zombie child of the tool ended, or "".
-func procStatus(pid int) (string, error) {
-	if pid <= 0 {
-		return "", nil
-	}
-	var ws syscall.WaitStatus
-	got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-	if err != nil || got != pid {
-		return "", err
-	}
-	if ws.Signaled() {
-		return fmt.Sprintf(" (launcher killed by %v)", ws.Signal()), nil
-	}
-	return fmt.Sprintf(" (launcher exited with status %d)", ws.ExitStatus()), nil
 }

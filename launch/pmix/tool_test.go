@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,9 +62,9 @@ func launcher(t *testing.T, name string) string {
 	return p
 }
 
-// launchArgs are the launcher arguments the tests use: 4 ranks on this one machine, each
-// output line labelled with its rank.
-var launchArgs = []string{"--oversubscribe", "-np", "4", "--output", "tag"}
+// launchArgs are the launcher arguments the tests use: 4 ranks on this one machine. No output
+// option: the launcher forwards the ranks' output to the tool, which labels it.
+var launchArgs = []string{"--map-by", ":oversubscribe", "-np", "4"}
 
 // procState returns the state letter of pid from /proc/PID/stat.
 func procState(t *testing.T, pid int) string {
@@ -131,7 +131,16 @@ func checkProcs(t *testing.T, r Ready, exe string) {
 
 func TestLaunchHoldExec(t *testing.T) {
 	ranks, _ := buildPrograms(t)
-	for _, name := range []string{"prterun", "mpirun"} {
+	// The launcher's own output options do not matter: it forwards the ranks' text to the
+	// tool, which labels it.
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"prterun", launchArgs},
+		{"mpirun", append(slices.Clone(launchArgs), "--output", "tag")},
+	} {
+		name := c.name
 		t.Run(name, func(t *testing.T) {
 			tool, stdout, stderr := startTool(t, "serve")
 			defer func() {
@@ -142,11 +151,12 @@ func TestLaunchHoldExec(t *testing.T) {
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			r, err := tool.Launch(ctx, Request{Launcher: launcher(t, name), Args: launchArgs, Program: ranks, Hold: HoldExec})
+			start := time.Now()
+			r, err := tool.Launch(ctx, Request{Launcher: launcher(t, name), Args: c.args, Program: ranks, Hold: HoldExec})
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Logf("ready: %+v", r)
+			t.Logf("ready after %v: %+v", time.Since(start), r)
 			if r.Hold != HoldExec || r.Nspace == "" || r.LauncherPid <= 0 || r.Version == "" {
 				t.Errorf("Ready = %+v", r)
 			}
@@ -173,25 +183,381 @@ func TestLaunchHoldExec(t *testing.T) {
 	}
 }
 
-// checkOutput checks that every rank's line arrived on the tool's stdout, labelled.
+// checkOutput checks that the tool's stdout holds exactly each rank's line, once, labelled
+// with its rank.
 func checkOutput(t *testing.T, stdout string, r Ready) {
 	t.Helper()
 	b, err := os.ReadFile(stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lines []string
+	want := map[string]int{}
 	for _, p := range r.Procs {
-		want := fmt.Sprintf("<stdout>: rank %d of 4 pid %d", p.Rank, p.Pid)
-		if !strings.Contains(string(b), want) {
-			t.Errorf("tool stdout lacks %q", want)
-		}
-		lines = append(lines, want)
+		want[fmt.Sprintf("[1,%d]<stdout>: rank %d of 4 pid %d", p.Rank, p.Rank, p.Pid)] = 0
 	}
-	sort.Strings(lines)
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if _, ok := want[line]; !ok {
+			t.Errorf("tool stdout line %q is not one rank's labelled line", line)
+			continue
+		}
+		want[line]++
+	}
+	for line, n := range want {
+		if n != 1 {
+			t.Errorf("tool stdout holds %q %d times, want once", line, n)
+		}
+	}
 	if t.Failed() {
 		t.Logf("tool stdout:\n%s", b)
 	}
 }
 
-var _ = syscall.SIGCONT
+// startServe starts the tool and logs its stderr if the test fails.
+func startServe(t *testing.T, env ...string) (*Tool, string) {
+	t.Helper()
+	tool, stdout, stderr := startTool(t, "serve", env...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(stderr)
+			t.Logf("tool stderr:\n%s", b)
+		}
+	})
+	return tool, stdout
+}
+
+// TestLaunchHoldInit holds the ranks in PMIx_Init: running (not stopped), each blocked in
+// MPI_Init, and released by DEBUGGER_RELEASE.
+func TestLaunchHoldInit(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	tool, stdout := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "mpirun"), Args: launchArgs, Program: ranks, Hold: HoldInit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Hold != HoldInit {
+		t.Errorf("hold %q, want %q", r.Hold, HoldInit)
+	}
+	checkProcs(t, r, ranks)
+	// Held in PMIx_Init: gdb's backtrace of each rank goes through MPI_Init, and nothing
+	// was printed yet.
+	for _, p := range r.Procs {
+		if st := procState(t, p.Pid); st == "T" || st == "t" || st == "Z" {
+			t.Errorf("rank %d state %s, want running or sleeping", p.Rank, st)
+		}
+		if gdb, err := exec.LookPath("gdb"); err == nil {
+			out, _ := exec.Command(gdb, "-batch", "-nx", "-p", fmt.Sprint(p.Pid), "-ex", "bt").CombinedOutput()
+			if !strings.Contains(string(out), "PMPI_Init") && !strings.Contains(string(out), "MPI_Init") {
+				t.Errorf("rank %d backtrace does not pass through MPI_Init:\n%s", p.Rank, out)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(stdout); strings.Contains(string(b), "rank ") {
+		t.Errorf("a held rank printed: %q", b)
+	}
+	if err := tool.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitEnd(t, tool); st != 0 {
+		t.Errorf("job status %d, want 0", st)
+	}
+	if err := tool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkOutput(t, stdout, r)
+}
+
+// TestLaunchExitStatus: the job's status is the ranks' exit status.
+func TestLaunchExitStatus(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	tool, _ := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, ProgramArgs: []string{"3"}, Hold: HoldExec}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tool.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitEnd(t, tool); st != 3 {
+		t.Errorf("job status %d, want 3", st)
+	}
+}
+
+// TestLaunchNoHold: without a hold the job runs at once; ready still gives the table.
+func TestLaunchNoHold(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	tool, stdout := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, ProgramArgs: []string{"0", "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Hold != HoldNone {
+		t.Errorf("hold %q, want %q", r.Hold, HoldNone)
+	}
+	checkProcs(t, r, ranks)
+	if st := waitEnd(t, tool); st != 0 {
+		t.Errorf("job status %d, want 0", st)
+	}
+	if err := tool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkOutput(t, stdout, r)
+}
+
+// TestCloseWhileHeld: ending the tool with the ranks stopped on exec lets them run to the
+// end; none is left stopped. Close releases first; a tool whose input just ends (the front
+// end died) releases on its own.
+func TestCloseWhileHeld(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	for _, how := range []string{"Close", "end of input"} {
+		t.Run(how, func(t *testing.T) {
+			tool, _ := startServe(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, Hold: HoldExec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "Close" {
+				if err := tool.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				tool.reqs.Close()
+				select {
+				case <-tool.exited:
+				case <-ctx.Done():
+					t.Fatal("the tool did not exit at the end of its input")
+				}
+			}
+			// The ranks and the launcher run to completion on their own (their output, with
+			// the tool gone, goes nowhere).
+			waitGone(t, r.LauncherPid)
+			for _, p := range r.Procs {
+				waitGone(t, p.Pid)
+			}
+		})
+	}
+}
+
+// TestKill signals the running ranks through the launcher, and kills held ones.
+func TestKill(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	for _, c := range []struct {
+		name    string
+		sig     syscall.Signal
+		release bool
+	}{
+		{"SIGTERM running", syscall.SIGTERM, true},
+		{"SIGKILL held", syscall.SIGKILL, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tool, _ := startServe(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, ProgramArgs: []string{"0", "60"}, Hold: HoldExec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.release {
+				if err := tool.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tool.Kill(ctx, c.sig); err != nil {
+				t.Fatal(err)
+			}
+			st := waitEnd(t, tool)
+			t.Logf("job status after %v: %d", c.sig, st)
+			// The launcher reports a signalled job as 128 + the signal.
+			if st != 128+int(c.sig) {
+				t.Errorf("job status %d after %v, want %d", st, c.sig, 128+int(c.sig))
+			}
+			for _, p := range r.Procs {
+				waitGone(t, p.Pid)
+			}
+		})
+	}
+}
+
+// waitGone waits until pid no longer exists (or is a zombie), failing if it stays stopped.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		st := string(b[i+2])
+		if st == "Z" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d still there in state %s", pid, st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLaunchNotALauncher: a program that never calls back gives an error, not a hang.
+func TestLaunchNotALauncher(t *testing.T) {
+	for _, c := range []struct{ launcher, program, says string }{
+		{"/bin/true", "/bin/true", "the launcher exited without calling back"},
+		{"/bin/sleep", "30", "the launcher runs but did not call back"},
+	} {
+		l := c.launcher
+		t.Run(filepath.Base(l), func(t *testing.T) {
+			tool, _ := startServe(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			_, err := tool.Launch(ctx, Request{Launcher: l, Program: c.program, Hold: HoldExec})
+			if err == nil {
+				t.Fatalf("Launch with %s succeeded", l)
+			}
+			t.Logf("Launch with %s: %v", l, err)
+			for _, want := range []string{"PMIx_tool_set_server", l, c.says} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q lacks %q", err, want)
+				}
+			}
+			pid := tool.LauncherPid()
+			if err := tool.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			if pid > 0 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+	}
+}
+
+// TestLaunchBadRequest: bad input is refused before anything starts.
+func TestLaunchBadRequest(t *testing.T) {
+	tool, _ := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, c := range []struct {
+		req  Request
+		want string
+	}{
+		{Request{Launcher: "mpirun", Program: "/bin/true"}, "not an absolute path"},
+		{Request{Launcher: "/bin/true"}, "no program"},
+		{Request{Launcher: "/bin/true", Program: "/bin/true", Hold: "main"}, `unknown hold "main"`},
+	} {
+		if _, err := tool.Launch(ctx, c.req); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Launch(%+v) = %v, want %q", c.req, err, c.want)
+		}
+	}
+	if err := tool.Release(ctx); err == nil || !strings.Contains(err.Error(), "no job") {
+		t.Errorf("Release without a job = %v", err)
+	}
+}
+
+// TestAttach attaches by pid to a running 4-rank prterun job, reads its table, detaches, and
+// the job completes.
+func TestAttach(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "job.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	job := exec.Command(launcher(t, "prterun"), append(slices.Clone(launchArgs), ranks, "0", "6")...)
+	job.Stdout, job.Stderr = out, out
+	job.Env = append(os.Environ(), "TMPDIR="+dir)
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- job.Wait() }()
+	defer job.Process.Kill()
+	// Wait until every rank has printed (the job runs).
+	waitFor(t, out.Name(), 4, "rank ")
+
+	// The tool finds the launcher's rendezvous file under its TMPDIR.
+	tool, _ := startServe(t, "TMPDIR="+dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// A wrong nspace is refused; the launcher's one job is found without one.
+	if _, err := tool.Attach(ctx, job.Process.Pid, "nosuchjob@1"); err == nil {
+		t.Error("Attach to job nosuchjob@1 succeeded")
+	} else {
+		t.Logf("Attach to nosuchjob@1: %v", err)
+	}
+	tool, _ = startServe(t, "TMPDIR="+dir)
+	r, err := tool.Attach(ctx, job.Process.Pid, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("attached: %+v", r)
+	if r.Hold != HoldNone || r.LauncherPid != job.Process.Pid {
+		t.Errorf("Ready = %+v", r)
+	}
+	checkProcs(t, r, ranks)
+	if err := tool.Detach(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			b, _ := os.ReadFile(out.Name())
+			t.Fatalf("job after detach: %v\n%s", err, b)
+		}
+	case <-ctx.Done():
+		t.Fatal("the job did not complete after detach")
+	}
+}
+
+// waitFor waits until file holds n lines containing s.
+func waitFor(t *testing.T, file string, n int, s string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, _ := os.ReadFile(file)
+		if strings.Count(string(b), s) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds %q after a minute", file, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestLauncherDies: a launcher killed while its job runs ends the wait for the job with an
+// error, not a hang.
+func TestLauncherDies(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	tool, _ := startServe(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, ProgramArgs: []string{"0", "5"}, Hold: HoldExec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tool.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(r.LauncherPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tool.Ended():
+	case <-ctx.Done():
+		t.Fatal("Ended not closed after the launcher died")
+	}
+	if st, err := tool.Status(); err == nil || !strings.Contains(err.Error(), "lost") {
+		t.Errorf("Status = %d, %v; want the lost connection", st, err)
+	}
+	// The ranks outlive their launcher and run to their end; none stays behind stopped.
+	for _, p := range r.Procs {
+		waitGone(t, p.Pid)
+	}
+}
