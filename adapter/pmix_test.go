@@ -3,7 +3,9 @@
 package adapter
 
 import (
+	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,29 +38,57 @@ func needOpenMPI5(t *testing.T) *program {
 // code and its output labelled by rank; the user is told which protocol was chosen.
 func TestPMIxMPIRunBreakpoint(t *testing.T) {
 	p := needOpenMPI5(t)
-	mpirunBreakpoint(t, p, "mpirun.openmpi", ompi5Env, 1, 4, 16)
+	// (With one rank, MPI_Allreduce has nothing to combine: TestPMIxStopAtEntry covers np 1.)
+	mpirunBreakpoint(t, p, "mpirun.openmpi", ompi5Env, 4, 16)
 }
 
 // Under PMIx the ranks are held at their exec, before any of their code ran: stopAtEntry
-// stops every rank at main.
+// stops every rank at main (no "main has already run" notice), and a breakpoint after
+// MPI_Init then stops each rank with its own rank number in `rank`.
 func TestPMIxStopAtEntry(t *testing.T) {
 	p := needOpenMPI5(t)
-	d := newDAP(t, viaPipe)
-	defer d.close()
-	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": 4, "env": ompi5Env,
-		"stopAtEntry": true})
-	d.call("configurationDone", nil, nil)
-	if b := d.stopped(); b.Reason != "entry" {
-		t.Fatalf("stop %+v, want the entry stop", b)
-	}
-	waitOutput(t, d, "through the PMIx tool interface")
-	if out := allOutput(d); strings.Contains(out, "main has already run") {
-		t.Errorf("output says main has already run:\n%s", out)
-	}
-	for _, r := range d.ranks().Ranks {
-		if frames := d.stackTrace(r.ThreadID); len(frames) == 0 || frames[0].Name != "main" {
-			t.Errorf("rank %d held at %v, want main", r.Rank, frameNames(frames))
-		}
+	for _, np := range []int{1, 4} {
+		t.Run(fmt.Sprintf("np%d", np), func(t *testing.T) {
+			d := newDAP(t, viaPipe)
+			defer d.close()
+			d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "env": ompi5Env,
+				"args": []string{"-"}, "stopAtEntry": true, "stopMode": "rank"})
+			d.setBreakpoints(p.src, p.line(t, "after_init"))
+			d.call("configurationDone", nil, nil)
+			// stopMode "rank": one entry stop per rank.
+			for range np {
+				if b := d.stopped(); b.Reason != "entry" {
+					t.Fatalf("stop %+v, want the entry stops first", b)
+				}
+			}
+			waitOutput(t, d, "through the PMIx tool interface")
+			if out := allOutput(d); strings.Contains(out, "main has already run") {
+				t.Errorf("output says main has already run:\n%s", out)
+			}
+			rs := d.ranks().Ranks
+			for _, r := range rs {
+				if frames := d.stackTrace(r.ThreadID); len(frames) == 0 || frames[0].Name != "main" {
+					t.Errorf("rank %d held at %v, want main", r.Rank, frameNames(frames))
+				}
+			}
+			for _, r := range rs {
+				d.call("continue", map[string]any{"threadId": r.ThreadID}, nil)
+			}
+			tids := waitBreakpointStops(t, d, np)
+			for rank, tid := range tids {
+				frames := d.stackTrace(tid)
+				if len(frames) == 0 || frames[0].Line != p.line(t, "after_init") {
+					t.Fatalf("rank %d stopped at %v, want line %d", rank, frameNames(frames), p.line(t, "after_init"))
+				}
+				var ev struct {
+					Result string `json:"result"`
+				}
+				d.call("evaluate", map[string]any{"expression": "rank", "frameId": frames[0].Id, "context": "watch"}, &ev)
+				if ev.Result != strconv.Itoa(rank) {
+					t.Errorf("rank %d: rank = %q", rank, ev.Result)
+				}
+			}
+		})
 	}
 }
 

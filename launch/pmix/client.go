@@ -29,6 +29,7 @@ type Tool struct {
 
 	mu          sync.Mutex
 	launcherPid int
+	launched    bool // the tool started the launcher (its child): the job lives as long as the tool
 	held        bool // a launch or attach reported a hold that no release ended
 	ended       chan struct{}
 	endOnce     sync.Once
@@ -259,6 +260,7 @@ func (t *Tool) ready(ctx context.Context, req Request) (Ready, error) {
 	t.mu.Lock()
 	t.held = ev.Hold == HoldExec || ev.Hold == HoldInit
 	t.launcherPid = ev.LauncherPid
+	t.launched = req.Op == OpLaunch
 	t.mu.Unlock()
 	return Ready{LauncherPid: ev.LauncherPid, Nspace: ev.Nspace, Hold: ev.Hold, Procs: ev.Procs, Version: ev.Version}, nil
 }
@@ -297,7 +299,9 @@ func (t *Tool) Detach(ctx context.Context) error {
 }
 
 // Close releases a job that is still held, then ends the tool process: closing its input makes
-// it finalise and exit; one that does not within closeWait is killed. Close is idempotent.
+// it finalise and exit; one that does not within closeWait is killed. A tool that launched a job
+// still running is not waited for: it stays until the job ends, which it would not outlive.
+// Close is idempotent.
 func (t *Tool) Close() error {
 	t.mu.Lock()
 	if t.closed {
@@ -317,6 +321,18 @@ func (t *Tool) Close() error {
 	}
 	// The tool releases a held job itself on end of input too.
 	t.reqs.Close()
+	t.mu.Lock()
+	launched := t.launched
+	t.mu.Unlock()
+	if launched {
+		select {
+		case <-t.ended:
+		default:
+			// The launcher is the tool's child: the tool stays until the job ends (its output
+			// still reaching the output file) and exits then.
+			return errors.Join(errs...)
+		}
+	}
 	select {
 	case <-t.exited:
 	case <-time.After(closeWait):

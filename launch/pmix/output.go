@@ -10,8 +10,8 @@ import (
 )
 
 // labeller writes the job's output forwarded to the tool, one line at a time, each labelled
-// the way Open MPI's "--output tag" labels it: "[job,rank]<stdout>: text", job being the part
-// of the nspace after its '@'.
+// the way Open MPI's --tag-output labels it: "[job,rank]<stdout>:text" (the text exactly as
+// the rank wrote it), job being the part of the nspace after its '@'.
 type labeller struct {
 	mu      sync.Mutex
 	stdout  io.Writer
@@ -71,5 +71,5 @@ func (l *labeller) write(src outputSource, line []byte) {
 	if src.channel == 2 {
 		w, stream = l.stderr, "stderr"
 	}
-	fmt.Fprintf(w, "[%s,%d]<%s>: %s", job, src.rank, stream, line)
+	fmt.Fprintf(w, "[%s,%d]<%s>:%s", job, src.rank, stream, line)
 }

@@ -116,7 +116,8 @@ func (s *server) emit(ev Event) {
 func (s *server) fail(err error) { s.emit(Event{Ev: EvError, Error: err.Error()}) }
 
 // ServeTool serves the tool protocol: requests on stdin, events on events, until stdin ends or a
-// detach request. Then a job the tool still holds is released and the tool finalises.
+// detach request. Then a job the tool still holds is released and the tool finalises — at end
+// of input, once a job it launched has ended.
 func ServeTool(stdin io.Reader, events *os.File) error {
 	// The launcher this process starts inherits its descriptors: keep it off the request and
 	// event pipes (it would read requests as the job's input, and hold the event pipe open).
@@ -157,6 +158,7 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		case r, ok := <-reqs:
 			if !ok {
 				s.releaseHeld()
+				s.outliveFrontEnd()
 				return nil
 			}
 			if r.Op == OpDetach {
@@ -168,6 +170,25 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 			s.serve(r, reqs)
 		case ev := <-pmixEvents:
 			s.handle(ev)
+		}
+	}
+}
+
+// outliveFrontEnd keeps the tool until the job it launched ends, once its front end has gone
+// (end of input): the launcher is this process's child and is lost with it, and with the
+// launcher the job; meanwhile the job's output still goes to the output file. A job this tool
+// attached to, or one whose launcher is gone, needs nothing of it.
+func (s *server) outliveFrontEnd() {
+	if s.launcherExit == nil || s.appNs == "" {
+		return
+	}
+	for !s.ended && !s.lost {
+		select {
+		case ev := <-pmixEvents:
+			s.handle(ev)
+		case how := <-s.launcherExit:
+			s.launcherExit <- how
+			return
 		}
 	}
 }

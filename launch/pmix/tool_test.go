@@ -193,7 +193,7 @@ func checkOutput(t *testing.T, stdout string, r Ready) {
 	}
 	want := map[string]int{}
 	for _, p := range r.Procs {
-		want[fmt.Sprintf("[1,%d]<stdout>: rank %d of 4 pid %d", p.Rank, p.Rank, p.Pid)] = 0
+		want[fmt.Sprintf("[1,%d]<stdout>:rank %d of 4 pid %d", p.Rank, p.Rank, p.Pid)] = 0
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
 		if _, ok := want[line]; !ok {
