@@ -29,6 +29,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet $(PMIX_TAGS) ./...
 
 test-go:
 	$(GO) test -count=1 -timeout 20m ./...
@@ -40,6 +41,7 @@ test-race:
 test-pmix:
 	./scripts/debian13-root.sh ensure
 	./scripts/debian13-root.sh run -- $(GO) test -count=1 -tags pmix -timeout 10m ./launch/pmix/...
+	./scripts/debian13-root.sh run -- $(GO) test -count=1 -tags pmix -timeout 15m -run 'PMIx|ChooseProtocol' ./launch/ ./adapter/
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh

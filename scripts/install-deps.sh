@@ -16,6 +16,8 @@ packages=(
   lldb-15
   # MPI launchers and a workload manager for the launcher tests (a local 4-node Slurm cluster)
   openmpi-bin libopenmpi-dev mpich libmpich-dev slurm-wlm munge bc
+  # the PMIx tool (libpmix 4.2 to build against) and the Debian 13 root with Open MPI 5 for its tests
+  libpmix-dev pkg-config debootstrap
 )
 
 # "demo" installs only what `make demo` needs: a C compiler for the bundled program.
