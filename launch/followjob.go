@@ -106,11 +106,21 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 		return nil, fmt.Errorf("launch: %s: %s: %w%s%s", j.id, phase, err, outputTail(spec.Output), la.logTail(8))
 	}
 	w := &rankWatch{ranks: map[int]followRank{}, news: make(chan struct{}, 1)}
+	// A connection that fails because the agent has ended says so (its log, quoted, tells
+	// what it had caught).
+	agentEnded := func(err error) error {
+		select {
+		case <-la.done:
+			return fmt.Errorf("the agent following it ended (%v) before the front end reached it: %w", la.Cmd.ProcessState, err)
+		case <-time.After(2 * time.Second):
+			return err
+		}
+	}
 	if j.mgmt, err = DialManagement(ctx, la.Addr, la.Token, "hpcdap-launch", w, nil); err != nil {
-		return fail("connect to the following agent", err)
+		return fail("connect to the following agent", agentEnded(err))
 	}
 	if err := j.mgmt.Call(ctx, "ranks.subscribe", struct{}{}, nil); err != nil {
-		return fail("ranks.subscribe", err)
+		return fail("ranks.subscribe", agentEnded(err))
 	}
 	t0 := time.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
