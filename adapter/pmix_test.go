@@ -42,8 +42,8 @@ func TestPMIxMPIRunBreakpoint(t *testing.T) {
 	mpirunBreakpoint(t, p, "mpirun.openmpi", ompi5Env, 4, 16)
 }
 
-// Under PMIx the ranks are held at their exec, before any of their code ran: stopAtEntry
-// stops every rank at main (no "main has already run" notice), and a breakpoint after
+// An MPI program is held inside PMIx_Init, in MPI_Init (as under Open MPI 4): stopAtEntry
+// stops every rank there, under main, and says that main has already run; a breakpoint after
 // MPI_Init then stops each rank with its own rank number in `rank`.
 func TestPMIxStopAtEntry(t *testing.T) {
 	p := needOpenMPI5(t)
@@ -55,20 +55,22 @@ func TestPMIxStopAtEntry(t *testing.T) {
 				"args": []string{"-"}, "stopAtEntry": true, "stopMode": "rank"})
 			d.setBreakpoints(p.src, p.line(t, "after_init"))
 			d.call("configurationDone", nil, nil)
-			// stopMode "rank": one entry stop per rank.
-			for range np {
-				if b := d.stopped(); b.Reason != "entry" {
-					t.Fatalf("stop %+v, want the entry stops first", b)
-				}
+			// Ranks held where the launcher holds them are stopped in place: one entry stop.
+			if b := d.stopped(); b.Reason != "entry" {
+				t.Fatalf("stop %+v, want the entry stop first", b)
 			}
 			waitOutput(t, d, "through the PMIx tool interface")
-			if out := allOutput(d); strings.Contains(out, "main has already run") {
-				t.Errorf("output says main has already run:\n%s", out)
-			}
+			waitOutput(t, d, "main has already run")
 			rs := d.ranks().Ranks
 			for _, r := range rs {
-				if frames := d.stackTrace(r.ThreadID); len(frames) == 0 || frames[0].Name != "main" {
-					t.Errorf("rank %d held at %v, want main", r.Rank, frameNames(frames))
+				if r.State != "stopped" {
+					t.Fatalf("rank %d is %s after the entry stop", r.Rank, r.State)
+				}
+			}
+			for _, r := range rs {
+				frames := d.stackTrace(r.ThreadID)
+				if i := indexOfFrame(frames, 0, "MPI_Init"); i < 0 || indexOfFrame(frames, i, "main") < 0 {
+					t.Errorf("rank %d held at %v, want inside MPI_Init under main", r.Rank, frameNames(frames))
 				}
 			}
 			for _, r := range rs {
@@ -89,6 +91,35 @@ func TestPMIxStopAtEntry(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A program that is not an MPI program never reaches PMIx_Init: the launcher holds its ranks
+// at their exec, and stopAtEntry stops each at main, before any of its code ran.
+func TestPMIxStopAtEntryNotMPI(t *testing.T) {
+	needOpenMPI5(t)
+	p := compileC(t, "nap")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": 2, "env": ompi5Env,
+		"stopAtEntry": true, "stopMode": "rank"})
+	d.call("configurationDone", nil, nil)
+	for range 2 {
+		if b := d.stopped(); b.Reason != "entry" {
+			t.Fatalf("stop %+v, want the entry stops", b)
+		}
+	}
+	rs := d.ranks().Ranks
+	if len(rs) != 2 {
+		t.Fatalf("ranks %+v, want 2", rs)
+	}
+	for _, r := range rs {
+		if frames := d.stackTrace(r.ThreadID); len(frames) == 0 || frames[0].Name != "main" {
+			t.Errorf("rank %d held at %v, want main", r.Rank, frameNames(frames))
+		}
+	}
+	if out := allOutput(d); strings.Contains(out, "main has already run") {
+		t.Errorf("output says main has already run:\n%s", out)
 	}
 }
 

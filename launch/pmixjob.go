@@ -33,9 +33,24 @@ type pmixJob struct {
 	closed   bool
 }
 
-// pmixHold is the hold a launch asks the launcher for: ranks stopped at their exec, before
-// their first instruction, so that breakpoints are in place before any rank code runs.
-const pmixHold = pmix.HoldExec
+// pmixHold chooses where the launcher holds the ranks of program: an MPI program (one that
+// loads libmpi or libpmix) inside PMIx_Init, in MPI_Init, as Open MPI 4 holds them; any other
+// program at its exec, before its first instruction (it never calls PMIx_Init). PRRTE's stop
+// on exec would serve both, but it stalls past a few dozen ranks of a node (PRRTE 3.0.8: of
+// 64 ranks 21 to 29 are ever started), while the hold in PMIx_Init scales.
+func pmixHold(program string, env []string) string {
+	deps, err := NewResolver(env).Resolve(program)
+	if err != nil {
+		return pmix.HoldExec
+	}
+	for _, d := range deps {
+		base := filepath.Base(d.Path)
+		if strings.HasPrefix(base, "libmpi.") || strings.HasPrefix(base, "libpmix.") {
+			return pmix.HoldInit
+		}
+	}
+	return pmix.HoldExec
+}
 
 // holdOf turns a PMIx hold name into the job layer's Hold.
 func holdOf(h string) Hold {
@@ -89,8 +104,8 @@ func startTool(ctx context.Context, fe *Frontend, env []string, output, tmp stri
 	return t, nil
 }
 
-// launchPMIx spawns the launcher from a PMIx tool process with the ranks held at their exec
-// and reads the rank table. On any failure the tool process is ended, which releases and
+// launchPMIx spawns the launcher from a PMIx tool process with the ranks held (pmixHold) and
+// reads the rank table. On any failure the tool process is ended, which releases and
 // ends what it started.
 func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec) (*pmixJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
@@ -103,7 +118,7 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 	name := filepath.Base(path)
 	fe.progressf("launch: %s: starting through the PMIx tool interface", name)
 	ready, err := t.Launch(ctx, pmix.Request{Launcher: path, Args: spec.Args, Program: spec.Program,
-		ProgramArgs: spec.ProgramArgs, Env: env, Dir: spec.Dir, Hold: pmixHold})
+		ProgramArgs: spec.ProgramArgs, Env: env, Dir: spec.Dir, Hold: pmixHold(spec.Program, env)})
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("launch: %s through PMIx: %w%s", name, err, outputTail(spec.Output))
