@@ -332,8 +332,7 @@ func (j *Job) armEntry() error {
 		all = all.Add(r.Num)
 	}
 	bp := &userBP{id: 0, kind: bpEntry, fn: "main", ranks: all}
-	j.bps.resolve(bp, j.binaries(ctx))
-	if !bp.resolved {
+	if !j.bps.resolve(bp, j.binaries(ctx)) {
 		return fmt.Errorf("no main function: %s", bp.message)
 	}
 	j.bps.mu.Lock()
@@ -382,14 +381,16 @@ func (j *Job) liveRanks() []*Rank {
 	return out
 }
 
-// resolve computes a breakpoint's link-time locations in each binary.
-func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) {
-	bp.locs = map[*symbols.Binary][]symbols.Location{}
-	bp.resolved = false
-	bp.message = ""
+// resolve computes a breakpoint's link-time locations in each binary. The lookups read only
+// what names the breakpoint's place, which never changes; the result is stored under b.mu,
+// since bp may already be in b.sets, where hits, planting and responses read it. It returns
+// whether bp resolved.
+func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) (resolved bool) {
+	all := map[*symbols.Binary][]symbols.Location{}
+	var actual symbols.Location
 	var lastErr error
 	for i, bin := range bins {
-		if (bp.kind == bpFunction || bp.kind == bpEntry) && bp.resolved && i > 0 {
+		if (bp.kind == bpFunction || bp.kind == bpEntry) && resolved && i > 0 {
 			// Found in the program: its libraries are not searched (they are large, and a
 			// program's own function is what a user names).
 			break
@@ -414,29 +415,37 @@ func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) {
 			continue
 		}
 		if len(locs) > 0 {
-			bp.locs[bin] = locs
-			if !bp.resolved {
+			all[bin] = locs
+			if !resolved {
 				// Report the line the program stops at (past a prologue), as gdb does.
-				bp.actual = locs[0]
+				actual = locs[0]
 				if l, ok := bin.LineForPC(locs[0].Addr); ok && l.Line > 0 {
-					bp.actual.File, bp.actual.Line = l.File, l.Line
+					actual.File, actual.Line = l.File, l.Line
 				}
 			}
-			bp.resolved = true
+			resolved = true
 		}
 	}
-	if !bp.resolved {
+	message := ""
+	if !resolved {
 		switch {
 		case bp.kind == bpSource && (lastErr == nil || errors.Is(lastErr, symbols.ErrNoCode)):
-			bp.message = fmt.Sprintf("no code for %s:%d in the program or its libraries", filepath.Base(bp.path), bp.line)
+			message = fmt.Sprintf("no code for %s:%d in the program or its libraries", filepath.Base(bp.path), bp.line)
 		case bp.kind == bpFunction && lastErr == nil:
-			bp.message = fmt.Sprintf("no function %q in the program or its libraries", bp.fn)
+			message = fmt.Sprintf("no function %q in the program or its libraries", bp.fn)
 		case lastErr != nil:
-			bp.message = lastErr.Error()
+			message = lastErr.Error()
 		default:
-			bp.message = "no location"
+			message = "no location"
 		}
 	}
+	b.mu.Lock()
+	bp.locs, bp.resolved, bp.message = all, resolved, message
+	if resolved {
+		bp.actual = actual
+	}
+	b.mu.Unlock()
+	return resolved
 }
 
 // addrsFor returns the run-time addresses of bp in rank r (whose modules are known).

@@ -129,8 +129,7 @@ func (j *Job) onLibraryEvent(r *Rank) {
 	if len(waiting) > 0 {
 		bins := j.binaries(ctx)
 		for _, bp := range waiting {
-			j.bps.resolve(bp, bins)
-			if bp.resolved {
+			if j.bps.resolve(bp, bins) {
 				found = append(found, bp)
 			}
 		}
