@@ -126,3 +126,8 @@ func (b liveBackend) end(kill bool) {
 
 // end finishes with the job's processes: killed with kill, else left running untouched.
 func (j *Job) end(kill bool) { j.back.end(kill) }
+
+// viewModules returns the modules of the rank the client looks at.
+func (j *Job) viewModules(ctx context.Context) ([]*symbols.Module, error) {
+	return j.back.viewModules(ctx)
+}

@@ -8,8 +8,6 @@ import (
 	"sort"
 
 	"github.com/google/go-dap"
-	"github.com/hpcdap/hpcdap/cdti"
-	"github.com/hpcdap/hpcdap/symbols"
 )
 
 func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
@@ -57,35 +55,6 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	}
 	resp.Body.Details = details
 	s.send(resp)
-}
-
-// stopSignal returns the notification of the signal that r is stopped for, or nil if it is
-// not stopped for a signal.
-func (j *Job) stopSignal(r *Rank) *cdti.NotifySignal {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if r.notif == nil || (r.stopReason != "exception" && r.stopReason != "signal") {
-		return nil
-	}
-	return r.notif
-}
-
-// faultAddress computes the address a faulting instruction accessed from its memory operand
-// and the thread's registers (the CDTI Notify carries a data address for watchpoints only).
-func faultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
-	ts, err := r.sym.stack(ctx, lwp)
-	if err != nil {
-		return 0, false
-	}
-	pc, _ := ts.regs.PC()
-	var code [16]byte
-	n, _ := ts.proc.Mem.ReadAt(code[:], pc)
-	return ts.proc.Arch.AccessAddress(code[:n], pc, ts.gp)
-}
-
-// viewModules returns the modules of the rank the client looks at.
-func (j *Job) viewModules(ctx context.Context) ([]*symbols.Module, error) {
-	return j.back.viewModules(ctx)
 }
 
 func (s *Session) onModulesRequest(req *dap.ModulesRequest) {

@@ -467,3 +467,15 @@ func parseFocus(s string, size int) (rankset.Set, error) {
 
 // defaultTimeout bounds one request's CDTI work.
 const defaultTimeout = 60 * time.Second
+
+// ranksArg resolves an optional rank set argument ("" is the whole job).
+func (j *Job) ranksArg(s string) (rankset.Set, error) {
+	if s == "" {
+		var all rankset.Set
+		for _, r := range j.ranks {
+			all = all.Add(r.Num)
+		}
+		return all, nil
+	}
+	return j.parseRanks(s)
+}

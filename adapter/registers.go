@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hpcdap/hpcdap/arch"
@@ -84,4 +85,17 @@ func patchByName(a *symbols.Arch, gp, fp []byte, name string, v uint64) (cdti.Re
 		return cdtiSet(s.Set), data, nil
 	}
 	return 0, nil, fmt.Errorf("register %s cannot be written", name)
+}
+
+// faultAddress computes the address a faulting instruction accessed from its memory operand
+// and the thread's registers (the CDTI Notify carries a data address for watchpoints only).
+func faultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
+	ts, err := r.sym.stack(ctx, lwp)
+	if err != nil {
+		return 0, false
+	}
+	pc, _ := ts.regs.PC()
+	var code [16]byte
+	n, _ := ts.proc.Mem.ReadAt(code[:], pc)
+	return ts.proc.Arch.AccessAddress(code[:n], pc, ts.gp)
 }

@@ -498,3 +498,14 @@ const (
 	stopRank                   // the thread's rank
 	stopThread                 // only the thread
 )
+
+// stopSignal returns the notification of the signal that r is stopped for, or nil if it is
+// not stopped for a signal.
+func (j *Job) stopSignal(r *Rank) *cdti.NotifySignal {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.notif == nil || (r.stopReason != "exception" && r.stopReason != "signal") {
+		return nil
+	}
+	return r.notif
+}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/google/go-dap"
-	"github.com/hpcdap/hpcdap/rankset"
 )
 
 func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
@@ -166,16 +165,4 @@ func (s *Session) onFocusRequest(req *FocusRequest) {
 	}
 	j.setFocus(set)
 	s.respond(&req.Request, FocusBody{Focus: set.String(), Count: set.Len()})
-}
-
-// ranksArg resolves an optional rank set argument ("" is the whole job).
-func (j *Job) ranksArg(s string) (rankset.Set, error) {
-	if s == "" {
-		var all rankset.Set
-		for _, r := range j.ranks {
-			all = all.Add(r.Num)
-		}
-		return all, nil
-	}
-	return j.parseRanks(s)
 }

@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -433,26 +432,4 @@ func hasAssignment(expr string) bool {
 		}
 	}
 	return false
-}
-
-// globalScope returns a process to evaluate expressions without a frame in: the first
-// stopped rank of the focus.
-func (j *Job) globalScope() (*symbols.Process, *Thread, error) {
-	for _, r := range j.focusRanks() {
-		j.mu.Lock()
-		stopped := r.state == rankStopped
-		t := r.mainThread()
-		j.mu.Unlock()
-		if !stopped || t == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(j.ctx, defaultTimeout)
-		ts, err := r.sym.stack(ctx, t.LWP)
-		cancel()
-		if err != nil {
-			return nil, nil, err
-		}
-		return ts.proc, t, nil
-	}
-	return nil, nil, errors.New("no rank of the focus is stopped")
 }
