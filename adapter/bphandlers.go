@@ -343,7 +343,7 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 // dataValue finds the value a dataBreakpointInfo request names.
 func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Value, *frameRef, error) {
 	if a.VariablesReference != 0 {
-		v, ok := j.handles.get(a.VariablesReference)
+		v, ok := s.handles.get(a.VariablesReference)
 		ref, isRef := v.(*varRef)
 		if !ok || !isRef {
 			return nil, nil, fmt.Errorf("variables reference %d is not valid at this stop", a.VariablesReference)
@@ -368,7 +368,7 @@ func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Val
 		return val, ref.frame, err
 	}
 	if a.FrameId != 0 {
-		v, ok := j.handles.get(a.FrameId)
+		v, ok := s.handles.get(a.FrameId)
 		fr, isFrame := v.(*frameRef)
 		if !ok || !isFrame {
 			return nil, nil, fmt.Errorf("frame %d is not a frame of a current stop", a.FrameId)

@@ -34,7 +34,6 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 	j := &Job{ev: cfg.events, ctx: cfg.ctx, callTimeout: cfg.callTimeout, size: 1, mode: stopAll, byNum: map[int]*Rank{},
 		threads: map[int]*Thread{}, syms: cfg.syms, changed: map[*Rank]bool{}}
 	j.bps = newBreakpoints(j)
-	j.handles.init()
 	j.focus = rankset.Of(0)
 	leader := c.Threads[0]
 	n := &node{host: "core", ep: &launch.AgentEndpoint{}}

@@ -27,7 +27,7 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 	r.notif = nil
 	r.gen++
 	r.sym.invalidate()
-	j.handles.dropRank(r)
+	j.ev.StopOver(r.Num)
 	if r.stepper != nil {
 		r.stepper.cancelLocked()
 	}

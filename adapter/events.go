@@ -32,6 +32,10 @@ type Events interface {
 	BreakpointChanged(bp *userBP)
 	// RanksChanged reports the new state of ranks that changed, in rank order.
 	RanksChanged(ranks []RankStatus)
+	// StopOver reports that the stop of a rank is over (it runs again, or it ended): what
+	// was read at that stop (frames, scopes, variables) no longer holds. It is called with
+	// the job's lock held, before the rank runs, and must return at once.
+	StopOver(rank int)
 	// ModuleLoaded reports a library a rank loaded.
 	ModuleLoaded(m *symbols.Module)
 	// Logf writes a diagnostic line to the log.

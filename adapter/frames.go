@@ -86,7 +86,7 @@ func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels 
 	}
 	for i := start; i < end; i++ {
 		f := ts.frames[i]
-		id := j.handles.add(t.Rank, &frameRef{thread: t, level: i, frame: f, ts: ts})
+		id := s.handles.add(t.Rank.Num, &frameRef{thread: t, level: i, frame: f, ts: ts})
 		out = append(out, s.dapFrame(id, f))
 	}
 	return out
@@ -127,7 +127,7 @@ func (s *Session) localSource(f *symbols.Frame) *dap.Source {
 
 // frame returns the frame a frame id stands for, or answers with an error.
 func (s *Session) frame(r *dap.Request, j *Job, id int) *frameRef {
-	v, ok := j.handles.get(id)
+	v, ok := s.handles.get(id)
 	fr, isFrame := v.(*frameRef)
 	if !ok || !isFrame {
 		s.sendError(r, errBadArguments, fmt.Sprintf("%s: frame %d is not a frame of a current stop", r.Command, id))
@@ -147,10 +147,10 @@ func (s *Session) onScopesRequest(req *dap.ScopesRequest) {
 	}
 	r := fr.thread.Rank
 	resp := &dap.ScopesResponse{Response: newResponse(&req.Request)}
-	locals := j.handles.add(r, &varRef{kind: varLocals, frame: fr})
-	args := j.handles.add(r, &varRef{kind: varArgs, frame: fr})
-	regs := j.handles.add(r, &varRef{kind: varRegisters, frame: fr})
-	globals := j.handles.add(r, &varRef{kind: varGlobals, frame: fr})
+	locals := s.handles.add(r.Num, &varRef{kind: varLocals, frame: fr})
+	args := s.handles.add(r.Num, &varRef{kind: varArgs, frame: fr})
+	regs := s.handles.add(r.Num, &varRef{kind: varRegisters, frame: fr})
+	globals := s.handles.add(r.Num, &varRef{kind: varGlobals, frame: fr})
 	scopes := []dap.Scope{
 		{Name: "Locals", PresentationHint: "locals", VariablesReference: locals},
 		{Name: "Arguments", PresentationHint: "arguments", VariablesReference: args},

@@ -104,7 +104,6 @@ type Job struct {
 	exited     bool // every rank has exited and the exited event was sent
 	stopAll    bool // terminating: notifications no longer stop anything
 	signalStop bool // setExceptionBreakpoints: stop on signals
-	handles    handles
 	lineBuf    lineBuffer
 	outputs    []*outputStream
 }
@@ -138,7 +137,6 @@ func newJob(ctx context.Context, cfg jobConfig, g *launch.Agents, mode stopMode,
 		syms: cfg.syms, changed: map[*Rank]bool{}, signalStop: true}
 	j.back = liveBackend{j}
 	j.bps = newBreakpoints(j)
-	j.handles.init()
 	for i := range g.Endpoints {
 		ep := &g.Endpoints[i]
 		n, infos, err := dialNode(ctx, ep, j.onRankOutput)

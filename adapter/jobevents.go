@@ -93,6 +93,9 @@ func wireRankStates(ranks []RankStatus) []RankState {
 	return out
 }
 
+// StopOver forgets the frame ids and variables references of the rank's stop.
+func (e jobEvents) StopOver(rank int) { e.s.handles.dropRank(rank) }
+
 // ModuleLoaded sends a module event.
 func (e jobEvents) ModuleLoaded(m *symbols.Module) {
 	e.s.sendEvent("module", map[string]any{"reason": "new", "module": map[string]any{

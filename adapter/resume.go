@@ -51,7 +51,7 @@ func (j *Job) beginRunLocked(r *Rank) {
 	r.notif = nil
 	r.gen++
 	r.sym.invalidate()
-	j.handles.dropRank(r)
+	j.ev.StopOver(r.Num)
 	if r.sym.mem != nil {
 		r.sym.mem.live.Store(false)
 	}
@@ -139,7 +139,7 @@ func (j *Job) continueOne(r *Rank, epoch int) error {
 		r.state = rankRunning
 		r.gen++
 		r.sym.invalidate()
-		j.handles.dropRank(r)
+		j.ev.StopOver(r.Num)
 		j.markChanged(r)
 	}
 	j.mu.Unlock()
@@ -202,7 +202,7 @@ func (j *Job) releaseThread(t *Thread) error {
 		r.state = rankRunning
 		r.gen++
 		r.sym.invalidate()
-		j.handles.dropRank(r)
+		j.ev.StopOver(r.Num)
 	}
 	j.markChanged(r)
 	j.mu.Unlock()

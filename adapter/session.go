@@ -47,6 +47,7 @@ type Session struct {
 	closeOnce   sync.Once
 	progressID  int
 	sources     sourceCache // which recorded source paths exist here
+	handles     handles     // frame ids and variables references of the ranks' stops
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool
@@ -61,6 +62,7 @@ func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
 	s := &Session{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.inPlaceSeq.Store(-1)
+	s.handles.init()
 	return s
 }
 

@@ -18,7 +18,7 @@ func (s *Session) onVariablesRequest(req *dap.VariablesRequest) {
 	if j == nil {
 		return
 	}
-	v, ok := j.handles.get(req.Arguments.VariablesReference)
+	v, ok := s.handles.get(req.Arguments.VariablesReference)
 	ref, isRef := v.(*varRef)
 	if !ok || !isRef {
 		s.sendError(&req.Request, errVariables, fmt.Sprintf("variables: reference %d is not valid at this stop",
@@ -96,7 +96,7 @@ func (s *Session) variable(j *Job, fr *frameRef, name, expr string, v *symbols.V
 	}
 	dv.Value = formatValue(v, hex)
 	if n := v.NumChildren(); n > 0 {
-		dv.VariablesReference = j.handles.add(fr.thread.Rank, &varRef{kind: varValue, frame: fr, value: v, expr: expr})
+		dv.VariablesReference = s.handles.add(fr.thread.Rank.Num, &varRef{kind: varValue, frame: fr, value: v, expr: expr})
 		st := v.Type.Strip()
 		if st != nil && st.Kind == symbols.KindArray {
 			dv.IndexedVariables = n
@@ -230,7 +230,7 @@ func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
 		return
 	}
 	a := req.Arguments
-	v, ok := j.handles.get(a.VariablesReference)
+	v, ok := s.handles.get(a.VariablesReference)
 	ref, isRef := v.(*varRef)
 	if !ok || !isRef {
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable: reference %d is not valid at this stop", a.VariablesReference))
