@@ -131,3 +131,17 @@ func (j *Job) end(kill bool) { j.back.end(kill) }
 func (j *Job) viewModules(ctx context.Context) ([]*symbols.Module, error) {
 	return j.back.viewModules(ctx)
 }
+
+// frozen says why the job's processes can neither run nor be changed (a core file), nil when
+// they can.
+func (j *Job) frozen() error { return j.back.frozen() }
+
+// readMemory reads up to count bytes at addr of the rank the client looks at.
+func (j *Job) readMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
+	return j.back.readMemory(ctx, addr, count)
+}
+
+// viewProcess returns the process image of the rank the client looks at.
+func (j *Job) viewProcess(ctx context.Context) (*symbols.Process, error) {
+	return j.back.viewProcess(ctx)
+}

@@ -78,7 +78,7 @@ func failureText(f map[int]string) string {
 // breakpointsBody reports the breakpoints a set request ended with, in its order.
 func (s *Session) breakpointsBody(j *Job, list []*userBP) BreakpointsBody {
 	out := BreakpointsBody{Breakpoints: []Breakpoint{}}
-	for _, bp := range j.bps.snapshots(list) {
+	for _, bp := range j.snapshots(list) {
 		out.Breakpoints = append(out.Breakpoints, s.dapBreakpoint(bp))
 	}
 	return out
@@ -238,7 +238,7 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 	a := req.Arguments
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	bins := j.back.binaries(ctx)
+	bins := j.binaries(ctx)
 	first := s.lineIn(a.Line)
 	last := first
 	if a.EndLine > 0 {
@@ -280,7 +280,7 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 		resp.Body.Description = why
 		s.send(resp)
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.frozen(); err != nil {
 		fail(err.Error())
 		return
 	}
@@ -323,7 +323,7 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 		fail(fmt.Sprintf("%s: %d bytes at %#x: hardware watchpoints need 1, 2, 4 or 8 aligned bytes", a.Name, size, addr))
 		return
 	}
-	mods, _ = r.sym.modules(ctx, false)
+	mods, _ = r.modules(ctx)
 	id := fmt.Sprintf("a:%d:%x:%d:%s", r.Num, addr, size, a.Name)
 	for _, m := range mods {
 		if m.Contains(addr) {

@@ -496,3 +496,7 @@ func (b *breakpoints) removeAll(ctx context.Context) {
 
 // entryDone reports whether r has passed the stopAtEntry breakpoint; b.mu must be held.
 func (b *breakpoints) entryDone(r *Rank) bool { return b.passed[r] }
+
+// snapshots copies breakpoints for a response, in their order: copies the job no longer
+// changes, to format without its lock.
+func (j *Job) snapshots(list []*userBP) []*userBP { return j.bps.snapshots(list) }

@@ -114,3 +114,11 @@ func (c *coreJob) readMemory(_ context.Context, addr uint64, count int) ([]byte,
 func (c *coreJob) traceback(context.Context, *Rank, int) ([]cdti.TraceFrame, error) {
 	return nil, errPostMortem
 }
+
+// reportPostMortemStop reports the stop a core file's rank is in (the entry stop of a
+// post-mortem session); a live job reports nothing.
+func (j *Job) reportPostMortemStop() {
+	if c, ok := j.back.(*coreJob); ok {
+		c.reportStop()
+	}
+}

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/go-dap"
@@ -35,17 +36,13 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 // stoppedThread returns the thread named by a request if its rank is stopped, else answers
 // the request with an error.
 func (s *Session) stoppedThread(r *dap.Request, j *Job, id int) *Thread {
-	t := j.thread(id)
-	if t == nil {
-		s.sendError(r, errBadArguments, fmt.Sprintf("%s: unknown thread %d", r.Command, id))
-		return nil
-	}
-	j.mu.Lock()
-	st := t.Rank.state
-	held := t.Rank.sym.held[t.LWP] // stop mode thread: this thread is stopped, others run
-	j.mu.Unlock()
-	if st != rankStopped && !held {
-		s.sendError(r, errRunning, fmt.Sprintf("%s: rank %d is %s", r.Command, t.Rank.Num, st))
+	t, err := j.stoppedThread(id)
+	if err != nil {
+		code := errBadArguments
+		if errors.Is(err, errNotStopped) {
+			code = errRunning
+		}
+		s.sendError(r, code, r.Command+": "+err.Error())
 		return nil
 	}
 	return t
@@ -63,7 +60,7 @@ func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
 	j.setViewRank(t.Rank)
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	ts, err := t.Rank.sym.stack(ctx, t.LWP)
+	ts, err := t.Rank.stack(ctx, t.LWP)
 	if err != nil {
 		s.sendError(&req.Request, errStackTrace, fmt.Sprintf("stack of %s: %v", t.Name, err))
 		return

@@ -37,13 +37,6 @@ func newCaller(t *Thread, ts *threadStack) *threadCaller {
 	return &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: ts.proc, timeout: t.Rank.job.callTimeout}
 }
 
-// callsAllowed says whether an evaluate request of DAP context ctx may call functions: not on
-// hover, where merely pointing at a call in the editor must not run code.
-func callsAllowed(ctx string) bool { return ctx != "hover" }
-
-// errHoverCall is the answer to a call on hover.
-var errHoverCall = errors.New("function calls are not evaluated on hover; evaluate the expression in the debug console or as a watch")
-
 // noCaller refuses every call with a fixed error.
 type noCaller struct{ err error }
 
@@ -184,3 +177,21 @@ func (j *Job) globalScope() (*symbols.Process, *Thread, error) {
 	}
 	return nil, nil, errors.New("no rank of the focus is stopped")
 }
+
+// evalOptions returns the options to evaluate an expression with in thread t of process p:
+// function calls run in t, unless the job cannot run (a core file) or refuse, when not nil,
+// says why calls are not made. The caller it returns, if any, says afterwards whether a
+// function was called (madeCall).
+func (j *Job) evalOptions(t *Thread, p *symbols.Process, refuse error) (symbols.EvalOptions, *threadCaller) {
+	if err := j.frozen(); err != nil {
+		return symbols.EvalOptions{Caller: noCaller{err}}, nil
+	}
+	if refuse != nil {
+		return symbols.EvalOptions{Caller: noCaller{refuse}}, nil
+	}
+	c := &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: j.callTimeout}
+	return symbols.EvalOptions{Caller: c}, c
+}
+
+// madeCall reports whether a function was called through c.
+func (c *threadCaller) madeCall() bool { return c != nil && c.called }

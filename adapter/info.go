@@ -42,7 +42,7 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	resp.Body.Description = desc
 	resp.Body.BreakMode = "always"
 	details := &dap.ExceptionDetails{Message: desc, TypeName: "signal", FullTypeName: signalName(sig)}
-	if ts, err := r.sym.stack(ctx, int(n.ThreadID)); err == nil {
+	if ts, err := r.stack(ctx, int(n.ThreadID)); err == nil {
 		var b []byte
 		for _, f := range ts.frames {
 			line := fmt.Sprintf("#%d %#x in %s", f.Level, f.PC, frameName(f))

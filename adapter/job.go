@@ -477,3 +477,13 @@ func (j *Job) ranksArg(s string) (rankset.Set, error) {
 	}
 	return j.parseRanks(s)
 }
+
+// setNoDebug makes the job run as if nobody watched (noDebug): no breakpoint is planted and
+// signals reach the program.
+func (j *Job) setNoDebug() {
+	j.noStop = true
+	j.signalStop = false
+}
+
+// allRanks returns the job's ranks in rank order; the table is fixed once the job started.
+func (j *Job) allRanks() []*Rank { return j.ranks }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/google/go-dap"
@@ -206,9 +205,8 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
 	}
-	j.noStop = plan.noDebug
 	if plan.noDebug {
-		j.signalStop = false // signals reach the program as if nobody watched
+		j.setNoDebug()
 	}
 	s.mu.Lock()
 	s.job = j
@@ -217,7 +215,7 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	s.entryInPlace = inPlace
 	s.mu.Unlock()
 	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
-		SystemProcessId: j.ranks[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
+		SystemProcessId: j.allRanks()[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
 	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
 	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
 }
@@ -264,8 +262,8 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 				s.launchedJob = false
 				s.entryStop = plan.stopAtEntry
 				s.mu.Unlock()
-				s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: j.ranks[0].Exe,
-					SystemProcessId: j.ranks[0].Pid, IsLocalProcess: true, StartMethod: "attach", PointerSize: 64}})
+				s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: j.allRanks()[0].Exe,
+					SystemProcessId: j.allRanks()[0].Pid, IsLocalProcess: true, StartMethod: "attach", PointerSize: 64}})
 				s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
 				s.send(&dap.AttachResponse{Response: newResponse(&req.Request)})
 				return
@@ -307,25 +305,7 @@ func (s *Session) startJob(start func(ctx context.Context, progress func(done, t
 		}
 	})
 	if err == nil {
-		// Read each rank's modules (the DWARF of each distinct binary once, through the cache).
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var firstErr error
-		for _, r := range j.liveRanks() {
-			wg.Go(func() {
-				defer j.recoverPanic(fmt.Sprintf("symbols of rank %d", r.Num))
-				if e := r.sym.ensure(ctx); e != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = e
-					}
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		j.updateLibraryWatch(ctx, j.liveRanks())
-		if firstErr != nil {
+		if firstErr := j.loadSymbols(ctx); firstErr != nil {
 			s.sendOutput("important", fmt.Sprintf("symbols: %v\n", firstErr))
 		}
 	}
@@ -335,7 +315,7 @@ func (s *Session) startJob(start func(ctx context.Context, progress func(done, t
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}
-	s.progressEnd(pid, fmt.Sprintf("%d rank(s) ready", len(j.ranks)))
+	s.progressEnd(pid, fmt.Sprintf("%d rank(s) ready", len(j.allRanks())))
 	j.flushChanged()
 	return j, nil
 }
@@ -355,9 +335,9 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 	entry := s.entryStop
 	launched := s.launchedJob
 	s.mu.Unlock()
-	if c, ok := j.back.(*coreJob); ok {
+	if j.frozen() != nil {
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-		c.reportStop()
+		j.reportPostMortemStop()
 		return
 	}
 	if entry && (!launched || s.entryInPlace) {
@@ -373,7 +353,7 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 		}
 	}
 	s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-	if _, err := j.continueRanks(j.ranks, nil); err != nil {
+	if err := j.continueAll(); err != nil {
 		s.sendOutput("important", fmt.Sprintf("start the ranks: %v\n", err))
 	}
 }
@@ -405,10 +385,9 @@ func (s *Session) releaseWLM(j *Job, wl *wlmJob, stopAtEntry, launched bool) (in
 	hold := wl.hold()
 	ctx, cancel := context.WithTimeout(s.ctx, wlmPhaseTimeout)
 	defer cancel()
-	if err := wl.release(ctx, j); err != nil {
+	if err := j.releaseLauncher(ctx, wl); err != nil {
 		return false, err
 	}
-	j.wlm = wl
 	if launched && stopAtEntry && (hold == launch.HoldInInit || hold == launch.HoldNone) {
 		where := "inside MPI_Init"
 		if hold == launch.HoldNone {
@@ -428,7 +407,7 @@ func (s *Session) onTerminateRequest(req *dap.TerminateRequest) {
 		return
 	}
 	s.send(&dap.TerminateResponse{Response: newResponse(&req.Request)})
-	if j.back.frozen() != nil {
+	if j.frozen() != nil {
 		s.sendTerminated()
 		return
 	}

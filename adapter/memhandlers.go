@@ -32,7 +32,7 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 	count := min(a.Count, maxReadMemory)
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	data, err := j.back.readMemory(ctx, addr, count)
+	data, err := j.readMemory(ctx, addr, count)
 	if err != nil {
 		s.sendError(&req.Request, errReadMemory, "readMemory: "+err.Error())
 		return
@@ -50,7 +50,7 @@ func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 		return
 	}
 	a := req.Arguments
-	if err := j.back.frozen(); err != nil {
+	if err := j.frozen(); err != nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
 		return
 	}
@@ -71,12 +71,8 @@ func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	if err := r.sym.ensure(ctx); err != nil {
+	if err := j.writeMemory(ctx, r, addr, data); err != nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
-		return
-	}
-	if _, err := r.sym.mem.WriteAt(data, addr); err != nil {
-		s.sendError(&req.Request, errWriteMemory, fmt.Sprintf("writeMemory at %#x on rank %d: %v", addr, r.Num, err))
 		return
 	}
 	resp := &dap.WriteMemoryResponse{Response: newResponse(&req.Request)}
@@ -180,7 +176,7 @@ func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
 	defer cancel()
-	p, err := j.back.viewProcess(ctx)
+	p, err := j.viewProcess(ctx)
 	if err != nil {
 		s.sendError(&req.Request, errDisassemble, "disassemble: "+err.Error())
 		return

@@ -201,3 +201,14 @@ func (m *rankMemory) WriteAt(p []byte, addr uint64) (int, error) {
 func (m *rankMemory) readDirect(ctx context.Context, addr uint64, n int) ([]byte, error) {
 	return m.rs.client().ReadMemory(ctx, m.rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
 }
+
+// writeMemory writes data at addr of rank r (its symbols are read first, if they were not).
+func (j *Job) writeMemory(ctx context.Context, r *Rank, addr uint64, data []byte) error {
+	if err := r.sym.ensure(ctx); err != nil {
+		return err
+	}
+	if _, err := r.sym.mem.WriteAt(data, addr); err != nil {
+		return fmt.Errorf("write at %#x on rank %d: %w", addr, r.Num, err)
+	}
+	return nil
+}

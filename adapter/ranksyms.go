@@ -553,3 +553,13 @@ func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
 	}
 	return tp, nil
 }
+
+// stack returns the stack of the rank's thread lwp at this stop (read once per stop).
+func (r *Rank) stack(ctx context.Context, lwp int) (*threadStack, error) {
+	return r.sym.stack(ctx, lwp)
+}
+
+// modules returns the rank's modules as last read from its link map.
+func (r *Rank) modules(ctx context.Context) ([]*symbols.Module, error) {
+	return r.sym.modules(ctx, false)
+}

@@ -99,3 +99,13 @@ func faultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
 	n, _ := ts.proc.Mem.ReadAt(code[:], pc)
 	return ts.proc.Arch.AccessAddress(code[:n], pc, ts.gp)
 }
+
+// setRegister writes register name of thread t, in the register set read at its stop (ts).
+func (j *Job) setRegister(ctx context.Context, t *Thread, ts *threadStack, name string, val uint64) error {
+	r := t.Rank
+	set, data, err := patchByName(ts.proc.Arch, ts.gp, ts.fp, name, val)
+	if err != nil {
+		return err
+	}
+	return r.node.client.SetRegisterSet(ctx, uint32(r.Num), uint32(t.LWP), set, data)
+}

@@ -208,3 +208,34 @@ func (j *Job) releaseThread(t *Thread) error {
 	j.mu.Unlock()
 	return err
 }
+
+// continueFrom resumes what a continue request of thread t resumes (runTargets): a thread
+// that stop mode thread holds alone is released; otherwise every stopped rank of its targets
+// is continued. It returns the threads that now run and whether the targets are the whole
+// job (both nil and false for a released thread).
+func (j *Job) continueFrom(t *Thread) (resumed []*Thread, all bool, err error) {
+	ranks := j.runTargets(t, false)
+	var own *Rank
+	if len(ranks) == 1 {
+		// One rank (stop modes rank and thread): no stop of it is half handled while it is
+		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
+		// running again, before this continue looks at it).
+		own = ranks[0]
+		own.evMu.Lock()
+		defer own.evMu.Unlock()
+	}
+	if j.heldAlone(t) {
+		return nil, false, j.releaseThread(t)
+	}
+	resumed, err = j.continueRanks(ranks, own)
+	if err != nil {
+		return nil, false, err
+	}
+	return resumed, len(ranks) == len(j.ranks), nil
+}
+
+// continueAll resumes every rank (the start of a launched job).
+func (j *Job) continueAll() error {
+	_, err := j.continueRanks(j.ranks, nil)
+	return err
+}

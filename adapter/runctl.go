@@ -509,3 +509,20 @@ func (j *Job) stopSignal(r *Rank) *cdti.NotifySignal {
 	}
 	return r.notif
 }
+
+// pauseFrom pauses what a pause request of thread t stops: its run targets, or the focus when
+// t is nil. It reports whether any rank was running.
+func (j *Job) pauseFrom(t *Thread) bool {
+	if t == nil {
+		return j.pause(j.focusRanks())
+	}
+	return j.pause(j.runTargets(t, false))
+}
+
+// restatePause reports t stopped for a pause that found nothing running, when its rank is
+// stopped: the client still expects to hear that the thread is stopped.
+func (j *Job) restatePause(t *Thread) {
+	if j.stateOf(t.Rank) == rankStopped {
+		j.sendStopped(t, stopInfo{reason: "pause", tid: t.LWP}, j.mode == stopAll)
+	}
+}

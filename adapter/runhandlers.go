@@ -12,7 +12,7 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 	if j == nil {
 		return
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.frozen(); err != nil {
 		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return
 	}
@@ -21,34 +21,15 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 		s.sendError(&req.Request, errBadArguments, fmt.Sprintf("continue: unknown thread %d", req.Arguments.ThreadId))
 		return
 	}
-	ranks := j.runTargets(t, req.Arguments.SingleThread)
 	if req.Arguments.SingleThread {
 		s.continueSingleThread(req, j, t)
 		return
 	}
-	var own *Rank
-	if len(ranks) == 1 {
-		// One rank (stop modes rank and thread): no stop of it is half handled while it is
-		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
-		// running again, before this continue looks at it).
-		own = ranks[0]
-		own.evMu.Lock()
-		defer own.evMu.Unlock()
-	}
-	if j.heldAlone(t) {
-		if err := j.releaseThread(t); err != nil {
-			s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
-			return
-		}
-		s.send(&dap.ContinueResponse{Response: newResponse(&req.Request)})
-		return
-	}
-	resumed, err := j.continueRanks(ranks, own)
+	resumed, all, err := j.continueFrom(t)
 	if err != nil {
 		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return
 	}
-	all := len(ranks) == len(j.ranks)
 	resp := &dap.ContinueResponse{Response: newResponse(&req.Request)}
 	resp.Body.AllThreadsContinued = all
 	s.send(resp)
@@ -80,7 +61,7 @@ func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.Stepp
 	if j == nil {
 		return
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.frozen(); err != nil {
 		s.sendError(r, errRunControl, r.Command+": "+err.Error())
 		return
 	}
@@ -123,24 +104,15 @@ func (s *Session) onPauseRequest(req *dap.PauseRequest) {
 	if j == nil {
 		return
 	}
-	if j.back.frozen() != nil { // stopped for good
+	if j.frozen() != nil { // stopped for good
 		s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
 		return
 	}
 	t := j.thread(req.Arguments.ThreadId)
-	var ranks []*Rank
-	if t != nil {
-		ranks = j.runTargets(t, false)
-	} else {
-		ranks = j.focusRanks()
-	}
-	any := j.pause(ranks)
+	any := j.pauseFrom(t)
 	s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
 	if !any && t != nil {
-		// Nothing was running: the client still expects to hear that the thread is stopped.
-		if j.stateOf(t.Rank) == rankStopped {
-			j.sendStopped(t, stopInfo{reason: "pause", tid: t.LWP}, j.mode == stopAll)
-		}
+		j.restatePause(t)
 	}
 }
 

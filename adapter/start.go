@@ -106,3 +106,27 @@ func rankList(ranks []*Rank) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// loadSymbols reads each live rank's modules (the DWARF of each distinct binary once,
+// through the cache) and starts watching library loads where breakpoints wait for one. It
+// returns the first rank's error; the other ranks are read all the same.
+func (j *Job) loadSymbols(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for _, r := range j.liveRanks() {
+		wg.Go(func() {
+			defer j.recoverPanic(fmt.Sprintf("symbols of rank %d", r.Num))
+			if e := r.sym.ensure(ctx); e != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = e
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	j.updateLibraryWatch(ctx, j.liveRanks())
+	return firstErr
+}

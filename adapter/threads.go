@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -145,3 +146,41 @@ func (j *Job) liveThreads(ctx context.Context, max int) []Thread {
 	}
 	return list
 }
+
+// errNotStopped is what an operation that needs a stopped thread answers for a thread whose
+// rank runs (errors.Is); errUnknownThread for a thread id the job does not know.
+var (
+	errNotStopped    = errors.New("not stopped")
+	errUnknownThread = errors.New("unknown thread")
+)
+
+// notStoppedError says which rank runs (or ended) where a stopped thread was needed.
+type notStoppedError struct {
+	rank  int
+	state rankState
+}
+
+func (e *notStoppedError) Error() string        { return fmt.Sprintf("rank %d is %s", e.rank, e.state) }
+func (e *notStoppedError) Is(target error) bool { return target == errNotStopped }
+
+// stoppedThread returns the thread with DAP id for an operation that reads or runs it
+// stopped: its rank is stopped, or (stop mode thread) the thread itself is held while its
+// rank runs. The error wraps errUnknownThread or errNotStopped.
+func (j *Job) stoppedThread(id int) (*Thread, error) {
+	t := j.thread(id)
+	if t == nil {
+		return nil, fmt.Errorf("%w %d", errUnknownThread, id)
+	}
+	j.mu.Lock()
+	st := t.Rank.state
+	held := t.Rank.sym.held[t.LWP] // stop mode thread: this thread is stopped, others run
+	j.mu.Unlock()
+	if st != rankStopped && !held {
+		return nil, &notStoppedError{rank: t.Rank.Num, state: st}
+	}
+	return t, nil
+}
+
+// dropStack forgets the thread's stack read at this stop, after a write (a register, a
+// variable, a function call) may have changed it.
+func (t *Thread) dropStack() { t.Rank.sym.dropStack(t.LWP) }

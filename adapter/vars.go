@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -236,7 +237,7 @@ func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable: reference %d is not valid at this stop", a.VariablesReference))
 		return
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.frozen(); err != nil {
 		s.sendError(&req.Request, errSetVariable, "setVariable: "+err.Error())
 		return
 	}
@@ -296,14 +297,9 @@ func (s *Session) setRegister(req *dap.SetVariableRequest, j *Job, ref *varRef) 
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable: %q is not an integer", req.Arguments.Value))
 		return
 	}
-	r := fr.thread.Rank
-	arch := fr.frame.Process().Arch
-	set, data, err := patchByName(arch, fr.ts.gp, fr.ts.fp, req.Arguments.Name, val)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
-		err = r.node.client.SetRegisterSet(ctx, uint32(r.Num), uint32(fr.thread.LWP), set, data)
-		cancel()
-	}
+	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	err = j.setRegister(ctx, fr.thread, fr.ts, req.Arguments.Name, val)
+	cancel()
 	if err != nil {
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable %s: %v", req.Arguments.Name, err))
 		return
@@ -316,7 +312,7 @@ func (s *Session) setRegister(req *dap.SetVariableRequest, j *Job, ref *varRef) 
 
 // invalidateAfterWrite drops what the write may have changed and tells the client to refresh.
 func (s *Session) invalidateAfterWrite(j *Job, t *Thread) {
-	t.Rank.sym.dropStack(t.LWP)
+	t.dropStack()
 	s.mu.Lock()
 	inval := s.client.SupportsInvalidatedEvent
 	s.mu.Unlock()
@@ -345,15 +341,14 @@ func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
 	var val *symbols.Value
 	var err error
 	var calls *threadCaller
+	var refuse error
+	if !callsAllowed(a.Context) {
+		refuse = errHoverCall
+	}
 	opts := func(t *Thread, p *symbols.Process) symbols.EvalOptions {
-		if err := j.back.frozen(); err != nil {
-			return symbols.EvalOptions{Caller: noCaller{err}}
-		}
-		if !callsAllowed(a.Context) {
-			return symbols.EvalOptions{Caller: noCaller{errHoverCall}}
-		}
-		calls = &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: j.callTimeout}
-		return symbols.EvalOptions{Caller: calls}
+		var o symbols.EvalOptions
+		o, calls = j.evalOptions(t, p, refuse)
+		return o
 	}
 	if fr != nil {
 		val, err = fr.frame.EvalWith(expr, opts(fr.thread, fr.frame.Process()))
@@ -369,7 +364,7 @@ func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
 	if err == nil {
 		err = val.Fetch()
 	}
-	called := calls != nil && calls.called
+	called := calls.madeCall()
 	if called && fr.thread != nil {
 		s.invalidateAfterWrite(j, fr.thread) // the function may have changed what the client shows
 	}
@@ -433,3 +428,10 @@ func hasAssignment(expr string) bool {
 	}
 	return false
 }
+
+// callsAllowed says whether an evaluate request of DAP context ctx may call functions: not on
+// hover, where merely pointing at a call in the editor must not run code.
+func callsAllowed(ctx string) bool { return ctx != "hover" }
+
+// errHoverCall is the answer to a call on hover.
+var errHoverCall = errors.New("function calls are not evaluated on hover; evaluate the expression in the debug console or as a watch")

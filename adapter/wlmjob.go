@@ -158,3 +158,12 @@ func (l *wlmJob) end(kill bool) {
 		}
 	})
 }
+
+// releaseLauncher lets the launcher of wl go (release) and makes it the job's, to end with it.
+func (j *Job) releaseLauncher(ctx context.Context, wl *wlmJob) error {
+	if err := wl.release(ctx, j); err != nil {
+		return err
+	}
+	j.wlm = wl
+	return nil
+}
