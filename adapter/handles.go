@@ -3,6 +3,7 @@ package adapter
 import (
 	"sync"
 
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -65,10 +66,10 @@ func (h *handles) dropRank(r int) {
 
 // frameRef is what a frame id stands for.
 type frameRef struct {
-	thread *Thread
+	thread *debugger.Thread
 	level  int // index in the thread's stack
 	frame  *symbols.Frame
-	ts     *threadStack
+	ts     *debugger.ThreadStack
 }
 
 // varKind says what a variables reference expands to.

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 )
 
 func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
@@ -20,32 +21,32 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 		return
 	}
 	r := t.Rank
-	n := j.stopSignal(r)
+	n := j.StopSignal(r)
 	if n == nil {
 		s.sendError(&req.Request, errExceptionInfo, fmt.Sprintf("exceptionInfo: rank %d did not stop for a signal", r.Num))
 		return
 	}
 	sig := int(n.Signal)
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	desc := fmt.Sprintf("%s (%s) on rank %d%s, thread LWP %d, at pc %#x", signalName(sig), signalDescription(sig),
-		r.Num, r.where(), n.ThreadID, n.InstAddress)
+	desc := fmt.Sprintf("%s (%s) on rank %d%s, thread LWP %d, at pc %#x", debugger.SignalName(sig), debugger.SignalDescription(sig),
+		r.Num, r.Where(), n.ThreadID, n.InstAddress)
 	addr, known := n.DataAddress, n.DataAddress != 0
 	if !known && (sig == 11 || sig == 7) {
-		addr, known = faultAddress(ctx, r, int(n.ThreadID))
+		addr, known = debugger.FaultAddress(ctx, r, int(n.ThreadID))
 	}
 	if known && (sig == 11 || sig == 7) {
 		desc += fmt.Sprintf(": invalid access to address %#x", addr)
 	}
 	resp := &dap.ExceptionInfoResponse{Response: newResponse(&req.Request)}
-	resp.Body.ExceptionId = signalName(sig)
+	resp.Body.ExceptionId = debugger.SignalName(sig)
 	resp.Body.Description = desc
 	resp.Body.BreakMode = "always"
-	details := &dap.ExceptionDetails{Message: desc, TypeName: "signal", FullTypeName: signalName(sig)}
-	if ts, err := r.stack(ctx, int(n.ThreadID)); err == nil {
+	details := &dap.ExceptionDetails{Message: desc, TypeName: "signal", FullTypeName: debugger.SignalName(sig)}
+	if ts, err := r.Stack(ctx, int(n.ThreadID)); err == nil {
 		var b []byte
-		for _, f := range ts.frames {
-			line := fmt.Sprintf("#%d %#x in %s", f.Level, f.PC, frameName(f))
+		for _, f := range ts.Frames {
+			line := fmt.Sprintf("#%d %#x in %s", f.Level, f.PC, debugger.FrameName(f))
 			if f.HasLine {
 				line += fmt.Sprintf(" at %s:%d", f.Line.File, f.Line.Line)
 			}
@@ -62,9 +63,9 @@ func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	mods, err := j.viewModules(ctx)
+	mods, err := j.ViewModules(ctx)
 	if err != nil {
 		s.sendError(&req.Request, errInternal, "modules: "+err.Error())
 		return
@@ -104,9 +105,9 @@ func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	mods, err := j.viewModules(ctx)
+	mods, err := j.ViewModules(ctx)
 	if err != nil {
 		s.sendError(&req.Request, errInternal, "loadedSources: "+err.Error())
 		return

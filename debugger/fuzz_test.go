@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"strings"
@@ -11,7 +11,7 @@ func FuzzDataID(f *testing.F) {
 	f.Add("m:::0:")
 	f.Add("a:-1:10:4:x")
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := parseDataID(s)
+		d, err := ParseDataID(s)
 		if err == nil && (d.size <= 0 || d.rank < 0 || (d.module == "" && !strings.HasPrefix(s, "a:"))) {
 			t.Fatalf("accepted %q as %+v", s, d)
 		}

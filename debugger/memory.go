@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -202,8 +202,8 @@ func (m *rankMemory) readDirect(ctx context.Context, addr uint64, n int) ([]byte
 	return m.rs.client().ReadMemory(ctx, m.rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
 }
 
-// writeMemory writes data at addr of rank r (its symbols are read first, if they were not).
-func (j *Job) writeMemory(ctx context.Context, r *Rank, addr uint64, data []byte) error {
+// WriteMemory writes data at addr of rank r (its symbols are read first, if they were not).
+func (j *Job) WriteMemory(ctx context.Context, r *Rank, addr uint64, data []byte) error {
 	if err := r.sym.ensure(ctx); err != nil {
 		return err
 	}

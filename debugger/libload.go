@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // waitsForLibrary reports whether a breakpoint of r waits for a library to be loaded in r:
 // it resolved nowhere yet, or its locations are in a binary r has not loaded.
 func (j *Job) waitsForLibrary(ctx context.Context, r *Rank) bool {
-	mods, err := r.sym.modules(ctx, false)
+	mods, err := r.sym.Modules(ctx, false)
 	if err != nil {
 		return false
 	}
@@ -27,9 +27,9 @@ func (j *Job) waitsForLibrary(ctx context.Context, r *Rank) bool {
 	defer j.bps.mu.Unlock()
 	for _, bp := range j.bps.allUser() {
 		switch {
-		case !bp.ranks.Contains(r.Num):
-		case bp.kind == bpEntry && j.bps.entryDone(r):
-		case bp.kind == bpInstruction && !bp.resolved:
+		case !bp.Ranks.Contains(r.Num):
+		case bp.Kind == bpEntry && j.bps.entryDone(r):
+		case bp.Kind == BPInstruction && !bp.Resolved:
 			// An address in no binary: no library will make it one.
 		case len(bp.addrsFor(mods)) == 0:
 			return true
@@ -71,7 +71,7 @@ func (j *Job) refreshModules(ctx context.Context, ranks []*Rank) {
 		wg.Go(func() {
 			defer j.recoverPanic(fmt.Sprintf("modules of rank %d", r.Num))
 			if !r.sym.linkMapChanging(ctx) {
-				r.sym.modules(ctx, true)
+				r.sym.Modules(ctx, true)
 			}
 		})
 	}
@@ -90,18 +90,18 @@ func (j *Job) isLibraryEvent(r *Rank, addr uint64) bool {
 // onLibraryEvent takes in r's new libraries: modules, waiting breakpoints, module events. The
 // link-map breakpoint stays in r only while a breakpoint still waits.
 func (j *Job) onLibraryEvent(r *Rank) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	defer j.updateLibraryWatch(ctx, []*Rank{r})
 	if r.sym.linkMapChanging(ctx) {
 		return
 	}
-	before, _ := r.sym.modules(ctx, false)
+	before, _ := r.sym.Modules(ctx, false)
 	known := map[string]bool{}
 	for _, m := range before {
 		known[m.Path] = true
 	}
-	after, err := r.sym.modules(ctx, true)
+	after, err := r.sym.Modules(ctx, true)
 	if err != nil {
 		return
 	}
@@ -118,16 +118,16 @@ func (j *Job) onLibraryEvent(r *Rank) {
 		j.ev.ModuleLoaded(m)
 	}
 	j.bps.mu.Lock()
-	var waiting []*userBP
+	var waiting []*Breakpoint
 	for _, bp := range j.bps.allUser() {
-		if !bp.resolved && bp.kind != bpInstruction {
+		if !bp.Resolved && bp.Kind != BPInstruction {
 			waiting = append(waiting, bp)
 		}
 	}
 	j.bps.mu.Unlock()
-	var found []*userBP
+	var found []*Breakpoint
 	if len(waiting) > 0 {
-		bins := j.binaries(ctx)
+		bins := j.Binaries(ctx)
 		for _, bp := range waiting {
 			if j.bps.resolve(bp, bins) {
 				found = append(found, bp)

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -21,17 +21,17 @@ import (
 // mode. The adapter then takes control of every rank through those agents (Job.start),
 // lets the launcher go (release) and ends what it started as terminateDebuggee says (end).
 
-// wlmJob is a job through a workload manager's launcher (package launch). After the job's
+// WLMJob is a job through a workload manager's launcher (package launch). After the job's
 // ranks are under the adapter's control, release lets the launcher go; end finishes with the
 // job.
-type wlmJob struct {
-	req      launch.Request
-	agentExe string
-	logDir   string
-	logger   *log.Logger
-	timeout  time.Duration // per phase
-	// phase, when set, receives a line as each phase of the launch begins or ends.
-	phase func(msg string)
+type WLMJob struct {
+	Req      launch.Request
+	AgentExe string
+	LogDir   string
+	Logger   *log.Logger
+	Timeout  time.Duration // per phase
+	// Phase, when set, receives a line as each phase of the launch begins or ends.
+	Phase func(msg string)
 
 	fe     *launch.Frontend
 	app    *launch.App
@@ -43,13 +43,13 @@ type wlmJob struct {
 }
 
 // Start launches or finds the job and starts its node agents.
-func (l *wlmJob) Start(ctx context.Context, progress func(done, total int)) (*launch.Agents, error) {
-	work, err := os.MkdirTemp(l.logDir, "launch-*")
+func (l *WLMJob) Start(ctx context.Context, progress func(done, total int)) (*launch.Agents, error) {
+	work, err := os.MkdirTemp(l.LogDir, "launch-*")
 	if err != nil {
 		return nil, fmt.Errorf("launch: working directory: %w", err)
 	}
-	fe, app, g, err := launch.Open(ctx, launch.Options{AgentPath: l.agentExe, WorkDir: work, Timeout: l.timeout,
-		Logger: l.logger, Progress: l.phase}, l.req)
+	fe, app, g, err := launch.Open(ctx, launch.Options{AgentPath: l.AgentExe, WorkDir: work, Timeout: l.Timeout,
+		Logger: l.Logger, Progress: l.Phase}, l.Req)
 	if err != nil {
 		return nil, err
 	}
@@ -60,14 +60,14 @@ func (l *wlmJob) Start(ctx context.Context, progress func(done, total int)) (*la
 	return g, nil
 }
 
-// hold says how the ranks wait for release.
-func (l *wlmJob) hold() launch.Hold { return l.app.Hold() }
+// Hold says how the ranks wait for release.
+func (l *WLMJob) Hold() launch.Hold { return l.app.Hold() }
 
 // release lets the launcher go once every rank is under the adapter's control (stopped by
 // Job.start), so that the launcher never stays stopped while ranks run: Open MPI's ranks
 // leave MPI_Init when continued, srun's (held at exec in a job-control stop) also need a
 // SIGCONT from their tracer. It then forwards the launcher's output and reports its end.
-func (l *wlmJob) release(ctx context.Context, j *Job) error {
+func (l *WLMJob) release(ctx context.Context, j *Job) error {
 	hold := l.app.Hold()
 	if err := l.app.Release(ctx); err != nil {
 		return err
@@ -95,7 +95,7 @@ func (l *wlmJob) release(ctx context.Context, j *Job) error {
 	} else {
 		close(followed)
 	}
-	name := filepath.Base(l.req.Launcher)
+	name := filepath.Base(l.Req.Launcher)
 	if name == "." {
 		name = "the launcher"
 	}
@@ -113,7 +113,7 @@ func (l *wlmJob) release(ctx context.Context, j *Job) error {
 		}
 		switch {
 		case st.Signaled():
-			j.output("console", fmt.Sprintf("%s (pid %d) was killed by %s\n", name, l.app.LauncherPid(), signalName(st.Signal())))
+			j.output("console", fmt.Sprintf("%s (pid %d) was killed by %s\n", name, l.app.LauncherPid(), SignalName(st.Signal())))
 		default:
 			j.output("console", fmt.Sprintf("%s (pid %d) exited with code %d\n", name, l.app.LauncherPid(), st.ExitCode()))
 		}
@@ -121,18 +121,18 @@ func (l *wlmJob) release(ctx context.Context, j *Job) error {
 	return nil
 }
 
-// end finishes with the job: with kill, the ranks (already killed through the agents) and the
+// End finishes with the job: with kill, the ranks (already killed through the agents) and the
 // launcher are ended; without, a launched job is left running (LetGo) and an attached one
 // untouched. The launch front end is closed either way.
-func (l *wlmJob) end(kill bool) {
+func (l *WLMJob) End(kill bool) {
 	l.endOnce.Do(func() {
 		if l.app == nil {
 			return
 		}
 		if kill {
-			ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+			ctx, cancel := context.WithTimeout(context.Background(), l.Timeout)
 			if err := l.app.Kill(ctx, syscall.SIGKILL); err != nil {
-				l.logger.Printf("adapter: end the job %s: %v", l.app.ID(), err)
+				l.Logger.Printf("adapter: end the job %s: %v", l.app.ID(), err)
 			}
 			cancel()
 			// Give the launcher a moment to see its ranks gone, so that its last words and
@@ -151,16 +151,16 @@ func (l *wlmJob) end(kill bool) {
 		}
 		l.watched.Wait()
 		if err := l.app.Deregister(); err != nil {
-			l.logger.Printf("adapter: %v", err)
+			l.Logger.Printf("adapter: %v", err)
 		}
 		if err := l.fe.Close(); err != nil {
-			l.logger.Printf("adapter: %v", err)
+			l.Logger.Printf("adapter: %v", err)
 		}
 	})
 }
 
-// releaseLauncher lets the launcher of wl go (release) and makes it the job's, to end with it.
-func (j *Job) releaseLauncher(ctx context.Context, wl *wlmJob) error {
+// ReleaseLauncher lets the launcher of wl go (release) and makes it the job's, to end with it.
+func (j *Job) ReleaseLauncher(ctx context.Context, wl *WLMJob) error {
 	if err := wl.release(ctx, j); err != nil {
 		return err
 	}

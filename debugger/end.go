@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -60,7 +60,7 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 		case st == -1:
 		case st.Signaled():
 			j.output("console", fmt.Sprintf("rank %d exited: killed by %s (exit code %d)\n", r.Num,
-				signalName(st.Signal()), exitCode(st)))
+				SignalName(st.Signal()), exitCode(st)))
 		default:
 			j.output("console", fmt.Sprintf("rank %d exited with code %d\n", r.Num, st.ExitCode()))
 		}
@@ -83,7 +83,7 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 		j.entryWait = nil
 		var first *Rank
 		for _, q := range j.ranks {
-			if q.state == rankStopped {
+			if q.state == RankStopped {
 				first = q
 				break
 			}
@@ -96,12 +96,12 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 		}
 	}
 	if all {
-		j.allExited()
+		j.AllExited()
 	}
 }
 
-// allExited sends the exited and terminated events once.
-func (j *Job) allExited() {
+// AllExited sends the exited and terminated events once.
+func (j *Job) AllExited() {
 	j.mu.Lock()
 	if j.exited {
 		j.mu.Unlock()
@@ -123,8 +123,8 @@ func (j *Job) allExited() {
 	j.ev.Terminated()
 }
 
-// kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
-func (j *Job) kill(d time.Duration) {
+// Kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
+func (j *Job) Kill(d time.Duration) {
 	j.mu.Lock()
 	j.stopAll = true
 	live := []*Rank{}
@@ -157,9 +157,9 @@ func (j *Job) kill(d time.Duration) {
 	}
 }
 
-// detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
+// Detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
 // are removed, control is released (which continues a suspended rank) and the tool detached.
-func (j *Job) detach() {
+func (j *Job) Detach() {
 	j.mu.Lock()
 	j.stopAll = true
 	j.mu.Unlock()

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -21,9 +21,9 @@ type coreJob struct {
 	rank *Rank
 }
 
-// openCoreJob opens core file coreFile of program.
-func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
-	c, err := symbols.OpenCore(coreFile, &symbols.CoreOptions{Executable: program, Cache: cfg.syms})
+// OpenCoreJob opens core file coreFile of program.
+func OpenCoreJob(cfg Config, coreFile, program string) (*Job, error) {
+	c, err := symbols.OpenCore(coreFile, &symbols.CoreOptions{Executable: program, Cache: cfg.Syms})
 	if err != nil {
 		return nil, fmt.Errorf("core file %s: %w", coreFile, err)
 	}
@@ -31,13 +31,13 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 		c.Close()
 		return nil, fmt.Errorf("core file %s holds no thread", coreFile)
 	}
-	j := &Job{ev: cfg.events, ctx: cfg.ctx, callTimeout: cfg.callTimeout, size: 1, mode: stopAll, byNum: map[int]*Rank{},
-		threads: map[int]*Thread{}, syms: cfg.syms, changed: map[*Rank]bool{}}
+	j := &Job{ev: cfg.Events, ctx: cfg.Ctx, callTimeout: cfg.CallTimeout, size: 1, mode: StopAll, byNum: map[int]*Rank{},
+		threads: map[int]*Thread{}, syms: cfg.Syms, changed: map[*Rank]bool{}}
 	j.bps = newBreakpoints(j)
 	j.focus = rankset.Of(0)
 	leader := c.Threads[0]
 	n := &node{host: "core", ep: &launch.AgentEndpoint{}}
-	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: program, state: rankStopped,
+	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: program, state: RankStopped,
 		hits: map[int]int{}, started: make(chan struct{})}
 	r.sym.rank = r
 	r.sym.loaded = true
@@ -45,7 +45,7 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 	r.sym.order = c.Arch.ByteOrder
 	r.sym.exe = program
 	r.sym.mods = c.Process.Modules()
-	r.sym.stacks = map[int]*threadStack{}
+	r.sym.stacks = map[int]*ThreadStack{}
 	n.ranks = []*Rank{r}
 	j.nodes = nil
 	j.ranks = []*Rank{r}
@@ -56,7 +56,7 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 		if err != nil && len(frames) > 0 {
 			err = nil
 		}
-		r.sym.stacks[ct.Pid] = &threadStack{regs: ct.Regs, frames: frames, proc: c.Process, err: err}
+		r.sym.stacks[ct.Pid] = &ThreadStack{regs: ct.Regs, Frames: frames, proc: c.Process, err: err}
 	}
 	r.threadsGen = r.gen
 	sig := leader.Signal
@@ -79,18 +79,18 @@ func (c *coreJob) reportStop() {
 	sig := int(r.notif.Signal)
 	info := stopInfo{reason: r.stopReason, tid: t.LWP}
 	if sig != 0 {
-		info.text = fmt.Sprintf("%s (%s) on rank 0 (core file %s)", signalName(sig), signalDescription(sig),
+		info.text = fmt.Sprintf("%s (%s) on rank 0 (core file %s)", SignalName(sig), SignalDescription(sig),
 			filepath.Base(c.core.Path))
 	}
 	c.j.sendStopped(t, info, true)
 }
 
-func (c *coreJob) frozen() error { return errPostMortem }
+func (c *coreJob) Frozen() error { return errPostMortem }
 
-func (c *coreJob) end(bool) { c.core.Close() }
+func (c *coreJob) End(bool) { c.core.Close() }
 
-// binaries returns the binaries mapped in the core.
-func (c *coreJob) binaries(context.Context) []*symbols.Binary {
+// Binaries returns the binaries mapped in the core.
+func (c *coreJob) Binaries(context.Context) []*symbols.Binary {
 	var out []*symbols.Binary
 	for _, m := range c.core.Process.Modules() {
 		out = append(out, m.Bin)
@@ -98,13 +98,13 @@ func (c *coreJob) binaries(context.Context) []*symbols.Binary {
 	return out
 }
 
-func (c *coreJob) viewModules(context.Context) ([]*symbols.Module, error) {
+func (c *coreJob) ViewModules(context.Context) ([]*symbols.Module, error) {
 	return c.core.Process.Modules(), nil
 }
 
-func (c *coreJob) viewProcess(context.Context) (*symbols.Process, error) { return c.core.Process, nil }
+func (c *coreJob) ViewProcess(context.Context) (*symbols.Process, error) { return c.core.Process, nil }
 
-func (c *coreJob) readMemory(_ context.Context, addr uint64, count int) ([]byte, error) {
+func (c *coreJob) ReadMemory(_ context.Context, addr uint64, count int) ([]byte, error) {
 	data := make([]byte, count)
 	n, _ := c.core.ReadAt(data, addr)
 	return data[:n], nil
@@ -115,9 +115,9 @@ func (c *coreJob) traceback(context.Context, *Rank, int) ([]cdti.TraceFrame, err
 	return nil, errPostMortem
 }
 
-// reportPostMortemStop reports the stop a core file's rank is in (the entry stop of a
+// ReportPostMortemStop reports the stop a core file's rank is in (the entry stop of a
 // post-mortem session); a live job reports nothing.
-func (j *Job) reportPostMortemStop() {
+func (j *Job) ReportPostMortemStop() {
 	if c, ok := j.back.(*coreJob); ok {
 		c.reportStop()
 	}

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func (j *Job) runTargets(t *Thread, single bool) []*Rank {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if single || j.mode != stopAll {
+	if single || j.mode != StopAll {
 		return []*Rank{t.Rank}
 	}
 	set := j.focus.Add(t.Rank.Num)
@@ -44,7 +44,7 @@ func (j *Job) resume(r *Rank) error {
 
 // beginRunLocked marks a rank running and invalidates everything read at its last stop.
 func (j *Job) beginRunLocked(r *Rank) {
-	if r.state == rankStopped {
+	if r.state == RankStopped {
 		r.state = rankRunning
 		j.markChanged(r)
 	}
@@ -89,7 +89,7 @@ func (j *Job) continueRanks(ranks []*Rank, own *Rank) ([]*Thread, error) {
 	j.mu.Lock()
 	epoch := j.stops
 	for _, r := range ranks {
-		if r.state == rankStopped {
+		if r.state == RankStopped {
 			resumed = append(resumed, r.threads...)
 		}
 	}
@@ -117,7 +117,7 @@ func (j *Job) continueRanks(ranks []*Rank, own *Rank) ([]*Thread, error) {
 // begun since the continue did (epoch).
 func (j *Job) continueOne(r *Rank, epoch int) error {
 	j.mu.Lock()
-	if r.state != rankStopped {
+	if r.state != RankStopped {
 		j.mu.Unlock()
 		return nil
 	}
@@ -171,9 +171,9 @@ func (j *Job) releaseHeld(r *Rank, lwps []int) error {
 	return err
 }
 
-// continueThread resumes one thread of a stopped rank, the rank's other threads held (a
+// ContinueThread resumes one thread of a stopped rank, the rank's other threads held (a
 // single-thread continue); they run again when the rank is next resumed or stepped as a whole.
-func (j *Job) continueThread(ctx context.Context, t *Thread) error {
+func (j *Job) ContinueThread(ctx context.Context, t *Thread) error {
 	r := t.Rank
 	st := &stepper{j: j, r: r, lwp: t.LWP, single: true}
 	held := st.holdOthers(ctx)
@@ -188,17 +188,17 @@ func (j *Job) continueThread(ctx context.Context, t *Thread) error {
 func (j *Job) heldAlone(t *Thread) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
+	return j.mode == StopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
 }
 
 // releaseThread lets one thread held by stop mode thread run again; its rank's other held
 // threads stay stopped.
 func (j *Job) releaseThread(t *Thread) error {
 	r := t.Rank
-	r.sym.dropStack(t.LWP)
+	r.sym.DropStack(t.LWP)
 	err := j.releaseHeld(r, []int{t.LWP})
 	j.mu.Lock()
-	if len(r.sym.held) == 0 && r.notif == nil && r.state == rankStopped {
+	if len(r.sym.held) == 0 && r.notif == nil && r.state == RankStopped {
 		r.state = rankRunning
 		r.gen++
 		r.sym.invalidate()
@@ -209,11 +209,11 @@ func (j *Job) releaseThread(t *Thread) error {
 	return err
 }
 
-// continueFrom resumes what a continue request of thread t resumes (runTargets): a thread
+// ContinueFrom resumes what a continue request of thread t resumes (runTargets): a thread
 // that stop mode thread holds alone is released; otherwise every stopped rank of its targets
 // is continued. It returns the threads that now run and whether the targets are the whole
 // job (both nil and false for a released thread).
-func (j *Job) continueFrom(t *Thread) (resumed []*Thread, all bool, err error) {
+func (j *Job) ContinueFrom(t *Thread) (resumed []*Thread, all bool, err error) {
 	ranks := j.runTargets(t, false)
 	var own *Rank
 	if len(ranks) == 1 {
@@ -234,8 +234,8 @@ func (j *Job) continueFrom(t *Thread) (resumed []*Thread, all bool, err error) {
 	return resumed, len(ranks) == len(j.ranks), nil
 }
 
-// continueAll resumes every rank (the start of a launched job).
-func (j *Job) continueAll() error {
+// ContinueAll resumes every rank (the start of a launched job).
+func (j *Job) ContinueAll() error {
 	_, err := j.continueRanks(j.ranks, nil)
 	return err
 }

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/hpcdap/hpcdap/cdti"
 )
 
-// start takes control of every rank: attach to each agent's ranks, ask for control with
+// Start takes control of every rank: attach to each agent's ranks, ask for control with
 // SIGSTOP as the start signal, and wait until every rank has stopped (at its program's entry
 // point in spawn mode, wherever it runs in attach mode).
-func (j *Job) start(ctx context.Context, progress func(done, total int)) error {
+func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 	for _, n := range j.nodes {
 		go j.readNotifications(n)
 	}
@@ -107,10 +107,10 @@ func rankList(ranks []*Rank) string {
 	return strings.Join(parts, ", ")
 }
 
-// loadSymbols reads each live rank's modules (the DWARF of each distinct binary once,
+// LoadSymbols reads each live rank's modules (the DWARF of each distinct binary once,
 // through the cache) and starts watching library loads where breakpoints wait for one. It
 // returns the first rank's error; the other ranks are read all the same.
-func (j *Job) loadSymbols(ctx context.Context) error {
+func (j *Job) LoadSymbols(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error

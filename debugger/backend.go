@@ -1,0 +1,147 @@
+package debugger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/symbols"
+)
+
+// backend is where a job's processes are: ranks that agents serve (liveBackend), or the image
+// of a dead process in a core file (coreJob). The job asks it for what differs between the
+// two; stacks, scopes, variables and evaluation are the same code for both.
+type backend interface {
+	// Frozen says why the processes can neither run nor be changed (errPostMortem), nil
+	// when they can: run control, breakpoints, writes and function calls are refused then.
+	Frozen() error
+	// Binaries returns the binaries that breakpoints resolve in.
+	Binaries(ctx context.Context) []*symbols.Binary
+	// ViewModules returns the modules of the rank the client looks at.
+	ViewModules(ctx context.Context) ([]*symbols.Module, error)
+	// ViewProcess returns the process image of the rank the client looks at.
+	ViewProcess(ctx context.Context) (*symbols.Process, error)
+	// ReadMemory reads up to count bytes at addr of the rank the client looks at: as many
+	// as are readable from addr on.
+	ReadMemory(ctx context.Context, addr uint64, count int) ([]byte, error)
+	// traceback returns the agent's walk of a thread's stack (its pcs), to group ranks
+	// whose stacks are the same.
+	traceback(ctx context.Context, r *Rank, lwp int) ([]cdti.TraceFrame, error)
+	// End releases the processes: killed with kill, else left running untouched.
+	End(kill bool)
+}
+
+// errPostMortem refuses what would run or change the process of a core file.
+var errPostMortem = errors.New("a core file cannot run or be changed")
+
+// liveBackend is the back end of ranks that agents serve.
+type liveBackend struct{ j *Job }
+
+func (liveBackend) Frozen() error { return nil }
+
+func (b liveBackend) Binaries(ctx context.Context) []*symbols.Binary { return b.j.Binaries(ctx) }
+
+func (b liveBackend) ViewModules(ctx context.Context) ([]*symbols.Module, error) {
+	r := b.j.ReferenceRank()
+	if r == nil {
+		return nil, fmt.Errorf("no rank is alive")
+	}
+	return r.sym.Modules(ctx, true)
+}
+
+// ViewProcess returns the process that memory and disassembly references are read in (see
+// referenceRank).
+func (b liveBackend) ViewProcess(ctx context.Context) (*symbols.Process, error) {
+	j := b.j
+	r := j.ReferenceRank()
+	if r == nil {
+		return nil, fmt.Errorf("no rank is alive")
+	}
+	j.mu.Lock()
+	stopped := r.state == RankStopped
+	t := r.mainThread()
+	j.mu.Unlock()
+	if stopped && t != nil {
+		if ts, err := r.sym.Stack(ctx, t.LWP); err == nil {
+			return ts.proc, nil
+		}
+	}
+	mods, err := r.sym.Modules(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	return r.sym.newProcess(mods, 0), nil
+}
+
+func (b liveBackend) ReadMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
+	r := b.j.ReferenceRank()
+	if r == nil {
+		return nil, errors.New("no rank is alive")
+	}
+	if err := r.sym.ensure(ctx); err != nil {
+		return nil, err
+	}
+	data, _ := r.sym.mem.readDirect(ctx, addr, count)
+	if len(data) < count {
+		// Read what precedes the first unreadable page.
+		data = readPrefix(ctx, r, addr, count)
+	}
+	return data, nil
+}
+
+// readPrefix reads as many bytes of rank r from addr as are readable, page by page.
+func readPrefix(ctx context.Context, r *Rank, addr uint64, count int) []byte {
+	var out []byte
+	for len(out) < count {
+		a := addr + uint64(len(out))
+		n := min(count-len(out), int(pageSize-a%pageSize))
+		b, err := r.sym.mem.readDirect(ctx, a, n)
+		out = append(out, b...)
+		if err != nil || len(b) < n {
+			break
+		}
+	}
+	return out
+}
+
+func (liveBackend) traceback(ctx context.Context, r *Rank, lwp int) ([]cdti.TraceFrame, error) {
+	return r.node.client.Traceback(ctx, uint32(r.Num), uint32(lwp), 0)
+}
+
+func (b liveBackend) End(kill bool) {
+	j := b.j
+	if kill {
+		j.Kill(5 * time.Second)
+		j.CloseNodes(true)
+	} else {
+		j.Detach()
+		j.CloseNodes(false)
+	}
+	if j.wlm != nil {
+		j.wlm.End(kill)
+	}
+}
+
+// End finishes with the job's processes: killed with kill, else left running untouched.
+func (j *Job) End(kill bool) { j.back.End(kill) }
+
+// ViewModules returns the modules of the rank the client looks at.
+func (j *Job) ViewModules(ctx context.Context) ([]*symbols.Module, error) {
+	return j.back.ViewModules(ctx)
+}
+
+// Frozen says why the job's processes can neither run nor be changed (a core file), nil when
+// they can.
+func (j *Job) Frozen() error { return j.back.Frozen() }
+
+// ReadMemory reads up to count bytes at addr of the rank the client looks at.
+func (j *Job) ReadMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
+	return j.back.ReadMemory(ctx, addr, count)
+}
+
+// ViewProcess returns the process image of the rank the client looks at.
+func (j *Job) ViewProcess(ctx context.Context) (*symbols.Process, error) {
+	return j.back.ViewProcess(ctx)
+}
