@@ -14,23 +14,23 @@ import (
 // of a dead process in a core file (coreJob). The job asks it for what differs between the
 // two; stacks, scopes, variables and evaluation are the same code for both.
 type backend interface {
-	// Frozen says why the processes can neither run nor be changed (errPostMortem), nil
+	// frozen says why the processes can neither run nor be changed (errPostMortem), nil
 	// when they can: run control, breakpoints, writes and function calls are refused then.
-	Frozen() error
-	// Binaries returns the binaries that breakpoints resolve in.
-	Binaries(ctx context.Context) []*symbols.Binary
-	// ViewModules returns the modules of the rank the client looks at.
-	ViewModules(ctx context.Context) ([]*symbols.Module, error)
-	// ViewProcess returns the process image of the rank the client looks at.
-	ViewProcess(ctx context.Context) (*symbols.Process, error)
-	// ReadMemory reads up to count bytes at addr of the rank the client looks at: as many
+	frozen() error
+	// binaries returns the binaries that breakpoints resolve in.
+	binaries(ctx context.Context) []*symbols.Binary
+	// viewModules returns the modules of the rank the client looks at.
+	viewModules(ctx context.Context) ([]*symbols.Module, error)
+	// viewProcess returns the process image of the rank the client looks at.
+	viewProcess(ctx context.Context) (*symbols.Process, error)
+	// readMemory reads up to count bytes at addr of the rank the client looks at: as many
 	// as are readable from addr on.
-	ReadMemory(ctx context.Context, addr uint64, count int) ([]byte, error)
+	readMemory(ctx context.Context, addr uint64, count int) ([]byte, error)
 	// traceback returns the agent's walk of a thread's stack (its pcs), to group ranks
 	// whose stacks are the same.
 	traceback(ctx context.Context, r *Rank, lwp int) ([]cdti.TraceFrame, error)
-	// End releases the processes: killed with kill, else left running untouched.
-	End(kill bool)
+	// end releases the processes: killed with kill, else left running untouched.
+	end(kill bool)
 }
 
 // errPostMortem refuses what would run or change the process of a core file.
@@ -39,11 +39,11 @@ var errPostMortem = errors.New("a core file cannot run or be changed")
 // liveBackend is the back end of ranks that agents serve.
 type liveBackend struct{ j *Job }
 
-func (liveBackend) Frozen() error { return nil }
+func (liveBackend) frozen() error { return nil }
 
-func (b liveBackend) Binaries(ctx context.Context) []*symbols.Binary { return b.j.Binaries(ctx) }
+func (b liveBackend) binaries(ctx context.Context) []*symbols.Binary { return b.j.Binaries(ctx) }
 
-func (b liveBackend) ViewModules(ctx context.Context) ([]*symbols.Module, error) {
+func (b liveBackend) viewModules(ctx context.Context) ([]*symbols.Module, error) {
 	r := b.j.ReferenceRank()
 	if r == nil {
 		return nil, fmt.Errorf("no rank is alive")
@@ -51,9 +51,9 @@ func (b liveBackend) ViewModules(ctx context.Context) ([]*symbols.Module, error)
 	return r.sym.Modules(ctx, true)
 }
 
-// ViewProcess returns the process that memory and disassembly references are read in (see
-// referenceRank).
-func (b liveBackend) ViewProcess(ctx context.Context) (*symbols.Process, error) {
+// viewProcess returns the process that memory and disassembly references are read in (see
+// ReferenceRank).
+func (b liveBackend) viewProcess(ctx context.Context) (*symbols.Process, error) {
 	j := b.j
 	r := j.ReferenceRank()
 	if r == nil {
@@ -75,7 +75,7 @@ func (b liveBackend) ViewProcess(ctx context.Context) (*symbols.Process, error) 
 	return r.sym.newProcess(mods, 0), nil
 }
 
-func (b liveBackend) ReadMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
+func (b liveBackend) readMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
 	r := b.j.ReferenceRank()
 	if r == nil {
 		return nil, errors.New("no rank is alive")
@@ -110,7 +110,7 @@ func (liveBackend) traceback(ctx context.Context, r *Rank, lwp int) ([]cdti.Trac
 	return r.node.client.Traceback(ctx, uint32(r.Num), uint32(lwp), 0)
 }
 
-func (b liveBackend) End(kill bool) {
+func (b liveBackend) end(kill bool) {
 	j := b.j
 	if kill {
 		j.Kill(5 * time.Second)
@@ -125,23 +125,23 @@ func (b liveBackend) End(kill bool) {
 }
 
 // End finishes with the job's processes: killed with kill, else left running untouched.
-func (j *Job) End(kill bool) { j.back.End(kill) }
+func (j *Job) End(kill bool) { j.back.end(kill) }
 
 // ViewModules returns the modules of the rank the client looks at.
 func (j *Job) ViewModules(ctx context.Context) ([]*symbols.Module, error) {
-	return j.back.ViewModules(ctx)
+	return j.back.viewModules(ctx)
 }
 
 // Frozen says why the job's processes can neither run nor be changed (a core file), nil when
 // they can.
-func (j *Job) Frozen() error { return j.back.Frozen() }
+func (j *Job) Frozen() error { return j.back.frozen() }
 
 // ReadMemory reads up to count bytes at addr of the rank the client looks at.
 func (j *Job) ReadMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
-	return j.back.ReadMemory(ctx, addr, count)
+	return j.back.readMemory(ctx, addr, count)
 }
 
 // ViewProcess returns the process image of the rank the client looks at.
 func (j *Job) ViewProcess(ctx context.Context) (*symbols.Process, error) {
-	return j.back.ViewProcess(ctx)
+	return j.back.viewProcess(ctx)
 }

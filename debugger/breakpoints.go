@@ -33,14 +33,14 @@ type Breakpoint struct {
 	Kind  bpKind
 	Ranks rankset.Set // the focus when it was set
 
-	Path         string // bpSource: the file as the client names it
-	DebugPath    string // bpSource: the file as the debug information names it
+	Path         string // BPSource: the file as the client names it
+	DebugPath    string // BPSource: the file as the debug information names it
 	Line, column int
-	Fn           string          // bpFunction
-	instrBin     *symbols.Binary // bpInstruction: binary, link-time address, and the address as given
+	Fn           string          // BPFunction
+	instrBin     *symbols.Binary // BPInstruction: binary, link-time address, and the address as given
 	instrAddr    uint64
 	InstrRef     uint64
-	Data         *dataTarget // bpData
+	Data         *dataTarget // BPData
 
 	bpMeta
 
@@ -101,11 +101,11 @@ func NewBPMeta(cond, hit, logMsg string) (bpMeta, error) {
 // breakpoints of one file, or all function, instruction or data breakpoints.
 type BPSet struct {
 	Kind bpKind
-	File string // bpSource: the file, cleaned
+	File string // BPSource: the file, cleaned
 }
 
-// BPRequest is one breakpoint of a set request, whatever its kind: where (a userBP holding its
-// kind and location), what it does when hit, or why it cannot be a breakpoint.
+// BPRequest is one breakpoint of a set request, whatever its kind: where (a Breakpoint
+// holding its kind and location), what it does when hit, or why it cannot be a breakpoint.
 type BPRequest struct {
 	At      *Breakpoint
 	Meta    bpMeta
@@ -160,7 +160,7 @@ const noDebugRefusal = "the job runs without debugging (noDebug)"
 func (j *Job) SetBreakpoints(ctx context.Context, set BPSet, requested []BPRequest) []*Breakpoint {
 	out := make([]*Breakpoint, len(requested))
 	refuse := ""
-	if err := j.back.Frozen(); err != nil {
+	if err := j.back.frozen(); err != nil {
 		refuse = err.Error()
 	} else if j.noStop {
 		refuse = noDebugRefusal

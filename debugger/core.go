@@ -85,12 +85,12 @@ func (c *coreJob) reportStop() {
 	c.j.sendStopped(t, info, true)
 }
 
-func (c *coreJob) Frozen() error { return errPostMortem }
+func (c *coreJob) frozen() error { return errPostMortem }
 
-func (c *coreJob) End(bool) { c.core.Close() }
+func (c *coreJob) end(bool) { c.core.Close() }
 
-// Binaries returns the binaries mapped in the core.
-func (c *coreJob) Binaries(context.Context) []*symbols.Binary {
+// binaries returns the binaries mapped in the core.
+func (c *coreJob) binaries(context.Context) []*symbols.Binary {
 	var out []*symbols.Binary
 	for _, m := range c.core.Process.Modules() {
 		out = append(out, m.Bin)
@@ -98,13 +98,13 @@ func (c *coreJob) Binaries(context.Context) []*symbols.Binary {
 	return out
 }
 
-func (c *coreJob) ViewModules(context.Context) ([]*symbols.Module, error) {
+func (c *coreJob) viewModules(context.Context) ([]*symbols.Module, error) {
 	return c.core.Process.Modules(), nil
 }
 
-func (c *coreJob) ViewProcess(context.Context) (*symbols.Process, error) { return c.core.Process, nil }
+func (c *coreJob) viewProcess(context.Context) (*symbols.Process, error) { return c.core.Process, nil }
 
-func (c *coreJob) ReadMemory(_ context.Context, addr uint64, count int) ([]byte, error) {
+func (c *coreJob) readMemory(_ context.Context, addr uint64, count int) ([]byte, error) {
 	data := make([]byte, count)
 	n, _ := c.core.ReadAt(data, addr)
 	return data[:n], nil

@@ -18,18 +18,18 @@
 // launch.LocalAttach, starts agents in attach mode.
 //
 // The launchers "mpirun" (Open MPI; or mpirun.openmpi, orterun), "mpiexec.hydra" (MPICH) and
-// "srun" (Slurm), and the attach arguments launcherPid (a running mpirun, hydra or srun of
-// this host) and slurmJob ("J.S"), go through package launch (wlmjob.go; package adapter builds the launch request): the launcher runs
-// under an agent that does MPIR (or attaches to it and reads its proctable), and launch starts
-// one agent per node of the job, in attach mode, through the workload manager. The job
-// takes control of every rank through them (each phase bounded, failures named per rank:
-// "7 of 8 ranks attached; rank 5 on node2: ..."), and only then lets the launcher go, so it
-// never stays stopped while ranks run. Open MPI and hydra hold their ranks inside MPI_Init,
-// after main began: stopAtEntry then stops them there and says so. srun holds them at exec;
-// they get SIGCONT from the job with the release. The launcher's output (labelled by
-// rank with --tag-output, -prepend-rank or --label) is reported as its rank's Output, and its
-// exit status as a console line; each rank's exit code comes from its agent.
-// A disconnect with terminateDebuggee kills the ranks and the launcher; without, the ranks are
+// "srun" (Slurm), and the attach arguments launcherPid (a running mpirun, hydra or srun of this
+// host) and slurmJob ("J.S"), go through package launch (wlmjob.go; package adapter builds the
+// launch request): the launcher runs under an agent that does MPIR (or attaches to it and reads
+// its proctable), and launch starts one agent per node of the job, in attach mode, through the
+// workload manager. The job takes control of every rank through them (each phase bounded,
+// failures named per rank: "7 of 8 ranks attached; rank 5 on node2: ..."), and only then lets
+// the launcher go, so it never stays stopped while ranks run. Open MPI and hydra hold their
+// ranks inside MPI_Init, after main began: stopAtEntry then stops them there and says so. srun
+// holds them at exec; they get SIGCONT from the job with the release. The launcher's output
+// (labelled by rank with --tag-output, -prepend-rank or --label) is reported as its rank's
+// Output, and its exit status as a console line; each rank's exit code comes from its agent. A
+// disconnect with terminateDebuggee kills the ranks and the launcher; without, the ranks are
 // detached and the job runs on. If the front end dies, its agents lose their connection and
 // detach, removing every breakpoint.
 //
@@ -40,7 +40,7 @@
 // StepThread resume it. The job builds its stops on top (runctl.go): all-stop by default (the
 // first rank to stop is the primary; every other running rank is stopped with the StopProcess
 // extension, SIGSTOP where the agent cannot interrupt, and the stop is reported once all have
-// reported), or per rank or per thread (stopMode). Continue (resume.go), pause and steps
+// reported), or per rank or per thread (StopMode). Continue (resume.go), pause and steps
 // apply to the focus set (SetFocus); a step steps every focus rank's main thread, gdb's
 // way (step.go; each rank's stepper, stepper.go, walks the lines, stepline.go). In stop mode
 // thread a stopped thread is held (HoldThread) while its rank runs; stepping it stops the rank

@@ -56,7 +56,7 @@ type StopEvent struct {
 	Other bool
 }
 
-// RankStatus is the state of one rank as the job reports it (RanksChanged, rankStates).
+// RankStatus is the state of one rank as the job reports it (RanksChanged, RankStates).
 type RankStatus struct {
 	Num        int
 	State      rankState

@@ -181,7 +181,7 @@ func (j *Job) GlobalScope() (*symbols.Process, *Thread, error) {
 // EvalOptions returns the options to evaluate an expression with in thread t of process p:
 // function calls run in t, unless the job cannot run (a core file) or refuse, when not nil,
 // says why calls are not made. The caller it returns, if any, says afterwards whether a
-// function was called (madeCall).
+// function was called (MadeCall).
 func (j *Job) EvalOptions(t *Thread, p *symbols.Process, refuse error) (symbols.EvalOptions, *ThreadCaller) {
 	if err := j.Frozen(); err != nil {
 		return symbols.EvalOptions{Caller: noCaller{err}}, nil

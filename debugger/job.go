@@ -85,7 +85,7 @@ type Job struct {
 	bps        *breakpoints
 	back       backend // live ranks, or a core file (post-mortem)
 	noStop     bool    // noDebug: run without stopping
-	// callTimeout bounds one function call in an expression.
+	// CallTimeout bounds one function call in an expression.
 	callTimeout time.Duration
 	// wlm is the workload manager's launcher once released (nil for local jobs).
 	wlm *WLMJob

@@ -147,7 +147,7 @@ func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
 	return list
 }
 
-// errNotStopped is what an operation that needs a stopped thread answers for a thread whose
+// ErrNotStopped is what an operation that needs a stopped thread answers for a thread whose
 // rank runs (errors.Is); errUnknownThread for a thread id the job does not know.
 var (
 	ErrNotStopped    = errors.New("not stopped")
@@ -165,7 +165,7 @@ func (e *notStoppedError) Is(target error) bool { return target == ErrNotStopped
 
 // StoppedThread returns the thread with DAP id for an operation that reads or runs it
 // stopped: its rank is stopped, or (stop mode thread) the thread itself is held while its
-// rank runs. The error wraps errUnknownThread or errNotStopped.
+// rank runs. The error wraps errUnknownThread or ErrNotStopped.
 func (j *Job) StoppedThread(id int) (*Thread, error) {
 	t := j.Thread(id)
 	if t == nil {
