@@ -20,8 +20,10 @@ import (
 // steps its main thread (the requested thread for its own rank), and one stopped event is
 // sent when all of them are done.
 
+// StepKind is what a step does: step into calls, step over them, or step out of the frame.
 type StepKind int
 
+// The kinds of step (next is StepOver, stepIn StepInto, stepOut StepOutOf).
 const (
 	StepInto StepKind = iota
 	StepOver
