@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/debugger"
+	"github.com/hpcdap/hpcdap/symbols"
 )
 
 func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
@@ -58,16 +59,26 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	s.send(resp)
 }
 
-func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
-	j := s.currentJob(&req.Request)
+// viewModules returns the modules of the rank the client looks at, or answers r with an error
+// (ok false).
+func (s *Session) viewModules(r *dap.Request) (mods []*symbols.Module, ok bool) {
+	j := s.currentJob(r)
 	if j == nil {
-		return
+		return nil, false
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	mods, err := j.ViewModules(ctx)
 	if err != nil {
-		s.sendError(&req.Request, errInternal, "modules: "+err.Error())
+		s.sendError(r, errInternal, r.Command+": "+err.Error())
+		return nil, false
+	}
+	return mods, true
+}
+
+func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
+	mods, ok := s.viewModules(&req.Request)
+	if !ok {
 		return
 	}
 	out := []dap.Module{}
@@ -101,15 +112,8 @@ func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
 }
 
 func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
-	j := s.currentJob(&req.Request)
-	if j == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
-	defer cancel()
-	mods, err := j.ViewModules(ctx)
-	if err != nil {
-		s.sendError(&req.Request, errInternal, "loadedSources: "+err.Error())
+	mods, ok := s.viewModules(&req.Request)
+	if !ok {
 		return
 	}
 	seen := map[string]bool{}

@@ -25,9 +25,7 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 	}
 	r.state = rankExited
 	r.notif = nil
-	r.gen++
-	r.sym.invalidate()
-	j.ev.StopOver(r.Num)
+	j.endStopLocked(r)
 	if r.stepper != nil {
 		r.stepper.cancelLocked()
 	}

@@ -42,6 +42,14 @@ func (j *Job) resume(r *Rank) error {
 	return j.continueRank(r)
 }
 
+// endStopLocked ends what belongs to r's stop (with j.mu held): what was read at it is
+// forgotten, and the user hears that the stop is over (Events.StopOver).
+func (j *Job) endStopLocked(r *Rank) {
+	r.gen++
+	r.sym.invalidate()
+	j.ev.StopOver(r.Num)
+}
+
 // beginRunLocked marks a rank running and invalidates everything read at its last stop.
 func (j *Job) beginRunLocked(r *Rank) {
 	if r.state == RankStopped {
@@ -49,9 +57,7 @@ func (j *Job) beginRunLocked(r *Rank) {
 		j.markChanged(r)
 	}
 	r.notif = nil
-	r.gen++
-	r.sym.invalidate()
-	j.ev.StopOver(r.Num)
+	j.endStopLocked(r)
 	if r.sym.mem != nil {
 		r.sym.mem.live.Store(false)
 	}
@@ -137,9 +143,7 @@ func (j *Job) continueOne(r *Rank, epoch int) error {
 		j.beginRunLocked(r)
 	} else {
 		r.state = rankRunning
-		r.gen++
-		r.sym.invalidate()
-		j.ev.StopOver(r.Num)
+		j.endStopLocked(r)
 		j.markChanged(r)
 	}
 	j.mu.Unlock()
@@ -200,9 +204,7 @@ func (j *Job) releaseThread(t *Thread) error {
 	j.mu.Lock()
 	if len(r.sym.held) == 0 && r.notif == nil && r.state == RankStopped {
 		r.state = rankRunning
-		r.gen++
-		r.sym.invalidate()
-		j.ev.StopOver(r.Num)
+		j.endStopLocked(r)
 	}
 	j.markChanged(r)
 	j.mu.Unlock()
