@@ -48,7 +48,7 @@ func (b liveBackend) viewModules(ctx context.Context) ([]*symbols.Module, error)
 	if r == nil {
 		return nil, fmt.Errorf("no rank is alive")
 	}
-	return r.sym.Modules(ctx, true)
+	return r.sym.modules(ctx, true)
 }
 
 // viewProcess returns the process that memory and disassembly references are read in (see
@@ -64,11 +64,11 @@ func (b liveBackend) viewProcess(ctx context.Context) (*symbols.Process, error) 
 	t := r.mainThread()
 	j.mu.Unlock()
 	if stopped && t != nil {
-		if ts, err := r.sym.Stack(ctx, t.LWP); err == nil {
+		if ts, err := r.sym.stack(ctx, t.LWP); err == nil {
 			return ts.proc, nil
 		}
 	}
-	mods, err := r.sym.Modules(ctx, false)
+	mods, err := r.sym.modules(ctx, false)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
-	mods, _ := r.sym.Modules(ctx, false)
+	mods, _ := r.sym.modules(ctx, false)
 	b.mu.Lock()
 	var matched []*Breakpoint
 	for _, bp := range b.allUser() {
@@ -171,7 +171,7 @@ func (j *Job) conditionHolds(ctx context.Context, r *Rank, tid int, cond string)
 	if strings.TrimSpace(cond) == "" {
 		return true, nil
 	}
-	ts, err := r.sym.Stack(ctx, tid)
+	ts, err := r.sym.stack(ctx, tid)
 	if err != nil {
 		return false, err
 	}
@@ -200,7 +200,7 @@ func truthy(v *symbols.Value) (bool, error) {
 
 // logPoint prints a log point's message, {expressions} interpolated, as output of the rank.
 func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg []logPart) {
-	ts, err := r.sym.Stack(ctx, tid)
+	ts, err := r.sym.stack(ctx, tid)
 	var f *symbols.Frame
 	if err == nil && len(ts.Frames) > 0 {
 		f = ts.Frames[0]

@@ -136,8 +136,8 @@ func (b *breakpoints) newID() int {
 	return b.next
 }
 
-// Snapshots copies breakpoints for a response, in their order (snapshot, under b.mu).
-func (b *breakpoints) Snapshots(list []*Breakpoint) []*Breakpoint {
+// snapshots copies breakpoints for a response, in their order (snapshot, under b.mu).
+func (b *breakpoints) snapshots(list []*Breakpoint) []*Breakpoint {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]*Breakpoint, len(list))
@@ -273,7 +273,7 @@ func (j *Job) InstructionAt(ctx context.Context, ref string, off int) (*Breakpoi
 	if r == nil {
 		return nil, errors.New("no rank is alive")
 	}
-	mods, _ := r.sym.Modules(ctx, false)
+	mods, _ := r.sym.modules(ctx, false)
 	for _, m := range mods {
 		if m.Contains(addr) {
 			return &Breakpoint{Kind: BPInstruction, instrBin: m.Bin, instrAddr: addr - m.Bias, InstrRef: addr}, nil
@@ -354,7 +354,7 @@ func (j *Job) Binaries(ctx context.Context) []*symbols.Binary {
 	seen := map[*symbols.Binary]bool{}
 	var out []*symbols.Binary
 	for _, r := range j.liveRanks() {
-		mods, err := r.sym.Modules(ctx, false)
+		mods, err := r.sym.modules(ctx, false)
 		if err != nil {
 			continue
 		}
@@ -499,4 +499,4 @@ func (b *breakpoints) entryDone(r *Rank) bool { return b.passed[r] }
 
 // Snapshots copies breakpoints for a response, in their order: copies the job no longer
 // changes, to format without its lock.
-func (j *Job) Snapshots(list []*Breakpoint) []*Breakpoint { return j.bps.Snapshots(list) }
+func (j *Job) Snapshots(list []*Breakpoint) []*Breakpoint { return j.bps.snapshots(list) }

@@ -26,7 +26,7 @@ func (j *Job) EvalOnRank(ctx context.Context, r *Rank, expr string, level *int) 
 	if t == nil {
 		return "", nil, errors.New("no thread")
 	}
-	ts, err := r.sym.Stack(ctx, t.LWP)
+	ts, err := r.sym.stack(ctx, t.LWP)
 	if err != nil {
 		return "", nil, err
 	}

@@ -168,7 +168,7 @@ func (j *Job) GlobalScope() (*symbols.Process, *Thread, error) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(j.ctx, DefaultTimeout)
-		ts, err := r.sym.Stack(ctx, t.LWP)
+		ts, err := r.sym.stack(ctx, t.LWP)
 		cancel()
 		if err != nil {
 			return nil, nil, err

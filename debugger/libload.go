@@ -19,7 +19,7 @@ import (
 // waitsForLibrary reports whether a breakpoint of r waits for a library to be loaded in r:
 // it resolved nowhere yet, or its locations are in a binary r has not loaded.
 func (j *Job) waitsForLibrary(ctx context.Context, r *Rank) bool {
-	mods, err := r.sym.Modules(ctx, false)
+	mods, err := r.sym.modules(ctx, false)
 	if err != nil {
 		return false
 	}
@@ -71,7 +71,7 @@ func (j *Job) refreshModules(ctx context.Context, ranks []*Rank) {
 		wg.Go(func() {
 			defer j.recoverPanic(fmt.Sprintf("modules of rank %d", r.Num))
 			if !r.sym.linkMapChanging(ctx) {
-				r.sym.Modules(ctx, true)
+				r.sym.modules(ctx, true)
 			}
 		})
 	}
@@ -96,12 +96,12 @@ func (j *Job) onLibraryEvent(r *Rank) {
 	if r.sym.linkMapChanging(ctx) {
 		return
 	}
-	before, _ := r.sym.Modules(ctx, false)
+	before, _ := r.sym.modules(ctx, false)
 	known := map[string]bool{}
 	for _, m := range before {
 		known[m.Path] = true
 	}
-	after, err := r.sym.Modules(ctx, true)
+	after, err := r.sym.modules(ctx, true)
 	if err != nil {
 		return
 	}

@@ -93,7 +93,7 @@ func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 
 // plan works out which traps r needs and which it no longer needs (nil: nothing to do).
 func (b *breakpoints) plan(ctx context.Context, r *Rank) *trapPlan {
-	mods, err := r.sym.Modules(ctx, false)
+	mods, err := r.sym.modules(ctx, false)
 	if err != nil {
 		return nil
 	}

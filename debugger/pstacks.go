@@ -125,7 +125,7 @@ func ForEach(n int, f func(i int)) {
 // exactStack unwinds a rank's thread through package symbols (the same frames stackTrace
 // shows) and returns its tree frames and the pcs of its physical frames.
 func (j *Job) exactStack(ctx context.Context, rs *RankStack) ([]TreeFrame, []uint64, error) {
-	ts, err := rs.Rank.sym.Stack(ctx, rs.Thread.LWP)
+	ts, err := rs.Rank.sym.stack(ctx, rs.Thread.LWP)
 	if err != nil {
 		return nil, nil, err
 	}

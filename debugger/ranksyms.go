@@ -144,9 +144,9 @@ func (rs *rankSymbols) setLibraryWatch(planted bool) {
 	}
 }
 
-// Modules returns the rank's modules, rereading the link map when asked to (a library may
+// modules returns the rank's modules, rereading the link map when asked to (a library may
 // have been loaded since): once per stop, every time while the rank runs.
-func (rs *rankSymbols) Modules(ctx context.Context, refresh bool) ([]*symbols.Module, error) {
+func (rs *rankSymbols) modules(ctx context.Context, refresh bool) ([]*symbols.Module, error) {
 	if err := rs.ensure(ctx); err != nil {
 		return nil, err
 	}
@@ -338,8 +338,8 @@ func (rs *rankSymbols) linkMap(ctx context.Context, exe *symbols.Binary, bias ui
 	return out, nil
 }
 
-// Stack returns a thread's registers and frames at the current stop, unwinding once.
-func (rs *rankSymbols) Stack(ctx context.Context, lwp int) (*ThreadStack, error) {
+// stack returns a thread's registers and frames at the current stop, unwinding once.
+func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*ThreadStack, error) {
 	if err := rs.ensure(ctx); err != nil {
 		return nil, err
 	}
@@ -359,9 +359,9 @@ func (rs *rankSymbols) Stack(ctx context.Context, lwp int) (*ThreadStack, error)
 	return ts, ts.err
 }
 
-// DropStack forgets the stack of a thread read at this stop (one written to, or run again
+// dropStack forgets the stack of a thread read at this stop (one written to, or run again
 // alone), so that the next read unwinds it anew.
-func (rs *rankSymbols) DropStack(lwp int) {
+func (rs *rankSymbols) dropStack(lwp int) {
 	rs.mu.Lock()
 	delete(rs.stacks, lwp)
 	rs.mu.Unlock()
@@ -382,10 +382,10 @@ func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *ThreadStack {
 		ts.err = fmt.Errorf("rank %d: LWP %d: registers: %w", rs.rank.Num, lwp, err)
 		return ts
 	}
-	mods, _ := rs.Modules(ctx, false)
+	mods, _ := rs.modules(ctx, false)
 	pc, _ := ts.regs.PC()
 	if !inModules(mods, pc) {
-		mods, _ = rs.Modules(ctx, true) // a library loaded since the last look
+		mods, _ = rs.modules(ctx, true) // a library loaded since the last look
 	}
 	ts.proc = rs.newProcess(mods, lwp)
 	ts.Frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
@@ -393,7 +393,7 @@ func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *ThreadStack {
 		// A frame in no known object, or in one whose code is no longer where the list places
 		// it: libraries were loaded or unloaded since the link map was last read (see
 		// modcheck.go). Read it again and unwind with what the process maps now.
-		if fresh, _ := rs.Modules(ctx, true); !slices.Equal(fresh, mods) {
+		if fresh, _ := rs.modules(ctx, true); !slices.Equal(fresh, mods) {
 			ts.proc = rs.newProcess(fresh, lwp)
 			ts.Frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
 		}
@@ -498,7 +498,7 @@ func threadPointer(regs *symbols.Regs) (uint64, bool) { return regs.Get(regs.Arc
 func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	mods, err := rs.Modules(ctx, false)
+	mods, err := rs.modules(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -556,10 +556,10 @@ func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
 
 // Stack returns the stack of the rank's thread lwp at this stop (read once per stop).
 func (r *Rank) Stack(ctx context.Context, lwp int) (*ThreadStack, error) {
-	return r.sym.Stack(ctx, lwp)
+	return r.sym.stack(ctx, lwp)
 }
 
 // Modules returns the rank's modules as last read from its link map.
 func (r *Rank) Modules(ctx context.Context) ([]*symbols.Module, error) {
-	return r.sym.Modules(ctx, false)
+	return r.sym.modules(ctx, false)
 }

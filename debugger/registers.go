@@ -90,7 +90,7 @@ func patchByName(a *symbols.Arch, gp, fp []byte, name string, v uint64) (cdti.Re
 // FaultAddress computes the address a faulting instruction accessed from its memory operand
 // and the thread's registers (the CDTI Notify carries a data address for watchpoints only).
 func FaultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
-	ts, err := r.sym.Stack(ctx, lwp)
+	ts, err := r.sym.stack(ctx, lwp)
 	if err != nil {
 		return 0, false
 	}

@@ -199,7 +199,7 @@ func (j *Job) heldAlone(t *Thread) bool {
 // threads stay stopped.
 func (j *Job) releaseThread(t *Thread) error {
 	r := t.Rank
-	r.sym.DropStack(t.LWP)
+	r.sym.dropStack(t.LWP)
 	err := j.releaseHeld(r, []int{t.LWP})
 	j.mu.Lock()
 	if len(r.sym.held) == 0 && r.notif == nil && r.state == RankStopped {

@@ -26,7 +26,7 @@ const maxSteps = 2000
 
 // prepare reads where the step starts.
 func (st *stepper) prepare(ctx context.Context) error {
-	ts, err := st.r.sym.Stack(ctx, st.lwp)
+	ts, err := st.r.sym.stack(ctx, st.lwp)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func (st *stepper) refresh(ctx context.Context) error {
 // without line information).
 func (st *stepper) refreshRet(ctx context.Context) error {
 	st.r.sym.invalidate()
-	ts, err := st.r.sym.Stack(ctx, st.lwp)
+	ts, err := st.r.sym.stack(ctx, st.lwp)
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func (rs *rankSymbols) threadLabels(ctx context.Context) map[int]threadLabel {
 	if err != nil {
 		return out
 	}
-	mods, _ := rs.Modules(ctx, false)
+	mods, _ := rs.modules(ctx, false)
 	proc := rs.newProcess(mods, 0)
 	for _, t := range list.Threads {
 		if t.LWP == 0 {

@@ -183,4 +183,4 @@ func (j *Job) StoppedThread(id int) (*Thread, error) {
 
 // DropStack forgets the thread's stack read at this stop, after a write (a register, a
 // variable, a function call) may have changed it.
-func (t *Thread) DropStack() { t.Rank.sym.DropStack(t.LWP) }
+func (t *Thread) DropStack() { t.Rank.sym.dropStack(t.LWP) }

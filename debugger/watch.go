@@ -87,7 +87,7 @@ func (b *breakpoints) syncWatches(ctx context.Context, ranks []*Rank) {
 }
 
 func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
-	mods, err := r.sym.Modules(ctx, false)
+	mods, err := r.sym.modules(ctx, false)
 	if err != nil {
 		return
 	}
