@@ -304,7 +304,7 @@ func (j *Job) focusSet() rankset.Set {
 func (j *Job) ReferenceRank() *Rank {
 	j.mu.Lock()
 	v := j.viewRank
-	alive := v != nil && (v.state == RankStopped || v.state == rankRunning)
+	alive := v != nil && (v.state == RankStopped || v.state == RankRunning)
 	j.mu.Unlock()
 	if alive {
 		return v
@@ -374,7 +374,7 @@ func (j *Job) liveRanks() []*Rank {
 	defer j.mu.Unlock()
 	var out []*Rank
 	for _, r := range j.ranks {
-		if r.state == rankRunning || r.state == RankStopped {
+		if r.state == RankRunning || r.state == RankStopped {
 			out = append(out, r)
 		}
 	}

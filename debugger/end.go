@@ -16,14 +16,14 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
-	if r.state == rankExited {
+	if r.state == RankExited {
 		j.mu.Unlock()
 		return
 	}
 	if st != -1 {
 		r.exit = &st
 	}
-	r.state = rankExited
+	r.state = RankExited
 	r.notif = nil
 	j.endStopLocked(r)
 	if r.stepper != nil {
@@ -127,7 +127,7 @@ func (j *Job) Kill(d time.Duration) {
 	j.stopAll = true
 	live := []*Rank{}
 	for _, r := range j.ranks {
-		if r.state != rankExited {
+		if r.state != RankExited {
 			live = append(live, r)
 		}
 	}
@@ -145,7 +145,7 @@ func (j *Job) Kill(d time.Duration) {
 	for _, r := range live {
 		for time.Now().Before(deadline) {
 			j.mu.Lock()
-			gone := r.state == rankExited
+			gone := r.state == RankExited
 			j.mu.Unlock()
 			if gone {
 				break
@@ -169,7 +169,7 @@ func (j *Job) Detach() {
 		wg.Go(func() {
 			for _, r := range n.ranks {
 				j.mu.Lock()
-				exited := r.state == rankExited
+				exited := r.state == RankExited
 				held := r.sym.heldLWPs()
 				j.mu.Unlock()
 				if exited {

@@ -59,7 +59,7 @@ type StopEvent struct {
 // RankStatus is the state of one rank as the job reports it (RanksChanged, RankStates).
 type RankStatus struct {
 	Num        int
-	State      rankState
+	State      RankState
 	Pid        int
 	Host       string
 	ThreadID   int    // the thread id of its main thread (0: none known yet)

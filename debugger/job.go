@@ -16,17 +16,19 @@ import (
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
-// rankState is where a rank stands, as hpcdap/ranks reports it.
-type rankState int
+// RankState is where a rank stands (RankStatus, StateOf).
+type RankState int
 
+// The states of a rank, in the order a rank passes them.
 const (
-	rankStarting rankState = iota // launched, not yet held by the adapter
-	rankRunning
+	RankStarting RankState = iota // launched, not yet held by the job
+	RankRunning
 	RankStopped
-	rankExited
+	RankExited
 )
 
-func (s rankState) String() string {
+// String names the state as the ranks view shows it ("stopped").
+func (s RankState) String() string {
 	return [...]string{"starting", "running", "stopped", "exited"}[s]
 }
 
@@ -42,7 +44,7 @@ type Rank struct {
 	evMu sync.Mutex // serialises the handling of this rank's notifications
 
 	// Guarded by job.mu.
-	state       rankState
+	state       RankState
 	notif       *cdti.NotifySignal // the notification in flight while stopped
 	stopReason  string             // DAP reason of the last stop
 	stopText    string             // its description
@@ -295,7 +297,7 @@ func (j *Job) RankStates() ([]RankStatus, rankset.Set) {
 }
 
 // StateOf returns the state of rank r.
-func (j *Job) StateOf(r *Rank) rankState {
+func (j *Job) StateOf(r *Rank) RankState {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return r.state

@@ -25,7 +25,7 @@ func (j *Job) runTargets(t *Thread, single bool) []*Rank {
 func (j *Job) resume(r *Rank) error {
 	j.logf("rank %d: resume", r.Num)
 	j.mu.Lock()
-	if r.state == rankExited {
+	if r.state == RankExited {
 		j.mu.Unlock()
 		return nil
 	}
@@ -53,7 +53,7 @@ func (j *Job) endStopLocked(r *Rank) {
 // beginRunLocked marks a rank running and invalidates everything read at its last stop.
 func (j *Job) beginRunLocked(r *Rank) {
 	if r.state == RankStopped {
-		r.state = rankRunning
+		r.state = RankRunning
 		j.markChanged(r)
 	}
 	r.notif = nil
@@ -142,7 +142,7 @@ func (j *Job) continueOne(r *Rank, epoch int) error {
 	if notified {
 		j.beginRunLocked(r)
 	} else {
-		r.state = rankRunning
+		r.state = RankRunning
 		j.endStopLocked(r)
 		j.markChanged(r)
 	}
@@ -203,7 +203,7 @@ func (j *Job) releaseThread(t *Thread) error {
 	err := j.releaseHeld(r, []int{t.LWP})
 	j.mu.Lock()
 	if len(r.sym.held) == 0 && r.notif == nil && r.state == RankStopped {
-		r.state = rankRunning
+		r.state = RankRunning
 		j.endStopLocked(r)
 	}
 	j.markChanged(r)

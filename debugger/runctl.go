@@ -98,7 +98,7 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 	j.logf("rank %d: notify %s tid %d %v pc %#x data %#x", r.Num, SignalName(sig), tid, ns.Reason, ns.InstAddress, ns.DataAddress)
 	j.mu.Lock()
 	r.notif = &ns
-	if r.state == rankStarting {
+	if r.state == RankStarting {
 		r.state = RankStopped
 		r.stopReason, r.stopText = "entry", ""
 		j.markChanged(r)
@@ -244,7 +244,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 		j.collect = &collector{primary: r, info: info, waiting: map[*Rank]bool{}}
 		j.stops++
 		for _, q := range j.ranks {
-			if q == r || q.state != rankRunning {
+			if q == r || q.state != RankRunning {
 				continue
 			}
 			j.collect.waiting[q] = true
@@ -394,7 +394,7 @@ func (j *Job) sendStop(r *Rank) {
 	defer cancel()
 	r.evMu.Lock()
 	j.mu.Lock()
-	awaited := j.awaitedLocked(r) && r.state == rankRunning
+	awaited := j.awaitedLocked(r) && r.state == RankRunning
 	j.mu.Unlock()
 	var stopping bool
 	var err error
@@ -411,7 +411,7 @@ func (j *Job) sendStop(r *Rank) {
 	}
 	j.logf("rank %d: stop not sent: %v", r.Num, err)
 	j.mu.Lock()
-	running := r.state == rankRunning
+	running := r.state == RankRunning
 	r.pauseReq = false
 	if j.collect == nil || !j.collect.waiting[r] {
 		j.mu.Unlock()
@@ -457,7 +457,7 @@ func (j *Job) pause(ranks []*Rank) bool {
 	any := false
 	j.mu.Lock()
 	for _, r := range ranks {
-		if r.state != rankRunning {
+		if r.state != RankRunning {
 			continue
 		}
 		any = true

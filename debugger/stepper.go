@@ -73,7 +73,7 @@ func (st *stepper) run() {
 	if st.r.stepper == st {
 		st.r.stepper = nil
 	}
-	exited := st.r.state == rankExited
+	exited := st.r.state == RankExited
 	j.mu.Unlock()
 	if exited {
 		return

@@ -134,7 +134,7 @@ func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
 	defer j.mu.Unlock()
 	var list []Thread
 	for _, r := range j.ranks {
-		if r.state == rankExited {
+		if r.state == RankExited {
 			continue // its threads are gone
 		}
 		for _, t := range r.threads {
@@ -157,7 +157,7 @@ var (
 // notStoppedError says which rank runs (or ended) where a stopped thread was needed.
 type notStoppedError struct {
 	rank  int
-	state rankState
+	state RankState
 }
 
 func (e *notStoppedError) Error() string        { return fmt.Sprintf("rank %d is %s", e.rank, e.state) }
