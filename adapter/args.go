@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/launch"
 )
 
@@ -56,14 +57,14 @@ type AttachArgs struct {
 	SubstitutePath []PathRule `json:"substitutePath"`
 }
 
-func parseStopMode(s string) (stopMode, error) {
+func parseStopMode(s string) (debugger.StopMode, error) {
 	switch s {
 	case "", "all":
-		return stopAll, nil
+		return debugger.StopAll, nil
 	case "rank":
-		return stopRank, nil
+		return debugger.StopRank, nil
 	case "thread":
-		return stopThread, nil
+		return debugger.StopThread, nil
 	}
 	return 0, fmt.Errorf(`stopMode %q: want "all", "rank" or "thread"`, s)
 }
@@ -79,7 +80,7 @@ type launchPlan struct {
 	env         []string
 	np          int
 	stopAtEntry bool
-	mode        stopMode
+	mode        debugger.StopMode
 	focus       string
 	coreFile    string
 	noASLR      bool
@@ -173,7 +174,7 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	}
 	p.focus = a.Ranks
 	if p.np > 0 { // otherwise the job's size is known once it runs
-		if _, err := parseFocus(a.Ranks, p.np); err != nil {
+		if _, err := debugger.ParseFocus(a.Ranks, p.np); err != nil {
 			return nil, err
 		}
 	}
@@ -253,7 +254,7 @@ type attachPlan struct {
 	launcherPid int         // a running mpirun, mpiexec.hydra or srun of this host
 	slurmJob    string      // a Slurm job step "J.S"
 	program     string
-	mode        stopMode
+	mode        debugger.StopMode
 	focus       string
 	stopAtEntry bool
 	paths       pathMap
@@ -341,7 +342,7 @@ const maxCallTimeout = time.Hour
 // parseCallTimeout checks the callTimeout argument (seconds); nil gives callTimeout.
 func parseCallTimeout(secs *float64) (time.Duration, error) {
 	if secs == nil {
-		return callTimeout, nil
+		return debugger.CallTimeout, nil
 	}
 	d := time.Duration(*secs * float64(time.Second))
 	if !(*secs > 0) || d < time.Millisecond || d > maxCallTimeout {

@@ -9,54 +9,55 @@ import (
 	"strings"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // dapBreakpoint reports a breakpoint's state: verified once it resolved and is planted on at
 // least one rank; the message names the ranks where planting failed.
-func (s *Session) dapBreakpoint(bp *userBP) Breakpoint {
-	out := Breakpoint{Breakpoint: dap.Breakpoint{Id: bp.id}}
+func (s *Session) dapBreakpoint(bp *debugger.Breakpoint) Breakpoint {
+	out := Breakpoint{Breakpoint: dap.Breakpoint{Id: bp.ID}}
 	switch {
-	case bp.refused != "":
-		out.Message, out.Reason = bp.refused, "failed"
-		if bp.kind == bpSource {
-			out.Source = &dap.Source{Name: filepath.Base(bp.path), Path: bp.path}
-			out.Line = s.lineOut(bp.line)
+	case bp.Refused != "":
+		out.Message, out.Reason = bp.Refused, "failed"
+		if bp.Kind == debugger.BPSource {
+			out.Source = &dap.Source{Name: filepath.Base(bp.Path), Path: bp.Path}
+			out.Line = s.lineOut(bp.Line)
 		}
 		return out
-	case bp.kind == bpData:
+	case bp.Kind == debugger.BPData:
 		// Armed where the rank had a slot left; verified while at least one rank watches.
-		out.Verified = len(bp.failures) < bp.ranks.Len()
-		if len(bp.failures) > 0 {
-			out.Message = failureText(bp.failures)
+		out.Verified = len(bp.Failures) < bp.Ranks.Len()
+		if len(bp.Failures) > 0 {
+			out.Message = failureText(bp.Failures)
 			if !out.Verified {
 				out.Reason = "failed"
 			}
 		}
 		return out
-	case !bp.resolved:
-		out.Message = bp.message
+	case !bp.Resolved:
+		out.Message = bp.Message
 		out.Reason = "pending"
-	case len(bp.failures) > 0 && bp.planted == 0:
-		out.Message = failureText(bp.failures)
+	case len(bp.Failures) > 0 && bp.Planted == 0:
+		out.Message = failureText(bp.Failures)
 		out.Reason = "failed"
 	default:
 		out.Verified = true
-		if len(bp.failures) > 0 {
-			out.Message = failureText(bp.failures)
+		if len(bp.Failures) > 0 {
+			out.Message = failureText(bp.Failures)
 		}
 	}
-	if bp.resolved && bp.actual.File != "" {
-		file := s.sources.paths.toEditor(bp.actual.File)
+	if bp.Resolved && bp.Actual.File != "" {
+		file := s.sources.paths.toEditor(bp.Actual.File)
 		out.Source = &dap.Source{Name: filepath.Base(file), Path: file}
-		out.Line = s.lineOut(bp.actual.Line)
-	} else if bp.kind == bpSource {
-		out.Source = &dap.Source{Name: filepath.Base(bp.path), Path: bp.path}
-		out.Line = s.lineOut(bp.line)
+		out.Line = s.lineOut(bp.Actual.Line)
+	} else if bp.Kind == debugger.BPSource {
+		out.Source = &dap.Source{Name: filepath.Base(bp.Path), Path: bp.Path}
+		out.Line = s.lineOut(bp.Line)
 	}
-	if bp.resolved && bp.kind == bpInstruction {
-		out.InstructionReference = fmt.Sprintf("%#x", bp.instrRef)
+	if bp.Resolved && bp.Kind == debugger.BPInstruction {
+		out.InstructionReference = fmt.Sprintf("%#x", bp.InstrRef)
 	}
 	return out
 }
@@ -76,9 +77,9 @@ func failureText(f map[int]string) string {
 }
 
 // breakpointsBody reports the breakpoints a set request ended with, in its order.
-func (s *Session) breakpointsBody(j *Job, list []*userBP) BreakpointsBody {
+func (s *Session) breakpointsBody(j *debugger.Job, list []*debugger.Breakpoint) BreakpointsBody {
 	out := BreakpointsBody{Breakpoints: []Breakpoint{}}
-	for _, bp := range j.bps.snapshots(list) {
+	for _, bp := range j.Snapshots(list) {
 		out.Breakpoints = append(out.Breakpoints, s.dapBreakpoint(bp))
 	}
 	return out
@@ -87,7 +88,7 @@ func (s *Session) breakpointsBody(j *Job, list []*userBP) BreakpointsBody {
 // bpSpec is one breakpoint of a set request as the client sent it: where (invalid: why it
 // names no place), and its condition, hit condition and log message.
 type bpSpec struct {
-	at                *userBP
+	at                *debugger.Breakpoint
 	invalid           error
 	cond, hit, logMsg string
 }
@@ -95,24 +96,24 @@ type bpSpec struct {
 // setAndAnswer runs a set request of n breakpoints through the engine's one path and answers
 // it with its own response type (made by respond). Conditions, hit conditions and log messages
 // are checked here, once: a bad one fails the whole request and changes nothing.
-func (s *Session) setAndAnswer(j *Job, req *dap.Request, set bpSet, n int, spec func(i int) bpSpec,
+func (s *Session) setAndAnswer(j *debugger.Job, req *dap.Request, set debugger.BPSet, n int, spec func(i int) bpSpec,
 	respond func(dap.Response, BreakpointsBody) dap.Message) {
-	reqs := make([]bpRequest, n)
+	reqs := make([]debugger.BPRequest, n)
 	for i := range reqs {
 		sp := spec(i)
-		meta, err := newBPMeta(sp.cond, sp.hit, sp.logMsg)
+		meta, err := debugger.NewBPMeta(sp.cond, sp.hit, sp.logMsg)
 		if err != nil {
 			s.sendError(req, errBreakpoints, req.Command+": "+err.Error())
 			return
 		}
-		reqs[i] = bpRequest{at: sp.at, meta: meta}
+		reqs[i] = debugger.BPRequest{At: sp.at, Meta: meta}
 		if sp.invalid != nil {
-			reqs[i].invalid = sp.invalid.Error()
+			reqs[i].Invalid = sp.invalid.Error()
 		}
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	list := j.setBreakpoints(ctx, set, reqs)
+	list := j.SetBreakpoints(ctx, set, reqs)
 	s.send(respond(newResponse(req), s.breakpointsBody(j, list)))
 }
 
@@ -136,10 +137,10 @@ func (s *Session) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
 			sbs = append(sbs, dap.SourceBreakpoint{Line: l})
 		}
 	}
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpSource, file: filepath.Clean(path)}, len(sbs),
+	s.setAndAnswer(j, &req.Request, debugger.BPSet{Kind: debugger.BPSource, File: filepath.Clean(path)}, len(sbs),
 		func(i int) bpSpec {
 			sb := sbs[i]
-			return bpSpec{at: &userBP{kind: bpSource, path: path, debugPath: s.sources.paths.toDebug(path), line: s.lineIn(sb.Line)}, cond: sb.Condition, hit: sb.HitCondition, logMsg: sb.LogMessage}
+			return bpSpec{at: &debugger.Breakpoint{Kind: debugger.BPSource, Path: path, DebugPath: s.sources.paths.toDebug(path), Line: s.lineIn(sb.Line)}, cond: sb.Condition, hit: sb.HitCondition, logMsg: sb.LogMessage}
 		},
 		func(r dap.Response, b BreakpointsBody) dap.Message {
 			return &SetBreakpointsResponse{Response: r, Body: b}
@@ -152,10 +153,10 @@ func (s *Session) onSetFunctionBreakpointsRequest(req *dap.SetFunctionBreakpoint
 		return
 	}
 	fbs := req.Arguments.Breakpoints
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpFunction}, len(fbs),
+	s.setAndAnswer(j, &req.Request, debugger.BPSet{Kind: debugger.BPFunction}, len(fbs),
 		func(i int) bpSpec {
 			fb := fbs[i]
-			return bpSpec{at: &userBP{kind: bpFunction, fn: strings.TrimSpace(fb.Name)}, cond: fb.Condition, hit: fb.HitCondition}
+			return bpSpec{at: &debugger.Breakpoint{Kind: debugger.BPFunction, Fn: strings.TrimSpace(fb.Name)}, cond: fb.Condition, hit: fb.HitCondition}
 		},
 		func(r dap.Response, b BreakpointsBody) dap.Message {
 			return &SetFunctionBreakpointsResponse{Response: r, Body: b}
@@ -167,15 +168,15 @@ func (s *Session) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBrea
 	if j == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	ibs := req.Arguments.Breakpoints
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpInstruction}, len(ibs),
+	s.setAndAnswer(j, &req.Request, debugger.BPSet{Kind: debugger.BPInstruction}, len(ibs),
 		func(i int) bpSpec {
 			ib := ibs[i]
-			at, invalid := j.instructionAt(ctx, ib.InstructionReference, ib.Offset)
+			at, invalid := j.InstructionAt(ctx, ib.InstructionReference, ib.Offset)
 			if invalid != nil {
-				at = &userBP{kind: bpInstruction}
+				at = &debugger.Breakpoint{Kind: debugger.BPInstruction}
 			}
 			return bpSpec{at: at, invalid: invalid, cond: ib.Condition, hit: ib.HitCondition}
 		},
@@ -190,14 +191,14 @@ func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
 		return
 	}
 	dbs := req.Arguments.Breakpoints
-	s.setAndAnswer(j, &req.Request, bpSet{kind: bpData}, len(dbs),
+	s.setAndAnswer(j, &req.Request, debugger.BPSet{Kind: debugger.BPData}, len(dbs),
 		func(i int) bpSpec {
 			db := dbs[i]
-			d, invalid := parseDataID(db.DataId)
+			d, invalid := debugger.ParseDataID(db.DataId)
 			if invalid == nil {
-				d.access, invalid = parseAccessType(db.AccessType)
+				d.Access, invalid = debugger.ParseAccessType(db.AccessType)
 			}
-			return bpSpec{at: &userBP{kind: bpData, data: d}, invalid: invalid, cond: db.Condition, hit: db.HitCondition}
+			return bpSpec{at: &debugger.Breakpoint{Kind: debugger.BPData, Data: d}, invalid: invalid, cond: db.Condition, hit: db.HitCondition}
 		},
 		func(r dap.Response, b BreakpointsBody) dap.Message {
 			return &SetDataBreakpointsResponse{Response: r, Body: b}
@@ -218,7 +219,7 @@ func (s *Session) onSetExceptionBreakpointsRequest(req *dap.SetExceptionBreakpoi
 		}
 	}
 	if j != nil {
-		j.setSignalStop(stop)
+		j.SetSignalStop(stop)
 	} else {
 		return
 	}
@@ -236,9 +237,9 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 		return
 	}
 	a := req.Arguments
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	bins := j.back.binaries(ctx)
+	bins := j.Binaries(ctx)
 	first := s.lineIn(a.Line)
 	last := first
 	if a.EndLine > 0 {
@@ -280,20 +281,20 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 		resp.Body.Description = why
 		s.send(resp)
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.Frozen(); err != nil {
 		fail(err.Error())
 		return
 	}
-	var r *Rank
+	var r *debugger.Rank
 	var addr uint64
 	var size int
 	var mods []*symbols.Module
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	switch {
 	case a.AsAddress:
-		r = j.referenceRank()
-		v, err := parseAddress(a.Name, 0)
+		r = j.ReferenceRank()
+		v, err := debugger.ParseAddress(a.Name, 0)
 		if err != nil {
 			fail(err.Error())
 			return
@@ -323,7 +324,7 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 		fail(fmt.Sprintf("%s: %d bytes at %#x: hardware watchpoints need 1, 2, 4 or 8 aligned bytes", a.Name, size, addr))
 		return
 	}
-	mods, _ = r.sym.modules(ctx, false)
+	mods, _ = r.Modules(ctx)
 	id := fmt.Sprintf("a:%d:%x:%d:%s", r.Num, addr, size, a.Name)
 	for _, m := range mods {
 		if m.Contains(addr) {
@@ -341,9 +342,9 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 }
 
 // dataValue finds the value a dataBreakpointInfo request names.
-func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Value, *frameRef, error) {
+func (s *Session) dataValue(j *debugger.Job, a DataBreakpointInfoArguments) (*symbols.Value, *frameRef, error) {
 	if a.VariablesReference != 0 {
-		v, ok := j.handles.get(a.VariablesReference)
+		v, ok := s.handles.get(a.VariablesReference)
 		ref, isRef := v.(*varRef)
 		if !ok || !isRef {
 			return nil, nil, fmt.Errorf("variables reference %d is not valid at this stop", a.VariablesReference)
@@ -368,7 +369,7 @@ func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Val
 		return val, ref.frame, err
 	}
 	if a.FrameId != 0 {
-		v, ok := j.handles.get(a.FrameId)
+		v, ok := s.handles.get(a.FrameId)
 		fr, isFrame := v.(*frameRef)
 		if !ok || !isFrame {
 			return nil, nil, fmt.Errorf("frame %d is not a frame of a current stop", a.FrameId)
@@ -376,7 +377,7 @@ func (s *Session) dataValue(j *Job, a DataBreakpointInfoArguments) (*symbols.Val
 		val, err := fr.frame.Eval(a.Name)
 		return val, fr, err
 	}
-	p, t, err := j.globalScope()
+	p, t, err := j.GlobalScope()
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,72 +1,32 @@
 // Package adapter is hpcdap's Debug Adapter Protocol server: it turns DAP requests into
-// operations on a parallel job — one process or thousands of MPI ranks — and the agents'
-// notifications into DAP events. `hpcdap dap` serves one session on stdio, `hpcdap serve`
-// many sessions over TCP; both are a Server.
+// calls on a parallel job — one process or thousands of MPI ranks — of package debugger, and
+// what the job reports into DAP events. `hpcdap dap` serves one session on stdio, `hpcdap
+// serve` many sessions over TCP; both are a Server.
 //
 // # Sessions and jobs
 //
 // A Server owns what sessions share (the symbol cache: each distinct binary's DWARF is read
-// once) and hands every connection to a Session. A Session reads and decodes DAP messages on
-// one goroutine — framing is bounded (MaxMessageSize), and malformed input of any kind is
-// answered with an error response while the session goes on — and handles requests in order
-// on another (the onXxxRequest methods). Each session debugs one Job. The Job knows nothing
-// of DAP: it reports output, stops, continues, its end, changed breakpoints and ranks, and new
-// modules through the Events interface (events.go), which the session turns into DAP events
-// (jobevents.go); mapping source paths between the editor and the debug information is the
-// session's, at the boundary.
+// once) and hands every connection to a Session (server.go, session.go, transport.go,
+// peercred.go). A Session reads and decodes DAP messages on one goroutine — framing is
+// bounded (MaxMessageSize), and malformed input of any kind is answered with an error
+// response while the session goes on — and handles requests in order on another (the
+// onXxxRequest methods). Each session debugs one debugger.Job, which knows nothing of DAP: it
+// reports output, stops, continues, its end, changed breakpoints and ranks, the end of a
+// rank's stop and new modules through the debugger.Events interface, which the session turns
+// into DAP events (jobevents.go).
 //
-// A Job is the rank table of the README's contract: rank → (agent connection, pid, host,
-// executable), with DAP threads as (rank, LWP) pairs of stable ids named
-// "rank 3 · main (LWP 4242) 0x7f…" (role, LWP, pthread_t once the thread library knows the
-// thread). Package launch produces the agents of the table (launch.Agents): without a
-// launcher, launch.LocalSpawn starts this very binary as `hpcdap agent` in spawn mode (one
-// agent per 64 ranks, a random token in HPCDAP_TOKEN, CDTI over loopback); attach by pid,
-// launch.LocalAttach, starts agents in attach mode.
+// # Handlers
 //
-// The launchers "mpirun" (Open MPI; or mpirun.openmpi, orterun), "mpiexec.hydra" (MPICH) and
-// "srun" (Slurm), and the attach arguments launcherPid (a running mpirun, hydra or srun of
-// this host) and slurmJob ("J.S"), go through package launch (wlmlaunch.go): the launcher runs
-// under an agent that does MPIR (or attaches to it and reads its proctable), and launch starts
-// one agent per node of the job, in attach mode, through the workload manager. The adapter
-// takes control of every rank through them (each phase bounded, failures named per rank:
-// "7 of 8 ranks attached; rank 5 on node2: ..."), and only then lets the launcher go, so it
-// never stays stopped while ranks run. Open MPI and hydra hold their ranks inside MPI_Init,
-// after main began: stopAtEntry then stops them there and says so. srun holds them at exec;
-// they get SIGCONT from the adapter with the release. The launcher's output (labelled by
-// rank with --tag-output, -prepend-rank or --label) goes to the client as "[3] text" output
-// events, and its exit status as a console line; each rank's exit code comes from its agent.
-// A disconnect with terminateDebuggee kills the ranks and the launcher; without, the ranks are
-// detached and the job runs on. If the front end dies, its agents lose their connection and
-// detach, removing every breakpoint.
+// A handler parses its request, calls the job and formats the answer into DAP types; it takes
+// none of the job's locks and reads none of its state but what the job's methods return.
+// Launch and attach arguments become a plan (args.go, power.go, wlmlaunch.go) that
+// lifecycle.go starts a job with; run control is runhandlers.go, breakpoints bphandlers.go,
+// ranks, focus, parallel stacks and compare rankhandlers.go, memory and disassembly
+// memhandlers.go, threads, stacks and scopes frames.go, variables, registers and expressions
+// vars.go, exception info, modules and loaded sources info.go, source text sources.go.
+// Mapping source paths between the editor and the debug information (substitutePath) is the
+// session's, at the boundary (paths.go): the job sees only the debug information's paths.
 //
-// # Run control
-//
-// The agents give every rank the Blue Gene/Q CNK's contract over CDTI: a signal in the
-// adapter's notify set suspends the whole rank and sends one Notify; ContinueProcess and
-// StepThread resume it. The job builds DAP stops on top (runctl.go): all-stop by default (the
-// first rank to stop is the primary; every other running rank is stopped with the StopProcess
-// extension, SIGSTOP where the agent cannot interrupt, and the stopped event goes out once all
-// have reported), or per rank or per thread (stopMode). Continue (resume.go), pause and steps
-// apply to the focus set (hpcdap/focus); a step steps every focus rank's main thread, gdb's
-// way (step.go; each rank's stepper, stepper.go, walks the lines, stepline.go). In stop mode
-// thread a stopped thread is held (HoldThread) while its rank runs; stepping it stops the rank
-// for the step and holds the thread again after it. Taking control of the ranks is start.go,
-// their end and the job's (exit, kill, detach) end.go. Breakpoints are resolved once per
-// binary and planted at each rank's load bias with batched SetBreakpoint Updates; conditions,
-// hit counts and log points are evaluated on the front end when a rank reports the trap. Data
-// breakpoints are CDTI watchpoints propagated to every thread.
-//
-// # Symbols
-//
-// The front end reads symbols (package symbols): each rank's modules come from its auxiliary
-// vector and the dynamic linker's link map, read through CDTI; memory is read through a
-// per-stop page cache (read-only file segments come from the files); registers through
-// GetRegisterSet; thread-local storage through package threaddb. hpcdap/parallelStacks takes
-// the bulk of its work from the agents' GetTraceback and unwinds one representative per
-// distinct traceback on the front end (pstacks.go). A core file is debugged as a stopped rank 0
-// with the same code: it is the Job's back end instead of the agents (backend.go, core.go),
-// and refuses what would run or change its process with one error.
-//
-// Frames, scopes and variables are handles that belong to one rank's stop and die when that
-// rank resumes (handles.go).
+// Frame ids and variables references are the session's handles (handles.go): each belongs to
+// one rank's stop and dies when the job reports that stop over (Events.StopOver).
 package adapter

@@ -2,9 +2,11 @@ package adapter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -22,10 +24,10 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 		s.send(resp)
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	list := []dap.Thread{}
-	for _, t := range j.liveThreads(ctx, maxThreads) {
+	for _, t := range j.LiveThreads(ctx, maxThreads) {
 		list = append(list, dap.Thread{Id: t.ID, Name: t.Name})
 	}
 	resp.Body.Threads = list
@@ -34,18 +36,14 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 
 // stoppedThread returns the thread named by a request if its rank is stopped, else answers
 // the request with an error.
-func (s *Session) stoppedThread(r *dap.Request, j *Job, id int) *Thread {
-	t := j.thread(id)
-	if t == nil {
-		s.sendError(r, errBadArguments, fmt.Sprintf("%s: unknown thread %d", r.Command, id))
-		return nil
-	}
-	j.mu.Lock()
-	st := t.Rank.state
-	held := t.Rank.sym.held[t.LWP] // stop mode thread: this thread is stopped, others run
-	j.mu.Unlock()
-	if st != rankStopped && !held {
-		s.sendError(r, errRunning, fmt.Sprintf("%s: rank %d is %s", r.Command, t.Rank.Num, st))
+func (s *Session) stoppedThread(r *dap.Request, j *debugger.Job, id int) *debugger.Thread {
+	t, err := j.StoppedThread(id)
+	if err != nil {
+		code := errBadArguments
+		if errors.Is(err, debugger.ErrNotStopped) {
+			code = errRunning
+		}
+		s.sendError(r, code, r.Command+": "+err.Error())
 		return nil
 	}
 	return t
@@ -60,33 +58,33 @@ func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
 	if t == nil {
 		return
 	}
-	j.setViewRank(t.Rank)
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	j.SetViewRank(t.Rank)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	ts, err := t.Rank.sym.stack(ctx, t.LWP)
+	ts, err := t.Rank.Stack(ctx, t.LWP)
 	if err != nil {
 		s.sendError(&req.Request, errStackTrace, fmt.Sprintf("stack of %s: %v", t.Name, err))
 		return
 	}
 	resp := &dap.StackTraceResponse{Response: newResponse(&req.Request)}
 	resp.Body.StackFrames = s.stackFrames(j, t, ts, req.Arguments.StartFrame, req.Arguments.Levels)
-	resp.Body.TotalFrames = len(ts.frames)
+	resp.Body.TotalFrames = len(ts.Frames)
 	s.send(resp)
 }
 
 // stackFrames builds DAP frames for a page of a thread's stack.
-func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels int) []dap.StackFrame {
+func (s *Session) stackFrames(j *debugger.Job, t *debugger.Thread, ts *debugger.ThreadStack, start, levels int) []dap.StackFrame {
 	out := []dap.StackFrame{}
 	if start < 0 {
 		start = 0
 	}
-	end := len(ts.frames)
+	end := len(ts.Frames)
 	if levels > 0 && start+levels < end {
 		end = start + levels
 	}
 	for i := start; i < end; i++ {
-		f := ts.frames[i]
-		id := j.handles.add(t.Rank, &frameRef{thread: t, level: i, frame: f, ts: ts})
+		f := ts.Frames[i]
+		id := s.handles.add(t.Rank.Num, &frameRef{thread: t, level: i, frame: f, ts: ts})
 		out = append(out, s.dapFrame(id, f))
 	}
 	return out
@@ -96,7 +94,7 @@ func (s *Session) stackFrames(j *Job, t *Thread, ts *threadStack, start, levels 
 // whose debugging information names glibc's build tree) has no source and is subtle: clients
 // show the first frame with a source when a thread stops, and must not pick one they cannot open.
 func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
-	df := dap.StackFrame{Id: id, Name: frameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
+	df := dap.StackFrame{Id: id, Name: debugger.FrameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
 	if src := s.localSource(f); src != nil {
 		df.Source = src
 		df.Line = s.lineOut(f.Line.Line)
@@ -126,8 +124,8 @@ func (s *Session) localSource(f *symbols.Frame) *dap.Source {
 }
 
 // frame returns the frame a frame id stands for, or answers with an error.
-func (s *Session) frame(r *dap.Request, j *Job, id int) *frameRef {
-	v, ok := j.handles.get(id)
+func (s *Session) frame(r *dap.Request, j *debugger.Job, id int) *frameRef {
+	v, ok := s.handles.get(id)
 	fr, isFrame := v.(*frameRef)
 	if !ok || !isFrame {
 		s.sendError(r, errBadArguments, fmt.Sprintf("%s: frame %d is not a frame of a current stop", r.Command, id))
@@ -147,10 +145,10 @@ func (s *Session) onScopesRequest(req *dap.ScopesRequest) {
 	}
 	r := fr.thread.Rank
 	resp := &dap.ScopesResponse{Response: newResponse(&req.Request)}
-	locals := j.handles.add(r, &varRef{kind: varLocals, frame: fr})
-	args := j.handles.add(r, &varRef{kind: varArgs, frame: fr})
-	regs := j.handles.add(r, &varRef{kind: varRegisters, frame: fr})
-	globals := j.handles.add(r, &varRef{kind: varGlobals, frame: fr})
+	locals := s.handles.add(r.Num, &varRef{kind: varLocals, frame: fr})
+	args := s.handles.add(r.Num, &varRef{kind: varArgs, frame: fr})
+	regs := s.handles.add(r.Num, &varRef{kind: varRegisters, frame: fr})
+	globals := s.handles.add(r.Num, &varRef{kind: varGlobals, frame: fr})
 	scopes := []dap.Scope{
 		{Name: "Locals", PresentationHint: "locals", VariablesReference: locals},
 		{Name: "Arguments", PresentationHint: "arguments", VariablesReference: args},

@@ -3,22 +3,24 @@ package adapter
 import (
 	"sync"
 
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // handles maps the integers DAP hands out (frame ids, variables references) to what they
-// stand for. Every handle belongs to one rank's stop and dies when that rank resumes, so a
-// client can never read a frame of a stop that is over; other ranks' handles survive.
+// stand for. Every handle belongs to one rank's stop and dies when that rank resumes (the
+// job reports it: Events.StopOver), so a client can never read a frame of a stop that is
+// over; other ranks' handles survive. They are the session's: the job knows nothing of them.
 // Handles start at 1000 and are never 0 (go-dap omits 0).
 type handles struct {
 	mu     sync.Mutex
 	next   int
 	m      map[int]handle
-	byRank map[*Rank][]int
+	byRank map[int][]int
 }
 
 type handle struct {
-	rank *Rank
+	rank int
 	v    any
 }
 
@@ -26,12 +28,12 @@ func (h *handles) init() {
 	h.mu.Lock()
 	h.next = 1000
 	h.m = map[int]handle{}
-	h.byRank = map[*Rank][]int{}
+	h.byRank = map[int][]int{}
 	h.mu.Unlock()
 }
 
-// add returns a new handle for v, owned by rank r (nil: owned by the session).
-func (h *handles) add(r *Rank, v any) int {
+// add returns a new handle for v, owned by rank r.
+func (h *handles) add(r int, v any) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.next++
@@ -52,8 +54,8 @@ func (h *handles) get(id int) (any, bool) {
 	return e.v, ok
 }
 
-// dropRank forgets every handle of r (its stop is over).
-func (h *handles) dropRank(r *Rank) {
+// dropRank forgets every handle of rank r (its stop is over).
+func (h *handles) dropRank(r int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, id := range h.byRank[r] {
@@ -64,10 +66,10 @@ func (h *handles) dropRank(r *Rank) {
 
 // frameRef is what a frame id stands for.
 type frameRef struct {
-	thread *Thread
+	thread *debugger.Thread
 	level  int // index in the thread's stack
 	frame  *symbols.Frame
-	ts     *threadStack
+	ts     *debugger.ThreadStack
 }
 
 // varKind says what a variables reference expands to.

@@ -8,7 +8,7 @@ import (
 	"sort"
 
 	"github.com/google/go-dap"
-	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -22,32 +22,32 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 		return
 	}
 	r := t.Rank
-	n := j.stopSignal(r)
+	n := j.StopSignal(r)
 	if n == nil {
 		s.sendError(&req.Request, errExceptionInfo, fmt.Sprintf("exceptionInfo: rank %d did not stop for a signal", r.Num))
 		return
 	}
 	sig := int(n.Signal)
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	desc := fmt.Sprintf("%s (%s) on rank %d%s, thread LWP %d, at pc %#x", signalName(sig), signalDescription(sig),
-		r.Num, r.where(), n.ThreadID, n.InstAddress)
+	desc := fmt.Sprintf("%s (%s) on rank %d%s, thread LWP %d, at pc %#x", debugger.SignalName(sig), debugger.SignalDescription(sig),
+		r.Num, r.Where(), n.ThreadID, n.InstAddress)
 	addr, known := n.DataAddress, n.DataAddress != 0
 	if !known && (sig == 11 || sig == 7) {
-		addr, known = faultAddress(ctx, r, int(n.ThreadID))
+		addr, known = debugger.FaultAddress(ctx, r, int(n.ThreadID))
 	}
 	if known && (sig == 11 || sig == 7) {
 		desc += fmt.Sprintf(": invalid access to address %#x", addr)
 	}
 	resp := &dap.ExceptionInfoResponse{Response: newResponse(&req.Request)}
-	resp.Body.ExceptionId = signalName(sig)
+	resp.Body.ExceptionId = debugger.SignalName(sig)
 	resp.Body.Description = desc
 	resp.Body.BreakMode = "always"
-	details := &dap.ExceptionDetails{Message: desc, TypeName: "signal", FullTypeName: signalName(sig)}
-	if ts, err := r.sym.stack(ctx, int(n.ThreadID)); err == nil {
+	details := &dap.ExceptionDetails{Message: desc, TypeName: "signal", FullTypeName: debugger.SignalName(sig)}
+	if ts, err := r.Stack(ctx, int(n.ThreadID)); err == nil {
 		var b []byte
-		for _, f := range ts.frames {
-			line := fmt.Sprintf("#%d %#x in %s", f.Level, f.PC, frameName(f))
+		for _, f := range ts.Frames {
+			line := fmt.Sprintf("#%d %#x in %s", f.Level, f.PC, debugger.FrameName(f))
 			if f.HasLine {
 				line += fmt.Sprintf(" at %s:%d", f.Line.File, f.Line.Line)
 			}
@@ -59,45 +59,26 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	s.send(resp)
 }
 
-// stopSignal returns the notification of the signal that r is stopped for, or nil if it is
-// not stopped for a signal.
-func (j *Job) stopSignal(r *Rank) *cdti.NotifySignal {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if r.notif == nil || (r.stopReason != "exception" && r.stopReason != "signal") {
-		return nil
+// viewModules returns the modules of the rank the client looks at, or answers r with an error
+// (ok false).
+func (s *Session) viewModules(r *dap.Request) (mods []*symbols.Module, ok bool) {
+	j := s.currentJob(r)
+	if j == nil {
+		return nil, false
 	}
-	return r.notif
-}
-
-// faultAddress computes the address a faulting instruction accessed from its memory operand
-// and the thread's registers (the CDTI Notify carries a data address for watchpoints only).
-func faultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
-	ts, err := r.sym.stack(ctx, lwp)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
+	defer cancel()
+	mods, err := j.ViewModules(ctx)
 	if err != nil {
-		return 0, false
+		s.sendError(r, errInternal, r.Command+": "+err.Error())
+		return nil, false
 	}
-	pc, _ := ts.regs.PC()
-	var code [16]byte
-	n, _ := ts.proc.Mem.ReadAt(code[:], pc)
-	return ts.proc.Arch.AccessAddress(code[:n], pc, ts.gp)
-}
-
-// viewModules returns the modules of the rank the client looks at.
-func (j *Job) viewModules(ctx context.Context) ([]*symbols.Module, error) {
-	return j.back.viewModules(ctx)
+	return mods, true
 }
 
 func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
-	j := s.currentJob(&req.Request)
-	if j == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
-	defer cancel()
-	mods, err := j.viewModules(ctx)
-	if err != nil {
-		s.sendError(&req.Request, errInternal, "modules: "+err.Error())
+	mods, ok := s.viewModules(&req.Request)
+	if !ok {
 		return
 	}
 	out := []dap.Module{}
@@ -131,15 +112,8 @@ func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
 }
 
 func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
-	j := s.currentJob(&req.Request)
-	if j == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
-	defer cancel()
-	mods, err := j.viewModules(ctx)
-	if err != nil {
-		s.sendError(&req.Request, errInternal, "loadedSources: "+err.Error())
+	mods, ok := s.viewModules(&req.Request)
+	if !ok {
 		return
 	}
 	seen := map[string]bool{}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -14,8 +15,8 @@ import (
 type jobEvents struct{ s *Session }
 
 // jobConfig is the configuration of the session's jobs.
-func (s *Session) jobConfig() jobConfig {
-	return jobConfig{ctx: s.ctx, events: jobEvents{s}, syms: s.srv.symbolCache(), callTimeout: s.callLimit()}
+func (s *Session) jobConfig() debugger.Config {
+	return debugger.Config{Ctx: s.ctx, Events: jobEvents{s}, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
 }
 
 // callLimit is the session's bound on one function call.
@@ -25,7 +26,7 @@ func (s *Session) callLimit() time.Duration {
 	if s.callTimeout > 0 {
 		return s.callTimeout
 	}
-	return callTimeout
+	return debugger.CallTimeout
 }
 
 // Output sends an output event; a rank's output carries the rank in its data ({"rank": 3}).
@@ -41,7 +42,7 @@ func (e jobEvents) Output(category, text string, rank int) {
 }
 
 // Stopped sends the stopped event of a thread.
-func (e jobEvents) Stopped(ev StopEvent) {
+func (e jobEvents) Stopped(ev debugger.StopEvent) {
 	if ev.Other {
 		e.s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: ev.Reason,
 			ThreadId: ev.ThreadID, PreserveFocusHint: true}})
@@ -70,7 +71,7 @@ func (e jobEvents) Exited(code int) {
 func (e jobEvents) Terminated() { e.s.sendTerminated() }
 
 // BreakpointChanged sends a breakpoint event.
-func (e jobEvents) BreakpointChanged(bp *userBP) {
+func (e jobEvents) BreakpointChanged(bp *debugger.Breakpoint) {
 	ev := &BreakpointEvent{Event: newEvent("breakpoint")}
 	ev.Body.Reason = "changed"
 	ev.Body.Breakpoint = e.s.dapBreakpoint(bp)
@@ -78,13 +79,13 @@ func (e jobEvents) BreakpointChanged(bp *userBP) {
 }
 
 // RanksChanged sends the hpcdap/ranksChanged event.
-func (e jobEvents) RanksChanged(ranks []RankStatus) {
+func (e jobEvents) RanksChanged(ranks []debugger.RankStatus) {
 	e.s.sendEvent("hpcdap/ranksChanged", &RanksChangedBody{Ranks: wireRankStates(ranks)})
 }
 
 // wireRankStates turns the job's rank states into the RankStates of hpcdap/ranks and
 // hpcdap/ranksChanged.
-func wireRankStates(ranks []RankStatus) []RankState {
+func wireRankStates(ranks []debugger.RankStatus) []RankState {
 	out := make([]RankState, len(ranks))
 	for i, r := range ranks {
 		out[i] = RankState{Rank: r.Num, State: r.State.String(), Pid: r.Pid, Host: r.Host, ThreadID: r.ThreadID,
@@ -92,6 +93,9 @@ func wireRankStates(ranks []RankStatus) []RankState {
 	}
 	return out
 }
+
+// StopOver forgets the frame ids and variables references of the rank's stop.
+func (e jobEvents) StopOver(rank int) { e.s.handles.dropRank(rank) }
 
 // ModuleLoaded sends a module event.
 func (e jobEvents) ModuleLoaded(m *symbols.Module) {

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/launch"
 )
 
@@ -152,7 +152,7 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	s.callTimeout = plan.callTimeout
 	s.mu.Unlock()
 	if plan.coreFile != "" {
-		j, err := openCoreJob(s.jobConfig(), plan.coreFile, plan.program)
+		j, err := debugger.OpenCoreJob(s.jobConfig(), plan.coreFile, plan.program)
 		if err != nil {
 			s.releaseStart()
 			s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
@@ -182,10 +182,10 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	start := (&launch.LocalSpawn{AgentPath: exe, LogDir: logDir, NP: plan.np, Program: plan.program, Args: plan.args,
 		AgentArgs: emulatorAgentArgs(plan), Env: plan.env, Dir: plan.cwd, NoASLR: plan.noASLR}).Start
 	title := fmt.Sprintf("Starting %d rank(s) of %s", plan.np, filepath.Base(plan.program))
-	var wl *wlmJob
+	var wl *debugger.WLMJob
 	if plan.launcher != "" {
-		wl = &wlmJob{req: launchRequest(plan), agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout,
-			phase: s.launchPhase}
+		wl = &debugger.WLMJob{Req: launchRequest(plan), AgentExe: exe, LogDir: logDir, Logger: s.srv.cfg.Log, Timeout: wlmPhaseTimeout,
+			Phase: s.launchPhase}
 		start = wl.Start
 		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
 	}
@@ -194,21 +194,20 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	if err == nil && wl != nil {
 		if inPlace, err = s.releaseWLM(j, wl, plan.stopAtEntry, true); err != nil {
 			// The job was brought up: its ranks and agents go before the launcher.
-			j.kill(2 * time.Second)
-			j.closeNodes(true)
+			j.Kill(2 * time.Second)
+			j.CloseNodes(true)
 		}
 	}
 	if err != nil {
 		if wl != nil {
-			wl.end(true)
+			wl.End(true)
 		}
 		s.releaseStart()
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
 	}
-	j.noStop = plan.noDebug
 	if plan.noDebug {
-		j.signalStop = false // signals reach the program as if nobody watched
+		j.SetNoDebug()
 	}
 	s.mu.Lock()
 	s.job = j
@@ -217,7 +216,7 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	s.entryInPlace = inPlace
 	s.mu.Unlock()
 	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
-		SystemProcessId: j.ranks[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
+		SystemProcessId: j.Ranks()[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
 	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
 	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
 }
@@ -238,25 +237,25 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 		if exe, err = s.agentExe(); err == nil {
 			start := (&launch.LocalAttach{AgentPath: exe, LogDir: logDir, Pids: plan.pids}).Start
 			title := fmt.Sprintf("Attaching to %d process(es)", len(plan.pids))
-			var wl *wlmJob
+			var wl *debugger.WLMJob
 			if plan.launcherPid != 0 || plan.slurmJob != "" {
-				wl = &wlmJob{req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob},
-					agentExe: exe, logDir: logDir, logger: s.srv.cfg.Log, timeout: wlmPhaseTimeout, phase: s.launchPhase}
+				wl = &debugger.WLMJob{Req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob},
+					AgentExe: exe, LogDir: logDir, Logger: s.srv.cfg.Log, Timeout: wlmPhaseTimeout, Phase: s.launchPhase}
 				start = wl.Start
 				if title = fmt.Sprintf("Attaching to the job of launcher pid %d", plan.launcherPid); plan.slurmJob != "" {
 					title = "Attaching to Slurm job step " + plan.slurmJob
 				}
 			}
-			var j *Job
+			var j *debugger.Job
 			j, err = s.startJob(start, plan.mode, plan.focus, title)
 			if err == nil && wl != nil {
 				if _, err = s.releaseWLM(j, wl, false, false); err != nil {
-					j.detach()
-					j.closeNodes(false)
+					j.Detach()
+					j.CloseNodes(false)
 				}
 			}
 			if wl != nil && err != nil {
-				wl.end(false)
+				wl.End(false)
 			}
 			if err == nil {
 				s.mu.Lock()
@@ -264,8 +263,8 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 				s.launchedJob = false
 				s.entryStop = plan.stopAtEntry
 				s.mu.Unlock()
-				s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: j.ranks[0].Exe,
-					SystemProcessId: j.ranks[0].Pid, IsLocalProcess: true, StartMethod: "attach", PointerSize: 64}})
+				s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: j.Ranks()[0].Exe,
+					SystemProcessId: j.Ranks()[0].Pid, IsLocalProcess: true, StartMethod: "attach", PointerSize: 64}})
 				s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
 				s.send(&dap.AttachResponse{Response: newResponse(&req.Request)})
 				return
@@ -282,7 +281,7 @@ func (s *Session) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
 // startJob brings a job up, with progress events: its agents (start, from package launch),
 // then its ranks.
 func (s *Session) startJob(start func(ctx context.Context, progress func(done, total int)) (*launch.Agents, error),
-	mode stopMode, focus, title string) (*Job, error) {
+	mode debugger.StopMode, focus, title string) (*debugger.Job, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 	defer cancel()
 	pid := s.progressStart(title)
@@ -293,50 +292,32 @@ func (s *Session) startJob(start func(ctx context.Context, progress func(done, t
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}
-	j, err := newJob(ctx, s.jobConfig(), g, mode, focus)
+	j, err := debugger.NewJob(ctx, s.jobConfig(), g, mode, focus)
 	if err != nil {
 		g.Kill()
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}
 	last := time.Time{}
-	err = j.start(ctx, func(done, total int) {
+	err = j.Start(ctx, func(done, total int) {
 		if done == total || time.Since(last) > 100*time.Millisecond {
 			last = time.Now()
 			s.progressUpdate(pid, fmt.Sprintf("%d of %d rank(s) held", done, total), 10+80*float64(done)/float64(total))
 		}
 	})
 	if err == nil {
-		// Read each rank's modules (the DWARF of each distinct binary once, through the cache).
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var firstErr error
-		for _, r := range j.liveRanks() {
-			wg.Go(func() {
-				defer j.recoverPanic(fmt.Sprintf("symbols of rank %d", r.Num))
-				if e := r.sym.ensure(ctx); e != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = e
-					}
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
-		j.updateLibraryWatch(ctx, j.liveRanks())
-		if firstErr != nil {
+		if firstErr := j.LoadSymbols(ctx); firstErr != nil {
 			s.sendOutput("important", fmt.Sprintf("symbols: %v\n", firstErr))
 		}
 	}
 	if err != nil {
-		j.kill(2 * time.Second)
-		j.closeNodes(true)
+		j.Kill(2 * time.Second)
+		j.CloseNodes(true)
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}
-	s.progressEnd(pid, fmt.Sprintf("%d rank(s) ready", len(j.ranks)))
-	j.flushChanged()
+	s.progressEnd(pid, fmt.Sprintf("%d rank(s) ready", len(j.Ranks())))
+	j.FlushChanged()
 	return j, nil
 }
 
@@ -355,25 +336,25 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 	entry := s.entryStop
 	launched := s.launchedJob
 	s.mu.Unlock()
-	if c, ok := j.back.(*coreJob); ok {
+	if j.Frozen() != nil {
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-		c.reportStop()
+		j.ReportPostMortemStop()
 		return
 	}
 	if entry && (!launched || s.entryInPlace) {
 		// Attached ranks are stopped where they ran: that is the entry stop. (So are ranks
 		// a launcher holds inside MPI_Init.)
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-		j.reportStoppedInPlace()
+		j.ReportStoppedInPlace()
 		return
 	}
 	if entry {
-		if err := j.armEntry(); err != nil {
+		if err := j.ArmEntry(); err != nil {
 			s.sendOutput("important", fmt.Sprintf("stopAtEntry: %v; starting without stopping\n", err))
 		}
 	}
 	s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
-	if _, err := j.continueRanks(j.ranks, nil); err != nil {
+	if err := j.ContinueAll(); err != nil {
 		s.sendOutput("important", fmt.Sprintf("start the ranks: %v\n", err))
 	}
 }
@@ -389,7 +370,7 @@ func (s *Session) onDisconnectRequest(req *DisconnectRequest) {
 		terminate = *req.Arguments.TerminateDebuggee
 	}
 	if j != nil {
-		j.end(terminate)
+		j.End(terminate)
 	}
 	s.send(&dap.DisconnectResponse{Response: newResponse(&req.Request)})
 }
@@ -401,14 +382,13 @@ const wlmPhaseTimeout = 60 * time.Second
 // releaseWLM lets a workload manager's launcher go once startJob holds every rank, and
 // records it with the job. It reports whether a stopAtEntry is satisfied where the ranks are
 // (the launcher held them past main), and says so to the user.
-func (s *Session) releaseWLM(j *Job, wl *wlmJob, stopAtEntry, launched bool) (inPlace bool, err error) {
-	hold := wl.hold()
+func (s *Session) releaseWLM(j *debugger.Job, wl *debugger.WLMJob, stopAtEntry, launched bool) (inPlace bool, err error) {
+	hold := wl.Hold()
 	ctx, cancel := context.WithTimeout(s.ctx, wlmPhaseTimeout)
 	defer cancel()
-	if err := wl.release(ctx, j); err != nil {
+	if err := j.ReleaseLauncher(ctx, wl); err != nil {
 		return false, err
 	}
-	j.wlm = wl
 	if launched && stopAtEntry && (hold == launch.HoldInInit || hold == launch.HoldNone) {
 		where := "inside MPI_Init"
 		if hold == launch.HoldNone {
@@ -416,7 +396,7 @@ func (s *Session) releaseWLM(j *Job, wl *wlmJob, stopAtEntry, launched bool) (in
 		}
 		s.sendOutput("important", fmt.Sprintf("stopAtEntry: %s holds the ranks %s, so main has already run: "+
 			"the ranks stop there instead of at main (set a breakpoint after MPI_Init to stop in your code)\n",
-			filepath.Base(wl.req.Launcher), where))
+			filepath.Base(wl.Req.Launcher), where))
 		return true, nil
 	}
 	return false, nil
@@ -428,10 +408,10 @@ func (s *Session) onTerminateRequest(req *dap.TerminateRequest) {
 		return
 	}
 	s.send(&dap.TerminateResponse{Response: newResponse(&req.Request)})
-	if j.back.frozen() != nil {
+	if j.Frozen() != nil {
 		s.sendTerminated()
 		return
 	}
-	j.kill(5 * time.Second)
-	j.allExited() // unless the ranks' ends have reported it already
+	j.Kill(5 * time.Second)
+	j.AllExited() // unless the ranks' ends have reported it already
 }

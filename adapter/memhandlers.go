@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -20,7 +21,7 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 		return
 	}
 	a := req.Arguments
-	addr, err := parseAddress(a.MemoryReference, a.Offset)
+	addr, err := debugger.ParseAddress(a.MemoryReference, a.Offset)
 	if err != nil {
 		s.sendError(&req.Request, errReadMemory, "readMemory: "+err.Error())
 		return
@@ -30,9 +31,9 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 		return
 	}
 	count := min(a.Count, maxReadMemory)
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	data, err := j.back.readMemory(ctx, addr, count)
+	data, err := j.ReadMemory(ctx, addr, count)
 	if err != nil {
 		s.sendError(&req.Request, errReadMemory, "readMemory: "+err.Error())
 		return
@@ -50,11 +51,11 @@ func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 		return
 	}
 	a := req.Arguments
-	if err := j.back.frozen(); err != nil {
+	if err := j.Frozen(); err != nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
 		return
 	}
-	addr, err := parseAddress(a.MemoryReference, a.Offset)
+	addr, err := debugger.ParseAddress(a.MemoryReference, a.Offset)
 	if err != nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
 		return
@@ -64,19 +65,15 @@ func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: data is not base64: "+err.Error())
 		return
 	}
-	r := j.referenceRank()
+	r := j.ReferenceRank()
 	if r == nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: no rank is alive")
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	if err := r.sym.ensure(ctx); err != nil {
+	if err := j.WriteMemory(ctx, r, addr, data); err != nil {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
-		return
-	}
-	if _, err := r.sym.mem.WriteAt(data, addr); err != nil {
-		s.sendError(&req.Request, errWriteMemory, fmt.Sprintf("writeMemory at %#x on rank %d: %v", addr, r.Num, err))
 		return
 	}
 	resp := &dap.WriteMemoryResponse{Response: newResponse(&req.Request)}
@@ -168,7 +165,7 @@ func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
 		return
 	}
 	a := req.Arguments
-	base, err := parseAddress(a.MemoryReference, a.Offset)
+	base, err := debugger.ParseAddress(a.MemoryReference, a.Offset)
 	if err != nil {
 		s.sendError(&req.Request, errDisassemble, "disassemble: "+err.Error())
 		return
@@ -178,9 +175,9 @@ func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
 		s.sendError(&req.Request, errDisassemble, fmt.Sprintf("disassemble: instructionCount %d (1…10000)", count))
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	p, err := j.back.viewProcess(ctx)
+	p, err := j.ViewProcess(ctx)
 	if err != nil {
 		s.sendError(&req.Request, errDisassemble, "disassemble: "+err.Error())
 		return

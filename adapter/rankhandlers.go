@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/rankset"
 )
 
@@ -17,7 +18,7 @@ func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
 	if j == nil {
 		return
 	}
-	set, err := j.ranksArg(req.Arguments.Ranks)
+	set, err := j.RanksArg(req.Arguments.Ranks)
 	if err != nil {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/parallelStacks: "+err.Error())
 		return
@@ -26,9 +27,9 @@ func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/parallelStacks: maxFrames must not be negative")
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	stacks := j.collectStacks(ctx, set)
+	stacks := j.CollectStacks(ctx, set)
 	body := s.mergeStacks(stacks, req.Arguments.MaxFrames, req.Arguments.ByFunction)
 	s.respond(&req.Request, body)
 }
@@ -36,20 +37,20 @@ func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
 // mergeStacks builds the prefix tree: outermost frame first, one node per distinct frame
 // after the same path (per function, whatever the line, with byFunction), siblings ordered by
 // their lowest rank, ids in depth-first order.
-func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int, byFunction bool) ParallelStacksBody {
+func (s *Session) mergeStacks(stacks []*debugger.RankStack, maxFrames int, byFunction bool) ParallelStacksBody {
 	type building struct {
 		node     *StackNode
 		set      rankset.Set
-		children map[treeFrame]*building
+		children map[debugger.TreeFrame]*building
 		order    []*building
 	}
-	root := &building{children: map[treeFrame]*building{}}
+	root := &building{children: map[debugger.TreeFrame]*building{}}
 	total := 0
-	sort.Slice(stacks, func(a, b int) bool { return stacks[a].rank.Num < stacks[b].rank.Num })
+	sort.Slice(stacks, func(a, b int) bool { return stacks[a].Rank.Num < stacks[b].Rank.Num })
 	for _, st := range stacks {
-		frames := st.frames
-		if st.err != nil || len(frames) == 0 {
-			frames = []treeFrame{{name: "<stack unavailable>"}}
+		frames := st.Frames
+		if st.Err != nil || len(frames) == 0 {
+			frames = []debugger.TreeFrame{{Name: "<stack unavailable>"}}
 		}
 		if maxFrames > 0 && len(frames) > maxFrames {
 			frames = frames[:maxFrames]
@@ -58,26 +59,26 @@ func (s *Session) mergeStacks(stacks []*rankStack, maxFrames int, byFunction boo
 		level := root
 		for i := len(frames) - 1; i >= 0; i-- {
 			f := frames[i]
-			if f.file != "" && s.sources.source(f.file).Path == "" {
-				f.file, f.line = "", 0 // as stackTrace shows it: the line only of a local file
+			if f.File != "" && s.sources.source(f.File).Path == "" {
+				f.File, f.Line = "", 0 // as stackTrace shows it: the line only of a local file
 			}
 			key := f
 			if byFunction {
-				key.line = 0
+				key.Line = 0
 			}
 			b := level.children[key]
 			if b == nil {
-				n := &StackNode{Name: f.name, ThreadID: st.thread.ID, FrameLevel: i, Children: []*StackNode{}}
-				if f.file != "" {
-					src := s.sources.source(f.file) // as stackTrace names it
+				n := &StackNode{Name: f.Name, ThreadID: st.Thread.ID, FrameLevel: i, Children: []*StackNode{}}
+				if f.File != "" {
+					src := s.sources.source(f.File) // as stackTrace names it
 					n.Source = &StackSource{Name: src.Name, Path: src.Path}
-					n.Line = s.lineOut(f.line)
+					n.Line = s.lineOut(f.Line)
 				}
-				b = &building{node: n, children: map[treeFrame]*building{}}
+				b = &building{node: n, children: map[debugger.TreeFrame]*building{}}
 				level.children[key] = b
 				level.order = append(level.order, b)
 			}
-			b.set = b.set.Add(st.rank.Num)
+			b.set = b.set.Add(st.Rank.Num)
 			level = b
 		}
 	}
@@ -113,19 +114,19 @@ func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: frameLevel must not be negative")
 		return
 	}
-	set, err := j.ranksArg(a.Ranks)
+	set, err := j.RanksArg(a.Ranks)
 	if err != nil {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/compareExpression: "+err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	ranks := j.ranksIn(set)
+	ranks := j.RanksIn(set)
 	values := make([]string, len(ranks))
 	errs := make([]string, len(ranks))
-	called := make([]*Thread, len(ranks))
-	forEach(len(ranks), func(i int) {
-		v, t, e := j.evalOnRank(ctx, ranks[i], expr, a.FrameLevel)
+	called := make([]*debugger.Thread, len(ranks))
+	debugger.ForEach(len(ranks), func(i int) {
+		v, t, e := j.EvalOnRank(ctx, ranks[i], expr, a.FrameLevel)
 		values[i], called[i] = v, t
 		if e != nil {
 			errs[i] = e.Error()

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/go-dap"
-	"github.com/hpcdap/hpcdap/rankset"
+	"github.com/hpcdap/hpcdap/debugger"
 )
 
 func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
@@ -13,43 +13,24 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 	if j == nil {
 		return
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.Frozen(); err != nil {
 		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return
 	}
-	t := j.thread(req.Arguments.ThreadId)
+	t := j.Thread(req.Arguments.ThreadId)
 	if t == nil {
 		s.sendError(&req.Request, errBadArguments, fmt.Sprintf("continue: unknown thread %d", req.Arguments.ThreadId))
 		return
 	}
-	ranks := j.runTargets(t, req.Arguments.SingleThread)
 	if req.Arguments.SingleThread {
 		s.continueSingleThread(req, j, t)
 		return
 	}
-	var own *Rank
-	if len(ranks) == 1 {
-		// One rank (stop modes rank and thread): no stop of it is half handled while it is
-		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
-		// running again, before this continue looks at it).
-		own = ranks[0]
-		own.evMu.Lock()
-		defer own.evMu.Unlock()
-	}
-	if j.heldAlone(t) {
-		if err := j.releaseThread(t); err != nil {
-			s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
-			return
-		}
-		s.send(&dap.ContinueResponse{Response: newResponse(&req.Request)})
-		return
-	}
-	resumed, err := j.continueRanks(ranks, own)
+	resumed, all, err := j.ContinueFrom(t)
 	if err != nil {
 		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return
 	}
-	all := len(ranks) == len(j.ranks)
 	resp := &dap.ContinueResponse{Response: newResponse(&req.Request)}
 	resp.Body.AllThreadsContinued = all
 	s.send(resp)
@@ -59,15 +40,15 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 }
 
 // continueSingleThread resumes one thread, its rank's other threads held.
-func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *Job, t *Thread) {
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *debugger.Job, t *debugger.Thread) {
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	r := t.Rank
-	if st := j.stateOf(r); st != rankStopped {
+	if st := j.StateOf(r); st != debugger.RankStopped {
 		s.sendError(&req.Request, errRunning, fmt.Sprintf("continue: rank %d is %s", r.Num, st))
 		return
 	}
-	if err := j.continueThread(ctx, t); err != nil {
+	if err := j.ContinueThread(ctx, t); err != nil {
 		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
 		return
 	}
@@ -76,12 +57,12 @@ func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *Job, t *Thre
 }
 
 // step answers next, stepIn and stepOut.
-func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.SteppingGranularity, kind stepKind, respond func()) {
+func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.SteppingGranularity, kind debugger.StepKind, respond func()) {
 	j := s.currentJob(r)
 	if j == nil {
 		return
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.Frozen(); err != nil {
 		s.sendError(r, errRunControl, r.Command+": "+err.Error())
 		return
 	}
@@ -89,9 +70,9 @@ func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.Stepp
 	if t == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	if err := j.startSteps(ctx, t, kind, gran == "instruction", single); err != nil {
+	if err := j.StartSteps(ctx, t, kind, gran == "instruction", single); err != nil {
 		s.sendError(r, errRunControl, fmt.Sprintf("%s: %v", r.Command, err))
 		return
 	}
@@ -100,21 +81,21 @@ func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.Stepp
 
 func (s *Session) onNextRequest(req *dap.NextRequest) {
 	a := req.Arguments
-	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, stepOver, func() {
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOver, func() {
 		s.send(&dap.NextResponse{Response: newResponse(&req.Request)})
 	})
 }
 
 func (s *Session) onStepInRequest(req *dap.StepInRequest) {
 	a := req.Arguments
-	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, stepInto, func() {
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepInto, func() {
 		s.send(&dap.StepInResponse{Response: newResponse(&req.Request)})
 	})
 }
 
 func (s *Session) onStepOutRequest(req *dap.StepOutRequest) {
 	a := req.Arguments
-	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, stepOutOf, func() {
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOutOf, func() {
 		s.send(&dap.StepOutResponse{Response: newResponse(&req.Request)})
 	})
 }
@@ -124,24 +105,15 @@ func (s *Session) onPauseRequest(req *dap.PauseRequest) {
 	if j == nil {
 		return
 	}
-	if j.back.frozen() != nil { // stopped for good
+	if j.Frozen() != nil { // stopped for good
 		s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
 		return
 	}
-	t := j.thread(req.Arguments.ThreadId)
-	var ranks []*Rank
-	if t != nil {
-		ranks = j.runTargets(t, false)
-	} else {
-		ranks = j.focusRanks()
-	}
-	any := j.pause(ranks)
+	t := j.Thread(req.Arguments.ThreadId)
+	any := j.PauseFrom(t)
 	s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
 	if !any && t != nil {
-		// Nothing was running: the client still expects to hear that the thread is stopped.
-		if j.stateOf(t.Rank) == rankStopped {
-			j.sendStopped(t, stopInfo{reason: "pause", tid: t.LWP}, j.mode == stopAll)
-		}
+		j.RestatePause(t)
 	}
 }
 
@@ -150,7 +122,7 @@ func (s *Session) onRanksRequest(req *RanksRequest) {
 	if j == nil {
 		return
 	}
-	ranks, focus := j.rankStates()
+	ranks, focus := j.RankStates()
 	s.respond(&req.Request, RanksBody{Ranks: wireRankStates(ranks), Focus: focus.String()})
 }
 
@@ -159,23 +131,11 @@ func (s *Session) onFocusRequest(req *FocusRequest) {
 	if j == nil {
 		return
 	}
-	set, err := j.parseRanks(req.Arguments.Ranks)
+	set, err := j.ParseRanks(req.Arguments.Ranks)
 	if err != nil {
 		s.sendError(&req.Request, errBadArguments, "hpcdap/focus: "+err.Error())
 		return
 	}
-	j.setFocus(set)
+	j.SetFocus(set)
 	s.respond(&req.Request, FocusBody{Focus: set.String(), Count: set.Len()})
-}
-
-// ranksArg resolves an optional rank set argument ("" is the whole job).
-func (j *Job) ranksArg(s string) (rankset.Set, error) {
-	if s == "" {
-		var all rankset.Set
-		for _, r := range j.ranks {
-			all = all.Add(r.Num)
-		}
-		return all, nil
-	}
-	return j.parseRanks(s)
 }

@@ -1,7 +1,9 @@
 package adapter
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +70,36 @@ func TestThreadModeStepWhilePassingOn(t *testing.T) {
 			t.Fatalf("next %d: stopped %+v, want main's step", i, b)
 		}
 	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+}
+
+// TestSetBreakpointsWhilePassingOn: function breakpoints are set again and again while a
+// thread keeps passing a breakpoint whose condition does not hold (each pass reads every
+// breakpoint's locations); every new breakpoint is resolved and answered, and none stops the
+// job. Under the race detector this also checks that resolving a breakpoint does not write
+// what a concurrent hit reads.
+func TestSetBreakpointsWhilePassingOn(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "busystep")
+	d := matrixLaunch(t, p, 1, "thread", "", nil)
+	var resp dap.SetBreakpointsResponseBody
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src},
+		"breakpoints": []map[string]any{{"line": p.line(t, "hit")}, {"line": p.line(t, "cond"), "condition": "v < 0"}}}, &resp)
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	for i := range 40 {
+		name := fmt.Sprintf("no_such_function_%d", i)
+		var fb dap.SetFunctionBreakpointsResponseBody
+		d.call("setFunctionBreakpoints", map[string]any{"breakpoints": []map[string]any{{"name": name}}}, &fb)
+		if len(fb.Breakpoints) != 1 || fb.Breakpoints[0].Verified || !strings.Contains(fb.Breakpoints[0].Message, name) {
+			t.Fatalf("setFunctionBreakpoints %s: %+v, want one unverified breakpoint that names it", name, fb.Breakpoints)
+		}
+	}
+	var threads dap.ThreadsResponseBody
+	d.call("threads", nil, &threads)
+	if len(threads.Threads) != 2 {
+		t.Fatalf("threads %+v, want main and the busy thread", threads.Threads)
+	}
+	d.call("stackTrace", map[string]any{"threadId": st.ThreadId}, nil)
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 )
 
 // Session is one DAP client connection and the job it debugs. Requests are handled one at a
@@ -36,7 +37,7 @@ type Session struct {
 	mu          sync.Mutex
 	initialized bool
 	client      dap.InitializeRequestArguments
-	job         *Job
+	job         *debugger.Job
 	started     bool // launch or attach succeeded
 	configDone  bool
 	launchedJob bool // launched (terminate kills) rather than attached (disconnect detaches)
@@ -47,6 +48,7 @@ type Session struct {
 	closeOnce   sync.Once
 	progressID  int
 	sources     sourceCache // which recorded source paths exist here
+	handles     handles     // frame ids and variables references of the ranks' stops
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool
@@ -61,6 +63,7 @@ func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
 	s := &Session{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.inPlaceSeq.Store(-1)
+	s.handles.init()
 	return s
 }
 
@@ -140,7 +143,7 @@ func (s *Session) decode(body []byte) (m dap.Message, derr *decodeError) {
 // goroutine's work ("exit of rank 3").
 func (s *Session) recoverPanic(what string) {
 	if p := recover(); p != nil {
-		reportPanic(jobEvents{s}, what, p)
+		debugger.ReportPanic(jobEvents{s}, what, p)
 	}
 }
 
@@ -155,7 +158,7 @@ func (s *Session) close() {
 		s.job = nil
 		s.mu.Unlock()
 		if j != nil {
-			j.end(launched)
+			j.End(launched)
 		}
 		s.conn.Close()
 		if s.ownLogDir && s.logDir != "" {
@@ -357,7 +360,7 @@ func (s *Session) sendEvent(name string, body any) {
 func (s *Session) sendOutput(category, text string) { jobEvents{s}.Output(category, text, -1) }
 
 // sendContinued tells the client that threads it did not name are running again.
-func (s *Session) sendContinued(threads []*Thread, except int) {
+func (s *Session) sendContinued(threads []*debugger.Thread, except int) {
 	for _, t := range threads {
 		if t.ID != except {
 			jobEvents{s}.Continued(t.ID)
@@ -398,7 +401,7 @@ func (s *Session) progressEnd(id, msg string) {
 }
 
 // currentJob returns the job, or answers r with an error when there is none.
-func (s *Session) currentJob(r *dap.Request) *Job {
+func (s *Session) currentJob(r *dap.Request) *debugger.Job {
 	s.mu.Lock()
 	j := s.job
 	s.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -19,7 +20,7 @@ func (s *Session) onVariablesRequest(req *dap.VariablesRequest) {
 	if j == nil {
 		return
 	}
-	v, ok := j.handles.get(req.Arguments.VariablesReference)
+	v, ok := s.handles.get(req.Arguments.VariablesReference)
 	ref, isRef := v.(*varRef)
 	if !ok || !isRef {
 		s.sendError(&req.Request, errVariables, fmt.Sprintf("variables: reference %d is not valid at this stop",
@@ -52,7 +53,7 @@ func (s *Session) onVariablesRequest(req *dap.VariablesRequest) {
 }
 
 // frameVariables lists a frame's locals or arguments.
-func (s *Session) frameVariables(j *Job, ref *varRef, hex bool) ([]dap.Variable, error) {
+func (s *Session) frameVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap.Variable, error) {
 	f := ref.frame.frame
 	var vars []*symbols.Variable
 	var err error
@@ -86,7 +87,7 @@ func (s *Session) frameVariables(j *Job, ref *varRef, hex bool) ([]dap.Variable,
 }
 
 // variable turns a value into a DAP variable, with a reference for its children.
-func (s *Session) variable(j *Job, fr *frameRef, name, expr string, v *symbols.Value, hex bool) dap.Variable {
+func (s *Session) variable(j *debugger.Job, fr *frameRef, name, expr string, v *symbols.Value, hex bool) dap.Variable {
 	dv := dap.Variable{Name: name, EvaluateName: expr}
 	if v == nil {
 		dv.Value = "<unavailable>"
@@ -97,7 +98,7 @@ func (s *Session) variable(j *Job, fr *frameRef, name, expr string, v *symbols.V
 	}
 	dv.Value = formatValue(v, hex)
 	if n := v.NumChildren(); n > 0 {
-		dv.VariablesReference = j.handles.add(fr.thread.Rank, &varRef{kind: varValue, frame: fr, value: v, expr: expr})
+		dv.VariablesReference = s.handles.add(fr.thread.Rank.Num, &varRef{kind: varValue, frame: fr, value: v, expr: expr})
 		st := v.Type.Strip()
 		if st != nil && st.Kind == symbols.KindArray {
 			dv.IndexedVariables = n
@@ -145,7 +146,7 @@ func formatValue(v *symbols.Value, hex bool) string {
 }
 
 // childVariables expands a value: members, array elements (paged), the pointee.
-func (s *Session) childVariables(j *Job, ref *varRef, start, count int, filter string, hex bool) ([]dap.Variable, error) {
+func (s *Session) childVariables(j *debugger.Job, ref *varRef, start, count int, filter string, hex bool) ([]dap.Variable, error) {
 	// The contents are read again: a write since the reference was made (setVariable on one of
 	// its children, evaluate, writeMemory) must show. Pages are cached per stop, so this costs
 	// no round trip when nothing changed.
@@ -200,7 +201,7 @@ func (s *Session) registerVariables(ref *varRef, hex bool) []dap.Variable {
 	var out []dap.Variable
 	if fr.level == 0 {
 		for _, slot := range arch.Registers {
-			if v, ok := registerValue(arch, slot, fr.ts.gp, fr.ts.fp); ok {
+			if v, ok := debugger.RegisterValue(arch, slot, fr.ts.GP, fr.ts.FP); ok {
 				out = append(out, dap.Variable{Name: slot.Name, Value: v, EvaluateName: "$" + slot.Name})
 			}
 		}
@@ -213,7 +214,7 @@ func (s *Session) registerVariables(ref *varRef, hex bool) []dap.Variable {
 }
 
 // globalVariables lists the statics of the frame's compile unit.
-func (s *Session) globalVariables(j *Job, ref *varRef, hex bool) ([]dap.Variable, error) {
+func (s *Session) globalVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap.Variable, error) {
 	vals, err := ref.frame.frame.Statics()
 	if err != nil {
 		return nil, err
@@ -231,13 +232,13 @@ func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
 		return
 	}
 	a := req.Arguments
-	v, ok := j.handles.get(a.VariablesReference)
+	v, ok := s.handles.get(a.VariablesReference)
 	ref, isRef := v.(*varRef)
 	if !ok || !isRef {
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable: reference %d is not valid at this stop", a.VariablesReference))
 		return
 	}
-	if err := j.back.frozen(); err != nil {
+	if err := j.Frozen(); err != nil {
 		s.sendError(&req.Request, errSetVariable, "setVariable: "+err.Error())
 		return
 	}
@@ -281,7 +282,7 @@ func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
 }
 
 // setRegister writes one register of the innermost frame.
-func (s *Session) setRegister(req *dap.SetVariableRequest, j *Job, ref *varRef) {
+func (s *Session) setRegister(req *dap.SetVariableRequest, j *debugger.Job, ref *varRef) {
 	fr := ref.frame
 	if fr.level != 0 {
 		s.sendError(&req.Request, errSetVariable, "setVariable: only the innermost frame's registers can be written")
@@ -297,14 +298,9 @@ func (s *Session) setRegister(req *dap.SetVariableRequest, j *Job, ref *varRef) 
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable: %q is not an integer", req.Arguments.Value))
 		return
 	}
-	r := fr.thread.Rank
-	arch := fr.frame.Process().Arch
-	set, data, err := patchByName(arch, fr.ts.gp, fr.ts.fp, req.Arguments.Name, val)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(s.ctx, defaultTimeout)
-		err = r.node.client.SetRegisterSet(ctx, uint32(r.Num), uint32(fr.thread.LWP), set, data)
-		cancel()
-	}
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
+	err = j.SetRegister(ctx, fr.thread, fr.ts, req.Arguments.Name, val)
+	cancel()
 	if err != nil {
 		s.sendError(&req.Request, errSetVariable, fmt.Sprintf("setVariable %s: %v", req.Arguments.Name, err))
 		return
@@ -316,8 +312,8 @@ func (s *Session) setRegister(req *dap.SetVariableRequest, j *Job, ref *varRef) 
 }
 
 // invalidateAfterWrite drops what the write may have changed and tells the client to refresh.
-func (s *Session) invalidateAfterWrite(j *Job, t *Thread) {
-	t.Rank.sym.dropStack(t.LWP)
+func (s *Session) invalidateAfterWrite(j *debugger.Job, t *debugger.Thread) {
+	t.DropStack()
 	s.mu.Lock()
 	inval := s.client.SupportsInvalidatedEvent
 	s.mu.Unlock()
@@ -345,23 +341,22 @@ func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
 	}
 	var val *symbols.Value
 	var err error
-	var calls *threadCaller
-	opts := func(t *Thread, p *symbols.Process) symbols.EvalOptions {
-		if err := j.back.frozen(); err != nil {
-			return symbols.EvalOptions{Caller: noCaller{err}}
-		}
-		if !callsAllowed(a.Context) {
-			return symbols.EvalOptions{Caller: noCaller{errHoverCall}}
-		}
-		calls = &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: j.callTimeout}
-		return symbols.EvalOptions{Caller: calls}
+	var calls *debugger.ThreadCaller
+	var refuse error
+	if !callsAllowed(a.Context) {
+		refuse = errHoverCall
+	}
+	opts := func(t *debugger.Thread, p *symbols.Process) symbols.EvalOptions {
+		var o symbols.EvalOptions
+		o, calls = j.EvalOptions(t, p, refuse)
+		return o
 	}
 	if fr != nil {
 		val, err = fr.frame.EvalWith(expr, opts(fr.thread, fr.frame.Process()))
 	} else {
 		var p *symbols.Process
-		var t *Thread
-		p, t, err = j.globalScope()
+		var t *debugger.Thread
+		p, t, err = j.GlobalScope()
 		if err == nil {
 			val, err = p.EvalWith(expr, opts(t, p))
 			fr = &frameRef{thread: t}
@@ -370,7 +365,7 @@ func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
 	if err == nil {
 		err = val.Fetch()
 	}
-	called := calls != nil && calls.called
+	called := calls.MadeCall()
 	if called && fr.thread != nil {
 		s.invalidateAfterWrite(j, fr.thread) // the function may have changed what the client shows
 	}
@@ -435,24 +430,9 @@ func hasAssignment(expr string) bool {
 	return false
 }
 
-// globalScope returns a process to evaluate expressions without a frame in: the first
-// stopped rank of the focus.
-func (j *Job) globalScope() (*symbols.Process, *Thread, error) {
-	for _, r := range j.focusRanks() {
-		j.mu.Lock()
-		stopped := r.state == rankStopped
-		t := r.mainThread()
-		j.mu.Unlock()
-		if !stopped || t == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(j.ctx, defaultTimeout)
-		ts, err := r.sym.stack(ctx, t.LWP)
-		cancel()
-		if err != nil {
-			return nil, nil, err
-		}
-		return ts.proc, t, nil
-	}
-	return nil, nil, errors.New("no rank of the focus is stopped")
-}
+// callsAllowed says whether an evaluate request of DAP context ctx may call functions: not on
+// hover, where merely pointing at a call in the editor must not run code.
+func callsAllowed(ctx string) bool { return ctx != "hover" }
+
+// errHoverCall is the answer to a call on hover.
+var errHoverCall = errors.New("function calls are not evaluated on hover; evaluate the expression in the debug console or as a watch")

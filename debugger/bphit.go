@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 // why. Conditions are evaluated in the stopped thread's innermost frame; hit counts are kept
 // per rank; log points print and never stop.
 func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	mods, _ := r.sym.modules(ctx, false)
 	b.mu.Lock()
-	var matched []*userBP
+	var matched []*Breakpoint
 	for _, bp := range b.allUser() {
-		if !bp.ranks.Contains(r.Num) {
+		if !bp.Ranks.Contains(r.Num) {
 			continue
 		}
 		for _, a := range bp.addrsFor(mods) {
@@ -46,7 +46,7 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 	}
 	stop := false
 	for _, bp := range matched {
-		if bp.kind == bpEntry {
+		if bp.Kind == bpEntry {
 			b.mu.Lock()
 			b.passed[r] = true // not planted on this rank again
 			b.mu.Unlock()
@@ -57,11 +57,11 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 			continue
 		}
 		stop = true
-		info.bps = append(info.bps, bp.id)
-		switch bp.kind {
-		case bpFunction:
+		info.bps = append(info.bps, bp.ID)
+		switch bp.Kind {
+		case BPFunction:
 			info.reason = "function breakpoint"
-		case bpInstruction:
+		case BPInstruction:
 			info.reason = "instruction breakpoint"
 		}
 	}
@@ -70,9 +70,9 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 
 // metaHolds applies a hit breakpoint's condition, hit condition and log message, the same for
 // every kind: it reports whether the hit stops the rank.
-func (b *breakpoints) metaHolds(ctx context.Context, r *Rank, tid int, bp *userBP) bool {
+func (b *breakpoints) metaHolds(ctx context.Context, r *Rank, tid int, bp *Breakpoint) bool {
 	b.mu.Lock()
-	m, id := bp.bpMeta, bp.id
+	m, id := bp.bpMeta, bp.ID
 	b.mu.Unlock()
 	ok, err := b.j.conditionHolds(ctx, r, tid, m.cond)
 	if err != nil {
@@ -175,10 +175,10 @@ func (j *Job) conditionHolds(ctx context.Context, r *Rank, tid int, cond string)
 	if err != nil {
 		return false, err
 	}
-	if len(ts.frames) == 0 {
+	if len(ts.Frames) == 0 {
 		return false, errors.New("no frame")
 	}
-	v, err := ts.frames[0].Eval(cond)
+	v, err := ts.Frames[0].Eval(cond)
 	if err != nil {
 		return false, err
 	}
@@ -202,8 +202,8 @@ func truthy(v *symbols.Value) (bool, error) {
 func (j *Job) logPoint(ctx context.Context, r *Rank, tid int, msg []logPart) {
 	ts, err := r.sym.stack(ctx, tid)
 	var f *symbols.Frame
-	if err == nil && len(ts.frames) > 0 {
-		f = ts.frames[0]
+	if err == nil && len(ts.Frames) > 0 {
+		f = ts.Frames[0]
 	}
 	var b strings.Builder
 	for _, p := range msg {

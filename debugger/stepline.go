@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -34,9 +34,9 @@ func (st *stepper) prepare(ctx context.Context) error {
 	p.pc, _ = ts.regs.PC()
 	p.sp, _ = ts.regs.SP()
 	p.proc = ts.proc
-	if len(ts.frames) > 0 {
-		p.cfa = ts.frames[0].CFA
-		for _, f := range ts.frames[1:] {
+	if len(ts.Frames) > 0 {
+		p.cfa = ts.Frames[0].CFA
+		for _, f := range ts.Frames[1:] {
 			if f.Kind != symbols.FrameInline {
 				p.retAddr = f.PC
 				break
@@ -84,7 +84,7 @@ func (st *stepper) lineAt(pc uint64) (symbols.Line, bool, bool) {
 // perform runs the step; it returns the LWP that ends it.
 func (st *stepper) perform(ctx context.Context) (int, error) {
 	p := &st.plan
-	if st.kind == stepOutOf {
+	if st.kind == StepOutOf {
 		return st.lwp, st.finishFrame(ctx)
 	}
 	if st.instr {
@@ -184,13 +184,13 @@ func (st *stepper) advance(ctx context.Context) (done bool, err error) {
 		}
 	}
 	callSP := p.sp
-	if isCall && st.kind == stepOver {
+	if isCall && st.kind == StepOver {
 		return st.instr, st.runTo(ctx, []uint64{next}, callSP)
 	}
 	if err := st.stepInstr(ctx); err != nil {
 		return false, err
 	}
-	if !isCall || st.kind != stepInto || st.instr {
+	if !isCall || st.kind != StepInto || st.instr {
 		return st.instr, nil
 	}
 	// At the callee's entry, the return address on the stack.
@@ -261,10 +261,10 @@ func (st *stepper) refreshRet(ctx context.Context) error {
 		return err
 	}
 	st.plan.retAddr, st.plan.cfa = 0, 0
-	if len(ts.frames) > 0 {
-		st.plan.cfa = ts.frames[0].CFA
+	if len(ts.Frames) > 0 {
+		st.plan.cfa = ts.Frames[0].CFA
 	}
-	for _, f := range ts.frames[1:] {
+	for _, f := range ts.Frames[1:] {
 		if f.Kind != symbols.FrameInline {
 			st.plan.retAddr = f.PC
 			break

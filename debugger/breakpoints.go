@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -18,56 +18,56 @@ import (
 type bpKind int
 
 const (
-	bpSource bpKind = iota
-	bpFunction
-	bpInstruction
-	bpData
+	BPSource bpKind = iota
+	BPFunction
+	BPInstruction
+	BPData
 	bpEntry // the internal breakpoint on main for stopAtEntry
 )
 
-// userBP is one breakpoint the client set. An address breakpoint is resolved once per distinct
+// Breakpoint is one breakpoint the client set. An address breakpoint is resolved once per distinct
 // binary (link-time locations), then planted on every rank of its rank set at that rank's load
 // bias; a data breakpoint is armed as a watchpoint in every rank of its set.
-type userBP struct {
-	id    int
-	kind  bpKind
-	ranks rankset.Set // the focus when it was set
+type Breakpoint struct {
+	ID    int
+	Kind  bpKind
+	Ranks rankset.Set // the focus when it was set
 
-	path         string // bpSource: the file as the client names it
-	debugPath    string // bpSource: the file as the debug information names it
-	line, column int
-	fn           string          // bpFunction
-	instrBin     *symbols.Binary // bpInstruction: binary, link-time address, and the address as given
+	Path         string // BPSource: the file as the client names it
+	DebugPath    string // BPSource: the file as the debug information names it
+	Line, column int
+	Fn           string          // BPFunction
+	instrBin     *symbols.Binary // BPInstruction: binary, link-time address, and the address as given
 	instrAddr    uint64
-	instrRef     uint64
-	data         *dataTarget // bpData
+	InstrRef     uint64
+	Data         *dataTarget // BPData
 
 	bpMeta
 
 	locs     map[*symbols.Binary][]symbols.Location // resolution per binary
-	resolved bool
-	message  string
-	refused  string           // why the request was not taken (not kept): answered failed
-	actual   symbols.Location // where it really stops, for the response
-	planted  int              // ranks it is planted on
-	failures map[int]string   // rank → why planting failed
+	Resolved bool
+	Message  string
+	Refused  string           // why the request was not taken (not kept): answered failed
+	Actual   symbols.Location // where it really stops, for the response
+	Planted  int              // ranks it is planted on
+	Failures map[int]string   // rank → why planting failed
 }
 
 // samePlace reports whether bp and o are the same breakpoint requested again: a request that
 // names the same place keeps the breakpoint's id and hit counts.
-func (bp *userBP) samePlace(o *userBP) bool {
-	if bp.kind != o.kind {
+func (bp *Breakpoint) samePlace(o *Breakpoint) bool {
+	if bp.Kind != o.Kind {
 		return false
 	}
-	switch bp.kind {
-	case bpSource:
-		return bp.line == o.line
-	case bpFunction:
-		return bp.fn == o.fn
-	case bpInstruction:
+	switch bp.Kind {
+	case BPSource:
+		return bp.Line == o.Line
+	case BPFunction:
+		return bp.Fn == o.Fn
+	case BPInstruction:
 		return bp.instrBin == o.instrBin && bp.instrAddr == o.instrAddr
-	case bpData:
-		return bp.data.dataID == o.data.dataID && bp.data.access == o.data.access
+	case BPData:
+		return bp.Data.dataID == o.Data.dataID && bp.Data.Access == o.Data.Access
 	}
 	return false
 }
@@ -81,8 +81,8 @@ type bpMeta struct {
 	log  []logPart     // nil: not a log point
 }
 
-// newBPMeta checks a breakpoint's condition, hit condition and log message.
-func newBPMeta(cond, hit, logMsg string) (bpMeta, error) {
+// NewBPMeta checks a breakpoint's condition, hit condition and log message.
+func NewBPMeta(cond, hit, logMsg string) (bpMeta, error) {
 	m := bpMeta{cond: strings.TrimSpace(cond)}
 	if strings.TrimSpace(hit) != "" {
 		op, n, err := parseHitCondition(hit)
@@ -97,19 +97,19 @@ func newBPMeta(cond, hit, logMsg string) (bpMeta, error) {
 	return m, nil
 }
 
-// bpSet names one list of breakpoints that a request replaces as a whole: the source
+// BPSet names one list of breakpoints that a request replaces as a whole: the source
 // breakpoints of one file, or all function, instruction or data breakpoints.
-type bpSet struct {
-	kind bpKind
-	file string // bpSource: the file, cleaned
+type BPSet struct {
+	Kind bpKind
+	File string // BPSource: the file, cleaned
 }
 
-// bpRequest is one breakpoint of a set request, whatever its kind: where (a userBP holding its
-// kind and location), what it does when hit, or why it cannot be a breakpoint.
-type bpRequest struct {
-	at      *userBP
-	meta    bpMeta
-	invalid string // the request names nothing that can be planted: answered failed, not kept
+// BPRequest is one breakpoint of a set request, whatever its kind: where (a Breakpoint
+// holding its kind and location), what it does when hit, or why it cannot be a breakpoint.
+type BPRequest struct {
+	At      *Breakpoint
+	Meta    bpMeta
+	Invalid string // the request names nothing that can be planted: answered failed, not kept
 }
 
 // breakpoints holds the session's breakpoints and which of the adapter's uses want a trap
@@ -119,16 +119,16 @@ type breakpoints struct {
 
 	mu      sync.Mutex
 	next    int
-	sets    map[bpSet][]*userBP
-	entry   *userBP
+	sets    map[BPSet][]*Breakpoint
+	entry   *Breakpoint
 	sites   map[*Rank]map[uint64]*site
-	watches map[*Rank]map[uint64]*userBP
+	watches map[*Rank]map[uint64]*Breakpoint
 	passed  map[*Rank]bool // ranks past the stopAtEntry breakpoint
 }
 
 func newBreakpoints(j *Job) *breakpoints {
-	return &breakpoints{j: j, sets: map[bpSet][]*userBP{}, sites: map[*Rank]map[uint64]*site{},
-		watches: map[*Rank]map[uint64]*userBP{}, passed: map[*Rank]bool{}}
+	return &breakpoints{j: j, sets: map[BPSet][]*Breakpoint{}, sites: map[*Rank]map[uint64]*site{},
+		watches: map[*Rank]map[uint64]*Breakpoint{}, passed: map[*Rank]bool{}}
 }
 
 func (b *breakpoints) newID() int {
@@ -137,10 +137,10 @@ func (b *breakpoints) newID() int {
 }
 
 // snapshots copies breakpoints for a response, in their order (snapshot, under b.mu).
-func (b *breakpoints) snapshots(list []*userBP) []*userBP {
+func (b *breakpoints) snapshots(list []*Breakpoint) []*Breakpoint {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]*userBP, len(list))
+	out := make([]*Breakpoint, len(list))
 	for i, bp := range list {
 		out[i] = bp.snapshot()
 	}
@@ -150,15 +150,15 @@ func (b *breakpoints) snapshots(list []*userBP) []*userBP {
 // noDebugRefusal is the message of breakpoints set in a job run without debugging.
 const noDebugRefusal = "the job runs without debugging (noDebug)"
 
-// setBreakpoints is the one path of every set-breakpoints request. It makes the breakpoints of
+// SetBreakpoints is the one path of every set-breakpoints request. It makes the breakpoints of
 // set the requested ones, in order: a breakpoint requested again at the same place keeps its id
 // and hit counts, new ones are resolved and planted, the ones no longer requested are taken
 // out. One rule set for every kind: in a core file nothing can stop, with noDebug nothing is
 // planted (each requested breakpoint is answered failed with the reason, and nothing is kept),
 // and a request that names nothing plantable is answered failed and not kept. It returns one
 // breakpoint per request; b.mu guards their fields.
-func (j *Job) setBreakpoints(ctx context.Context, set bpSet, requested []bpRequest) []*userBP {
-	out := make([]*userBP, len(requested))
+func (j *Job) SetBreakpoints(ctx context.Context, set BPSet, requested []BPRequest) []*Breakpoint {
+	out := make([]*Breakpoint, len(requested))
 	refuse := ""
 	if err := j.back.frozen(); err != nil {
 		refuse = err.Error()
@@ -169,35 +169,35 @@ func (j *Job) setBreakpoints(ctx context.Context, set bpSet, requested []bpReque
 	b := j.bps
 	b.mu.Lock()
 	old := b.sets[set]
-	var list, fresh []*userBP
-	used := map[*userBP]bool{}
+	var list, fresh []*Breakpoint
+	used := map[*Breakpoint]bool{}
 	for i, rq := range requested {
-		if refuse != "" || rq.invalid != "" {
-			bp := *rq.at
-			bp.refused = refuse
-			if bp.refused == "" {
-				bp.refused = rq.invalid
+		if refuse != "" || rq.Invalid != "" {
+			bp := *rq.At
+			bp.Refused = refuse
+			if bp.Refused == "" {
+				bp.Refused = rq.Invalid
 			}
 			out[i] = &bp
 			continue
 		}
-		var bp *userBP
+		var bp *Breakpoint
 		for _, o := range old {
-			if !used[o] && o.samePlace(rq.at) {
+			if !used[o] && o.samePlace(rq.At) {
 				bp = o
 				break
 			}
 		}
 		if bp == nil {
-			bp = rq.at
-			bp.id, bp.ranks = b.newID(), focus
-			if bp.kind == bpData && bp.data.module == "" {
-				bp.ranks = rankset.Of(bp.data.rank)
+			bp = rq.At
+			bp.ID, bp.Ranks = b.newID(), focus
+			if bp.Kind == BPData && bp.Data.module == "" {
+				bp.Ranks = rankset.Of(bp.Data.rank)
 			}
 			fresh = append(fresh, bp)
 		}
 		used[bp] = true
-		bp.bpMeta = rq.meta
+		bp.bpMeta = rq.Meta
 		list = append(list, bp)
 		out[i] = bp
 	}
@@ -210,10 +210,10 @@ func (j *Job) setBreakpoints(ctx context.Context, set bpSet, requested []bpReque
 	if refuse != "" {
 		return out
 	}
-	if set.kind == bpData {
+	if set.Kind == BPData {
 		b.mu.Lock()
 		for _, bp := range b.sets[set] {
-			bp.failures = nil
+			bp.Failures = nil
 		}
 		b.mu.Unlock()
 		b.syncWatches(ctx, j.liveRanks())
@@ -225,19 +225,19 @@ func (j *Job) setBreakpoints(ctx context.Context, set bpSet, requested []bpReque
 
 // applyBreakpoints resolves new breakpoints, plants everything on the live ranks and counts
 // where each breakpoint went.
-func (j *Job) applyBreakpoints(ctx context.Context, fresh []*userBP) {
+func (j *Job) applyBreakpoints(ctx context.Context, fresh []*Breakpoint) {
 	if len(fresh) > 0 {
 		// Libraries may have been loaded since the link maps were read.
 		j.refreshModules(ctx, j.liveRanks())
 	}
-	bins := j.binaries(ctx)
+	bins := j.Binaries(ctx)
 	for _, bp := range fresh {
 		j.bps.resolve(bp, bins)
 	}
 	ranks := j.liveRanks()
 	j.bps.mu.Lock()
 	for _, bp := range j.bps.allUser() {
-		bp.failures = nil
+		bp.Failures = nil
 	}
 	j.bps.mu.Unlock()
 	j.bps.sync(ctx, ranks)
@@ -250,40 +250,40 @@ func (j *Job) countPlanted(ranks []*Rank) {
 	j.bps.mu.Lock()
 	defer j.bps.mu.Unlock()
 	for _, bp := range j.bps.allUser() {
-		bp.planted = 0
+		bp.Planted = 0
 		for _, r := range ranks {
-			if !bp.ranks.Contains(r.Num) || bp.failures[r.Num] != "" {
+			if !bp.Ranks.Contains(r.Num) || bp.Failures[r.Num] != "" {
 				continue
 			}
 			if len(bp.locs) > 0 {
-				bp.planted++
+				bp.Planted++
 			}
 		}
 	}
 }
 
-// instructionAt locates an instruction breakpoint's address (ref plus off) in the modules of
+// InstructionAt locates an instruction breakpoint's address (ref plus off) in the modules of
 // the reference rank.
-func (j *Job) instructionAt(ctx context.Context, ref string, off int) (*userBP, error) {
-	addr, err := parseAddress(ref, off)
+func (j *Job) InstructionAt(ctx context.Context, ref string, off int) (*Breakpoint, error) {
+	addr, err := ParseAddress(ref, off)
 	if err != nil {
 		return nil, err
 	}
-	r := j.referenceRank()
+	r := j.ReferenceRank()
 	if r == nil {
 		return nil, errors.New("no rank is alive")
 	}
 	mods, _ := r.sym.modules(ctx, false)
 	for _, m := range mods {
 		if m.Contains(addr) {
-			return &userBP{kind: bpInstruction, instrBin: m.Bin, instrAddr: addr - m.Bias, instrRef: addr}, nil
+			return &Breakpoint{Kind: BPInstruction, instrBin: m.Bin, instrAddr: addr - m.Bias, InstrRef: addr}, nil
 		}
 	}
 	return nil, fmt.Errorf("address %#x is in no module of rank %d", addr, r.Num)
 }
 
-// parseAddress reads "0x1234" (or decimal) plus an offset.
-func parseAddress(ref string, off int) (uint64, error) {
+// ParseAddress reads "0x1234" (or decimal) plus an offset.
+func ParseAddress(ref string, off int) (uint64, error) {
 	a, err := strconv.ParseUint(strings.TrimSpace(ref), 0, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%q is not an address", ref)
@@ -298,13 +298,13 @@ func (j *Job) focusSet() rankset.Set {
 	return j.focus
 }
 
-// referenceRank is the rank whose addresses instruction and memory references are read in:
+// ReferenceRank is the rank whose addresses instruction and memory references are read in:
 // the rank whose stack the client read last (the frame it looks at), else the first live
 // rank of the focus.
-func (j *Job) referenceRank() *Rank {
+func (j *Job) ReferenceRank() *Rank {
 	j.mu.Lock()
 	v := j.viewRank
-	alive := v != nil && (v.state == rankStopped || v.state == rankRunning)
+	alive := v != nil && (v.state == RankStopped || v.state == RankRunning)
 	j.mu.Unlock()
 	if alive {
 		return v
@@ -322,19 +322,18 @@ func (j *Job) referenceRank() *Rank {
 	return nil
 }
 
-// armEntry plants the stopAtEntry breakpoint on main in every rank; the ranks stop there
+// ArmEntry plants the stopAtEntry breakpoint on main in every rank; the ranks stop there
 // together.
-func (j *Job) armEntry() error {
-	ctx, cancel := context.WithTimeout(j.ctx, defaultTimeout)
+func (j *Job) ArmEntry() error {
+	ctx, cancel := context.WithTimeout(j.ctx, DefaultTimeout)
 	defer cancel()
 	var all rankset.Set
 	for _, r := range j.ranks {
 		all = all.Add(r.Num)
 	}
-	bp := &userBP{id: 0, kind: bpEntry, fn: "main", ranks: all}
-	j.bps.resolve(bp, j.binaries(ctx))
-	if !bp.resolved {
-		return fmt.Errorf("no main function: %s", bp.message)
+	bp := &Breakpoint{ID: 0, Kind: bpEntry, Fn: "main", Ranks: all}
+	if !j.bps.resolve(bp, j.Binaries(ctx)) {
+		return fmt.Errorf("no main function: %s", bp.Message)
 	}
 	j.bps.mu.Lock()
 	j.bps.entry = bp
@@ -350,8 +349,8 @@ func (j *Job) armEntry() error {
 	return nil
 }
 
-// binaries returns every distinct binary mapped in the job's live ranks.
-func (j *Job) binaries(ctx context.Context) []*symbols.Binary {
+// Binaries returns every distinct binary mapped in the job's live ranks.
+func (j *Job) Binaries(ctx context.Context) []*symbols.Binary {
 	seen := map[*symbols.Binary]bool{}
 	var out []*symbols.Binary
 	for _, r := range j.liveRanks() {
@@ -375,33 +374,35 @@ func (j *Job) liveRanks() []*Rank {
 	defer j.mu.Unlock()
 	var out []*Rank
 	for _, r := range j.ranks {
-		if r.state == rankRunning || r.state == rankStopped {
+		if r.state == RankRunning || r.state == RankStopped {
 			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// resolve computes a breakpoint's link-time locations in each binary.
-func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) {
-	bp.locs = map[*symbols.Binary][]symbols.Location{}
-	bp.resolved = false
-	bp.message = ""
+// resolve computes a breakpoint's link-time locations in each binary. The lookups read only
+// what names the breakpoint's place, which never changes; the result is stored under b.mu,
+// since bp may already be in b.sets, where hits, planting and responses read it. It returns
+// whether bp resolved.
+func (b *breakpoints) resolve(bp *Breakpoint, bins []*symbols.Binary) (resolved bool) {
+	all := map[*symbols.Binary][]symbols.Location{}
+	var actual symbols.Location
 	var lastErr error
 	for i, bin := range bins {
-		if (bp.kind == bpFunction || bp.kind == bpEntry) && bp.resolved && i > 0 {
+		if (bp.Kind == BPFunction || bp.Kind == bpEntry) && resolved && i > 0 {
 			// Found in the program: its libraries are not searched (they are large, and a
 			// program's own function is what a user names).
 			break
 		}
 		var locs []symbols.Location
 		var err error
-		switch bp.kind {
-		case bpSource:
-			locs, err = bin.LineBreakpoints(bp.debugPath, bp.line)
-		case bpFunction, bpEntry:
-			locs, err = bin.FunctionBreakpoints(bp.fn)
-		case bpInstruction:
+		switch bp.Kind {
+		case BPSource:
+			locs, err = bin.LineBreakpoints(bp.DebugPath, bp.Line)
+		case BPFunction, bpEntry:
+			locs, err = bin.FunctionBreakpoints(bp.Fn)
+		case BPInstruction:
 			if bin == bp.instrBin {
 				locs = []symbols.Location{{Addr: bp.instrAddr}}
 				if l, ok := bin.LineForPC(bp.instrAddr); ok {
@@ -414,33 +415,41 @@ func (b *breakpoints) resolve(bp *userBP, bins []*symbols.Binary) {
 			continue
 		}
 		if len(locs) > 0 {
-			bp.locs[bin] = locs
-			if !bp.resolved {
+			all[bin] = locs
+			if !resolved {
 				// Report the line the program stops at (past a prologue), as gdb does.
-				bp.actual = locs[0]
+				actual = locs[0]
 				if l, ok := bin.LineForPC(locs[0].Addr); ok && l.Line > 0 {
-					bp.actual.File, bp.actual.Line = l.File, l.Line
+					actual.File, actual.Line = l.File, l.Line
 				}
 			}
-			bp.resolved = true
+			resolved = true
 		}
 	}
-	if !bp.resolved {
+	message := ""
+	if !resolved {
 		switch {
-		case bp.kind == bpSource && (lastErr == nil || errors.Is(lastErr, symbols.ErrNoCode)):
-			bp.message = fmt.Sprintf("no code for %s:%d in the program or its libraries", filepath.Base(bp.path), bp.line)
-		case bp.kind == bpFunction && lastErr == nil:
-			bp.message = fmt.Sprintf("no function %q in the program or its libraries", bp.fn)
+		case bp.Kind == BPSource && (lastErr == nil || errors.Is(lastErr, symbols.ErrNoCode)):
+			message = fmt.Sprintf("no code for %s:%d in the program or its libraries", filepath.Base(bp.Path), bp.Line)
+		case bp.Kind == BPFunction && lastErr == nil:
+			message = fmt.Sprintf("no function %q in the program or its libraries", bp.Fn)
 		case lastErr != nil:
-			bp.message = lastErr.Error()
+			message = lastErr.Error()
 		default:
-			bp.message = "no location"
+			message = "no location"
 		}
 	}
+	b.mu.Lock()
+	bp.locs, bp.Resolved, bp.Message = all, resolved, message
+	if resolved {
+		bp.Actual = actual
+	}
+	b.mu.Unlock()
+	return resolved
 }
 
 // addrsFor returns the run-time addresses of bp in rank r (whose modules are known).
-func (bp *userBP) addrsFor(mods []*symbols.Module) []uint64 {
+func (bp *Breakpoint) addrsFor(mods []*symbols.Module) []uint64 {
 	var out []uint64
 	for _, m := range mods {
 		for _, l := range bp.locs[m.Bin] {
@@ -451,20 +460,20 @@ func (bp *userBP) addrsFor(mods []*symbols.Module) []uint64 {
 }
 
 // allUser returns every address breakpoint (not data breakpoints); b.mu must be held.
-func (b *breakpoints) allUser() []*userBP {
+func (b *breakpoints) allUser() []*Breakpoint {
 	var files []string
 	for set := range b.sets {
-		if set.kind == bpSource {
-			files = append(files, set.file)
+		if set.Kind == BPSource {
+			files = append(files, set.File)
 		}
 	}
 	sort.Strings(files)
-	var out []*userBP
+	var out []*Breakpoint
 	for _, f := range files {
-		out = append(out, b.sets[bpSet{kind: bpSource, file: f}]...)
+		out = append(out, b.sets[BPSet{Kind: BPSource, File: f}]...)
 	}
-	out = append(out, b.sets[bpSet{kind: bpFunction}]...)
-	out = append(out, b.sets[bpSet{kind: bpInstruction}]...)
+	out = append(out, b.sets[BPSet{Kind: BPFunction}]...)
+	out = append(out, b.sets[BPSet{Kind: BPInstruction}]...)
 	if b.entry != nil {
 		out = append(out, b.entry)
 	}
@@ -472,12 +481,12 @@ func (b *breakpoints) allUser() []*userBP {
 }
 
 // dataBPs returns the data breakpoints; b.mu must be held.
-func (b *breakpoints) dataBPs() []*userBP { return b.sets[bpSet{kind: bpData}] }
+func (b *breakpoints) dataBPs() []*Breakpoint { return b.sets[BPSet{Kind: BPData}] }
 
 // removeAll takes every trap and watchpoint out of every rank (detach).
 func (b *breakpoints) removeAll(ctx context.Context) {
 	b.mu.Lock()
-	b.sets = map[bpSet][]*userBP{}
+	b.sets = map[BPSet][]*Breakpoint{}
 	b.entry = nil
 	b.mu.Unlock()
 	ranks := b.j.liveRanks()
@@ -487,3 +496,7 @@ func (b *breakpoints) removeAll(ctx context.Context) {
 
 // entryDone reports whether r has passed the stopAtEntry breakpoint; b.mu must be held.
 func (b *breakpoints) entryDone(r *Rank) bool { return b.passed[r] }
+
+// Snapshots copies breakpoints for a response, in their order: copies the job no longer
+// changes, to format without its lock.
+func (j *Job) Snapshots(list []*Breakpoint) []*Breakpoint { return j.bps.snapshots(list) }

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -16,17 +16,19 @@ import (
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
-// rankState is where a rank stands, as hpcdap/ranks reports it.
-type rankState int
+// RankState is where a rank stands (RankStatus, StateOf).
+type RankState int
 
+// The states of a rank, in the order a rank passes them.
 const (
-	rankStarting rankState = iota // launched, not yet held by the adapter
-	rankRunning
-	rankStopped
-	rankExited
+	RankStarting RankState = iota // launched, not yet held by the job
+	RankRunning
+	RankStopped
+	RankExited
 )
 
-func (s rankState) String() string {
+// String names the state as the ranks view shows it ("stopped").
+func (s RankState) String() string {
 	return [...]string{"starting", "running", "stopped", "exited"}[s]
 }
 
@@ -42,7 +44,7 @@ type Rank struct {
 	evMu sync.Mutex // serialises the handling of this rank's notifications
 
 	// Guarded by job.mu.
-	state       rankState
+	state       RankState
 	notif       *cdti.NotifySignal // the notification in flight while stopped
 	stopReason  string             // DAP reason of the last stop
 	stopText    string             // its description
@@ -77,7 +79,7 @@ type Job struct {
 	libWatchMu sync.Mutex
 	size       int
 	labelRanks bool // more than one rank: output lines are labelled "[rank] " (fixed at creation)
-	mode       stopMode
+	mode       StopMode
 	ranks      []*Rank       // by rank number
 	byNum      map[int]*Rank // rank number → rank
 	nodes      []*node
@@ -85,10 +87,10 @@ type Job struct {
 	bps        *breakpoints
 	back       backend // live ranks, or a core file (post-mortem)
 	noStop     bool    // noDebug: run without stopping
-	// callTimeout bounds one function call in an expression.
+	// CallTimeout bounds one function call in an expression.
 	callTimeout time.Duration
 	// wlm is the workload manager's launcher once released (nil for local jobs).
-	wlm *wlmJob
+	wlm *WLMJob
 
 	mu         sync.Mutex
 	focus      rankset.Set
@@ -104,7 +106,6 @@ type Job struct {
 	exited     bool // every rank has exited and the exited event was sent
 	stopAll    bool // terminating: notifications no longer stop anything
 	signalStop bool // setExceptionBreakpoints: stop on signals
-	handles    handles
 	lineBuf    lineBuffer
 	outputs    []*outputStream
 }
@@ -132,24 +133,23 @@ func (j *Job) drainOutput(r *Rank, limit time.Duration) {
 	}
 }
 
-// newJob connects to every agent of a job and builds the rank table.
-func newJob(ctx context.Context, cfg jobConfig, g *launch.Agents, mode stopMode, focus string) (*Job, error) {
-	j := &Job{ev: cfg.events, ctx: cfg.ctx, callTimeout: cfg.callTimeout, size: g.Size, labelRanks: g.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
-		syms: cfg.syms, changed: map[*Rank]bool{}, signalStop: true}
+// NewJob connects to every agent of a job and builds the rank table.
+func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, focus string) (*Job, error) {
+	j := &Job{ev: cfg.Events, ctx: cfg.Ctx, callTimeout: cfg.CallTimeout, size: g.Size, labelRanks: g.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
+		syms: cfg.Syms, changed: map[*Rank]bool{}, signalStop: true}
 	j.back = liveBackend{j}
 	j.bps = newBreakpoints(j)
-	j.handles.init()
 	for i := range g.Endpoints {
 		ep := &g.Endpoints[i]
 		n, infos, err := dialNode(ctx, ep, j.onRankOutput)
 		if err != nil {
-			j.closeNodes(true)
+			j.CloseNodes(true)
 			return nil, err
 		}
 		j.nodes = append(j.nodes, n)
 		for _, ri := range infos {
 			if _, dup := j.byNum[ri.Rank]; dup {
-				j.closeNodes(true)
+				j.CloseNodes(true)
 				return nil, fmt.Errorf("rank %d is served by two agents", ri.Rank)
 			}
 			r := &Rank{job: j, Num: ri.Rank, node: n, Pid: ri.Pid, Exe: ri.Executable, threadsGen: -1,
@@ -180,15 +180,15 @@ func newJob(ctx context.Context, cfg jobConfig, g *launch.Agents, mode stopMode,
 	}
 	sort.Slice(j.ranks, func(a, b int) bool { return j.ranks[a].Num < j.ranks[b].Num })
 	if len(j.ranks) == 0 {
-		j.closeNodes(true)
+		j.CloseNodes(true)
 		return nil, errors.New("the agents serve no rank")
 	}
 	if max := j.ranks[len(j.ranks)-1].Num + 1; max > j.size {
 		j.size = max
 	}
 	var err error
-	if j.focus, err = j.parseRanks(focus); err != nil {
-		j.closeNodes(true)
+	if j.focus, err = j.ParseRanks(focus); err != nil {
+		j.CloseNodes(true)
 		return nil, err
 	}
 	// Main threads get the ids 1…N in rank order, so a rank's thread id is predictable.
@@ -198,9 +198,9 @@ func newJob(ctx context.Context, cfg jobConfig, g *launch.Agents, mode stopMode,
 	return j, nil
 }
 
-// parseRanks reads a rank set of this job ("" is every rank), keeping only ranks that exist.
-func (j *Job) parseRanks(s string) (rankset.Set, error) {
-	set, err := parseFocus(s, j.size)
+// ParseRanks reads a rank set of this job ("" is every rank), keeping only ranks that exist.
+func (j *Job) ParseRanks(s string) (rankset.Set, error) {
+	set, err := ParseFocus(s, j.size)
 	if err != nil {
 		return set, err
 	}
@@ -224,18 +224,18 @@ func (j *Job) rankStatusLocked(r *Rank) RankStatus {
 	if t := r.mainThread(); t != nil {
 		rs.ThreadID = t.ID
 	}
-	if r.state == rankStopped {
+	if r.state == RankStopped {
 		rs.StopReason = r.stopReason
 	}
 	if r.exit != nil {
 		code := exitCode(*r.exit)
 		rs.ExitCode = &code
 		if r.exit.Signaled() {
-			rs.Signal = signalName(r.exit.Signal())
+			rs.Signal = SignalName(r.exit.Signal())
 		}
 	}
-	if r.state == rankStopped && r.notif != nil && isFatal(int(r.notif.Signal)) {
-		rs.Signal = signalName(int(r.notif.Signal))
+	if r.state == RankStopped && r.notif != nil && isFatal(int(r.notif.Signal)) {
+		rs.Signal = SignalName(int(r.notif.Signal))
 	}
 	return rs
 }
@@ -252,12 +252,12 @@ func exitCode(s cdti.ExitStatus) int {
 func (j *Job) markChanged(r *Rank) {
 	j.changed[r] = true
 	if j.flushTimer == nil {
-		j.flushTimer = time.AfterFunc(20*time.Millisecond, j.flushChanged)
+		j.flushTimer = time.AfterFunc(20*time.Millisecond, j.FlushChanged)
 	}
 }
 
-// flushChanged sends the queued hpcdap/ranksChanged event now.
-func (j *Job) flushChanged() {
+// FlushChanged sends the queued hpcdap/ranksChanged event now.
+func (j *Job) FlushChanged() {
 	j.mu.Lock()
 	body := j.takeChangedLocked()
 	j.mu.Unlock()
@@ -285,8 +285,8 @@ func (j *Job) takeChangedLocked() []RankStatus {
 	return ranks
 }
 
-// rankStates returns the state of every rank, in rank order, and the focus.
-func (j *Job) rankStates() ([]RankStatus, rankset.Set) {
+// RankStates returns the state of every rank, in rank order, and the focus.
+func (j *Job) RankStates() ([]RankStatus, rankset.Set) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	states := make([]RankStatus, 0, len(j.ranks))
@@ -296,37 +296,37 @@ func (j *Job) rankStates() ([]RankStatus, rankset.Set) {
 	return states, j.focus
 }
 
-// stateOf returns the state of rank r.
-func (j *Job) stateOf(r *Rank) rankState {
+// StateOf returns the state of rank r.
+func (j *Job) StateOf(r *Rank) RankState {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return r.state
 }
 
-// setFocus makes set the focus set (hpcdap/focus).
-func (j *Job) setFocus(set rankset.Set) {
+// SetFocus makes set the focus set (hpcdap/focus).
+func (j *Job) SetFocus(set rankset.Set) {
 	j.mu.Lock()
 	j.focus = set
 	j.mu.Unlock()
 }
 
-// setSignalStop says whether a signal the program may handle stops it
+// SetSignalStop says whether a signal the program may handle stops it
 // (setExceptionBreakpoints).
-func (j *Job) setSignalStop(stop bool) {
+func (j *Job) SetSignalStop(stop bool) {
 	j.mu.Lock()
 	j.signalStop = stop
 	j.mu.Unlock()
 }
 
-// setViewRank records r as the rank whose stack the client read last.
-func (j *Job) setViewRank(r *Rank) {
+// SetViewRank records r as the rank whose stack the client read last.
+func (j *Job) SetViewRank(r *Rank) {
 	j.mu.Lock()
 	j.viewRank = r
 	j.mu.Unlock()
 }
 
-// ranksIn returns the ranks of set, in rank order.
-func (j *Job) ranksIn(set rankset.Set) []*Rank {
+// RanksIn returns the ranks of set, in rank order.
+func (j *Job) RanksIn(set rankset.Set) []*Rank {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.ranksInLocked(set)
@@ -392,9 +392,9 @@ func (j *Job) sendRankOutput(category string, rank int, text string) {
 	j.ev.Output(category, text, rank)
 }
 
-// closeNodes drops every agent connection; with shutdown, asks the agents to end first
+// CloseNodes drops every agent connection; with shutdown, asks the agents to end first
 // (killing the ranks when kill).
-func (j *Job) closeNodes(kill bool) {
+func (j *Job) CloseNodes(kill bool) {
 	var wg sync.WaitGroup
 	for _, n := range j.nodes {
 		wg.Go(func() {
@@ -405,8 +405,8 @@ func (j *Job) closeNodes(kill bool) {
 	wg.Wait()
 }
 
-// signalName names a Linux signal ("SIGSEGV").
-func signalName(sig int) string {
+// SignalName names a Linux signal ("SIGSEGV").
+func SignalName(sig int) string {
 	if n, ok := sigNames[sig]; ok {
 		return n
 	}
@@ -442,16 +442,16 @@ var notifySet = cdti.Signals(
 	int(syscall.SIGXFSZ),
 )
 
-// where names the rank's node for messages (" on host node3"), or is empty when unknown.
-func (r *Rank) where() string {
+// Where names the rank's node for messages (" on host node3"), or is empty when unknown.
+func (r *Rank) Where() string {
 	if r.node == nil || r.node.host == "" {
 		return ""
 	}
 	return " on host " + r.node.host
 }
 
-// parseFocus reads a focus set; "" means every rank.
-func parseFocus(s string, size int) (rankset.Set, error) {
+// ParseFocus reads a focus set; "" means every rank.
+func ParseFocus(s string, size int) (rankset.Set, error) {
 	if s == "" {
 		return rankset.All(size), nil
 	}
@@ -465,5 +465,27 @@ func parseFocus(s string, size int) (rankset.Set, error) {
 	return set, nil
 }
 
-// defaultTimeout bounds one request's CDTI work.
-const defaultTimeout = 60 * time.Second
+// DefaultTimeout bounds one request's CDTI work.
+const DefaultTimeout = 60 * time.Second
+
+// RanksArg resolves an optional rank set argument ("" is the whole job).
+func (j *Job) RanksArg(s string) (rankset.Set, error) {
+	if s == "" {
+		var all rankset.Set
+		for _, r := range j.ranks {
+			all = all.Add(r.Num)
+		}
+		return all, nil
+	}
+	return j.ParseRanks(s)
+}
+
+// SetNoDebug makes the job run as if nobody watched (noDebug): no breakpoint is planted and
+// signals reach the program.
+func (j *Job) SetNoDebug() {
+	j.noStop = true
+	j.signalStop = false
+}
+
+// Ranks returns the job's ranks in rank order; the table is fixed once the job started.
+func (j *Job) Ranks() []*Rank { return j.ranks }

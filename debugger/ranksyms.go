@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -34,7 +34,7 @@ type rankSymbols struct {
 	mods    []*symbols.Module
 	modsGen listGen // when mods were last read from the link map
 	mem     *rankMemory
-	stacks  map[int]*threadStack // by LWP, for the current stop
+	stacks  map[int]*ThreadStack // by LWP, for the current stop
 	tdb     *threaddb.Process
 	tdbMods int    // len(mods) when tdb was opened
 	rbrk    uint64 // r_debug.r_brk, where the dynamic linker reports library loads (0: static)
@@ -51,12 +51,12 @@ type rankSymbols struct {
 	single []int        // LWPs held for a single-thread continue, released by the next full one (job's mutex)
 }
 
-// threadStack is one thread's registers and unwound stack at the current stop.
-type threadStack struct {
+// ThreadStack is one thread's registers and unwound stack at the current stop.
+type ThreadStack struct {
 	regs   *symbols.Regs
-	gp     []byte // native general register set
-	fp     []byte // native floating-point set
-	frames []*symbols.Frame
+	GP     []byte // native general register set
+	FP     []byte // native floating-point set
+	Frames []*symbols.Frame
 	proc   *symbols.Process
 	err    error
 }
@@ -173,7 +173,7 @@ type listGen struct {
 func (r *Rank) listGenNow() listGen {
 	r.job.mu.Lock()
 	defer r.job.mu.Unlock()
-	return listGen{gen: r.gen, stopped: r.state == rankStopped}
+	return listGen{gen: r.gen, stopped: r.state == RankStopped}
 }
 
 // readModulesLocked finds the executable's load bias from the auxiliary vector and the shared
@@ -339,7 +339,7 @@ func (rs *rankSymbols) linkMap(ctx context.Context, exe *symbols.Binary, bias ui
 }
 
 // stack returns a thread's registers and frames at the current stop, unwinding once.
-func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*threadStack, error) {
+func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*ThreadStack, error) {
 	if err := rs.ensure(ctx); err != nil {
 		return nil, err
 	}
@@ -352,7 +352,7 @@ func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*threadStack, error)
 	ts := rs.unwind(ctx, lwp)
 	rs.mu.Lock()
 	if rs.stacks == nil {
-		rs.stacks = map[int]*threadStack{}
+		rs.stacks = map[int]*ThreadStack{}
 	}
 	rs.stacks[lwp] = ts
 	rs.mu.Unlock()
@@ -367,14 +367,14 @@ func (rs *rankSymbols) dropStack(lwp int) {
 	rs.mu.Unlock()
 }
 
-func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *threadStack {
-	ts := &threadStack{}
+func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *ThreadStack {
+	ts := &ThreadStack{}
 	gp, fp, err := rs.registers(ctx, lwp)
 	if err != nil {
 		ts.err = err
 		return ts
 	}
-	ts.gp, ts.fp = gp, fp
+	ts.GP, ts.FP = gp, fp
 	rs.mu.Lock()
 	arch := rs.arch
 	rs.mu.Unlock()
@@ -388,17 +388,17 @@ func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *threadStack {
 		mods, _ = rs.modules(ctx, true) // a library loaded since the last look
 	}
 	ts.proc = rs.newProcess(mods, lwp)
-	ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
-	if !rs.listedThisStop() && !rs.framesInPlace(ctx, mods, ts.frames) {
+	ts.Frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
+	if !rs.listedThisStop() && !rs.framesInPlace(ctx, mods, ts.Frames) {
 		// A frame in no known object, or in one whose code is no longer where the list places
 		// it: libraries were loaded or unloaded since the link map was last read (see
 		// modcheck.go). Read it again and unwind with what the process maps now.
 		if fresh, _ := rs.modules(ctx, true); !slices.Equal(fresh, mods) {
 			ts.proc = rs.newProcess(fresh, lwp)
-			ts.frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
+			ts.Frames, ts.err = ts.proc.Stack(ts.regs, &symbols.StackOptions{MaxFrames: 512, HideInlineAtEntry: true})
 		}
 	}
-	if ts.err != nil && len(ts.frames) > 0 {
+	if ts.err != nil && len(ts.Frames) > 0 {
 		ts.err = nil // a partial stack is still a stack
 	}
 	return ts
@@ -552,4 +552,14 @@ func (c *cdtiThreads) ThreadPointer(lwp int) (uint64, error) {
 		return 0, errors.New("no thread pointer")
 	}
 	return tp, nil
+}
+
+// Stack returns the stack of the rank's thread lwp at this stop (read once per stop).
+func (r *Rank) Stack(ctx context.Context, lwp int) (*ThreadStack, error) {
+	return r.sym.stack(ctx, lwp)
+}
+
+// Modules returns the rank's modules as last read from its link map.
+func (r *Rank) Modules(ctx context.Context) ([]*symbols.Module, error) {
+	return r.sym.modules(ctx, false)
 }

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -200,4 +200,15 @@ func (m *rankMemory) WriteAt(p []byte, addr uint64) (int, error) {
 // in memory now) and reports how many bytes were readable.
 func (m *rankMemory) readDirect(ctx context.Context, addr uint64, n int) ([]byte, error) {
 	return m.rs.client().ReadMemory(ctx, m.rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
+}
+
+// WriteMemory writes data at addr of rank r (its symbols are read first, if they were not).
+func (j *Job) WriteMemory(ctx context.Context, r *Rank, addr uint64, data []byte) error {
+	if err := r.sym.ensure(ctx); err != nil {
+		return err
+	}
+	if _, err := r.sym.mem.WriteAt(data, addr); err != nil {
+		return fmt.Errorf("write at %#x on rank %d: %w", addr, r.Num, err)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -13,14 +13,14 @@ import (
 // rank evaluates in its innermost frame where the expression can be evaluated (a rank
 // blocked in a library call has no locals in its innermost frame).
 
-// evalOnRank evaluates expr in rank r's main thread. called is that thread when the
+// EvalOnRank evaluates expr in rank r's main thread. called is that thread when the
 // expression called a function in it.
-func (j *Job) evalOnRank(ctx context.Context, r *Rank, expr string, level *int) (v string, called *Thread, err error) {
+func (j *Job) EvalOnRank(ctx context.Context, r *Rank, expr string, level *int) (v string, called *Thread, err error) {
 	j.mu.Lock()
 	state := r.state
 	t := r.mainThread()
 	j.mu.Unlock()
-	if state != rankStopped {
+	if state != RankStopped {
 		return "", nil, fmt.Errorf("rank is %s", state)
 	}
 	if t == nil {
@@ -37,14 +37,14 @@ func (j *Job) evalOnRank(ctx context.Context, r *Rank, expr string, level *int) 
 		}
 	}()
 	if level != nil {
-		if *level >= len(ts.frames) {
-			return "", nil, fmt.Errorf("no frame %d (the stack has %d)", *level, len(ts.frames))
+		if *level >= len(ts.Frames) {
+			return "", nil, fmt.Errorf("no frame %d (the stack has %d)", *level, len(ts.Frames))
 		}
-		v, err := evalString(ts.frames[*level], expr, calls)
+		v, err := evalString(ts.Frames[*level], expr, calls)
 		return v, nil, err
 	}
 	var first error
-	for _, f := range ts.frames {
+	for _, f := range ts.Frames {
 		if f.Function == nil {
 			continue // no debugging information: no scope to evaluate in
 		}

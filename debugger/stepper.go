@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -14,7 +14,7 @@ type stepper struct {
 	j      *Job
 	r      *Rank
 	lwp    int
-	kind   stepKind
+	kind   StepKind
 	instr  bool
 	single bool
 	ch     chan *cdti.Notify
@@ -73,7 +73,7 @@ func (st *stepper) run() {
 	if st.r.stepper == st {
 		st.r.stepper = nil
 	}
-	exited := st.r.state == rankExited
+	exited := st.r.state == RankExited
 	j.mu.Unlock()
 	if exited {
 		return

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -95,11 +95,11 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 	ns := m.Signal
 	sig := int(ns.Signal)
 	tid := int(ns.ThreadID)
-	j.logf("rank %d: notify %s tid %d %v pc %#x data %#x", r.Num, signalName(sig), tid, ns.Reason, ns.InstAddress, ns.DataAddress)
+	j.logf("rank %d: notify %s tid %d %v pc %#x data %#x", r.Num, SignalName(sig), tid, ns.Reason, ns.InstAddress, ns.DataAddress)
 	j.mu.Lock()
 	r.notif = &ns
-	if r.state == rankStarting {
-		r.state = rankStopped
+	if r.state == RankStarting {
+		r.state = RankStopped
 		r.stopReason, r.stopText = "entry", ""
 		j.markChanged(r)
 		j.mu.Unlock()
@@ -158,10 +158,10 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 			j.passOn(r, tid) // the signal is delivered as if nobody watched
 			return
 		}
-		info = stopInfo{reason: "signal", text: signalName(sig), tid: tid}
+		info = stopInfo{reason: "signal", text: SignalName(sig), tid: tid}
 		if isFatal(sig) {
 			info.reason = "exception"
-			info.text = fmt.Sprintf("%s (%s) on rank %d%s", signalName(sig), signalDescription(sig), r.Num, r.where())
+			info.text = fmt.Sprintf("%s (%s) on rank %d%s", SignalName(sig), SignalDescription(sig), r.Num, r.Where())
 		}
 	}
 	j.rankStopped(r, info)
@@ -198,10 +198,10 @@ func (j *Job) passOn(r *Rank, tid int) {
 func (j *Job) rankStopped(r *Rank, info stopInfo) {
 	j.logf("rank %d: stopped (%s, tid %d)", r.Num, info.reason, info.tid)
 	j.mu.Lock()
-	r.state = rankStopped
+	r.state = RankStopped
 	r.stopReason, r.stopText, r.stopBPs = info.reason, info.text, info.bps
 	j.markChanged(r)
-	if j.mode != stopAll {
+	if j.mode != StopAll {
 		body := j.takeChangedLocked()
 		j.mu.Unlock()
 		if body != nil {
@@ -220,7 +220,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 		j.entryWait = nil
 		first := r
 		for _, q := range j.ranks {
-			if q.state == rankStopped {
+			if q.state == RankStopped {
 				first = q
 				break
 			}
@@ -244,7 +244,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 		j.collect = &collector{primary: r, info: info, waiting: map[*Rank]bool{}}
 		j.stops++
 		for _, q := range j.ranks {
-			if q == r || q.state != rankRunning {
+			if q == r || q.state != RankRunning {
 				continue
 			}
 			j.collect.waiting[q] = true
@@ -274,10 +274,10 @@ func (j *Job) endStepGroupLocked(g *stepGroup) {
 	if g.primaryInfo != nil {
 		info = *g.primaryInfo
 	}
-	if primary.state != rankStopped {
+	if primary.state != RankStopped {
 		primary, info.tid = nil, 0
 		for _, q := range j.ranks {
-			if q.state == rankStopped {
+			if q.state == RankStopped {
 				primary = q
 				break
 			}
@@ -319,7 +319,7 @@ func (j *Job) threadForLocked(r *Rank, lwp int) *Thread {
 
 // reportRankStop sends the stopped events of one rank (stop modes rank and thread).
 func (j *Job) reportRankStop(r *Rank, info stopInfo) {
-	if j.mode == stopThread {
+	if j.mode == StopThread {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		j.refreshThreads(ctx, r)
 		cancel()
@@ -329,7 +329,7 @@ func (j *Job) reportRankStop(r *Rank, info stopInfo) {
 	others := append([]*Thread(nil), r.threads...)
 	mode := j.mode
 	j.mu.Unlock()
-	if mode == stopThread && len(others) > 1 {
+	if mode == StopThread && len(others) > 1 {
 		// Only this thread stays stopped: hold it, let the rank's other threads run.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.HoldThread{ThreadID: uint32(t.LWP)})
@@ -343,7 +343,7 @@ func (j *Job) reportRankStop(r *Rank, info stopInfo) {
 			}
 			j.continueRank(r)
 			j.mu.Lock()
-			r.state = rankStopped // one thread is stopped: its frames stay readable
+			r.state = RankStopped // one thread is stopped: its frames stay readable
 			r.notif = nil         // ...but no notification is in flight any more
 			j.mu.Unlock()
 			j.sendStopped(t, info, false)
@@ -358,9 +358,9 @@ func (j *Job) reportRankStop(r *Rank, info stopInfo) {
 	}
 }
 
-// reportStoppedInPlace reports the job's ranks, stopped where they were when the adapter took
+// ReportStoppedInPlace reports the job's ranks, stopped where they were when the adapter took
 // control of them, as its entry stop, on the thread of rank 0 that stopped.
-func (j *Job) reportStoppedInPlace() {
+func (j *Job) ReportStoppedInPlace() {
 	r := j.ranks[0]
 	j.mu.Lock()
 	tid := 0
@@ -394,7 +394,7 @@ func (j *Job) sendStop(r *Rank) {
 	defer cancel()
 	r.evMu.Lock()
 	j.mu.Lock()
-	awaited := j.awaitedLocked(r) && r.state == rankRunning
+	awaited := j.awaitedLocked(r) && r.state == RankRunning
 	j.mu.Unlock()
 	var stopping bool
 	var err error
@@ -411,7 +411,7 @@ func (j *Job) sendStop(r *Rank) {
 	}
 	j.logf("rank %d: stop not sent: %v", r.Num, err)
 	j.mu.Lock()
-	running := r.state == rankRunning
+	running := r.state == RankRunning
 	r.pauseReq = false
 	if j.collect == nil || !j.collect.waiting[r] {
 		j.mu.Unlock()
@@ -457,7 +457,7 @@ func (j *Job) pause(ranks []*Rank) bool {
 	any := false
 	j.mu.Lock()
 	for _, r := range ranks {
-		if r.state != rankRunning {
+		if r.state != RankRunning {
 			continue
 		}
 		any = true
@@ -471,8 +471,8 @@ func (j *Job) pause(ranks []*Rank) bool {
 	return any
 }
 
-// signalDescription is a short explanation of a fatal signal.
-func signalDescription(sig int) string {
+// SignalDescription is a short explanation of a fatal signal.
+func SignalDescription(sig int) string {
 	switch syscall.Signal(sig) {
 	case syscall.SIGSEGV:
 		return "segmentation fault"
@@ -487,14 +487,42 @@ func signalDescription(sig int) string {
 	case syscall.SIGSYS:
 		return "bad system call"
 	}
-	return signalName(sig)
+	return SignalName(sig)
 }
 
-// stopMode says what stops when one thread stops.
-type stopMode int
+// StopMode says what stops when one thread stops.
+type StopMode int
 
 const (
-	stopAll    stopMode = iota // the whole job
-	stopRank                   // the thread's rank
-	stopThread                 // only the thread
+	StopAll    StopMode = iota // the whole job
+	StopRank                   // the thread's rank
+	StopThread                 // only the thread
 )
+
+// StopSignal returns the notification of the signal that r is stopped for, or nil if it is
+// not stopped for a signal.
+func (j *Job) StopSignal(r *Rank) *cdti.NotifySignal {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.notif == nil || (r.stopReason != "exception" && r.stopReason != "signal") {
+		return nil
+	}
+	return r.notif
+}
+
+// PauseFrom pauses what a pause request of thread t stops: its run targets, or the focus when
+// t is nil. It reports whether any rank was running.
+func (j *Job) PauseFrom(t *Thread) bool {
+	if t == nil {
+		return j.pause(j.focusRanks())
+	}
+	return j.pause(j.runTargets(t, false))
+}
+
+// RestatePause reports t stopped for a pause that found nothing running, when its rank is
+// stopped: the client still expects to hear that the thread is stopped.
+func (j *Job) RestatePause(t *Thread) {
+	if j.StateOf(t.Rank) == RankStopped {
+		j.sendStopped(t, stopInfo{reason: "pause", tid: t.LWP}, j.mode == StopAll)
+	}
+}

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -20,12 +20,14 @@ import (
 // steps its main thread (the requested thread for its own rank), and one stopped event is
 // sent when all of them are done.
 
-type stepKind int
+// StepKind is what a step does: step into calls, step over them, or step out of the frame.
+type StepKind int
 
+// The kinds of step (next is StepOver, stepIn StepInto, stepOut StepOutOf).
 const (
-	stepInto stepKind = iota
-	stepOver
-	stepOutOf
+	StepInto StepKind = iota
+	StepOver
+	StepOutOf
 )
 
 // stepGroup is the set of ranks stepping for one request.
@@ -36,9 +38,9 @@ type stepGroup struct {
 	primaryInfo *stopInfo
 }
 
-// startSteps starts a step of thread t (and, in all-stop mode, of the focus ranks' main
+// StartSteps starts a step of thread t (and, in all-stop mode, of the focus ranks' main
 // threads). It returns once the steppers run.
-func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, single bool) error {
+func (j *Job) StartSteps(ctx context.Context, t *Thread, kind StepKind, instr, single bool) error {
 	// No notification of t's rank is half handled while the step looks at the rank and sets
 	// out (in stop mode thread, a thread that stopped meanwhile is held, and its rank running
 	// again, before the step sees it).
@@ -51,14 +53,14 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 	}()
 	j.mu.Lock()
 	ranks := []*Rank{t.Rank}
-	if j.mode == stopAll && !single {
+	if j.mode == StopAll && !single {
 		for _, r := range j.ranksInLocked(j.focus) {
-			if r != t.Rank && r.state == rankStopped && r.stepper == nil {
+			if r != t.Rank && r.state == RankStopped && r.stepper == nil {
 				ranks = append(ranks, r)
 			}
 		}
 	}
-	if t.Rank.state != rankStopped {
+	if t.Rank.state != RankStopped {
 		j.mu.Unlock()
 		return fmt.Errorf("rank %d is %s", t.Rank.Num, t.Rank.state)
 	}
@@ -129,7 +131,7 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind stepKind, instr, s
 		st.r.stepper = st
 		j.beginRunLocked(st.r)
 	}
-	if j.mode == stopAll {
+	if j.mode == StopAll {
 		j.steps = g
 	}
 	// The step's response tells the client that t runs; the other ranks the step resumes are

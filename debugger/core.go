@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -21,9 +21,9 @@ type coreJob struct {
 	rank *Rank
 }
 
-// openCoreJob opens core file coreFile of program.
-func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
-	c, err := symbols.OpenCore(coreFile, &symbols.CoreOptions{Executable: program, Cache: cfg.syms})
+// OpenCoreJob opens core file coreFile of program.
+func OpenCoreJob(cfg Config, coreFile, program string) (*Job, error) {
+	c, err := symbols.OpenCore(coreFile, &symbols.CoreOptions{Executable: program, Cache: cfg.Syms})
 	if err != nil {
 		return nil, fmt.Errorf("core file %s: %w", coreFile, err)
 	}
@@ -31,14 +31,13 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 		c.Close()
 		return nil, fmt.Errorf("core file %s holds no thread", coreFile)
 	}
-	j := &Job{ev: cfg.events, ctx: cfg.ctx, callTimeout: cfg.callTimeout, size: 1, mode: stopAll, byNum: map[int]*Rank{},
-		threads: map[int]*Thread{}, syms: cfg.syms, changed: map[*Rank]bool{}}
+	j := &Job{ev: cfg.Events, ctx: cfg.Ctx, callTimeout: cfg.CallTimeout, size: 1, mode: StopAll, byNum: map[int]*Rank{},
+		threads: map[int]*Thread{}, syms: cfg.Syms, changed: map[*Rank]bool{}}
 	j.bps = newBreakpoints(j)
-	j.handles.init()
 	j.focus = rankset.Of(0)
 	leader := c.Threads[0]
 	n := &node{host: "core", ep: &launch.AgentEndpoint{}}
-	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: program, state: rankStopped,
+	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: program, state: RankStopped,
 		hits: map[int]int{}, started: make(chan struct{})}
 	r.sym.rank = r
 	r.sym.loaded = true
@@ -46,7 +45,7 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 	r.sym.order = c.Arch.ByteOrder
 	r.sym.exe = program
 	r.sym.mods = c.Process.Modules()
-	r.sym.stacks = map[int]*threadStack{}
+	r.sym.stacks = map[int]*ThreadStack{}
 	n.ranks = []*Rank{r}
 	j.nodes = nil
 	j.ranks = []*Rank{r}
@@ -57,7 +56,7 @@ func openCoreJob(cfg jobConfig, coreFile, program string) (*Job, error) {
 		if err != nil && len(frames) > 0 {
 			err = nil
 		}
-		r.sym.stacks[ct.Pid] = &threadStack{regs: ct.Regs, frames: frames, proc: c.Process, err: err}
+		r.sym.stacks[ct.Pid] = &ThreadStack{regs: ct.Regs, Frames: frames, proc: c.Process, err: err}
 	}
 	r.threadsGen = r.gen
 	sig := leader.Signal
@@ -80,7 +79,7 @@ func (c *coreJob) reportStop() {
 	sig := int(r.notif.Signal)
 	info := stopInfo{reason: r.stopReason, tid: t.LWP}
 	if sig != 0 {
-		info.text = fmt.Sprintf("%s (%s) on rank 0 (core file %s)", signalName(sig), signalDescription(sig),
+		info.text = fmt.Sprintf("%s (%s) on rank 0 (core file %s)", SignalName(sig), SignalDescription(sig),
 			filepath.Base(c.core.Path))
 	}
 	c.j.sendStopped(t, info, true)
@@ -114,4 +113,12 @@ func (c *coreJob) readMemory(_ context.Context, addr uint64, count int) ([]byte,
 // traceback refuses: no agent walks a core's stacks, each thread is unwound exactly.
 func (c *coreJob) traceback(context.Context, *Rank, int) ([]cdti.TraceFrame, error) {
 	return nil, errPostMortem
+}
+
+// ReportPostMortemStop reports the stop a core file's rank is in (the entry stop of a
+// post-mortem session); a live job reports nothing.
+func (j *Job) ReportPostMortemStop() {
+	if c, ok := j.back.(*coreJob); ok {
+		c.reportStop()
+	}
 }

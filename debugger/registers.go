@@ -1,6 +1,7 @@
-package adapter
+package debugger
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hpcdap/hpcdap/arch"
@@ -27,9 +28,9 @@ func nativeSet(s arch.Register, gp, fp []byte) []byte {
 	return gp
 }
 
-// registerValue formats register s from native sets, as gdb's "info registers" shows the raw
+// RegisterValue formats register s from native sets, as gdb's "info registers" shows the raw
 // value (hex for integer registers, bytes for vector ones).
-func registerValue(a *symbols.Arch, s arch.Register, gp, fp []byte) (string, bool) {
+func RegisterValue(a *symbols.Arch, s arch.Register, gp, fp []byte) (string, bool) {
 	src := nativeSet(s, gp, fp)
 	if s.Off+s.Size > len(src) {
 		return "", false
@@ -84,4 +85,27 @@ func patchByName(a *symbols.Arch, gp, fp []byte, name string, v uint64) (cdti.Re
 		return cdtiSet(s.Set), data, nil
 	}
 	return 0, nil, fmt.Errorf("register %s cannot be written", name)
+}
+
+// FaultAddress computes the address a faulting instruction accessed from its memory operand
+// and the thread's registers (the CDTI Notify carries a data address for watchpoints only).
+func FaultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
+	ts, err := r.sym.stack(ctx, lwp)
+	if err != nil {
+		return 0, false
+	}
+	pc, _ := ts.regs.PC()
+	var code [16]byte
+	n, _ := ts.proc.Mem.ReadAt(code[:], pc)
+	return ts.proc.Arch.AccessAddress(code[:n], pc, ts.GP)
+}
+
+// SetRegister writes register name of thread t, in the register set read at its stop (ts).
+func (j *Job) SetRegister(ctx context.Context, t *Thread, ts *ThreadStack, name string, val uint64) error {
+	r := t.Rank
+	set, data, err := patchByName(ts.proc.Arch, ts.GP, ts.FP, name, val)
+	if err != nil {
+		return err
+	}
+	return r.node.client.SetRegisterSet(ctx, uint32(r.Num), uint32(t.LWP), set, data)
 }

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -29,9 +29,13 @@ type Events interface {
 	Terminated()
 	// BreakpointChanged reports a breakpoint that resolved meanwhile (a copy of it, which the
 	// job no longer changes).
-	BreakpointChanged(bp *userBP)
+	BreakpointChanged(bp *Breakpoint)
 	// RanksChanged reports the new state of ranks that changed, in rank order.
 	RanksChanged(ranks []RankStatus)
+	// StopOver reports that the stop of a rank is over (it runs again, or it ended): what
+	// was read at that stop (frames, scopes, variables) no longer holds. It is called with
+	// the job's lock held, before the rank runs, and must return at once.
+	StopOver(rank int)
 	// ModuleLoaded reports a library a rank loaded.
 	ModuleLoaded(m *symbols.Module)
 	// Logf writes a diagnostic line to the log.
@@ -52,10 +56,10 @@ type StopEvent struct {
 	Other bool
 }
 
-// RankStatus is the state of one rank as the job reports it (RanksChanged, rankStates).
+// RankStatus is the state of one rank as the job reports it (RanksChanged, RankStates).
 type RankStatus struct {
 	Num        int
-	State      rankState
+	State      RankState
 	Pid        int
 	Host       string
 	ThreadID   int    // the thread id of its main thread (0: none known yet)
@@ -64,14 +68,14 @@ type RankStatus struct {
 	StopReason string // why it stopped, while it is stopped
 }
 
-// jobConfig is what a job takes from the session that runs it.
-type jobConfig struct {
-	// ctx is the session's: work done for a request derives from it.
-	ctx    context.Context
-	events Events
-	syms   *symbols.Cache
-	// callTimeout bounds one function call in an expression.
-	callTimeout time.Duration
+// Config is what a job takes from the session that runs it.
+type Config struct {
+	// Ctx is the session's: work done for a request derives from it.
+	Ctx    context.Context
+	Events Events
+	Syms   *symbols.Cache
+	// CallTimeout bounds one function call in an expression.
+	CallTimeout time.Duration
 }
 
 // recoverPanic, deferred at the top of a goroutine of the job, stops a panic there from
@@ -79,13 +83,13 @@ type jobConfig struct {
 // on. what names the goroutine's work ("exit of rank 3").
 func (j *Job) recoverPanic(what string) {
 	if p := recover(); p != nil {
-		reportPanic(j.ev, what, p)
+		ReportPanic(j.ev, what, p)
 	}
 }
 
-// reportPanic logs a recovered panic with its stack and reports it to the user as an error
+// ReportPanic logs a recovered panic with its stack and reports it to the user as an error
 // output.
-func reportPanic(ev Events, what string, p any) {
+func ReportPanic(ev Events, what string, p any) {
 	ev.Logf("adapter: %s: internal error: %v\n%s", what, p, debug.Stack())
 	ev.Output("important", fmt.Sprintf("hpcdap: internal error in %s: %v (the session may be inconsistent; restart it if it misbehaves)\n", what, p), -1)
 }
@@ -97,8 +101,8 @@ func (j *Job) output(category, text string) { j.ev.Output(category, text, -1) }
 func (j *Job) logf(format string, args ...any) { j.ev.Logf("job: "+format, args...) }
 
 // snapshot copies a breakpoint for an event, with bps.mu held.
-func (bp *userBP) snapshot() *userBP {
+func (bp *Breakpoint) snapshot() *Breakpoint {
 	c := *bp
-	c.failures = maps.Clone(bp.failures)
+	c.Failures = maps.Clone(bp.Failures)
 	return &c
 }

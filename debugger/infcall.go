@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -18,12 +18,12 @@ import (
 // thread alone and restores it on return, on a signal and on a timeout. No stop or continue
 // reaches the run control of the session: the rank stays stopped as it was.
 
-// callTimeout bounds one function call in an expression unless the launch's callTimeout
+// CallTimeout bounds one function call in an expression unless the launch's callTimeout
 // says otherwise.
-const callTimeout = 10 * time.Second
+const CallTimeout = 10 * time.Second
 
-// threadCaller runs functions in one thread of a rank (symbols.Caller).
-type threadCaller struct {
+// ThreadCaller runs functions in one thread of a rank (symbols.Caller).
+type ThreadCaller struct {
 	rs      *rankSymbols
 	lwp     int
 	proc    *symbols.Process // the thread's process, to name where a signal stopped a call
@@ -33,16 +33,9 @@ type threadCaller struct {
 }
 
 // newCaller returns the Caller of thread t, whose stack ts is.
-func newCaller(t *Thread, ts *threadStack) *threadCaller {
-	return &threadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: ts.proc, timeout: t.Rank.job.callTimeout}
+func newCaller(t *Thread, ts *ThreadStack) *ThreadCaller {
+	return &ThreadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: ts.proc, timeout: t.Rank.job.callTimeout}
 }
-
-// callsAllowed says whether an evaluate request of DAP context ctx may call functions: not on
-// hover, where merely pointing at a call in the editor must not run code.
-func callsAllowed(ctx string) bool { return ctx != "hover" }
-
-// errHoverCall is the answer to a call on hover.
-var errHoverCall = errors.New("function calls are not evaluated on hover; evaluate the expression in the debug console or as a watch")
 
 // noCaller refuses every call with a fixed error.
 type noCaller struct{ err error }
@@ -50,7 +43,7 @@ type noCaller struct{ err error }
 func (n noCaller) Call(*symbols.Call) (uint64, error) { return 0, n.err }
 
 // Call runs c in the thread and returns the function's value.
-func (tc *threadCaller) Call(c *symbols.Call) (uint64, error) {
+func (tc *ThreadCaller) Call(c *symbols.Call) (uint64, error) {
 	entry, toc := c.Entry, c.TOC
 	if c.IFunc {
 		// The symbol names a resolver: call it with the hardware capabilities for the
@@ -77,7 +70,7 @@ func (tc *threadCaller) Call(c *symbols.Call) (uint64, error) {
 }
 
 // run sends one CallFunction to the agent and turns its outcome into a value or an error.
-func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error) {
+func (tc *ThreadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error) {
 	r := tc.rs.rank
 	if r.node == nil || r.node.client == nil {
 		return 0, fmt.Errorf("call %s: rank %d has no live process (a core file cannot run functions)", name, r.Num)
@@ -90,7 +83,7 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 	}
 	cmd.ThreadID = uint32(tc.lwp)
 	cmd.TimeoutMS = uint32(tc.timeout / time.Millisecond)
-	ctx, cancel := context.WithTimeout(tc.rs.rank.job.ctx, tc.timeout+defaultTimeout)
+	ctx, cancel := context.WithTimeout(tc.rs.rank.job.ctx, tc.timeout+DefaultTimeout)
 	defer cancel()
 	tc.called = true
 	ack, err := r.node.client.CallFunction(ctx, uint32(r.Num), cmd)
@@ -103,7 +96,7 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 	}
 	switch {
 	case errors.Is(err, cdti.ErrNotSupported):
-		return 0, fmt.Errorf("call %s: calling functions is not available on rank %d%s (its agent does not offer it)", name, r.Num, r.where())
+		return 0, fmt.Errorf("call %s: calling functions is not available on rank %d%s (its agent does not offer it)", name, r.Num, r.Where())
 	case errors.Is(err, cdti.CmdTimeout):
 		return 0, fmt.Errorf("call %s: the function ran longer than %v and could not be interrupted on rank %d; the thread runs on with the call's registers", name, tc.timeout, r.Num)
 	case errors.Is(err, cdti.CmdProcessExiting):
@@ -118,24 +111,24 @@ func (tc *threadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 		return ack.Value, nil
 	case cdti.CallSignaled:
 		sig := int(ack.Signal)
-		what := signalName(sig)
-		if d := signalDescription(sig); d != what {
+		what := SignalName(sig)
+		if d := SignalDescription(sig); d != what {
 			what += " (" + d + ")"
 		}
 		return 0, fmt.Errorf("The program being debugged was signaled while in a function called from the expression: "+
 			"%s%s. The state before the call was restored; the evaluation of the expression containing the function (%s) was abandoned.",
-			what, tc.where(ack.PC), name)
+			what, tc.Where(ack.PC), name)
 	case cdti.CallTimedOut:
 		return 0, fmt.Errorf("The function %s called from the expression did not return within %v; it was interrupted%s "+
-			"and the state before the call was restored.", name, tc.timeout, tc.where(ack.PC))
+			"and the state before the call was restored.", name, tc.timeout, tc.Where(ack.PC))
 	case cdti.CallThreadExited:
 		return 0, fmt.Errorf("The thread (LWP %d) exited while in the function %s called from the expression.", tc.lwp, name)
 	}
 	return 0, fmt.Errorf("call %s: unknown outcome %v", name, ack.Outcome)
 }
 
-// where names a code address for messages: " in f at file.c:12", or " at 0x401136".
-func (tc *threadCaller) where(pc uint64) string {
+// Where names a code address for messages: " in f at file.c:12", or " at 0x401136".
+func (tc *ThreadCaller) Where(pc uint64) string {
 	if pc == 0 {
 		return ""
 	}
@@ -151,7 +144,7 @@ func (tc *threadCaller) where(pc uint64) string {
 
 // auxValue reads one entry of the rank's auxiliary vector (0 if absent).
 func (rs *rankSymbols) auxValue(typ uint64) uint64 {
-	ctx, cancel := context.WithTimeout(rs.rank.job.ctx, defaultTimeout)
+	ctx, cancel := context.WithTimeout(rs.rank.job.ctx, DefaultTimeout)
 	defer cancel()
 	res, err := rs.client().Query(ctx, rs.num(), &cdti.GetAuxVectors{})
 	if err != nil || res[0].Code != cdti.CmdSuccess {
@@ -162,3 +155,43 @@ func (rs *rankSymbols) auxValue(typ uint64) uint64 {
 	}
 	return 0
 }
+
+// GlobalScope returns a process to evaluate expressions without a frame in: the first
+// stopped rank of the focus.
+func (j *Job) GlobalScope() (*symbols.Process, *Thread, error) {
+	for _, r := range j.focusRanks() {
+		j.mu.Lock()
+		stopped := r.state == RankStopped
+		t := r.mainThread()
+		j.mu.Unlock()
+		if !stopped || t == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(j.ctx, DefaultTimeout)
+		ts, err := r.sym.stack(ctx, t.LWP)
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
+		return ts.proc, t, nil
+	}
+	return nil, nil, errors.New("no rank of the focus is stopped")
+}
+
+// EvalOptions returns the options to evaluate an expression with in thread t of process p:
+// function calls run in t, unless the job cannot run (a core file) or refuse, when not nil,
+// says why calls are not made. The caller it returns, if any, says afterwards whether a
+// function was called (MadeCall).
+func (j *Job) EvalOptions(t *Thread, p *symbols.Process, refuse error) (symbols.EvalOptions, *ThreadCaller) {
+	if err := j.Frozen(); err != nil {
+		return symbols.EvalOptions{Caller: noCaller{err}}, nil
+	}
+	if refuse != nil {
+		return symbols.EvalOptions{Caller: noCaller{refuse}}, nil
+	}
+	c := &ThreadCaller{rs: &t.Rank.sym, lwp: t.LWP, proc: p, timeout: j.callTimeout}
+	return symbols.EvalOptions{Caller: c}, c
+}
+
+// MadeCall reports whether a function was called through c.
+func (c *ThreadCaller) MadeCall() bool { return c != nil && c.called }

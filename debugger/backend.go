@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -41,10 +41,10 @@ type liveBackend struct{ j *Job }
 
 func (liveBackend) frozen() error { return nil }
 
-func (b liveBackend) binaries(ctx context.Context) []*symbols.Binary { return b.j.binaries(ctx) }
+func (b liveBackend) binaries(ctx context.Context) []*symbols.Binary { return b.j.Binaries(ctx) }
 
 func (b liveBackend) viewModules(ctx context.Context) ([]*symbols.Module, error) {
-	r := b.j.referenceRank()
+	r := b.j.ReferenceRank()
 	if r == nil {
 		return nil, fmt.Errorf("no rank is alive")
 	}
@@ -52,15 +52,15 @@ func (b liveBackend) viewModules(ctx context.Context) ([]*symbols.Module, error)
 }
 
 // viewProcess returns the process that memory and disassembly references are read in (see
-// referenceRank).
+// ReferenceRank).
 func (b liveBackend) viewProcess(ctx context.Context) (*symbols.Process, error) {
 	j := b.j
-	r := j.referenceRank()
+	r := j.ReferenceRank()
 	if r == nil {
 		return nil, fmt.Errorf("no rank is alive")
 	}
 	j.mu.Lock()
-	stopped := r.state == rankStopped
+	stopped := r.state == RankStopped
 	t := r.mainThread()
 	j.mu.Unlock()
 	if stopped && t != nil {
@@ -76,7 +76,7 @@ func (b liveBackend) viewProcess(ctx context.Context) (*symbols.Process, error) 
 }
 
 func (b liveBackend) readMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
-	r := b.j.referenceRank()
+	r := b.j.ReferenceRank()
 	if r == nil {
 		return nil, errors.New("no rank is alive")
 	}
@@ -113,16 +113,35 @@ func (liveBackend) traceback(ctx context.Context, r *Rank, lwp int) ([]cdti.Trac
 func (b liveBackend) end(kill bool) {
 	j := b.j
 	if kill {
-		j.kill(5 * time.Second)
-		j.closeNodes(true)
+		j.Kill(5 * time.Second)
+		j.CloseNodes(true)
 	} else {
-		j.detach()
-		j.closeNodes(false)
+		j.Detach()
+		j.CloseNodes(false)
 	}
 	if j.wlm != nil {
-		j.wlm.end(kill)
+		j.wlm.End(kill)
 	}
 }
 
-// end finishes with the job's processes: killed with kill, else left running untouched.
-func (j *Job) end(kill bool) { j.back.end(kill) }
+// End finishes with the job's processes: killed with kill, else left running untouched.
+func (j *Job) End(kill bool) { j.back.end(kill) }
+
+// ViewModules returns the modules of the rank the client looks at.
+func (j *Job) ViewModules(ctx context.Context) ([]*symbols.Module, error) {
+	return j.back.viewModules(ctx)
+}
+
+// Frozen says why the job's processes can neither run nor be changed (a core file), nil when
+// they can.
+func (j *Job) Frozen() error { return j.back.frozen() }
+
+// ReadMemory reads up to count bytes at addr of the rank the client looks at.
+func (j *Job) ReadMemory(ctx context.Context, addr uint64, count int) ([]byte, error) {
+	return j.back.readMemory(ctx, addr, count)
+}
+
+// ViewProcess returns the process image of the rank the client looks at.
+func (j *Job) ViewProcess(ctx context.Context) (*symbols.Process, error) {
+	return j.back.viewProcess(ctx)
+}

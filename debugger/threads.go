@@ -1,7 +1,8 @@
-package adapter
+package debugger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -65,7 +66,7 @@ func (j *Job) threadFor(r *Rank, lwp int) *Thread {
 // refreshThreads reads a stopped rank's thread list once per stop.
 func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	j.mu.Lock()
-	fresh := r.threadsGen == r.gen || r.state != rankStopped
+	fresh := r.threadsGen == r.gen || r.state != RankStopped
 	gen := r.gen
 	j.mu.Unlock()
 	if fresh {
@@ -100,22 +101,22 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	r.threadsGen = gen
 }
 
-// thread returns the thread with DAP id id, or nil.
-func (j *Job) thread(id int) *Thread {
+// Thread returns the thread with DAP id id, or nil.
+func (j *Job) Thread(id int) *Thread {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.threads[id]
 }
 
-// liveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel)
+// LiveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel)
 // and returns copies of the threads of the ranks that have not exited, in rank order: every
 // rank's main thread, and the others while the list holds fewer than max.
-func (j *Job) liveThreads(ctx context.Context, max int) []Thread {
+func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
 	done := make(chan struct{}, len(j.ranks))
 	n := 0
 	for _, r := range j.ranks {
 		j.mu.Lock()
-		stale := r.state == rankStopped && r.threadsGen != r.gen
+		stale := r.state == RankStopped && r.threadsGen != r.gen
 		j.mu.Unlock()
 		if stale {
 			n++
@@ -133,7 +134,7 @@ func (j *Job) liveThreads(ctx context.Context, max int) []Thread {
 	defer j.mu.Unlock()
 	var list []Thread
 	for _, r := range j.ranks {
-		if r.state == rankExited {
+		if r.state == RankExited {
 			continue // its threads are gone
 		}
 		for _, t := range r.threads {
@@ -145,3 +146,41 @@ func (j *Job) liveThreads(ctx context.Context, max int) []Thread {
 	}
 	return list
 }
+
+// ErrNotStopped is what an operation that needs a stopped thread answers for a thread whose
+// rank runs (errors.Is); errUnknownThread for a thread id the job does not know.
+var (
+	ErrNotStopped    = errors.New("not stopped")
+	errUnknownThread = errors.New("unknown thread")
+)
+
+// notStoppedError says which rank runs (or ended) where a stopped thread was needed.
+type notStoppedError struct {
+	rank  int
+	state RankState
+}
+
+func (e *notStoppedError) Error() string        { return fmt.Sprintf("rank %d is %s", e.rank, e.state) }
+func (e *notStoppedError) Is(target error) bool { return target == ErrNotStopped }
+
+// StoppedThread returns the thread with DAP id for an operation that reads or runs it
+// stopped: its rank is stopped, or (stop mode thread) the thread itself is held while its
+// rank runs. The error wraps errUnknownThread or ErrNotStopped.
+func (j *Job) StoppedThread(id int) (*Thread, error) {
+	t := j.Thread(id)
+	if t == nil {
+		return nil, fmt.Errorf("%w %d", errUnknownThread, id)
+	}
+	j.mu.Lock()
+	st := t.Rank.state
+	held := t.Rank.sym.held[t.LWP] // stop mode thread: this thread is stopped, others run
+	j.mu.Unlock()
+	if st != RankStopped && !held {
+		return nil, &notStoppedError{rank: t.Rank.Num, state: st}
+	}
+	return t, nil
+}
+
+// DropStack forgets the thread's stack read at this stop, after a write (a register, a
+// variable, a function call) may have changed it.
+func (t *Thread) DropStack() { t.Rank.sym.dropStack(t.LWP) }

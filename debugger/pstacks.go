@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -22,35 +22,35 @@ import (
 // walk), gives the same frames to the whole group. Otherwise every rank of the group is
 // unwound exactly. Frames therefore always agree with stackTrace.
 
-// treeFrame is a frame as the tree merges it (the identity the client keys nodes on). Its
+// TreeFrame is a frame as the tree merges it (the identity the client keys nodes on). Its
 // file is the one the debug information names; the tree shows only files on this machine.
-type treeFrame struct {
-	name string
-	file string
-	line int
+type TreeFrame struct {
+	Name string
+	File string
+	Line int
 }
 
-// rankStack is one rank's frames, innermost first.
-type rankStack struct {
-	rank   *Rank
-	thread *Thread
-	frames []treeFrame
-	err    error
+// RankStack is one rank's frames, innermost first.
+type RankStack struct {
+	Rank   *Rank
+	Thread *Thread
+	Frames []TreeFrame
+	Err    error
 }
 
 // parallelism bounds the ranks worked on at once.
 const parallelism = 64
 
-// collectStacks returns the stacks of the stopped ranks of set, by rank.
-func (j *Job) collectStacks(ctx context.Context, set rankset.Set) []*rankStack {
+// CollectStacks returns the stacks of the stopped ranks of set, by rank.
+func (j *Job) CollectStacks(ctx context.Context, set rankset.Set) []*RankStack {
 	j.mu.Lock()
-	var out []*rankStack
+	var out []*RankStack
 	for _, r := range j.ranksInLocked(set) {
-		if r.state != rankStopped {
+		if r.state != RankStopped {
 			continue
 		}
 		if t := r.mainThread(); t != nil {
-			out = append(out, &rankStack{rank: r, thread: t})
+			out = append(out, &RankStack{Rank: r, Thread: t})
 		}
 	}
 	j.mu.Unlock()
@@ -60,9 +60,9 @@ func (j *Job) collectStacks(ctx context.Context, set rankset.Set) []*rankStack {
 	// 1. Agent tracebacks, in parallel over all ranks (pipelined on each node's connection).
 	sigs := make([]string, len(out))
 	tbs := make([][]cdti.TraceFrame, len(out))
-	forEach(len(out), func(i int) {
+	ForEach(len(out), func(i int) {
 		rs := out[i]
-		tb, err := j.back.traceback(ctx, rs.rank, rs.thread.LWP)
+		tb, err := j.back.traceback(ctx, rs.Rank, rs.Thread.LWP)
 		if err != nil {
 			sigs[i] = fmt.Sprintf("error %d", i) // a group of its own: unwound exactly
 			return
@@ -85,15 +85,15 @@ func (j *Job) collectStacks(ctx context.Context, set rankset.Set) []*rankStack {
 	}
 	var exactMu sync.Mutex
 	var exact []int // ranks that need their own exact unwind
-	forEach(len(keys), func(k int) {
+	ForEach(len(keys), func(k int) {
 		idx := groups[keys[k]]
 		rep := out[idx[0]]
 		frames, phys, err := j.exactStack(ctx, rep)
-		rep.frames, rep.err = frames, err
+		rep.Frames, rep.Err = frames, err
 		confirmed := err == nil && tbs[idx[0]] != nil && tracebackConfirms(tbs[idx[0]], phys)
 		for _, i := range idx[1:] {
 			if confirmed {
-				out[i].frames = frames
+				out[i].Frames = frames
 			} else {
 				exactMu.Lock()
 				exact = append(exact, i)
@@ -101,15 +101,15 @@ func (j *Job) collectStacks(ctx context.Context, set rankset.Set) []*rankStack {
 			}
 		}
 	})
-	forEach(len(exact), func(k int) {
+	ForEach(len(exact), func(k int) {
 		rs := out[exact[k]]
-		rs.frames, _, rs.err = j.exactStack(ctx, rs)
+		rs.Frames, _, rs.Err = j.exactStack(ctx, rs)
 	})
 	return out
 }
 
-// forEach runs f(0…n-1) with bounded parallelism.
-func forEach(n int, f func(i int)) {
+// ForEach runs f(0…n-1) with bounded parallelism.
+func ForEach(n int, f func(i int)) {
 	sem := make(chan struct{}, parallelism)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -124,17 +124,17 @@ func forEach(n int, f func(i int)) {
 
 // exactStack unwinds a rank's thread through package symbols (the same frames stackTrace
 // shows) and returns its tree frames and the pcs of its physical frames.
-func (j *Job) exactStack(ctx context.Context, rs *rankStack) ([]treeFrame, []uint64, error) {
-	ts, err := rs.rank.sym.stack(ctx, rs.thread.LWP)
+func (j *Job) exactStack(ctx context.Context, rs *RankStack) ([]TreeFrame, []uint64, error) {
+	ts, err := rs.Rank.sym.stack(ctx, rs.Thread.LWP)
 	if err != nil {
 		return nil, nil, err
 	}
-	frames := make([]treeFrame, 0, len(ts.frames))
+	frames := make([]TreeFrame, 0, len(ts.Frames))
 	var phys []uint64
-	for _, f := range ts.frames {
-		tf := treeFrame{name: frameName(f)}
+	for _, f := range ts.Frames {
+		tf := TreeFrame{Name: FrameName(f)}
 		if f.HasLine && f.Line.File != "" {
-			tf.file, tf.line = f.Line.File, f.Line.Line
+			tf.File, tf.Line = f.Line.File, f.Line.Line
 		}
 		frames = append(frames, tf)
 		if f.Kind == symbols.FrameNormal || f.Kind == symbols.FrameSignal {
@@ -158,8 +158,8 @@ func tracebackConfirms(tb []cdti.TraceFrame, phys []uint64) bool {
 	return true
 }
 
-// frameName is the frame's function as gdb names it, or "??" with the address.
-func frameName(f *symbols.Frame) string {
+// FrameName is the frame's function as gdb names it, or "??" with the address.
+func FrameName(f *symbols.Frame) string {
 	switch {
 	case f.Kind == symbols.FrameSignal:
 		return "<signal handler called>"

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -27,9 +27,9 @@ func (j *Job) waitsForLibrary(ctx context.Context, r *Rank) bool {
 	defer j.bps.mu.Unlock()
 	for _, bp := range j.bps.allUser() {
 		switch {
-		case !bp.ranks.Contains(r.Num):
-		case bp.kind == bpEntry && j.bps.entryDone(r):
-		case bp.kind == bpInstruction && !bp.resolved:
+		case !bp.Ranks.Contains(r.Num):
+		case bp.Kind == bpEntry && j.bps.entryDone(r):
+		case bp.Kind == BPInstruction && !bp.Resolved:
 			// An address in no binary: no library will make it one.
 		case len(bp.addrsFor(mods)) == 0:
 			return true
@@ -90,7 +90,7 @@ func (j *Job) isLibraryEvent(r *Rank, addr uint64) bool {
 // onLibraryEvent takes in r's new libraries: modules, waiting breakpoints, module events. The
 // link-map breakpoint stays in r only while a breakpoint still waits.
 func (j *Job) onLibraryEvent(r *Rank) {
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	defer j.updateLibraryWatch(ctx, []*Rank{r})
 	if r.sym.linkMapChanging(ctx) {
@@ -118,19 +118,18 @@ func (j *Job) onLibraryEvent(r *Rank) {
 		j.ev.ModuleLoaded(m)
 	}
 	j.bps.mu.Lock()
-	var waiting []*userBP
+	var waiting []*Breakpoint
 	for _, bp := range j.bps.allUser() {
-		if !bp.resolved && bp.kind != bpInstruction {
+		if !bp.Resolved && bp.Kind != BPInstruction {
 			waiting = append(waiting, bp)
 		}
 	}
 	j.bps.mu.Unlock()
-	var found []*userBP
+	var found []*Breakpoint
 	if len(waiting) > 0 {
-		bins := j.binaries(ctx)
+		bins := j.Binaries(ctx)
 		for _, bp := range waiting {
-			j.bps.resolve(bp, bins)
-			if bp.resolved {
+			if j.bps.resolve(bp, bins) {
 				found = append(found, bp)
 			}
 		}

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/hpcdap/hpcdap/cdti"
 )
 
-// start takes control of every rank: attach to each agent's ranks, ask for control with
+// Start takes control of every rank: attach to each agent's ranks, ask for control with
 // SIGSTOP as the start signal, and wait until every rank has stopped (at its program's entry
 // point in spawn mode, wherever it runs in attach mode).
-func (j *Job) start(ctx context.Context, progress func(done, total int)) error {
+func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 	for _, n := range j.nodes {
 		go j.readNotifications(n)
 	}
@@ -105,4 +105,28 @@ func rankList(ranks []*Rank) string {
 		parts = append(parts, fmt.Sprintf("%d%s", r.Num, host))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// LoadSymbols reads each live rank's modules (the DWARF of each distinct binary once,
+// through the cache) and starts watching library loads where breakpoints wait for one. It
+// returns the first rank's error; the other ranks are read all the same.
+func (j *Job) LoadSymbols(ctx context.Context) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for _, r := range j.liveRanks() {
+		wg.Go(func() {
+			defer j.recoverPanic(fmt.Sprintf("symbols of rank %d", r.Num))
+			if e := r.sym.ensure(ctx); e != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = e
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	j.updateLibraryWatch(ctx, j.liveRanks())
+	return firstErr
 }

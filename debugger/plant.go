@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -59,7 +59,7 @@ type trapPlan struct {
 	r       *Rank
 	trap    []byte
 	order   binary.ByteOrder
-	want    map[uint64][]*userBP // address → the breakpoints that want a trap there
+	want    map[uint64][]*Breakpoint // address → the breakpoints that want a trap there
 	adds    []uint64
 	removes []uint64
 	origs   map[uint64][]byte // the original instruction under each of removes, from the agent
@@ -97,15 +97,15 @@ func (b *breakpoints) plan(ctx context.Context, r *Rank) *trapPlan {
 	if err != nil {
 		return nil
 	}
-	p := &trapPlan{r: r, want: map[uint64][]*userBP{}}
+	p := &trapPlan{r: r, want: map[uint64][]*Breakpoint{}}
 	p.trap, p.order = rankTrap(r)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, bp := range b.allUser() {
-		if !bp.ranks.Contains(r.Num) || !bp.resolved {
+		if !bp.Ranks.Contains(r.Num) || !bp.Resolved {
 			continue
 		}
-		if bp.kind == bpEntry && b.entryDone(r) {
+		if bp.Kind == bpEntry && b.entryDone(r) {
 			continue
 		}
 		for _, a := range bp.addrsFor(mods) {
@@ -212,10 +212,10 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 		case *cdti.SetBreakpoint:
 			if !ok {
 				for _, bp := range p.want[c.Addr] {
-					if bp.failures == nil {
-						bp.failures = map[int]string{}
+					if bp.Failures == nil {
+						bp.Failures = map[int]string{}
 					}
-					bp.failures[r.Num] = fmt.Sprintf("plant at %#x: %s", c.Addr, why)
+					bp.Failures[r.Num] = fmt.Sprintf("plant at %#x: %s", c.Addr, why)
 				}
 				continue
 			}

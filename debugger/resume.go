@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 func (j *Job) runTargets(t *Thread, single bool) []*Rank {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if single || j.mode != stopAll {
+	if single || j.mode != StopAll {
 		return []*Rank{t.Rank}
 	}
 	set := j.focus.Add(t.Rank.Num)
@@ -25,7 +25,7 @@ func (j *Job) runTargets(t *Thread, single bool) []*Rank {
 func (j *Job) resume(r *Rank) error {
 	j.logf("rank %d: resume", r.Num)
 	j.mu.Lock()
-	if r.state == rankExited {
+	if r.state == RankExited {
 		j.mu.Unlock()
 		return nil
 	}
@@ -42,16 +42,22 @@ func (j *Job) resume(r *Rank) error {
 	return j.continueRank(r)
 }
 
+// endStopLocked ends what belongs to r's stop (with j.mu held): what was read at it is
+// forgotten, and the user hears that the stop is over (Events.StopOver).
+func (j *Job) endStopLocked(r *Rank) {
+	r.gen++
+	r.sym.invalidate()
+	j.ev.StopOver(r.Num)
+}
+
 // beginRunLocked marks a rank running and invalidates everything read at its last stop.
 func (j *Job) beginRunLocked(r *Rank) {
-	if r.state == rankStopped {
-		r.state = rankRunning
+	if r.state == RankStopped {
+		r.state = RankRunning
 		j.markChanged(r)
 	}
 	r.notif = nil
-	r.gen++
-	r.sym.invalidate()
-	j.handles.dropRank(r)
+	j.endStopLocked(r)
 	if r.sym.mem != nil {
 		r.sym.mem.live.Store(false)
 	}
@@ -89,7 +95,7 @@ func (j *Job) continueRanks(ranks []*Rank, own *Rank) ([]*Thread, error) {
 	j.mu.Lock()
 	epoch := j.stops
 	for _, r := range ranks {
-		if r.state == rankStopped {
+		if r.state == RankStopped {
 			resumed = append(resumed, r.threads...)
 		}
 	}
@@ -117,7 +123,7 @@ func (j *Job) continueRanks(ranks []*Rank, own *Rank) ([]*Thread, error) {
 // begun since the continue did (epoch).
 func (j *Job) continueOne(r *Rank, epoch int) error {
 	j.mu.Lock()
-	if r.state != rankStopped {
+	if r.state != RankStopped {
 		j.mu.Unlock()
 		return nil
 	}
@@ -136,10 +142,8 @@ func (j *Job) continueOne(r *Rank, epoch int) error {
 	if notified {
 		j.beginRunLocked(r)
 	} else {
-		r.state = rankRunning
-		r.gen++
-		r.sym.invalidate()
-		j.handles.dropRank(r)
+		r.state = RankRunning
+		j.endStopLocked(r)
 		j.markChanged(r)
 	}
 	j.mu.Unlock()
@@ -171,9 +175,9 @@ func (j *Job) releaseHeld(r *Rank, lwps []int) error {
 	return err
 }
 
-// continueThread resumes one thread of a stopped rank, the rank's other threads held (a
+// ContinueThread resumes one thread of a stopped rank, the rank's other threads held (a
 // single-thread continue); they run again when the rank is next resumed or stepped as a whole.
-func (j *Job) continueThread(ctx context.Context, t *Thread) error {
+func (j *Job) ContinueThread(ctx context.Context, t *Thread) error {
 	r := t.Rank
 	st := &stepper{j: j, r: r, lwp: t.LWP, single: true}
 	held := st.holdOthers(ctx)
@@ -188,7 +192,7 @@ func (j *Job) continueThread(ctx context.Context, t *Thread) error {
 func (j *Job) heldAlone(t *Thread) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.mode == stopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
+	return j.mode == StopThread && t.Rank.notif == nil && t.Rank.sym.held[t.LWP]
 }
 
 // releaseThread lets one thread held by stop mode thread run again; its rank's other held
@@ -198,13 +202,42 @@ func (j *Job) releaseThread(t *Thread) error {
 	r.sym.dropStack(t.LWP)
 	err := j.releaseHeld(r, []int{t.LWP})
 	j.mu.Lock()
-	if len(r.sym.held) == 0 && r.notif == nil && r.state == rankStopped {
-		r.state = rankRunning
-		r.gen++
-		r.sym.invalidate()
-		j.handles.dropRank(r)
+	if len(r.sym.held) == 0 && r.notif == nil && r.state == RankStopped {
+		r.state = RankRunning
+		j.endStopLocked(r)
 	}
 	j.markChanged(r)
 	j.mu.Unlock()
+	return err
+}
+
+// ContinueFrom resumes what a continue request of thread t resumes (runTargets): a thread
+// that stop mode thread holds alone is released; otherwise every stopped rank of its targets
+// is continued. It returns the threads that now run and whether the targets are the whole
+// job (both nil and false for a released thread).
+func (j *Job) ContinueFrom(t *Thread) (resumed []*Thread, all bool, err error) {
+	ranks := j.runTargets(t, false)
+	var own *Rank
+	if len(ranks) == 1 {
+		// One rank (stop modes rank and thread): no stop of it is half handled while it is
+		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
+		// running again, before this continue looks at it).
+		own = ranks[0]
+		own.evMu.Lock()
+		defer own.evMu.Unlock()
+	}
+	if j.heldAlone(t) {
+		return nil, false, j.releaseThread(t)
+	}
+	resumed, err = j.continueRanks(ranks, own)
+	if err != nil {
+		return nil, false, err
+	}
+	return resumed, len(ranks) == len(j.ranks), nil
+}
+
+// ContinueAll resumes every rank (the start of a launched job).
+func (j *Job) ContinueAll() error {
+	_, err := j.continueRanks(j.ranks, nil)
 	return err
 }

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -27,11 +27,11 @@ type dataTarget struct {
 	addr   uint64
 	size   int
 	expr   string
-	access cdti.WatchType
+	Access cdti.WatchType
 }
 
-// parseDataID decodes a dataId.
-func parseDataID(id string) (*dataTarget, error) {
+// ParseDataID decodes a dataId.
+func ParseDataID(id string) (*dataTarget, error) {
 	parts := strings.SplitN(id, ":", 5)
 	if len(parts) != 5 || (parts[0] != "m" && parts[0] != "a") {
 		return nil, fmt.Errorf("dataId %q is not one this adapter made", id)
@@ -92,25 +92,25 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 		return
 	}
 	b.mu.Lock()
-	want := map[uint64]*userBP{}
+	want := map[uint64]*Breakpoint{}
 	for _, bp := range b.dataBPs() {
-		if !bp.ranks.Contains(r.Num) {
+		if !bp.Ranks.Contains(r.Num) {
 			continue
 		}
-		if a, ok := bp.data.addrIn(r, mods); ok {
+		if a, ok := bp.Data.addrIn(r, mods); ok {
 			want[a] = bp
 		}
 	}
 	have := b.watches[r]
 	if have == nil {
-		have = map[uint64]*userBP{}
+		have = map[uint64]*Breakpoint{}
 		b.watches[r] = have
 	}
 	var cmds []cdti.Command
 	var addrs []uint64
 	var removes []uint64
 	for a, bp := range have {
-		if w := want[a]; w == nil || w.data.size != bp.data.size || w.data.access != bp.data.access {
+		if w := want[a]; w == nil || w.Data.size != bp.Data.size || w.Data.Access != bp.Data.Access {
 			removes = append(removes, a)
 		}
 	}
@@ -128,8 +128,8 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 	}
 	slices.Sort(adds)
 	for _, a := range adds {
-		d := want[a].data
-		cmds = append(cmds, &cdti.SetWatchpoint{Addr: a, Length: uint32(d.size), Type: d.access})
+		d := want[a].Data
+		cmds = append(cmds, &cdti.SetWatchpoint{Addr: a, Length: uint32(d.size), Type: d.Access})
 		addrs = append(addrs, a)
 	}
 	for a, bp := range want {
@@ -157,10 +157,10 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 					why = "no hardware watchpoint slot left"
 				}
 			}
-			if bp.failures == nil {
-				bp.failures = map[int]string{}
+			if bp.Failures == nil {
+				bp.Failures = map[int]string{}
 			}
-			bp.failures[r.Num] = fmt.Sprintf("watch %#x: %s", set.Addr, why)
+			bp.Failures[r.Num] = fmt.Sprintf("watch %#x: %s", set.Addr, why)
 		} else {
 			have[set.Addr] = bp
 		}
@@ -171,9 +171,9 @@ func (b *breakpoints) syncRankWatches(ctx context.Context, r *Rank) {
 // watchHit decides what a watchpoint notification means for rank r.
 func (b *breakpoints) watchHit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 	b.mu.Lock()
-	var bp *userBP
+	var bp *Breakpoint
 	for a, w := range b.watches[r] {
-		if addr >= a && addr < a+uint64(w.data.size) {
+		if addr >= a && addr < a+uint64(w.Data.size) {
 			bp = w
 		}
 	}
@@ -181,17 +181,17 @@ func (b *breakpoints) watchHit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 	if bp == nil {
 		return true, stopInfo{reason: "data breakpoint", tid: tid, text: fmt.Sprintf("watchpoint at %#x", addr)}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), defaultTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	if !b.metaHolds(ctx, r, tid, bp) {
 		return false, stopInfo{}
 	}
-	return true, stopInfo{reason: "data breakpoint", tid: tid, bps: []int{bp.id},
-		text: fmt.Sprintf("%s changed on rank %d", bp.data.expr, r.Num)}
+	return true, stopInfo{reason: "data breakpoint", tid: tid, bps: []int{bp.ID},
+		text: fmt.Sprintf("%s changed on rank %d", bp.Data.expr, r.Num)}
 }
 
-// parseAccessType reads a data breakpoint's access type ("write" when not given).
-func parseAccessType(t string) (cdti.WatchType, error) {
+// ParseAccessType reads a data breakpoint's access type ("write" when not given).
+func ParseAccessType(t string) (cdti.WatchType, error) {
 	switch t {
 	case "", "write":
 		return cdti.WatchWrite, nil

@@ -1,4 +1,4 @@
-package adapter
+package debugger
 
 import (
 	"context"
@@ -16,18 +16,16 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
-	if r.state == rankExited {
+	if r.state == RankExited {
 		j.mu.Unlock()
 		return
 	}
 	if st != -1 {
 		r.exit = &st
 	}
-	r.state = rankExited
+	r.state = RankExited
 	r.notif = nil
-	r.gen++
-	r.sym.invalidate()
-	j.handles.dropRank(r)
+	j.endStopLocked(r)
 	if r.stepper != nil {
 		r.stepper.cancelLocked()
 	}
@@ -60,7 +58,7 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 		case st == -1:
 		case st.Signaled():
 			j.output("console", fmt.Sprintf("rank %d exited: killed by %s (exit code %d)\n", r.Num,
-				signalName(st.Signal()), exitCode(st)))
+				SignalName(st.Signal()), exitCode(st)))
 		default:
 			j.output("console", fmt.Sprintf("rank %d exited with code %d\n", r.Num, st.ExitCode()))
 		}
@@ -83,7 +81,7 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 		j.entryWait = nil
 		var first *Rank
 		for _, q := range j.ranks {
-			if q.state == rankStopped {
+			if q.state == RankStopped {
 				first = q
 				break
 			}
@@ -96,12 +94,12 @@ func (j *Job) onExit(r *Rank, st cdti.ExitStatus) {
 		}
 	}
 	if all {
-		j.allExited()
+		j.AllExited()
 	}
 }
 
-// allExited sends the exited and terminated events once.
-func (j *Job) allExited() {
+// AllExited sends the exited and terminated events once.
+func (j *Job) AllExited() {
 	j.mu.Lock()
 	if j.exited {
 		j.mu.Unlock()
@@ -123,13 +121,13 @@ func (j *Job) allExited() {
 	j.ev.Terminated()
 }
 
-// kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
-func (j *Job) kill(d time.Duration) {
+// Kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
+func (j *Job) Kill(d time.Duration) {
 	j.mu.Lock()
 	j.stopAll = true
 	live := []*Rank{}
 	for _, r := range j.ranks {
-		if r.state != rankExited {
+		if r.state != RankExited {
 			live = append(live, r)
 		}
 	}
@@ -147,7 +145,7 @@ func (j *Job) kill(d time.Duration) {
 	for _, r := range live {
 		for time.Now().Before(deadline) {
 			j.mu.Lock()
-			gone := r.state == rankExited
+			gone := r.state == RankExited
 			j.mu.Unlock()
 			if gone {
 				break
@@ -157,9 +155,9 @@ func (j *Job) kill(d time.Duration) {
 	}
 }
 
-// detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
+// Detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
 // are removed, control is released (which continues a suspended rank) and the tool detached.
-func (j *Job) detach() {
+func (j *Job) Detach() {
 	j.mu.Lock()
 	j.stopAll = true
 	j.mu.Unlock()
@@ -171,7 +169,7 @@ func (j *Job) detach() {
 		wg.Go(func() {
 			for _, r := range n.ranks {
 				j.mu.Lock()
-				exited := r.state == rankExited
+				exited := r.state == RankExited
 				held := r.sym.heldLWPs()
 				j.mu.Unlock()
 				if exited {
