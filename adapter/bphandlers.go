@@ -16,7 +16,7 @@ import (
 
 // dapBreakpoint reports a breakpoint's state: verified once it resolved and is planted on at
 // least one rank; the message names the ranks where planting failed.
-func (s *Session) dapBreakpoint(bp *debugger.Breakpoint) Breakpoint {
+func (s *Conn) dapBreakpoint(bp *debugger.Breakpoint) Breakpoint {
 	out := Breakpoint{Breakpoint: dap.Breakpoint{Id: bp.ID}}
 	switch {
 	case bp.Refused != "":
@@ -77,7 +77,7 @@ func failureText(f map[int]string) string {
 }
 
 // breakpointsBody reports the breakpoints a set request ended with, in its order.
-func (s *Session) breakpointsBody(j *debugger.Job, list []*debugger.Breakpoint) BreakpointsBody {
+func (s *Conn) breakpointsBody(j *debugger.Job, list []*debugger.Breakpoint) BreakpointsBody {
 	out := BreakpointsBody{Breakpoints: []Breakpoint{}}
 	for _, bp := range j.Snapshots(list) {
 		out.Breakpoints = append(out.Breakpoints, s.dapBreakpoint(bp))
@@ -96,7 +96,7 @@ type bpSpec struct {
 // setAndAnswer runs a set request of n breakpoints through the engine's one path and answers
 // it with its own response type (made by respond). Conditions, hit conditions and log messages
 // are checked here, once: a bad one fails the whole request and changes nothing.
-func (s *Session) setAndAnswer(j *debugger.Job, req *dap.Request, set debugger.BPSet, n int, spec func(i int) bpSpec,
+func (s *Conn) setAndAnswer(j *debugger.Job, req *dap.Request, set debugger.BPSet, n int, spec func(i int) bpSpec,
 	respond func(dap.Response, BreakpointsBody) dap.Message) {
 	reqs := make([]debugger.BPRequest, n)
 	for i := range reqs {
@@ -117,7 +117,7 @@ func (s *Session) setAndAnswer(j *debugger.Job, req *dap.Request, set debugger.B
 	s.send(respond(newResponse(req), s.breakpointsBody(j, list)))
 }
 
-func (s *Session) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
+func (s *Conn) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -147,7 +147,7 @@ func (s *Session) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {
 		})
 }
 
-func (s *Session) onSetFunctionBreakpointsRequest(req *dap.SetFunctionBreakpointsRequest) {
+func (s *Conn) onSetFunctionBreakpointsRequest(req *dap.SetFunctionBreakpointsRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -163,7 +163,7 @@ func (s *Session) onSetFunctionBreakpointsRequest(req *dap.SetFunctionBreakpoint
 		})
 }
 
-func (s *Session) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBreakpointsRequest) {
+func (s *Conn) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBreakpointsRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -185,7 +185,7 @@ func (s *Session) onSetInstructionBreakpointsRequest(req *dap.SetInstructionBrea
 		})
 }
 
-func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
+func (s *Conn) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -205,7 +205,7 @@ func (s *Session) onSetDataBreakpointsRequest(req *SetDataBreakpointsRequest) {
 		})
 }
 
-func (s *Session) onSetExceptionBreakpointsRequest(req *dap.SetExceptionBreakpointsRequest) {
+func (s *Conn) onSetExceptionBreakpointsRequest(req *dap.SetExceptionBreakpointsRequest) {
 	j := s.currentJob(&req.Request)
 	stop := false
 	for _, f := range req.Arguments.Filters {
@@ -231,7 +231,7 @@ func (s *Session) onSetExceptionBreakpointsRequest(req *dap.SetExceptionBreakpoi
 	s.send(resp)
 }
 
-func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsRequest) {
+func (s *Conn) onBreakpointLocationsRequest(req *dap.BreakpointLocationsRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -268,7 +268,7 @@ func (s *Session) onBreakpointLocationsRequest(req *dap.BreakpointLocationsReque
 	s.send(resp)
 }
 
-func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
+func (s *Conn) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -342,7 +342,7 @@ func (s *Session) onDataBreakpointInfoRequest(req *DataBreakpointInfoRequest) {
 }
 
 // dataValue finds the value a dataBreakpointInfo request names.
-func (s *Session) dataValue(j *debugger.Job, a DataBreakpointInfoArguments) (*symbols.Value, *frameRef, error) {
+func (s *Conn) dataValue(j *debugger.Job, a DataBreakpointInfoArguments) (*symbols.Value, *frameRef, error) {
 	if a.VariablesReference != 0 {
 		v, ok := s.handles.get(a.VariablesReference)
 		ref, isRef := v.(*varRef)

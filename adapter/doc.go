@@ -6,8 +6,8 @@
 // # Sessions and jobs
 //
 // A Server owns what sessions share (the symbol cache: each distinct binary's DWARF is read
-// once) and hands every connection to a Session (server.go, session.go, transport.go,
-// peercred.go). A Session reads and decodes DAP messages on one goroutine — framing is
+// once) and hands every connection to a Conn (server.go, session.go, transport.go,
+// peercred.go). A Conn reads and decodes DAP messages on one goroutine — framing is
 // bounded (MaxMessageSize), and malformed input of any kind is answered with an error
 // response while the session goes on — and handles requests in order on another (the
 // onXxxRequest methods). Each session debugs one debugger.Job, which knows nothing of DAP: it

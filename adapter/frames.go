@@ -14,7 +14,7 @@ import (
 // main threads of every rank come first.
 const maxThreads = 4096
 
-func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
+func (s *Conn) onThreadsRequest(req *dap.ThreadsRequest) {
 	s.mu.Lock()
 	j := s.job
 	s.mu.Unlock()
@@ -36,7 +36,7 @@ func (s *Session) onThreadsRequest(req *dap.ThreadsRequest) {
 
 // stoppedThread returns the thread named by a request if its rank is stopped, else answers
 // the request with an error.
-func (s *Session) stoppedThread(r *dap.Request, j *debugger.Job, id int) *debugger.Thread {
+func (s *Conn) stoppedThread(r *dap.Request, j *debugger.Job, id int) *debugger.Thread {
 	t, err := j.StoppedThread(id)
 	if err != nil {
 		code := errBadArguments
@@ -49,7 +49,7 @@ func (s *Session) stoppedThread(r *dap.Request, j *debugger.Job, id int) *debugg
 	return t
 }
 
-func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
+func (s *Conn) onStackTraceRequest(req *dap.StackTraceRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -73,7 +73,7 @@ func (s *Session) onStackTraceRequest(req *dap.StackTraceRequest) {
 }
 
 // stackFrames builds DAP frames for a page of a thread's stack.
-func (s *Session) stackFrames(j *debugger.Job, t *debugger.Thread, ts *debugger.ThreadStack, start, levels int) []dap.StackFrame {
+func (s *Conn) stackFrames(j *debugger.Job, t *debugger.Thread, ts *debugger.ThreadStack, start, levels int) []dap.StackFrame {
 	out := []dap.StackFrame{}
 	if start < 0 {
 		start = 0
@@ -93,7 +93,7 @@ func (s *Session) stackFrames(j *debugger.Job, t *debugger.Thread, ts *debugger.
 // dapFrame converts one frame. A frame whose source file is not on this machine (libc's,
 // whose debugging information names glibc's build tree) has no source and is subtle: clients
 // show the first frame with a source when a thread stops, and must not pick one they cannot open.
-func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
+func (s *Conn) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 	df := dap.StackFrame{Id: id, Name: debugger.FrameName(f), InstructionPointerReference: fmt.Sprintf("%#x", f.PC)}
 	if src := s.localSource(f); src != nil {
 		df.Source = src
@@ -113,7 +113,7 @@ func (s *Session) dapFrame(id int, f *symbols.Frame) dap.StackFrame {
 
 // localSource returns the source of a frame's line when its file is on this machine, nil
 // when the frame has no line or its file is elsewhere.
-func (s *Session) localSource(f *symbols.Frame) *dap.Source {
+func (s *Conn) localSource(f *symbols.Frame) *dap.Source {
 	if !f.HasLine || f.Line.File == "" {
 		return nil
 	}
@@ -124,7 +124,7 @@ func (s *Session) localSource(f *symbols.Frame) *dap.Source {
 }
 
 // frame returns the frame a frame id stands for, or answers with an error.
-func (s *Session) frame(r *dap.Request, j *debugger.Job, id int) *frameRef {
+func (s *Conn) frame(r *dap.Request, j *debugger.Job, id int) *frameRef {
 	v, ok := s.handles.get(id)
 	fr, isFrame := v.(*frameRef)
 	if !ok || !isFrame {
@@ -134,7 +134,7 @@ func (s *Session) frame(r *dap.Request, j *debugger.Job, id int) *frameRef {
 	return fr
 }
 
-func (s *Session) onScopesRequest(req *dap.ScopesRequest) {
+func (s *Conn) onScopesRequest(req *dap.ScopesRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return

@@ -12,7 +12,7 @@ import (
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
-func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
+func (s *Conn) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -61,7 +61,7 @@ func (s *Session) onExceptionInfoRequest(req *dap.ExceptionInfoRequest) {
 
 // viewModules returns the modules of the rank the client looks at, or answers r with an error
 // (ok false).
-func (s *Session) viewModules(r *dap.Request) (mods []*symbols.Module, ok bool) {
+func (s *Conn) viewModules(r *dap.Request) (mods []*symbols.Module, ok bool) {
 	j := s.currentJob(r)
 	if j == nil {
 		return nil, false
@@ -76,7 +76,7 @@ func (s *Session) viewModules(r *dap.Request) (mods []*symbols.Module, ok bool) 
 	return mods, true
 }
 
-func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
+func (s *Conn) onModulesRequest(req *dap.ModulesRequest) {
 	mods, ok := s.viewModules(&req.Request)
 	if !ok {
 		return
@@ -111,7 +111,7 @@ func (s *Session) onModulesRequest(req *dap.ModulesRequest) {
 	s.send(resp)
 }
 
-func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
+func (s *Conn) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
 	mods, ok := s.viewModules(&req.Request)
 	if !ok {
 		return
@@ -138,7 +138,7 @@ func (s *Session) onLoadedSourcesRequest(req *dap.LoadedSourcesRequest) {
 // maxSourceSize bounds the source request's answer.
 const maxSourceSize = 2 << 20
 
-func (s *Session) onSourceRequest(req *dap.SourceRequest) {
+func (s *Conn) onSourceRequest(req *dap.SourceRequest) {
 	path := ""
 	if req.Arguments.Source != nil {
 		path = req.Arguments.Source.Path

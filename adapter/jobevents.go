@@ -12,15 +12,15 @@ import (
 )
 
 // jobEvents turns what a job reports (Events) into the session's DAP events.
-type jobEvents struct{ s *Session }
+type jobEvents struct{ s *Conn }
 
 // jobConfig is the configuration of the session's jobs.
-func (s *Session) jobConfig() debugger.Config {
+func (s *Conn) jobConfig() debugger.Config {
 	return debugger.Config{Ctx: s.ctx, Events: jobEvents{s}, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
 }
 
 // callLimit is the session's bound on one function call.
-func (s *Session) callLimit() time.Duration {
+func (s *Conn) callLimit() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.callTimeout > 0 {

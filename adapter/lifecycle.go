@@ -46,7 +46,7 @@ func capabilities() Capabilities {
 	return c
 }
 
-func (s *Session) onInitializeRequest(req *dap.InitializeRequest) {
+func (s *Conn) onInitializeRequest(req *dap.InitializeRequest) {
 	s.mu.Lock()
 	if s.initialized {
 		s.mu.Unlock()
@@ -66,21 +66,21 @@ func (s *Session) onInitializeRequest(req *dap.InitializeRequest) {
 }
 
 // Line and column conversion for clients that count from 0.
-func (s *Session) lineOut(l int) int {
+func (s *Conn) lineOut(l int) int {
 	if l > 0 && !s.client.LinesStartAt1 {
 		return l - 1
 	}
 	return l
 }
 
-func (s *Session) lineIn(l int) int {
+func (s *Conn) lineIn(l int) int {
 	if !s.client.LinesStartAt1 {
 		return l + 1
 	}
 	return l
 }
 
-func (s *Session) colOut(c int) int {
+func (s *Conn) colOut(c int) int {
 	if c > 0 && !s.client.ColumnsStartAt1 {
 		return c - 1
 	}
@@ -88,7 +88,7 @@ func (s *Session) colOut(c int) int {
 }
 
 // startMode guards launch and attach: one job per session.
-func (s *Session) claimStart(r *dap.Request) bool {
+func (s *Conn) claimStart(r *dap.Request) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.started || s.job != nil {
@@ -99,13 +99,13 @@ func (s *Session) claimStart(r *dap.Request) bool {
 	return true
 }
 
-func (s *Session) releaseStart() {
+func (s *Conn) releaseStart() {
 	s.mu.Lock()
 	s.started = false
 	s.mu.Unlock()
 }
 
-func (s *Session) prepareLogDir() (string, error) {
+func (s *Conn) prepareLogDir() (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.logDir != "" {
@@ -123,7 +123,7 @@ func (s *Session) prepareLogDir() (string, error) {
 	return d, nil
 }
 
-func (s *Session) agentExe() (string, error) {
+func (s *Conn) agentExe() (string, error) {
 	if s.srv.cfg.AgentPath != "" {
 		return s.srv.cfg.AgentPath, nil
 	}
@@ -138,7 +138,7 @@ func argError(err error) int {
 	return errBadArguments
 }
 
-func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
+func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	plan, err := planLaunch(req.Arguments)
 	if err != nil {
 		s.sendError(&req.Request, argError(err), "launch: "+err.Error())
@@ -221,7 +221,7 @@ func (s *Session) onLaunchRequest(req *dap.LaunchRequest) {
 	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
 }
 
-func (s *Session) onAttachRequest(req *dap.AttachRequest) {
+func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	plan, err := planAttach(req.Arguments)
 	if err != nil {
 		s.sendError(&req.Request, argError(err), "attach: "+err.Error())
@@ -276,11 +276,11 @@ func (s *Session) onAttachRequest(req *dap.AttachRequest) {
 }
 
 // launchPhase tells the client, on its console, where a launch through a launcher is.
-func (s *Session) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
+func (s *Conn) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
 
 // startJob brings a job up, with progress events: its agents (start, from package launch),
 // then its ranks.
-func (s *Session) startJob(start func(ctx context.Context, progress func(done, total int)) (*launch.Agents, error),
+func (s *Conn) startJob(start func(ctx context.Context, progress func(done, total int)) (*launch.Agents, error),
 	mode debugger.StopMode, focus, title string) (*debugger.Job, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 	defer cancel()
@@ -321,7 +321,7 @@ func (s *Session) startJob(start func(ctx context.Context, progress func(done, t
 	return j, nil
 }
 
-func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
+func (s *Conn) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -359,7 +359,7 @@ func (s *Session) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) 
 	}
 }
 
-func (s *Session) onDisconnectRequest(req *DisconnectRequest) {
+func (s *Conn) onDisconnectRequest(req *DisconnectRequest) {
 	s.mu.Lock()
 	j := s.job
 	s.job = nil
@@ -382,7 +382,7 @@ const wlmPhaseTimeout = 60 * time.Second
 // releaseWLM lets a workload manager's launcher go once startJob holds every rank, and
 // records it with the job. It reports whether a stopAtEntry is satisfied where the ranks are
 // (the launcher held them past main), and says so to the user.
-func (s *Session) releaseWLM(j *debugger.Job, wl *debugger.WLMJob, stopAtEntry, launched bool) (inPlace bool, err error) {
+func (s *Conn) releaseWLM(j *debugger.Job, wl *debugger.WLMJob, stopAtEntry, launched bool) (inPlace bool, err error) {
 	hold := wl.Hold()
 	ctx, cancel := context.WithTimeout(s.ctx, wlmPhaseTimeout)
 	defer cancel()
@@ -402,7 +402,7 @@ func (s *Session) releaseWLM(j *debugger.Job, wl *debugger.WLMJob, stopAtEntry, 
 	return false, nil
 }
 
-func (s *Session) onTerminateRequest(req *dap.TerminateRequest) {
+func (s *Conn) onTerminateRequest(req *dap.TerminateRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return

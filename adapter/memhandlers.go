@@ -15,7 +15,7 @@ import (
 // message limit).
 const maxReadMemory = 1 << 20
 
-func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
+func (s *Conn) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -45,7 +45,7 @@ func (s *Session) onReadMemoryRequest(req *dap.ReadMemoryRequest) {
 	s.send(resp)
 }
 
-func (s *Session) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
+func (s *Conn) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -159,7 +159,7 @@ func instructionsBefore(p *symbols.Process, addr uint64, k int) []uint64 {
 	return addrs
 }
 
-func (s *Session) onDisassembleRequest(req *dap.DisassembleRequest) {
+func (s *Conn) onDisassembleRequest(req *dap.DisassembleRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return

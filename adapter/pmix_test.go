@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The PMIx launch path through the adapter, against a real Open MPI 5 mpirun (PRRTE), which
@@ -151,4 +152,24 @@ func BenchmarkPMIxMPIRunToBreakpoint(b *testing.B) {
 		b.Fatalf("%s is not Open MPI 5: %q", mpirun, out)
 	}
 	benchLauncherToBreakpoint(b, compileMPI(b, "mpicc.openmpi"), "mpirun.openmpi", "-np", ompi5Env)
+}
+
+// BenchmarkPMIxAttachLauncherPid: attach by launcherPid to a running 16-rank Open MPI 5 job
+// (through the PMIx proc table) until every rank is stopped, and until every rank's stack is
+// read.
+//
+//	scripts/debian13-root.sh run go test -tags pmix -run '^$' -bench PMIxAttachLauncherPid -benchtime 1x ./adapter
+func BenchmarkPMIxAttachLauncherPid(b *testing.B) {
+	mpirun := needTool(b, "mpirun.openmpi")
+	p := compileMPI(b, "mpicc.openmpi")
+	var stopped, stacks time.Duration
+	for range b.N {
+		s, a := attachLauncherPidOnce(b, mpirun, p, 16, ompi5Env)
+		stopped += s
+		stacks += a
+	}
+	n := float64(b.N)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(stopped.Seconds()/n, "all-stopped-s")
+	b.ReportMetric(stacks.Seconds()/n, "all-stacks-s")
 }

@@ -13,7 +13,7 @@ import (
 // session merges them into a tree) and hpcdap/compareExpression (the job evaluates in each
 // rank, the session groups the ranks by value).
 
-func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
+func (s *Conn) onParallelStacksRequest(req *ParallelStacksRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -37,7 +37,7 @@ func (s *Session) onParallelStacksRequest(req *ParallelStacksRequest) {
 // mergeStacks builds the prefix tree: outermost frame first, one node per distinct frame
 // after the same path (per function, whatever the line, with byFunction), siblings ordered by
 // their lowest rank, ids in depth-first order.
-func (s *Session) mergeStacks(stacks []*debugger.RankStack, maxFrames int, byFunction bool) ParallelStacksBody {
+func (s *Conn) mergeStacks(stacks []*debugger.RankStack, maxFrames int, byFunction bool) ParallelStacksBody {
 	type building struct {
 		node     *StackNode
 		set      rankset.Set
@@ -99,7 +99,7 @@ func (s *Session) mergeStacks(stacks []*debugger.RankStack, maxFrames int, byFun
 	return ParallelStacksBody{Total: total, Roots: build(root)}
 }
 
-func (s *Session) onCompareExpressionRequest(req *CompareExpressionRequest) {
+func (s *Conn) onCompareExpressionRequest(req *CompareExpressionRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return

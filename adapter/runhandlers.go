@@ -8,7 +8,7 @@ import (
 	"github.com/hpcdap/hpcdap/debugger"
 )
 
-func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
+func (s *Conn) onContinueRequest(req *dap.ContinueRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -40,7 +40,7 @@ func (s *Session) onContinueRequest(req *dap.ContinueRequest) {
 }
 
 // continueSingleThread resumes one thread, its rank's other threads held.
-func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *debugger.Job, t *debugger.Thread) {
+func (s *Conn) continueSingleThread(req *dap.ContinueRequest, j *debugger.Job, t *debugger.Thread) {
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	r := t.Rank
@@ -57,7 +57,7 @@ func (s *Session) continueSingleThread(req *dap.ContinueRequest, j *debugger.Job
 }
 
 // step answers next, stepIn and stepOut.
-func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.SteppingGranularity, kind debugger.StepKind, respond func()) {
+func (s *Conn) step(r *dap.Request, threadID int, single bool, gran dap.SteppingGranularity, kind debugger.StepKind, respond func()) {
 	j := s.currentJob(r)
 	if j == nil {
 		return
@@ -79,28 +79,28 @@ func (s *Session) step(r *dap.Request, threadID int, single bool, gran dap.Stepp
 	respond()
 }
 
-func (s *Session) onNextRequest(req *dap.NextRequest) {
+func (s *Conn) onNextRequest(req *dap.NextRequest) {
 	a := req.Arguments
 	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOver, func() {
 		s.send(&dap.NextResponse{Response: newResponse(&req.Request)})
 	})
 }
 
-func (s *Session) onStepInRequest(req *dap.StepInRequest) {
+func (s *Conn) onStepInRequest(req *dap.StepInRequest) {
 	a := req.Arguments
 	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepInto, func() {
 		s.send(&dap.StepInResponse{Response: newResponse(&req.Request)})
 	})
 }
 
-func (s *Session) onStepOutRequest(req *dap.StepOutRequest) {
+func (s *Conn) onStepOutRequest(req *dap.StepOutRequest) {
 	a := req.Arguments
 	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOutOf, func() {
 		s.send(&dap.StepOutResponse{Response: newResponse(&req.Request)})
 	})
 }
 
-func (s *Session) onPauseRequest(req *dap.PauseRequest) {
+func (s *Conn) onPauseRequest(req *dap.PauseRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -117,7 +117,7 @@ func (s *Session) onPauseRequest(req *dap.PauseRequest) {
 	}
 }
 
-func (s *Session) onRanksRequest(req *RanksRequest) {
+func (s *Conn) onRanksRequest(req *RanksRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -126,7 +126,7 @@ func (s *Session) onRanksRequest(req *RanksRequest) {
 	s.respond(&req.Request, RanksBody{Ranks: wireRankStates(ranks), Focus: focus.String()})
 }
 
-func (s *Session) onFocusRequest(req *FocusRequest) {
+func (s *Conn) onFocusRequest(req *FocusRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return

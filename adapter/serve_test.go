@@ -283,7 +283,7 @@ func TestGoroutinePanicEndsNothing(t *testing.T) {
 		ds = append(ds, d)
 		conns = append(conns, a)
 	}
-	var victim *Session
+	var victim *Conn
 	srv.mu.Lock()
 	for s := range srv.sessions {
 		if s.conn == conns[0] {

@@ -53,7 +53,7 @@ type Server struct {
 	syms *symbols.Cache
 
 	mu       sync.Mutex
-	sessions map[*Session]bool
+	sessions map[*Conn]bool
 	closed   bool
 	ln       net.Listener
 	wg       sync.WaitGroup
@@ -68,7 +68,7 @@ func NewServer(cfg Config) *Server {
 	if syms == nil {
 		syms = symbols.NewCache(cfg.SymbolOptions)
 	}
-	return &Server{cfg: cfg, syms: syms, sessions: map[*Session]bool{}}
+	return &Server{cfg: cfg, syms: syms, sessions: map[*Conn]bool{}}
 }
 
 func (s *Server) symbolCache() *symbols.Cache { return s.syms }
@@ -84,7 +84,7 @@ func (s *Server) logf(format string, args ...any) { s.cfg.Log.Printf(format, arg
 
 // ServeConn runs one session on rwc (stdio, or an accepted connection) until it ends.
 func (s *Server) ServeConn(rwc io.ReadWriteCloser) {
-	sess := newSession(s, rwc)
+	sess := newConn(s, rwc)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -144,7 +144,7 @@ func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
 	ln := s.ln
-	var live []*Session
+	var live []*Conn
 	for sess := range s.sessions {
 		live = append(live, sess)
 	}

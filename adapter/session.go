@@ -15,11 +15,11 @@ import (
 	"github.com/hpcdap/hpcdap/debugger"
 )
 
-// Session is one DAP client connection and the job it debugs. Requests are handled one at a
+// Conn is one DAP client connection and the job it debugs. Requests are handled one at a
 // time, in order, by the dispatcher goroutine; events come from the job's goroutines. Every
 // message is written under the send lock, which also assigns its seq, so seqs reach the wire
 // in order.
-type Session struct {
+type Conn struct {
 	srv   *Server
 	conn  io.ReadWriteCloser
 	codec *codec
@@ -59,8 +59,8 @@ type Session struct {
 	inPlaceSeq atomic.Int64
 }
 
-func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
-	s := &Session{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
+func newConn(srv *Server, conn io.ReadWriteCloser) *Conn {
+	s := &Conn{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.inPlaceSeq.Store(-1)
 	s.handles.init()
@@ -68,7 +68,7 @@ func newSession(srv *Server, conn io.ReadWriteCloser) *Session {
 }
 
 // run reads and handles requests until the client disconnects or the stream ends.
-func (s *Session) run() {
+func (s *Conn) run() {
 	reqs := make(chan dap.Message, 64)
 	go s.read(reqs)
 	for m := range reqs {
@@ -85,7 +85,7 @@ func (s *Session) run() {
 }
 
 // read turns the byte stream into requests; problems with the stream are answered here.
-func (s *Session) read(out chan<- dap.Message) {
+func (s *Conn) read(out chan<- dap.Message) {
 	defer close(out)
 	// The client is gone once its stream ends: what its requests started stops.
 	defer s.cancel()
@@ -126,7 +126,7 @@ func (s *Session) read(out chan<- dap.Message) {
 
 // decode is codec.decode, answering a message that breaks the decoder as an internal error of
 // that request instead of ending the server.
-func (s *Session) decode(body []byte) (m dap.Message, derr *decodeError) {
+func (s *Conn) decode(body []byte) (m dap.Message, derr *decodeError) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.srv.logf("adapter: decode: internal error: %v\n%s", p, debug.Stack())
@@ -141,14 +141,14 @@ func (s *Session) decode(body []byte) (m dap.Message, derr *decodeError) {
 // there from ending the server and every session: it is logged with its stack and reported to
 // this session's client as an error output event, and the server goes on. what names the
 // goroutine's work ("exit of rank 3").
-func (s *Session) recoverPanic(what string) {
+func (s *Conn) recoverPanic(what string) {
 	if p := recover(); p != nil {
 		debugger.ReportPanic(jobEvents{s}, what, p)
 	}
 }
 
 // close ends the session: the job is ended as a disconnect without arguments would end it.
-func (s *Session) close() {
+func (s *Conn) close() {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		s.cancel()
@@ -168,7 +168,7 @@ func (s *Session) close() {
 }
 
 // dispatch handles one request; false ends the session.
-func (s *Session) dispatch(m dap.Message) (keep bool) {
+func (s *Conn) dispatch(m dap.Message) (keep bool) {
 	req, ok := m.(dap.RequestMessage)
 	if !ok {
 		return true
@@ -277,7 +277,7 @@ func (s *Session) dispatch(m dap.Message) (keep bool) {
 // The sending side.
 
 // send writes one message, assigning its seq under the send lock.
-func (s *Session) send(m dap.Message) {
+func (s *Conn) send(m dap.Message) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if s.broken {
@@ -319,16 +319,16 @@ func newEvent(name string) dap.Event {
 }
 
 // respond sends a response with any body.
-func (s *Session) respond(r *dap.Request, body any) {
+func (s *Conn) respond(r *dap.Request, body any) {
 	s.send(&Response{Response: newResponse(r), Body: body})
 }
 
 // sendError answers r with an error.
-func (s *Session) sendError(r *dap.Request, id int, msg string) {
+func (s *Conn) sendError(r *dap.Request, id int, msg string) {
 	s.sendErrorRaw(r.Seq, r.Command, id, msg)
 }
 
-func (s *Session) sendErrorRaw(seq int, command string, id int, msg string) {
+func (s *Conn) sendErrorRaw(seq int, command string, id int, msg string) {
 	e := &dap.ErrorResponse{Response: dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"},
 		Command: command, RequestSeq: seq, Success: false, Message: msg}}
 	// A thread whose rank runs is a race of the protocol (a client reads a stack just as the
@@ -352,15 +352,15 @@ func errorShownInPlace(context string) bool {
 }
 
 // sendEvent sends an event with any body.
-func (s *Session) sendEvent(name string, body any) {
+func (s *Conn) sendEvent(name string, body any) {
 	s.send(&Event{Event: newEvent(name), Body: body})
 }
 
 // sendOutput sends an output event.
-func (s *Session) sendOutput(category, text string) { jobEvents{s}.Output(category, text, -1) }
+func (s *Conn) sendOutput(category, text string) { jobEvents{s}.Output(category, text, -1) }
 
 // sendContinued tells the client that threads it did not name are running again.
-func (s *Session) sendContinued(threads []*debugger.Thread, except int) {
+func (s *Conn) sendContinued(threads []*debugger.Thread, except int) {
 	for _, t := range threads {
 		if t.ID != except {
 			jobEvents{s}.Continued(t.ID)
@@ -369,13 +369,13 @@ func (s *Session) sendContinued(threads []*debugger.Thread, except int) {
 }
 
 // sendTerminated sends the terminated event.
-func (s *Session) sendTerminated() {
+func (s *Conn) sendTerminated() {
 	s.send(&dap.TerminatedEvent{Event: newEvent("terminated")})
 }
 
 // Progress reporting (DAP progressStart/Update/End), when the client supports it.
 
-func (s *Session) progressStart(title string) string {
+func (s *Conn) progressStart(title string) string {
 	s.mu.Lock()
 	if !s.client.SupportsProgressReporting {
 		s.mu.Unlock()
@@ -388,20 +388,20 @@ func (s *Session) progressStart(title string) string {
 	return id
 }
 
-func (s *Session) progressUpdate(id, msg string, pct float64) {
+func (s *Conn) progressUpdate(id, msg string, pct float64) {
 	if id != "" {
 		s.sendEvent("progressUpdate", map[string]any{"progressId": id, "message": msg, "percentage": pct})
 	}
 }
 
-func (s *Session) progressEnd(id, msg string) {
+func (s *Conn) progressEnd(id, msg string) {
 	if id != "" {
 		s.sendEvent("progressEnd", map[string]any{"progressId": id, "message": msg})
 	}
 }
 
 // currentJob returns the job, or answers r with an error when there is none.
-func (s *Session) currentJob(r *dap.Request) *debugger.Job {
+func (s *Conn) currentJob(r *dap.Request) *debugger.Job {
 	s.mu.Lock()
 	j := s.job
 	s.mu.Unlock()

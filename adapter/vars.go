@@ -15,7 +15,7 @@ import (
 // maxNamedChildren caps the members listed for one struct; arrays are paged instead.
 const maxNamedChildren = 1000
 
-func (s *Session) onVariablesRequest(req *dap.VariablesRequest) {
+func (s *Conn) onVariablesRequest(req *dap.VariablesRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -53,7 +53,7 @@ func (s *Session) onVariablesRequest(req *dap.VariablesRequest) {
 }
 
 // frameVariables lists a frame's locals or arguments.
-func (s *Session) frameVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap.Variable, error) {
+func (s *Conn) frameVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap.Variable, error) {
 	f := ref.frame.frame
 	var vars []*symbols.Variable
 	var err error
@@ -87,7 +87,7 @@ func (s *Session) frameVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap.
 }
 
 // variable turns a value into a DAP variable, with a reference for its children.
-func (s *Session) variable(j *debugger.Job, fr *frameRef, name, expr string, v *symbols.Value, hex bool) dap.Variable {
+func (s *Conn) variable(j *debugger.Job, fr *frameRef, name, expr string, v *symbols.Value, hex bool) dap.Variable {
 	dv := dap.Variable{Name: name, EvaluateName: expr}
 	if v == nil {
 		dv.Value = "<unavailable>"
@@ -146,7 +146,7 @@ func formatValue(v *symbols.Value, hex bool) string {
 }
 
 // childVariables expands a value: members, array elements (paged), the pointee.
-func (s *Session) childVariables(j *debugger.Job, ref *varRef, start, count int, filter string, hex bool) ([]dap.Variable, error) {
+func (s *Conn) childVariables(j *debugger.Job, ref *varRef, start, count int, filter string, hex bool) ([]dap.Variable, error) {
 	// The contents are read again: a write since the reference was made (setVariable on one of
 	// its children, evaluate, writeMemory) must show. Pages are cached per stop, so this costs
 	// no round trip when nothing changed.
@@ -195,7 +195,7 @@ func arrowBase(expr string) string {
 
 // registerVariables lists the Registers scope: native sets for the innermost frame, unwound
 // values for outer frames.
-func (s *Session) registerVariables(ref *varRef, hex bool) []dap.Variable {
+func (s *Conn) registerVariables(ref *varRef, hex bool) []dap.Variable {
 	fr := ref.frame
 	arch := fr.frame.Process().Arch
 	var out []dap.Variable
@@ -214,7 +214,7 @@ func (s *Session) registerVariables(ref *varRef, hex bool) []dap.Variable {
 }
 
 // globalVariables lists the statics of the frame's compile unit.
-func (s *Session) globalVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap.Variable, error) {
+func (s *Conn) globalVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap.Variable, error) {
 	vals, err := ref.frame.frame.Statics()
 	if err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func (s *Session) globalVariables(j *debugger.Job, ref *varRef, hex bool) ([]dap
 	return out, nil
 }
 
-func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
+func (s *Conn) onSetVariableRequest(req *dap.SetVariableRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return
@@ -282,7 +282,7 @@ func (s *Session) onSetVariableRequest(req *dap.SetVariableRequest) {
 }
 
 // setRegister writes one register of the innermost frame.
-func (s *Session) setRegister(req *dap.SetVariableRequest, j *debugger.Job, ref *varRef) {
+func (s *Conn) setRegister(req *dap.SetVariableRequest, j *debugger.Job, ref *varRef) {
 	fr := ref.frame
 	if fr.level != 0 {
 		s.sendError(&req.Request, errSetVariable, "setVariable: only the innermost frame's registers can be written")
@@ -312,7 +312,7 @@ func (s *Session) setRegister(req *dap.SetVariableRequest, j *debugger.Job, ref 
 }
 
 // invalidateAfterWrite drops what the write may have changed and tells the client to refresh.
-func (s *Session) invalidateAfterWrite(j *debugger.Job, t *debugger.Thread) {
+func (s *Conn) invalidateAfterWrite(j *debugger.Job, t *debugger.Thread) {
 	t.DropStack()
 	s.mu.Lock()
 	inval := s.client.SupportsInvalidatedEvent
@@ -322,7 +322,7 @@ func (s *Session) invalidateAfterWrite(j *debugger.Job, t *debugger.Thread) {
 	}
 }
 
-func (s *Session) onEvaluateRequest(req *dap.EvaluateRequest) {
+func (s *Conn) onEvaluateRequest(req *dap.EvaluateRequest) {
 	j := s.currentJob(&req.Request)
 	if j == nil {
 		return

@@ -219,7 +219,7 @@ func BenchmarkAttachLauncherPid(b *testing.B) {
 	const np = 16
 	var stopped, stacks time.Duration
 	for range b.N {
-		s, a := attachLauncherPidOnce(b, mpirun, p, np)
+		s, a := attachLauncherPidOnce(b, mpirun, p, np, ompiEnv)
 		stopped += s
 		stacks += a
 	}
@@ -231,7 +231,7 @@ func BenchmarkAttachLauncherPid(b *testing.B) {
 
 // attachLauncherPidOnce starts a job of np ranks waiting for a file, attaches to its mpirun,
 // and returns the times until all ranks were stopped and until every rank's stack was read.
-func attachLauncherPidOnce(b *testing.B, mpirun string, p *program, np int) (time.Duration, time.Duration) {
+func attachLauncherPidOnce(b *testing.B, mpirun string, p *program, np int, env map[string]any) (time.Duration, time.Duration) {
 	b.Helper()
 	dir := b.TempDir()
 	goFile, done := filepath.Join(dir, "go"), filepath.Join(dir, "done")
@@ -239,7 +239,7 @@ func attachLauncherPidOnce(b *testing.B, mpirun string, p *program, np int) (tim
 		b.Fatal(err)
 	}
 	cmd := exec.Command(mpirun, "-np", strconv.Itoa(np), p.bin, goFile, done)
-	cmd.Env = append(os.Environ(), envList(ompiEnv)...)
+	cmd.Env = append(os.Environ(), envList(env)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
