@@ -26,17 +26,19 @@ func (s *Conn) onContinueRequest(req *dap.ContinueRequest) {
 		s.continueSingleThread(req, j, t)
 		return
 	}
-	resumed, all, err := j.ContinueFrom(t)
-	if err != nil {
-		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
-		return
-	}
-	resp := &dap.ContinueResponse{Response: newResponse(&req.Request)}
-	resp.Body.AllThreadsContinued = all
-	s.send(resp)
-	if !all {
-		s.sendContinued(resumed, t.ID)
-	}
+	// The answer goes out before any new stop of the continued ranks can be reported.
+	j.ContinueFrom(t, func(resumed []*debugger.Thread, all bool, err error) {
+		if err != nil {
+			s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
+			return
+		}
+		resp := &dap.ContinueResponse{Response: newResponse(&req.Request)}
+		resp.Body.AllThreadsContinued = all
+		s.send(resp)
+		if !all {
+			s.sendContinued(resumed, t.ID)
+		}
+	})
 }
 
 // continueSingleThread resumes one thread, its rank's other threads held.

@@ -211,29 +211,35 @@ func (j *Job) releaseThread(t *Thread) error {
 	return err
 }
 
-// ContinueFrom resumes what a continue request of thread t resumes (runTargets): a thread
-// that stop mode thread holds alone is released; otherwise every stopped rank of its targets
-// is continued. It returns the threads that now run and whether the targets are the whole
-// job (both nil and false for a released thread).
-func (j *Job) ContinueFrom(t *Thread) (resumed []*Thread, all bool, err error) {
+// ContinueFrom continues from a stop of thread t: the ranks its stop mode continues (every
+// rank, its rank, or — a thread held alone in stop mode thread — that thread). report gets the
+// outcome (the threads that were continued, whether that is every rank, or the error) before
+// any event of a continued rank can be reported: in stop modes rank and thread it runs with
+// that rank's event lock held, so that the client hears the continue's answer, and which
+// threads run, before any new stop of them.
+func (j *Job) ContinueFrom(t *Thread, report func(resumed []*Thread, all bool, err error)) {
 	ranks := j.runTargets(t, false)
-	var own *Rank
 	if len(ranks) == 1 {
 		// One rank (stop modes rank and thread): no stop of it is half handled while it is
 		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
 		// running again, before this continue looks at it).
-		own = ranks[0]
+		own := ranks[0]
 		own.evMu.Lock()
 		defer own.evMu.Unlock()
+		if j.heldAlone(t) {
+			report(nil, false, j.releaseThread(t))
+			return
+		}
+		resumed, err := j.continueRanks(ranks, own)
+		report(resumed, len(ranks) == len(j.ranks), err)
+		return
 	}
 	if j.heldAlone(t) {
-		return nil, false, j.releaseThread(t)
+		report(nil, false, j.releaseThread(t))
+		return
 	}
-	resumed, err = j.continueRanks(ranks, own)
-	if err != nil {
-		return nil, false, err
-	}
-	return resumed, len(ranks) == len(j.ranks), nil
+	resumed, err := j.continueRanks(ranks, nil)
+	report(resumed, len(ranks) == len(j.ranks), err)
 }
 
 // ContinueAll resumes every rank (the start of a launched job).
