@@ -38,7 +38,10 @@ type pmixJob struct {
 // program at its exec, before its first instruction (it never calls PMIx_Init). PRRTE's stop
 // on exec would serve both, but it stalls past a few dozen ranks of a node (PRRTE 3.0.8: of
 // 64 ranks 21 to 29 are ever started), while the hold in PMIx_Init scales.
-func pmixHold(program string, env []string) string {
+func pmixHold(program, dir string, env []string) string {
+	if !filepath.IsAbs(program) && dir != "" {
+		program = filepath.Join(dir, program)
+	}
 	deps, err := NewResolver(env).Resolve(program)
 	if err != nil {
 		return pmix.HoldExec
@@ -63,16 +66,17 @@ func holdOf(h string) Hold {
 	return HoldNone
 }
 
-// startTool starts the PMIx tool process of a job with the launcher's output in output. A
-// launch gets a temporary directory of its own (the launcher's rendezvous files go there, so
-// that none of another session's is ever picked up): tmp "" makes one. An attach looks where
-// the running launcher put them (tmp). noASLR starts the tool, and so the launcher and the
-// ranks, without address-space randomisation.
+// startTool starts the PMIx tool process of a job with the launcher's output in output. The
+// tool's own rendezvous files go to a temporary directory of its own (tmp "" makes one), so
+// that no other session's is ever picked up; the launcher and the ranks keep the environment
+// they are given. An attach looks where the running launcher put its files (tmp). noASLR
+// starts the tool, and so the launcher and the ranks, without address-space randomisation.
 func startTool(ctx context.Context, fe *Frontend, env []string, output, tmp string, noASLR bool) (*pmix.Tool, error) {
 	if !pmix.Built {
-		return nil, pmix.ErrNotBuilt
+		return nil, fmt.Errorf("launch: PMIx tool: %w", pmix.ErrNotBuilt)
 	}
 	if tmp == "" {
+		// Under the front end's working directory, which Close removes.
 		var err error
 		if tmp, err = os.MkdirTemp(fe.opts.WorkDir, "pmix-*"); err != nil {
 			return nil, fmt.Errorf("launch: PMIx tool directory: %w", err)
@@ -118,7 +122,7 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 	name := filepath.Base(path)
 	fe.progressf("launch: %s: starting through the PMIx tool interface", name)
 	ready, err := t.Launch(ctx, pmix.Request{Launcher: path, Args: spec.Args, Program: spec.Program,
-		ProgramArgs: spec.ProgramArgs, Env: env, Dir: spec.Dir, Hold: pmixHold(spec.Program, env)})
+		ProgramArgs: spec.ProgramArgs, Env: env, Dir: spec.Dir, Hold: pmixHold(spec.Program, spec.Dir, env)})
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("launch: %s through PMIx: %w%s", name, err, outputTail(spec.Output))
@@ -135,7 +139,7 @@ func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe string) (*pmixJo
 	defer cancel()
 	t, err := startTool(ctx, fe, os.Environ(), "", launcherTmpDir(pid), false)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("launch: attach to %s pid %d (no MPIR; PMIx): %w", filepath.Base(exe), pid, err)
 	}
 	ready, err := t.Attach(ctx, pid, "")
 	if err != nil {
@@ -228,11 +232,18 @@ func (j *pmixJob) Wait(ctx context.Context) (cdti.ExitStatus, error) {
 	if err != nil {
 		return 0, fmt.Errorf("launch: wait for %s: %w", j.id, err)
 	}
-	if st > 128 && st < 128+65 {
-		// A rank killed by a signal: the launcher reports 128+signal.
-		return cdti.ExitStatus(st - 128), nil
+	return pmixStatus(st), nil
+}
+
+// pmixStatus turns a PMIx job's exit status into a wait status: the status as an exit code
+// (the launcher reports a rank killed by signal N as 128+N, as a shell does, and so does this
+// wait status), and a negative status (a PMIx error code: the job was ended by the runtime)
+// as 255.
+func pmixStatus(st int) cdti.ExitStatus {
+	if st < 0 || st > 255 {
+		st = 255
 	}
-	return cdti.ExitStatus((st & 0xff) << 8), nil
+	return cdti.ExitStatus(st << 8)
 }
 
 // Close lets the job go: a job still held is released, and the tool process ends.
@@ -244,7 +255,7 @@ func (j *pmixJob) Close() error {
 	}
 	j.closed = true
 	j.mu.Unlock()
-	if err := j.tool.Close(); err != nil && !strings.Contains(err.Error(), "already") {
+	if err := j.tool.Close(); err != nil {
 		return fmt.Errorf("launch: close %s: %w", j.id, err)
 	}
 	return nil

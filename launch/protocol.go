@@ -105,7 +105,7 @@ func openMPIMajor(version string) int {
 	return n
 }
 
-// versions caches launcherVersion by executable path.
+// versions caches launcherVersion's answers by executable path.
 var versions sync.Map
 
 // launcherVersion runs `path --version` and reads the implementation and version from its
@@ -116,7 +116,10 @@ func launcherVersion(ctx context.Context, path string) string {
 		return v.(string)
 	}
 	v := runVersion(ctx, path)
-	versions.Store(path, v)
+	if v != "" {
+		// Only an answer is kept: a launcher slow to say it (a loaded node) is asked again.
+		versions.Store(path, v)
+	}
 	return v
 }
 

@@ -76,3 +76,14 @@ func TestOpenMPIMajor(t *testing.T) {
 		}
 	}
 }
+
+// A PMIx job's exit status becomes the wait status of an exit with that code; a PMIx error
+// code (negative) or anything past 255 becomes 255.
+func TestPMIxStatus(t *testing.T) {
+	for st, want := range map[int]int{0: 0, 3: 3, 137: 137, 143: 143, -52: 255, 300: 255} {
+		ws := pmixStatus(st)
+		if ws.Signaled() || ws.ExitCode() != want {
+			t.Errorf("pmixStatus(%d) = exit %d (signalled %v), want exit %d", st, ws.ExitCode(), ws.Signaled(), want)
+		}
+	}
+}
