@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -159,6 +160,7 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 			if !ok {
 				s.releaseHeld()
 				s.outliveFrontEnd()
+				s.endLauncher()
 				return nil
 			}
 			if r.Op == OpDetach {
@@ -192,6 +194,32 @@ func (s *server) outliveFrontEnd() {
 		}
 	}
 }
+
+// endLauncher makes sure the launcher this tool spawned ends with its job: once the job has
+// ended (or the connection to the launcher is lost), a launcher still there after
+// launcherLinger is sent SIGTERM, then SIGKILL. Left alone it can outlive the tool, its only
+// parent, for good (PRRTE's prterun, orphaned while it tears its job down).
+func (s *server) endLauncher() {
+	if s.launcherExit == nil || s.launcherPid <= 0 || !s.ended && !s.lost {
+		return
+	}
+	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+		if sig != 0 {
+			fmt.Fprintf(os.Stderr, "pmix: the launcher (pid %d) outlived its job: %v\n", s.launcherPid, sig)
+			syscall.Kill(s.launcherPid, sig)
+		}
+		select {
+		case how := <-s.launcherExit:
+			s.launcherExit <- how
+			return
+		case <-time.After(launcherLinger):
+		}
+	}
+}
+
+// launcherLinger is how long a launcher is given to end by itself once its job has ended,
+// and then once signalled.
+const launcherLinger = 5 * time.Second
 
 // releaseHeld releases a job still at its hold point: nothing may be left stopped.
 func (s *server) releaseHeld() {
