@@ -72,7 +72,7 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 // every kind: it reports whether the hit stops the rank.
 func (b *breakpoints) metaHolds(ctx context.Context, r *Rank, tid int, bp *Breakpoint) bool {
 	b.mu.Lock()
-	m, id := bp.bpMeta, bp.ID
+	m, id := bp.BPMeta, bp.ID
 	b.mu.Unlock()
 	ok, err := b.j.conditionHolds(ctx, r, tid, m.cond)
 	if err != nil {

@@ -40,9 +40,9 @@ type Breakpoint struct {
 	instrBin     *symbols.Binary // BPInstruction: binary, link-time address, and the address as given
 	instrAddr    uint64
 	InstrRef     uint64
-	Data         *dataTarget // BPData
+	Data         *DataTarget // BPData
 
-	bpMeta
+	BPMeta
 
 	locs     map[*symbols.Binary][]symbols.Location // resolution per binary
 	Resolved bool
@@ -72,22 +72,22 @@ func (bp *Breakpoint) samePlace(o *Breakpoint) bool {
 	return false
 }
 
-// bpMeta is what a breakpoint does when hit, checked once when it is set: a condition (an
+// BPMeta is what a breakpoint does when hit, checked once when it is set: a condition (an
 // expression evaluated in the stopped thread's innermost frame), a hit condition and a log
 // message (a log point prints and never stops).
-type bpMeta struct {
+type BPMeta struct {
 	cond string
 	hit  *hitCondition // nil: every hit counts
 	log  []logPart     // nil: not a log point
 }
 
 // NewBPMeta checks a breakpoint's condition, hit condition and log message.
-func NewBPMeta(cond, hit, logMsg string) (bpMeta, error) {
-	m := bpMeta{cond: strings.TrimSpace(cond)}
+func NewBPMeta(cond, hit, logMsg string) (BPMeta, error) {
+	m := BPMeta{cond: strings.TrimSpace(cond)}
 	if strings.TrimSpace(hit) != "" {
 		op, n, err := parseHitCondition(hit)
 		if err != nil {
-			return bpMeta{}, err
+			return BPMeta{}, err
 		}
 		m.hit = &hitCondition{op: op, n: n}
 	}
@@ -108,7 +108,7 @@ type BPSet struct {
 // holding its kind and location), what it does when hit, or why it cannot be a breakpoint.
 type BPRequest struct {
 	At      *Breakpoint
-	Meta    bpMeta
+	Meta    BPMeta
 	Invalid string // the request names nothing that can be planted: answered failed, not kept
 }
 
@@ -197,7 +197,7 @@ func (j *Job) SetBreakpoints(ctx context.Context, set BPSet, requested []BPReque
 			fresh = append(fresh, bp)
 		}
 		used[bp] = true
-		bp.bpMeta = rq.Meta
+		bp.BPMeta = rq.Meta
 		list = append(list, bp)
 		out[i] = bp
 	}

@@ -18,8 +18,8 @@ import (
 //	m:<module path>:<link-time address hex>:<size>:<expression>   data of a module (globals)
 //	a:<rank>:<address hex>:<size>:<expression>                    anything else, in one rank
 
-// dataTarget is where a data breakpoint watches.
-type dataTarget struct {
+// DataTarget is where a data breakpoint watches.
+type DataTarget struct {
 	dataID string
 	module string // m: form
 	link   uint64
@@ -31,7 +31,7 @@ type dataTarget struct {
 }
 
 // ParseDataID decodes a dataId.
-func ParseDataID(id string) (*dataTarget, error) {
+func ParseDataID(id string) (*DataTarget, error) {
 	parts := strings.SplitN(id, ":", 5)
 	if len(parts) != 5 || (parts[0] != "m" && parts[0] != "a") {
 		return nil, fmt.Errorf("dataId %q is not one this adapter made", id)
@@ -41,7 +41,7 @@ func ParseDataID(id string) (*dataTarget, error) {
 	if err1 != nil || err2 != nil || n <= 0 {
 		return nil, fmt.Errorf("dataId %q is malformed", id)
 	}
-	d := &dataTarget{dataID: id, size: n, expr: parts[4]}
+	d := &DataTarget{dataID: id, size: n, expr: parts[4]}
 	if parts[0] == "m" {
 		// An empty module would make addrIn take the link-time address for rank 0's.
 		if parts[1] == "" {
@@ -59,7 +59,7 @@ func ParseDataID(id string) (*dataTarget, error) {
 }
 
 // addrIn returns the run-time address of d in a rank with modules mods (false: not there).
-func (d *dataTarget) addrIn(r *Rank, mods []*symbols.Module) (uint64, bool) {
+func (d *DataTarget) addrIn(r *Rank, mods []*symbols.Module) (uint64, bool) {
 	if d.module == "" {
 		return d.addr, r.Num == d.rank
 	}
