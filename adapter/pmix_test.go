@@ -4,7 +4,9 @@ package adapter
 
 import (
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,4 +174,33 @@ func BenchmarkPMIxAttachLauncherPid(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(stopped.Seconds()/n, "all-stopped-s")
 	b.ReportMetric(stacks.Seconds()/n, "all-stacks-s")
+}
+
+// A rank that dies before the launcher could hold it (rank 1 aborts before MPI_Init) fails
+// the launch at once, naming the rank and its host, and leaves nothing of the job behind.
+func TestPMIxRankDiesBeforeHold(t *testing.T) {
+	needOpenMPI5(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "mpi_early_abort")
+	if out, err := exec.Command("mpicc.openmpi", "-g", "-o", bin, filepath.Join("testdata", "mpi_early_abort.c")).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.initialize()
+	err := d.c.Call("launch", map[string]any{"program": bin, "launcher": "mpirun.openmpi", "np": 4, "env": ompi5Env}, nil)
+	host, _ := os.Hostname()
+	if err == nil || !strings.Contains(err.Error(), "rank 1 on "+host) || !strings.Contains(err.Error(), "ended before the launcher held them") {
+		t.Fatalf("launch: %v; want an error naming rank 1 on %s", err, host)
+	}
+	t.Logf("launch error: %v", err)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		left, _ := exec.Command("pgrep", "-f", bin).Output()
+		if len(strings.TrimSpace(string(left))) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the failed job left: %s", left)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch/pmix"
@@ -128,8 +129,39 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 		return nil, fmt.Errorf("launch: %s through PMIx: %w%s", name, err, outputTail(spec.Output))
 	}
 	j := newPMIxJob(fe, t, name, ready)
+	if gone := goneRanks(j.procs); len(gone) > 0 {
+		// A rank that died before its hold ends the job: PRRTE then reports the job ready
+		// with what is left of the table.
+		status := ""
+		select {
+		case <-t.Ended():
+			if st, err := t.Status(); err == nil {
+				status = fmt.Sprintf("; the job ended with status %d", st)
+			}
+		case <-time.After(2 * time.Second):
+		}
+		t.Close()
+		return nil, fmt.Errorf("launch: %s: ranks ended before the launcher held them: %s%s%s", j.id,
+			strings.Join(gone, ", "), status, outputTail(spec.Output))
+	}
 	fe.progressf("launch: %s: %d ranks in the PMIx proc table of %s, held %v", j.id, len(j.procs), j.nspace, j.hold)
 	return j, nil
+}
+
+// goneRanks names the ranks of a proc table read at the hold that have no process (pid 0)
+// or whose process on this host has ended, with their hosts.
+func goneRanks(procs []Proc) []string {
+	here, _ := os.Hostname()
+	var gone []string
+	for _, p := range procs {
+		switch {
+		case p.Pid <= 0:
+			gone = append(gone, fmt.Sprintf("rank %d on %s (no process)", p.Rank, p.Host))
+		case p.Host == here && processEnded(p.Pid):
+			gone = append(gone, fmt.Sprintf("rank %d on %s (pid %d, ended)", p.Rank, p.Host, p.Pid))
+		}
+	}
+	return gone
 }
 
 // attachPMIx connects a PMIx tool process to a running launcher of this host and reads the
