@@ -204,3 +204,36 @@ func TestPMIxRankDiesBeforeHold(t *testing.T) {
 		}
 	}
 }
+
+// An MPMD launch through PRRTE's prterun (two app contexts: launcherArgs carry the first,
+// program the second; Open MPI 5.0.7's own mpirun crashes on any MPMD command line here):
+// every rank is held and stops at the breakpoint both binaries share, two ranks run each
+// context's executable.
+func TestPMIxMPMD(t *testing.T) {
+	p := needOpenMPI5(t)
+	needTool(t, "prterun")
+	second := filepath.Join(t.TempDir(), "mpi_job_b")
+	if out, err := exec.Command("cp", p.bin, second).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v\n%s", err, out)
+	}
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": second, "args": []string{"-"}, "launcher": "prterun", "env": ompi5Env,
+		"launcherArgs": []string{"-np", "2", p.bin, "-", ":", "-np", "2"}, "stopMode": "rank"})
+	rs := d.ranks().Ranks
+	if len(rs) != 4 {
+		t.Fatalf("ranks %+v, want 4", rs)
+	}
+	count := map[string]int{}
+	for _, r := range rs {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(r.Pid) + "/exe")
+		count[exe]++
+	}
+	if count[p.bin] != 2 || count[second] != 2 {
+		t.Errorf("ranks run %v, want two of %s and two of %s", count, p.bin, second)
+	}
+	d.setBreakpoints(p.src, p.line(t, "combine"))
+	d.call("configurationDone", nil, nil)
+	stopInCombineAndGoOn(t, d, p, 4)
+	d.event("terminated")
+}
