@@ -184,3 +184,37 @@ func BenchmarkSetBreakpoints(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkThreadsAtScale: the first `threads` request after an all-stop of np local ranks
+// (each rank's thread list and thread names read once per stop), and a second one.
+//
+//	go test -run '^$' -bench ThreadsAtScale -benchtime 1x ./adapter
+func BenchmarkThreadsAtScale(b *testing.B) {
+	p := compileC(b, "spin")
+	for _, np := range []int{256, 1024} {
+		b.Run(fmt.Sprintf("np%d", np), func(b *testing.B) {
+			var first, second time.Duration
+			for range b.N {
+				d := newDAP(b, viaPipe)
+				d.launch(map[string]any{"program": p.bin, "np": np})
+				d.setBreakpoints(p.src, p.line(b, "tick"))
+				d.call("configurationDone", nil, nil)
+				d.stopped()
+				var threads dap.ThreadsResponseBody
+				t0 := time.Now()
+				d.call("threads", nil, &threads)
+				first += time.Since(t0)
+				if len(threads.Threads) != np {
+					b.Fatalf("%d threads, want %d", len(threads.Threads), np)
+				}
+				t1 := time.Now()
+				d.call("threads", nil, &threads)
+				second += time.Since(t1)
+				d.close()
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(float64(first.Microseconds())/1000/float64(b.N), "first-ms")
+			b.ReportMetric(float64(second.Microseconds())/1000/float64(b.N), "again-ms")
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // Memory reads the target process's memory: CDTI GetMemory over the network, /proc/PID/mem or
@@ -158,8 +159,77 @@ func isLibraryError(err error) bool {
 	return errors.As(err, &le)
 }
 
-// readModule reads one module's symbols and, if wantLib, its thread library descriptors.
+// moduleKey identifies what readModule read: the file (device, inode, size and modification
+// time, so that a rebuilt file is read again) and whether the thread library was wanted.
+type moduleKey struct {
+	dev, ino      uint64
+	size, modTime int64
+	wantLib       bool
+}
+
+// moduleRead is what readModule found in a file, for any load bias.
+type moduleRead struct {
+	lib  *Library // Module unset; never changed once decoded
+	syms map[string]uint64
+}
+
+// moduleCache holds readModule's results: every rank of a job loads the same libc, and parsing
+// its symbol tables for each one cost most of the first thread listing of a large job.
+var moduleCache = struct {
+	sync.Mutex
+	m map[moduleKey]moduleRead
+}{m: map[moduleKey]moduleRead{}}
+
+// maxCachedModules bounds the cache (a long-lived server sees many builds).
+const maxCachedModules = 256
+
+// readModule reads one module's symbols and, if wantLib, its thread library descriptors; a
+// file already read (same identity) is not parsed again.
 func readModule(m Module, wantLib bool) (lib *Library, syms map[string]uint64, err error) {
+	var key moduleKey
+	if st, serr := os.Stat(m.Path); serr == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			key = moduleKey{dev: uint64(sys.Dev), ino: sys.Ino, size: st.Size(), modTime: st.ModTime().UnixNano(), wantLib: wantLib}
+		}
+	}
+	if key.ino != 0 {
+		moduleCache.Lock()
+		r, ok := moduleCache.m[key]
+		moduleCache.Unlock()
+		if ok {
+			return r.withModule(m)
+		}
+	}
+	lib, syms, err = parseModule(m, wantLib)
+	if err == nil && key.ino != 0 {
+		r := moduleRead{lib: lib, syms: syms}
+		if lib != nil {
+			l := *lib
+			l.Module = Module{}
+			r.lib = &l
+		}
+		moduleCache.Lock()
+		if len(moduleCache.m) >= maxCachedModules {
+			clear(moduleCache.m)
+		}
+		moduleCache.m[key] = r
+		moduleCache.Unlock()
+	}
+	return lib, syms, err
+}
+
+// withModule gives a cached result the module (its load bias) it is read for now.
+func (r moduleRead) withModule(m Module) (*Library, map[string]uint64, error) {
+	if r.lib == nil {
+		return nil, r.syms, nil
+	}
+	l := *r.lib
+	l.Module = m
+	return &l, nil, nil
+}
+
+// parseModule reads one module's ELF file.
+func parseModule(m Module, wantLib bool) (lib *Library, syms map[string]uint64, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			lib, syms, err = nil, nil, fmt.Errorf("threaddb: read %s: malformed ELF file (%v)", m.Path, p)
