@@ -22,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Built reports whether this binary holds the PMIx tool.
@@ -131,8 +133,12 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		if err != nil {
 			return fmt.Errorf("pmix: tool: %w", err)
 		}
-		syscall.Dup2(int(null.Fd()), 0)
+		// unix.Dup2 is dup3 on Linux: arm64, riscv64 and loong64 have no dup2 system call.
+		err = unix.Dup2(int(null.Fd()), 0)
 		null.Close()
+		if err != nil {
+			return fmt.Errorf("pmix: tool: %s on stdin: %w", os.DevNull, err)
+		}
 		stdin = os.NewFile(uintptr(fd), "requests")
 	}
 	syscall.CloseOnExec(int(events.Fd()))
