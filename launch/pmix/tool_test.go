@@ -442,7 +442,8 @@ func TestLaunchNotALauncher(t *testing.T) {
 
 // TestLaunchAbandoned: a front end that goes away before its launch is ready leaves nothing
 // behind: the tool ends the launcher and every rank it started before it exits. A launcher
-// stopped by SIGSTOP can neither get its job ready nor act on SIGTERM: the tool kills it.
+// that ignores SIGTERM, or is stopped by SIGSTOP (it can then neither get its job ready nor
+// act on SIGTERM), is killed.
 func TestLaunchAbandoned(t *testing.T) {
 	ranks, _ := buildPrograms(t)
 	// A copy of its own, to find this run's ranks by their executable.
@@ -455,12 +456,14 @@ func TestLaunchAbandoned(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		launcher string
-		program  string
 		args     []string
+		program  string
+		progArgs []string
 		stop     bool
 	}{
-		{"not a launcher", "/bin/sleep", "300", nil, false},
-		{"stopped prterun", launcher(t, "prterun"), exe, []string{"0", "300"}, true},
+		{"not a launcher", "/bin/sleep", nil, "300", nil, false},
+		{"ignores SIGTERM", "/bin/sh", []string{"-c", "trap '' TERM; exec sleep 300"}, "sh", nil, false},
+		{"stopped prterun", launcher(t, "prterun"), launchArgs, exe, []string{"0", "300"}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tool, _ := startServe(t)
@@ -468,7 +471,7 @@ func TestLaunchAbandoned(t *testing.T) {
 			defer cancel()
 			launched := make(chan error, 1)
 			go func() {
-				_, err := tool.Launch(ctx, Request{Launcher: c.launcher, Args: launchArgs, Program: c.program, ProgramArgs: c.args, Hold: HoldExec})
+				_, err := tool.Launch(ctx, Request{Launcher: c.launcher, Args: c.args, Program: c.program, ProgramArgs: c.progArgs, Hold: HoldExec})
 				launched <- err
 			}()
 			var pid int
