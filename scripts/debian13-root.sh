@@ -8,8 +8,10 @@
 # The root lives at ${HPCDAP_DEBIAN13_ROOT:-/var/cache/hpcdap/debian13}. It is
 # built with debootstrap from the host's own Debian mirror; the host's apt
 # state is changed only by installing debootstrap itself when it is missing.
-# "run" gives CMD a private mount namespace, so every mount it makes vanishes
-# with it, however it ends.
+# debootstrap and "run" get a private mount namespace, so every mount they make
+# vanishes with them, however they end. "run" holds a shared lock on the root
+# while CMD runs, "ensure" an exclusive one while it rebuilds: a rebuild never
+# removes a root in use.
 set -euo pipefail
 
 # RECIPE is the version of the build recipe below; a root whose stamp names
@@ -29,13 +31,30 @@ usage() {
 
 stamp_ok() { [[ -f $STAMP && $(<"$STAMP") == "recipe $RECIPE" ]]; }
 
-# mirror prints the first URIs: of the host's Debian source.
+# list_sources: the Debian entries of the machine's apt sources.
+. "$(dirname "${BASH_SOURCE[0]}")/apt-sources.sh"
+
+# mirror prints the URI of the host's main Debian source (one-line or deb822
+# format): the first entry with component main of a release suite (not
+# -updates or -security), else the first entry.
 mirror() {
-	local src=/etc/apt/sources.list.d/debian.sources uri
-	[[ -r $src ]] || die "read $src: no such file"
-	uri=$(awk '/^URIs:/ { print $2; exit }' "$src")
-	[[ -n $uri ]] || die "no URIs: line in $src"
+	local uri
+	uri=$(list_sources | awk '
+		$2 !~ /-/ { print $1; found = 1; exit }
+		first == "" { first = $1 }
+		END { if (!found && first != "") print first }')
+	[[ -n $uri ]] || die "no Debian entry with component main in /etc/apt/sources.list*"
 	echo "$uri"
+}
+
+# unmount_under DIR lazily unmounts everything mounted at or under DIR (left by
+# a build that was killed), deepest first.
+unmount_under() {
+	local dir=$1 m
+	findmnt -rn -o TARGET | awk -v d="$dir" '$0 == d || index($0, d "/") == 1' | sort -r |
+		while read -r m; do
+			umount -l "$m" || die "umount -l $m failed"
+		done
 }
 
 # inroot runs a command chrooted into DIR with the pseudo file systems the
@@ -64,13 +83,18 @@ build() {
 			die "apt-get install debootstrap failed"
 	fi
 	# A half-built root from an interrupted run, or one of an older recipe.
+	unmount_under "$tmp"
 	rm -rf --one-file-system "$tmp"
 	if [[ -e $ROOT ]]; then
 		echo "debian13-root: removing $ROOT (recipe changed or incomplete)" >&2
+		unmount_under "$ROOT"
 		rm -rf --one-file-system "$ROOT"
 	fi
 	echo "debian13-root: debootstrap trixie from $url into $tmp" >&2
-	debootstrap --variant=minbase trixie "$tmp" "$url" >&2 || die "debootstrap trixie $tmp $url failed"
+	# Its second stage mounts /proc and more inside $tmp: privately, so that
+	# they vanish with it however it ends.
+	unshare --mount --propagation private -- debootstrap --variant=minbase trixie "$tmp" "$url" >&2 ||
+		die "debootstrap trixie $tmp $url failed"
 	inroot "$tmp" apt-get update >&2 || die "apt-get update in the root failed"
 	inroot "$tmp" apt-get install -y --no-install-recommends "${PACKAGES[@]}" >&2 ||
 		die "apt-get install ${PACKAGES[*]} in the root failed"
@@ -82,7 +106,8 @@ build() {
 ensure() {
 	stamp_ok && return 0
 	mkdir -p "$(dirname "$ROOT")"
-	exec 9>"$LOCK"
+	exec 9>>"$LOCK"
+	# Exclusive: no "run" uses the root while it is rebuilt.
 	flock 9
 	# Another caller may have finished while this one waited.
 	stamp_ok && return 0
@@ -93,6 +118,10 @@ ensure() {
 run() {
 	[[ ${1:-} == -- ]] && shift
 	[[ $# -gt 0 ]] || usage
+	# Shared, held by CMD until it ends: a rebuild waits for every run.
+	[[ -e $LOCK ]] || die "no root at $ROOT (run: $0 ensure)"
+	exec 9>>"$LOCK"
+	flock -s 9
 	stamp_ok || die "no root at $ROOT (run: $0 ensure)"
 	local gomodcache= gocache= gobin=/usr/local/go/bin/go
 	if [[ -x $gobin ]]; then

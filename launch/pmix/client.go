@@ -23,11 +23,13 @@ type Tool struct {
 	stderr *tailWriter
 
 	call    sync.Mutex // one request in flight
-	replies chan Event // replies to requests: ready, released, killed, detached, error
+	seq     uint64     // the last request's sequence number; guarded by call
 	exited  chan struct{}
 	waitErr error // how the tool process ended; set before exited closes
 
 	mu          sync.Mutex
+	pending     uint64     // the sequence number of the request in flight, 0 when none
+	reply       chan Event // its reply (capacity 1), nil when none
 	launcherPid int
 	launched    bool // the tool started the launcher (its child): the job lives as long as the tool
 	held        bool // a launch or attach reported a hold that no release ended
@@ -63,11 +65,10 @@ func StartTool(ctx context.Context, exe string, env []string, stdout, stderr *os
 		return nil, fmt.Errorf("pmix: start tool %s: %w", exe, err)
 	}
 	t := &Tool{
-		reqs:    reqW,
-		stderr:  &tailWriter{},
-		replies: make(chan Event, 16),
-		exited:  make(chan struct{}),
-		ended:   make(chan struct{}),
+		reqs:   reqW,
+		stderr: &tailWriter{},
+		exited: make(chan struct{}),
+		ended:  make(chan struct{}),
 	}
 	cmd := exec.Command(exe, "pmix-tool")
 	cmd.Env = env
@@ -80,6 +81,9 @@ func StartTool(ctx context.Context, exe string, env []string, stdout, stderr *os
 	}
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{evW}
+	// A process group of its own, for the tool and so the launcher and the ranks it starts:
+	// a Ctrl-C or SIGHUP aimed at the front end's terminal must not reach the job.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = cmd.Start()
 	reqR.Close()
 	evW.Close()
@@ -93,12 +97,69 @@ func StartTool(ctx context.Context, exe string, env []string, stdout, stderr *os
 	t.cmd = cmd
 	// The tool's standard error is copied on by its own goroutine rather than by exec: the
 	// launcher the tool starts inherits it and may outlive the tool (detach).
-	go func() {
-		io.Copy(t.stderr, errR)
-		errR.Close()
-	}()
-	go t.readEvents(evR)
+	c := &stderrCopier{r: errR, w: t.stderr, drain: make(chan struct{}), drained: make(chan struct{})}
+	go c.run()
+	go t.readEvents(evR, c)
 	return t, nil
+}
+
+// stderrCopier passes the tool's standard error on. The launcher shares the pipe and may
+// outlive the tool, so its end does not wait for end of file: once the tool has exited, what
+// the tool wrote is in the pipe, and drain takes exactly that.
+type stderrCopier struct {
+	r       *os.File
+	w       io.Writer
+	drain   chan struct{} // closed (after a read deadline in the past) to ask for a drain
+	drained chan struct{} // closed when the pipe was drained, or the copier ended
+}
+
+func (c *stderrCopier) run() {
+	defer c.r.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.r.Read(buf)
+		c.w.Write(buf[:n])
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			<-c.drain
+			c.r.SetReadDeadline(time.Time{})
+			c.readBuffered(buf)
+			close(c.drained)
+			// Go on passing on what the launcher writes.
+			continue
+		}
+		if err != nil {
+			select {
+			case <-c.drained:
+			default:
+				close(c.drained)
+			}
+			return
+		}
+	}
+}
+
+// readBuffered copies what the pipe holds now, without waiting for more.
+func (c *stderrCopier) readBuffered(buf []byte) {
+	rc, err := c.r.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := syscall.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return true
+			}
+			c.w.Write(buf[:n])
+		}
+	})
+}
+
+// finish returns once everything the exited tool wrote has been passed on.
+func (c *stderrCopier) finish() {
+	c.r.SetReadDeadline(time.Unix(1, 0))
+	close(c.drain)
+	<-c.drained
 }
 
 // Pid returns the tool process's pid.
@@ -112,7 +173,8 @@ func (t *Tool) LauncherPid() int {
 }
 
 // readEvents decodes the tool's events until its descriptor 3 closes, then reaps the tool.
-func (t *Tool) readEvents(r *os.File) {
+// It never waits for a caller: a reply nobody waits for any more is dropped.
+func (t *Tool) readEvents(r *os.File, errs *stderrCopier) {
 	defer r.Close()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
@@ -133,12 +195,19 @@ func (t *Tool) readEvents(r *os.File) {
 			// After the job's end this changes nothing; before it, the end will not be seen.
 			t.finish(0, errors.New("pmix: the connection to the launcher was lost before the job ended"))
 		default:
-			t.replies <- ev
+			t.mu.Lock()
+			if t.reply != nil && ev.Seq == t.pending {
+				select {
+				case t.reply <- ev:
+				default:
+				}
+			}
+			t.mu.Unlock()
 		}
 	}
 	err := t.cmd.Wait()
-	// Give the copier a moment to take the tool's last words.
-	time.Sleep(20 * time.Millisecond)
+	// The tool's last words are in the error message.
+	errs.finish()
 	t.waitErr = fmt.Errorf("pmix: tool process %d %s%s", t.cmd.Process.Pid, exitText(err), t.stderr.tailText())
 	close(t.exited)
 	t.finish(0, t.waitErr)
@@ -187,7 +256,9 @@ func (t *Tool) Status() (int, error) {
 	return t.status, t.statusErr
 }
 
-// request sends req and waits for one of the reply kinds, an error event, the tool's exit or ctx.
+// request sends req and waits for its reply of kind want, its error event, the tool's exit or
+// ctx. Replies carry the request's sequence number: a late one to a request whose caller gave
+// up is dropped.
 func (t *Tool) request(ctx context.Context, req Request, want string) (Event, error) {
 	t.call.Lock()
 	defer t.call.Unlock()
@@ -197,6 +268,17 @@ func (t *Tool) request(ctx context.Context, req Request, want string) (Event, er
 		return Event{}, fmt.Errorf("%s: %w", what, t.waitErr)
 	default:
 	}
+	t.seq++
+	req.Seq = t.seq
+	reply := make(chan Event, 1)
+	t.mu.Lock()
+	t.pending, t.reply = req.Seq, reply
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		t.pending, t.reply = 0, nil
+		t.mu.Unlock()
+	}()
 	line, err := json.Marshal(req)
 	if err != nil {
 		return Event{}, fmt.Errorf("%s: %w", what, err)
@@ -210,33 +292,31 @@ func (t *Tool) request(ctx context.Context, req Request, want string) (Event, er
 			return Event{}, fmt.Errorf("%s: write request: %w", what, err)
 		}
 	}
-	for {
+	select {
+	case ev := <-reply:
+		return replyResult(ev, what, want)
+	case <-t.exited:
+		// A reply written just before the exit is in the channel.
 		select {
-		case ev := <-t.replies:
-			switch ev.Ev {
-			case want:
-				return ev, nil
-			case EvError:
-				return ev, errors.New(ev.Error)
-			}
-			// A reply to an earlier request whose caller gave up: skip it.
-		case <-t.exited:
-			// Replies written just before the exit are still in the channel.
-			select {
-			case ev := <-t.replies:
-				if ev.Ev == want {
-					return ev, nil
-				}
-				if ev.Ev == EvError {
-					return ev, errors.New(ev.Error)
-				}
-			default:
-			}
-			return Event{}, fmt.Errorf("%s: %w", what, t.waitErr)
-		case <-ctx.Done():
-			return Event{}, fmt.Errorf("%s: %w", what, ctx.Err())
+		case ev := <-reply:
+			return replyResult(ev, what, want)
+		default:
 		}
+		return Event{}, fmt.Errorf("%s: %w", what, t.waitErr)
+	case <-ctx.Done():
+		return Event{}, fmt.Errorf("%s: %w", what, ctx.Err())
 	}
+}
+
+// replyResult turns the reply ev to a request into its result.
+func replyResult(ev Event, what, want string) (Event, error) {
+	switch ev.Ev {
+	case want:
+		return ev, nil
+	case EvError:
+		return ev, errors.New(ev.Error)
+	}
+	return ev, fmt.Errorf("%s: the tool replied %q, want %q", what, ev.Ev, want)
 }
 
 // Launch starts req's launcher (req.Op is set to OpLaunch) and waits until its job is held at
@@ -336,7 +416,8 @@ func (t *Tool) Close() error {
 	select {
 	case <-t.exited:
 	case <-time.After(closeWait):
-		t.cmd.Process.Kill()
+		// The tool's process group: with the tool, whatever it started and did not end.
+		syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
 		<-t.exited
 		errs = append(errs, fmt.Errorf("pmix: close: tool process %d did not exit on end of input; killed", t.cmd.Process.Pid))
 	}

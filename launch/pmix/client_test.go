@@ -3,9 +3,11 @@ package pmix
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -39,11 +41,46 @@ func TestMain(m *testing.M) {
 		// A tool that reports a held job, then dies on the next request.
 		events := os.NewFile(3, "events")
 		in := bufio.NewReader(os.Stdin)
-		in.ReadString('\n')
-		fmt.Fprintln(events, `{"ev":"ready","launcherPid":1,"nspace":"job@1","hold":"exec","procs":[{"rank":0,"host":"h","pid":1,"executable":"/bin/true"}],"status":0}`)
+		line, _ := in.ReadString('\n')
+		var r Request
+		json.Unmarshal([]byte(line), &r)
+		fmt.Fprintf(events, `{"ev":"ready","seq":%d,"launcherPid":1,"nspace":"job@1","hold":"exec","procs":[{"rank":0,"host":"h","pid":1,"executable":"/bin/true"}],"status":0}`+"\n", r.Seq)
 		in.ReadString('\n')
 		fmt.Fprintln(os.Stderr, "fake tool: crashed on release")
 		os.Exit(9)
+	case "late-error":
+		// A tool that answers its first request only after the second, with an error, and
+		// then the second.
+		events := os.NewFile(3, "events")
+		in := bufio.NewScanner(os.Stdin)
+		var seqs []any
+		for len(seqs) < 2 && in.Scan() {
+			var r map[string]any
+			json.Unmarshal(in.Bytes(), &r)
+			seqs = append(seqs, r["seq"])
+		}
+		enc := json.NewEncoder(events)
+		enc.Encode(map[string]any{"ev": "error", "seq": seqs[0], "error": "fake tool: late error"})
+		enc.Encode(map[string]any{"ev": "released", "seq": seqs[1], "status": 0})
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	case "stale-replies":
+		// A tool that writes many replies no request waits for, then the job's end.
+		for range 100 {
+			fmt.Fprintln(os.NewFile(3, "events"), `{"ev":"released","seq":1000,"status":0}`)
+		}
+		fmt.Fprintln(os.NewFile(3, "events"), `{"ev":"end","nspace":"job@1","status":5}`)
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	case "last-words":
+		// A tool that says why it ends, leaves a child holding its stderr open (as a launcher
+		// it detached from does), and exits.
+		syscall.CloseOnExec(3)
+		sleep := exec.Command("sleep", "30")
+		sleep.Stderr = os.Stderr
+		sleep.Start()
+		fmt.Fprintln(os.Stderr, "fake tool: last words")
+		os.Exit(4)
 	}
 	fmt.Fprintf(os.Stderr, "%s=%q: unknown mode\n", toolEnv, os.Getenv(toolEnv))
 	os.Exit(2)
@@ -172,5 +209,63 @@ func TestToolHangsContext(t *testing.T) {
 	}
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 		t.Fatalf("tool process %d still exists after Close: %v", pid, err)
+	}
+}
+
+// TestLateReplyDropped: an error the tool sends for a request whose caller gave up is not
+// taken as the next request's answer.
+func TestLateReplyDropped(t *testing.T) {
+	tool, _, _ := startTool(t, "late-error")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := tool.Launch(ctx, Request{Launcher: "/bin/true", Program: "/bin/true"})
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), context.DeadlineExceeded.Error()) {
+		t.Fatalf("Launch = %v, want the context's deadline", err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := tool.Release(ctx); err != nil {
+		t.Fatalf("Release = %v, want its own reply", err)
+	}
+}
+
+// TestStaleRepliesDoNotStallEnd: replies nobody waits for do not hold up the job's end.
+func TestStaleRepliesDoNotStallEnd(t *testing.T) {
+	tool, _, _ := startTool(t, "stale-replies")
+	select {
+	case <-tool.Ended():
+	case <-time.After(time.Minute):
+		t.Fatal("Ended not closed after the tool reported the job's end")
+	}
+	if st, err := tool.Status(); st != 5 || err != nil {
+		t.Fatalf("Status = %d, %v; want 5", st, err)
+	}
+}
+
+// TestToolExitKeepsLastWords: the error for an exited tool holds what it wrote last, though a
+// process it left behind holds its standard error open.
+func TestToolExitKeepsLastWords(t *testing.T) {
+	for i := range 20 {
+		tool, _, _ := startTool(t, "last-words")
+		// The child it left is in its process group.
+		defer syscall.Kill(-tool.Pid(), syscall.SIGKILL)
+		<-tool.Ended()
+		_, err := tool.Status()
+		if err == nil || !strings.Contains(err.Error(), "exited with status 4") || !strings.Contains(err.Error(), "fake tool: last words") {
+			t.Fatalf("run %d: Status = %v, want the exit and the last words", i, err)
+		}
+	}
+}
+
+// TestToolOwnProcessGroup: the tool (and so the job it starts) is out of the front end's
+// process group, out of reach of a Ctrl-C at the front end's terminal.
+func TestToolOwnProcessGroup(t *testing.T) {
+	tool, _, _ := startTool(t, "die-on-request")
+	pgid, err := syscall.Getpgid(tool.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pgid != tool.Pid() || pgid == syscall.Getpgrp() {
+		t.Fatalf("tool %d in process group %d (the test's: %d), want its own", tool.Pid(), pgid, syscall.Getpgrp())
 	}
 }

@@ -16,13 +16,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unsafe"
 )
 
 // launch runs the indirect flow: start the launcher through PMIx_Spawn so that it calls back,
 // make it the tool's server, ask for its job's output, release it, and wait until its job is
-// held (or launched, without a hold).
+// held (or launched, without a hold). A launch that fails, or whose front end goes away,
+// before the job is reported ready ends the launcher and everything it started.
 func (s *server) launch(r Request, reqs <-chan Request) error {
 	if !filepath.IsAbs(r.Launcher) {
 		return fmt.Errorf("pmix: launch: launcher %q is not an absolute path", r.Launcher)
@@ -53,7 +55,15 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 		return err
 	}
 	s.emit(Event{Ev: EvLauncher, LauncherPid: s.launcherPid, Nspace: s.launcherNs})
+	if err := s.startJob(r, reqs); err != nil {
+		s.abandon()
+		return err
+	}
+	return nil
+}
 
+// startJob takes a spawned launcher to its job's ready event.
+func (s *server) startJob(r Request, reqs <-chan Request) error {
 	cns := C.CString(s.launcherNs)
 	defer C.free(unsafe.Pointer(cns))
 	// set_server waits up to its timeout for the launcher to call back; a launcher that exits
@@ -65,21 +75,28 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 		setServer <- C.hp_set_server(cns, setServerTimeout)
 	}()
 	what := fmt.Sprintf("PMIx_tool_set_server %s rank 0 (%s, pid %d)", s.launcherNs, r.Launcher, s.launcherPid)
-	select {
-	case rc := <-setServer:
-		if rc != 0 {
-			err := pmixError(what, rc)
-			select {
-			case how := <-s.launcherExit:
-				s.launcherExit <- how
-				return fmt.Errorf("%w; the launcher %s", err, how)
-			default:
-				return fmt.Errorf("%w: the launcher runs but did not call back: not a PMIx launcher?", err)
+	for connected := false; !connected; {
+		select {
+		case rc := <-setServer:
+			if rc != 0 {
+				err := pmixError(what, rc)
+				select {
+				case how := <-s.launcherExit:
+					s.launcherExit <- how
+					return fmt.Errorf("%w; the launcher %s", err, how)
+				default:
+					return fmt.Errorf("%w: the launcher runs but did not call back: not a PMIx launcher?", err)
+				}
+			}
+			connected = true
+		case how := <-s.launcherExit:
+			s.launcherExit <- how
+			return fmt.Errorf("pmix: %s: the launcher %s without calling back: not a PMIx launcher?", what, how)
+		case next, ok := <-reqs:
+			if err := s.duringLaunch(next, ok); err != nil {
+				return err
 			}
 		}
-	case how := <-s.launcherExit:
-		s.launcherExit <- how
-		return fmt.Errorf("pmix: %s: the launcher %s without calling back: not a PMIx launcher?", what, how)
 	}
 	// Registrations made before set_server would stay with the tool itself.
 	if err := s.register(codeReadyForDebug, codeLaunchComplete, codeJobEnd, codeLostConnection); err != nil {
@@ -96,11 +113,113 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 	if err := s.waitLaunched(r, reqs); err != nil {
 		return err
 	}
+	// From here the job is at its hold: a failure ends it with the launcher.
+	s.hold = r.Hold
 	if err := s.pullOutput(s.appNs); err != nil {
 		return err
 	}
-	s.hold = r.Hold
-	return s.readyEvent()
+	return s.readyEvent(r.Seq)
+}
+
+// duringLaunch answers a request read while a launch is in progress (ok false: the input
+// ended), and says whether the launch must be given up.
+func (s *server) duringLaunch(next Request, ok bool) error {
+	if !ok {
+		return errors.New("pmix: launch: the front end went away")
+	}
+	s.fail(next.Seq, fmt.Errorf("pmix: %s: a launch is in progress", next.Op))
+	return nil
+}
+
+// launcherGrace is how long a launcher given up has to end its job after SIGTERM before it
+// and the processes it started are killed.
+const launcherGrace = 5 * time.Second
+
+// abandon ends what a launch that failed started: the launcher, told with SIGTERM to end its
+// job on every node, and after launcherGrace killed together with every process it started
+// on this host (ranks stopped on exec do not act on SIGTERM). Nothing is left held.
+func (s *server) abandon() {
+	s.hold = ""
+	pid := s.launcherPid
+	if pid <= 0 || !alive(pid) {
+		return
+	}
+	// The launcher's descendants, gathered while it lives: once it is gone, its orphans
+	// are no longer found through it.
+	tree := map[int]uint64{}
+	descendants(pid, tree)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && err != syscall.ESRCH {
+		fmt.Fprintf(os.Stderr, "pmix: launch: end launcher %d: %v\n", pid, err)
+	}
+	deadline := time.Now().Add(launcherGrace)
+	for alive(pid) && time.Now().Before(deadline) {
+		descendants(pid, tree)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(pid) {
+		descendants(pid, tree)
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for p, start := range tree {
+		if st, ok := startTime(p); ok && st == start {
+			syscall.Kill(p, syscall.SIGKILL)
+		}
+	}
+}
+
+// descendants adds every descendant of pid, with its start time, to tree.
+func descendants(pid int, tree map[int]uint64) {
+	dirs, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	for _, d := range dirs {
+		p, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, ok := parentPid(p); ok {
+			children[ppid] = append(children[ppid], p)
+		}
+	}
+	for next := children[pid]; len(next) > 0; {
+		p := next[0]
+		next = append(next[1:], children[p]...)
+		if st, ok := startTime(p); ok {
+			tree[p] = st
+		}
+	}
+}
+
+// statFields returns the fields of /proc/PID/stat after the command name (field 3 on).
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+func parentPid(pid int) (int, bool) {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
+}
+
+// startTime returns the start time of pid (field 22), which tells a process from a later
+// one with its pid.
+func startTime(pid int) (uint64, bool) {
+	f := statFields(pid)
+	if len(f) < 20 {
+		return 0, false
+	}
+	st, err := strconv.ParseUint(f[19], 10, 64)
+	return st, err == nil
 }
 
 // spawnLauncher starts the launcher through PMIx_Spawn, calling back to uri, with the hold as
@@ -213,10 +332,9 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		case ev := <-pmixEvents:
 			s.handle(ev)
 		case next, ok := <-reqs:
-			if !ok {
-				return errors.New("pmix: launch: the front end went away")
+			if err := s.duringLaunch(next, ok); err != nil {
+				return err
 			}
-			s.fail(fmt.Errorf("pmix: %s: a launch is in progress", next.Op))
 		}
 	}
 }

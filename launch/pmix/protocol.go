@@ -45,6 +45,7 @@ const (
 // Request is one line on the tool's standard input.
 type Request struct {
 	Op          string   `json:"op"`
+	Seq         uint64   `json:"seq,omitempty"`         // the request's number, echoed in its reply
 	Launcher    string   `json:"launcher,omitempty"`    // absolute path of mpirun, prterun, prun...
 	Args        []string `json:"args,omitempty"`        // launcher arguments before the program
 	Program     string   `json:"program,omitempty"`     // the application
@@ -60,6 +61,7 @@ type Request struct {
 // Event is one line on the tool's file descriptor 3.
 type Event struct {
 	Ev          string `json:"ev"`
+	Seq         uint64 `json:"seq,omitempty"` // in a reply: its request's Seq; 0 in other events
 	LauncherPid int    `json:"launcherPid,omitempty"`
 	Nspace      string `json:"nspace,omitempty"`
 	Hold        string `json:"hold,omitempty"`

@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Built reports whether this binary holds the PMIx tool.
@@ -114,7 +116,10 @@ func (s *server) emit(ev Event) {
 	s.out.Encode(ev)
 }
 
-func (s *server) fail(err error) { s.emit(Event{Ev: EvError, Error: err.Error()}) }
+// fail reports that request seq failed (seq 0: a request that could not be read).
+func (s *server) fail(seq uint64, err error) {
+	s.emit(Event{Ev: EvError, Seq: seq, Error: err.Error()})
+}
 
 // ServeTool serves the tool protocol: requests on stdin, events on events, until stdin ends or a
 // detach request. Then a job the tool still holds is released and the tool finalises — at end
@@ -132,8 +137,12 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		if err != nil {
 			return fmt.Errorf("pmix: tool: %w", err)
 		}
-		syscall.Dup2(int(null.Fd()), 0)
+		// unix.Dup2 is dup3 on Linux: arm64, riscv64 and loong64 have no dup2 system call.
+		err = unix.Dup2(int(null.Fd()), 0)
 		null.Close()
+		if err != nil {
+			return fmt.Errorf("pmix: tool: %s on stdin: %w", os.DevNull, err)
+		}
 		stdin = os.NewFile(uintptr(fd), "requests")
 	}
 	syscall.CloseOnExec(int(events.Fd()))
@@ -147,7 +156,7 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		for sc.Scan() {
 			var r Request
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				s.fail(fmt.Errorf("pmix: request %q: %v", sc.Text(), err))
+				s.fail(0, fmt.Errorf("pmix: request %q: %v", sc.Text(), err))
 				continue
 			}
 			reqs <- r
@@ -166,7 +175,7 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 			if r.Op == OpDetach {
 				s.releaseHeld()
 				s.finalize()
-				s.emit(Event{Ev: EvDetached})
+				s.emit(Event{Ev: EvDetached, Seq: r.Seq})
 				return nil
 			}
 			s.serve(r, reqs)
@@ -252,19 +261,19 @@ func (s *server) serve(r Request, reqs <-chan Request) {
 		if s.appNs == "" {
 			err = errors.New("pmix: release: no job")
 		} else if err = s.release(); err == nil {
-			s.emit(Event{Ev: EvReleased, Nspace: s.appNs})
+			s.emit(Event{Ev: EvReleased, Seq: r.Seq, Nspace: s.appNs})
 		}
 	case OpKill:
 		if s.appNs == "" {
 			err = errors.New("pmix: kill: no job")
 		} else if err = s.kill(r.Signal); err == nil {
-			s.emit(Event{Ev: EvKilled, Nspace: s.appNs})
+			s.emit(Event{Ev: EvKilled, Seq: r.Seq, Nspace: s.appNs})
 		}
 	default:
 		err = fmt.Errorf("pmix: request: unknown op %q", r.Op)
 	}
 	if err != nil {
-		s.fail(err)
+		s.fail(r.Seq, err)
 	}
 }
 
@@ -353,8 +362,8 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 	return C.GoString(out), nil
 }
 
-// readyEvent reads the proc table of the application and reports it.
-func (s *server) readyEvent() error {
+// readyEvent reads the proc table of the application and reports it in the reply to request seq.
+func (s *server) readyEvent(seq uint64) error {
 	procs, err := s.procTable(s.appNs)
 	if err != nil {
 		return err
@@ -364,7 +373,7 @@ func (s *server) readyEvent() error {
 	if hold == "" {
 		hold = HoldNone
 	}
-	s.emit(Event{Ev: EvReady, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: procs,
+	s.emit(Event{Ev: EvReady, Seq: seq, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: procs,
 		Version: C.GoString(C.hp_version())})
 	return nil
 }
@@ -483,7 +492,7 @@ func (s *server) attach(r Request) error {
 		s.appNs = apps[0]
 	}
 	s.hold = ""
-	return s.readyEvent()
+	return s.readyEvent(r.Seq)
 }
 
 func (s *server) namespaces() ([]string, error) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -426,15 +427,102 @@ func TestLaunchNotALauncher(t *testing.T) {
 					t.Errorf("error %q lacks %q", err, want)
 				}
 			}
+			// 0 when /bin/true was gone before the tool looked for its child.
 			pid := tool.LauncherPid()
 			if err := tool.Close(); err != nil {
 				t.Errorf("Close: %v", err)
 			}
-			if pid > 0 {
-				syscall.Kill(pid, syscall.SIGKILL)
+			// The tool ended the launcher it started before it exited.
+			if pid > 0 && alive(pid) {
+				t.Errorf("launcher %s pid %d still runs after the failed launch's tool exited", l, pid)
 			}
 		})
 	}
+}
+
+// TestLaunchAbandoned: a front end that goes away before its launch is ready leaves nothing
+// behind: the tool ends the launcher and every rank it started before it exits. A launcher
+// that ignores SIGTERM, or is stopped by SIGSTOP (it can then neither get its job ready nor
+// act on SIGTERM), is killed.
+func TestLaunchAbandoned(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	// A copy of its own, to find this run's ranks by their executable.
+	exe := filepath.Join(t.TempDir(), "ranks")
+	if b, err := os.ReadFile(ranks); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(exe, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		launcher string
+		args     []string
+		program  string
+		progArgs []string
+		stop     bool
+	}{
+		{"not a launcher", "/bin/sleep", nil, "300", nil, false},
+		{"ignores SIGTERM", "/bin/sh", []string{"-c", "trap '' TERM; exec sleep 300"}, "sh", nil, false},
+		{"stopped prterun", launcher(t, "prterun"), launchArgs, exe, []string{"0", "300"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tool, _ := startServe(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			launched := make(chan error, 1)
+			go func() {
+				_, err := tool.Launch(ctx, Request{Launcher: c.launcher, Args: c.args, Program: c.program, ProgramArgs: c.progArgs, Hold: HoldExec})
+				launched <- err
+			}()
+			var pid int
+			for pid = tool.LauncherPid(); pid == 0; pid = tool.LauncherPid() {
+				select {
+				case err := <-launched:
+					t.Fatalf("Launch returned %v before the tool reported the launcher", err)
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			if c.stop {
+				if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The front end goes away.
+			tool.reqs.Close()
+			if err := <-launched; err == nil {
+				t.Fatal("Launch succeeded though its front end went away")
+			} else {
+				t.Logf("Launch: %v", err)
+			}
+			select {
+			case <-tool.exited:
+			case <-ctx.Done():
+				t.Fatal("the tool did not exit at the end of its input")
+			}
+			if alive(pid) {
+				t.Errorf("launcher %s pid %d still runs after the tool exited", c.launcher, pid)
+			}
+			if left := processesOf(exe); len(left) > 0 {
+				t.Errorf("ranks %v still run after the tool exited", left)
+			}
+		})
+	}
+}
+
+// processesOf returns the live processes running exe.
+func processesOf(exe string) []int {
+	dirs, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if got, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && got == exe && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // TestLaunchBadRequest: bad input is refused before anything starts.
