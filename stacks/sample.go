@@ -86,7 +86,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	logDir, err := os.MkdirTemp("", "hpcdap-stacks-*")
 	if err != nil {
-		return nil, fmt.Errorf("stacks: log directory: %w", err)
+		return nil, fmt.Errorf("log directory: %w", err)
 	}
 	defer os.RemoveAll(logDir)
 
@@ -120,7 +120,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	for s := range o.Samples {
 		if s > 0 {
 			if err := j.ContinueAll(); err != nil {
-				return nil, fmt.Errorf("stacks: resume the ranks after sample %d: %w", s, err)
+				return nil, fmt.Errorf("resume the ranks after sample %d: %w", s, err)
 			}
 			select {
 			case <-ctx.Done():
@@ -196,7 +196,7 @@ func open(ctx context.Context, t Target, agent, logDir string, timeout time.Dura
 		if wl != nil {
 			wl.End(false)
 		}
-		return nil, fmt.Errorf("stacks: %s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	cfg := debugger.Config{Ctx: context.Background(), Events: events{diag}, Syms: symbols.NewCache(nil),
 		CallTimeout: debugger.CallTimeout}
@@ -206,7 +206,7 @@ func open(ctx context.Context, t Target, agent, logDir string, timeout time.Dura
 		if wl != nil {
 			wl.End(false)
 		}
-		return nil, fmt.Errorf("stacks: %s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	err = j.Start(ctx, nil)
 	if err == nil {
@@ -223,7 +223,7 @@ func open(ctx context.Context, t Target, agent, logDir string, timeout time.Dura
 		if wl != nil {
 			wl.End(false)
 		}
-		return nil, fmt.Errorf("stacks: %s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return j, nil
 }
@@ -247,7 +247,7 @@ func startCommand(ctx context.Context, argv []string, after time.Duration, diag 
 	cmd.Stdout, cmd.Stderr = diag, diag
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("stacks: start %s: %w", argv[0], err)
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -256,7 +256,7 @@ func startCommand(ctx context.Context, argv []string, after time.Duration, diag 
 		if err == nil {
 			err = errors.New("exit status 0")
 		}
-		return nil, fmt.Errorf("stacks: %s ended before the first sample (%v): nothing to sample", argv[0], err)
+		return nil, fmt.Errorf("%s ended before the first sample (%v): nothing to sample", argv[0], err)
 	case <-ctx.Done():
 		endCommand(cmd, time.Second)
 		return nil, ctx.Err()
