@@ -287,15 +287,26 @@ type deadlockJob struct {
 	done  chan error
 }
 
-// startDeadlock runs testdata/deadlock.c through mpirun.openmpi on 4 ranks and waits until
+// mpi is one MPI implementation: its compiler, its launcher and how a rank learns its number.
+type mpi struct {
+	cc, launcher, rankVar string
+	env                   []string
+}
+
+var (
+	openMPI = mpi{"mpicc.openmpi", "mpirun.openmpi", "OMPI_COMM_WORLD_RANK", ompiEnv}
+	mpich   = mpi{"mpicc.mpich", "mpiexec.hydra", "PMI_RANK", nil}
+)
+
+// startDeadlock runs testdata/deadlock.c through m's launcher on 4 ranks and waits until
 // every rank is blocked where it stays.
-func startDeadlock(t *testing.T) *deadlockJob {
+func startDeadlock(t *testing.T, m mpi) *deadlockJob {
 	t.Helper()
-	needTools(t, "mpirun.openmpi", "gdb")
-	prog := compileC(t, "mpicc.openmpi", "deadlock.c")
+	needTools(t, m.launcher, "gdb")
+	prog := compileC(t, m.cc, "deadlock.c")
 	marks := t.TempDir()
-	cmd := exec.Command("mpirun.openmpi", "-np", "4", prog, marks)
-	cmd.Env = append(os.Environ(), ompiEnv...)
+	cmd := exec.Command(m.launcher, "-np", "4", prog, marks)
+	cmd.Env = append(os.Environ(), m.env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -324,7 +335,7 @@ func startDeadlock(t *testing.T) *deadlockJob {
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(e)))
 		env, _ := os.ReadFile(filepath.Join(filepath.Dir(e), "environ"))
 		for _, kv := range strings.Split(string(env), "\x00") {
-			if v, ok := strings.CutPrefix(kv, "OMPI_COMM_WORLD_RANK="); ok {
+			if v, ok := strings.CutPrefix(kv, m.rankVar+"="); ok {
 				r, _ := strconv.Atoi(v)
 				j.ranks[r] = pid
 			}
@@ -383,7 +394,7 @@ func (j *deadlockJob) finish(t *testing.T) {
 func TestStacksAttachDeadlockedMPI(t *testing.T) {
 	needTools(t, "dot")
 	bin := buildHpcdap(t)
-	j := startDeadlock(t)
+	j := startDeadlock(t, openMPI)
 	oracle := j.gdbOracle(t)
 	mpirun := strconv.Itoa(j.cmd.Process.Pid)
 
@@ -545,15 +556,15 @@ func TestStacksRankLost(t *testing.T) {
 	}
 	t.Cleanup(func() { parked.Process.Kill(); parked.Wait() })
 	waitFor(t, "parked", time.Minute, func() bool { _, err := os.Stat(ready); return err == nil })
-	// Rank 1 is sleep(1) for 5 s: attached and sampled at once, it ends during the 10 s
-	// before the second sample.
-	short := exec.Command("sleep", "5")
+	// Rank 1 is sleep(1) for 8 s: attached and sampled at once (a second or two on a loaded
+	// machine), it ends during the 15 s before the second sample.
+	short := exec.Command("sleep", "8")
 	if err := short.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { short.Process.Kill(); short.Wait() })
 	out, errOut, code := stacksRun(t, bin, nil, "--pids", fmt.Sprintf("%d,%d", parked.Process.Pid, short.Process.Pid),
-		"--samples", "2", "--interval", "10s")
+		"--samples", "2", "--interval", "15s")
 	if code != 1 {
 		t.Errorf("exit %d, want 1\n%s", code, errOut)
 	}
@@ -603,4 +614,28 @@ func TestStacksBadInput(t *testing.T) {
 		t.Errorf("--pid of a test process: exit %d, stderr %q", code, errOut)
 	}
 	checkUntouched(t, "the test", os.Getpid())
+}
+
+// TestStacksAttachHydra attaches to a deadlocked MPICH job by the pid of its mpiexec.hydra
+// (no MPIR: the ranks are found as the launcher's children): the rank sets are right, and the
+// job runs on untouched and ends normally once released.
+func TestStacksAttachHydra(t *testing.T) {
+	bin := buildHpcdap(t)
+	j := startDeadlock(t, mpich)
+	out, errOut, code := stacksRun(t, bin, nil, "--pid", strconv.Itoa(j.cmd.Process.Pid), "--format", "json")
+	if code != 0 {
+		t.Fatalf("hpcdap stacks: exit %d\n%s", code, errOut)
+	}
+	var body adapter.ParallelStacksBody
+	if err := json.Unmarshal([]byte(out), &body); err != nil {
+		t.Fatalf("--format json: %v\n%s", err, out)
+	}
+	checkNode(t, body, "0-3", 4, "main")
+	checkNode(t, body, "0-2", 3, "main", "wait_at_barrier", "PMPI_Barrier")
+	checkNode(t, body, "3", 1, "main", "stuck_waiting")
+	for r, pid := range j.ranks {
+		checkUntouched(t, "rank "+strconv.Itoa(r), pid)
+	}
+	checkUntouched(t, "mpiexec.hydra", j.cmd.Process.Pid)
+	j.finish(t)
 }
