@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -34,51 +35,88 @@ func (s *Conn) onParallelStacksRequest(req *ParallelStacksRequest) {
 	s.respond(&req.Request, body)
 }
 
-// mergeStacks builds the prefix tree: outermost frame first, one node per distinct frame
-// after the same path (per function, whatever the line, with byFunction), siblings ordered by
-// their lowest rank, ids in depth-first order.
+// mergeStacks builds the session's tree: files named as stackTrace names them.
 func (s *Conn) mergeStacks(stacks []*debugger.RankStack, maxFrames int, byFunction bool) ParallelStacksBody {
+	return MergeStacks(stacks, MergeOptions{MaxFrames: maxFrames, ByFunction: byFunction, Source: func(file string) *StackSource {
+		src := s.sources.source(file)
+		if src.Path == "" {
+			return nil // as stackTrace shows it: the line only of a local file
+		}
+		return &StackSource{Name: src.Name, Path: src.Path}
+	}, Line: s.lineOut})
+}
+
+// MergeOptions shape MergeStacks's tree.
+type MergeOptions struct {
+	MaxFrames  int  // frames kept per stack from the innermost (0: all)
+	ByFunction bool // one node per function whatever the line
+	// Source names a frame's file for the client, or nil when it is not shown (the frame
+	// then carries no line either). A nil Source shows no file.
+	Source func(file string) *StackSource
+	// Line converts a line for the client (nil: as the debug information gives it).
+	Line func(int) int
+}
+
+// MergeStacks builds the prefix tree of stacks: outermost frame first, one node per
+// distinct frame after the same path (per function, whatever the line, with ByFunction),
+// siblings ordered by their lowest rank, ids in depth-first order. A node's Ranks is the set
+// of ranks of the stacks through it, its Count the number of those stacks: one per rank
+// when stacks holds one stack per rank, more when it holds several threads of a rank or
+// several samples of it. Total is the number of stacks.
+func MergeStacks(stacks []*debugger.RankStack, o MergeOptions) ParallelStacksBody {
 	type building struct {
 		node     *StackNode
 		set      rankset.Set
+		count    int
 		children map[debugger.TreeFrame]*building
 		order    []*building
 	}
 	root := &building{children: map[debugger.TreeFrame]*building{}}
 	total := 0
-	sort.Slice(stacks, func(a, b int) bool { return stacks[a].Rank.Num < stacks[b].Rank.Num })
+	stacks = slices.Clone(stacks)
+	sort.SliceStable(stacks, func(a, b int) bool { return stacks[a].Rank.Num < stacks[b].Rank.Num })
 	for _, st := range stacks {
 		frames := st.Frames
 		if st.Err != nil || len(frames) == 0 {
 			frames = []debugger.TreeFrame{{Name: "<stack unavailable>"}}
 		}
-		if maxFrames > 0 && len(frames) > maxFrames {
-			frames = frames[:maxFrames]
+		if o.MaxFrames > 0 && len(frames) > o.MaxFrames {
+			frames = frames[:o.MaxFrames]
 		}
 		total++
 		level := root
 		for i := len(frames) - 1; i >= 0; i-- {
 			f := frames[i]
-			if f.File != "" && s.sources.source(f.File).Path == "" {
-				f.File, f.Line = "", 0 // as stackTrace shows it: the line only of a local file
+			var src *StackSource
+			if f.File != "" && o.Source != nil {
+				src = o.Source(f.File)
+			}
+			if src == nil {
+				f.File, f.Line = "", 0
 			}
 			key := f
-			if byFunction {
+			if o.ByFunction {
 				key.Line = 0
 			}
 			b := level.children[key]
 			if b == nil {
-				n := &StackNode{Name: f.Name, ThreadID: st.Thread.ID, FrameLevel: i, Children: []*StackNode{}}
-				if f.File != "" {
-					src := s.sources.source(f.File) // as stackTrace names it
-					n.Source = &StackSource{Name: src.Name, Path: src.Path}
-					n.Line = s.lineOut(f.Line)
+				n := &StackNode{Name: f.Name, FrameLevel: i, Children: []*StackNode{}}
+				if st.Thread != nil {
+					n.ThreadID = st.Thread.ID
+				}
+				if src != nil {
+					n.Source = src
+					n.Line = f.Line
+					if o.Line != nil {
+						n.Line = o.Line(f.Line)
+					}
 				}
 				b = &building{node: n, children: map[debugger.TreeFrame]*building{}}
 				level.children[key] = b
 				level.order = append(level.order, b)
 			}
 			b.set = b.set.Add(st.Rank.Num)
+			b.count++
 			level = b
 		}
 	}
@@ -90,7 +128,7 @@ func (s *Conn) mergeStacks(stacks []*debugger.RankStack, maxFrames int, byFuncti
 			next++
 			c.node.ID = next
 			c.node.Ranks = c.set.String()
-			c.node.Count = c.set.Len()
+			c.node.Count = c.count
 			c.node.Children = build(c)
 			out = append(out, c.node)
 		}

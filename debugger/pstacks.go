@@ -3,6 +3,7 @@ package debugger
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -54,8 +55,38 @@ func (j *Job) CollectStacks(ctx context.Context, set rankset.Set) []*RankStack {
 		}
 	}
 	j.mu.Unlock()
+	j.unwindStacks(ctx, out)
+	return out
+}
+
+// CollectThreadStacks returns the stacks of every thread of the stopped ranks of set, by
+// rank, leader thread first.
+func (j *Job) CollectThreadStacks(ctx context.Context, set rankset.Set) []*RankStack {
+	j.mu.Lock()
+	var stopped []*Rank
+	for _, r := range j.ranksInLocked(set) {
+		if r.state == RankStopped {
+			stopped = append(stopped, r)
+		}
+	}
+	j.mu.Unlock()
+	ForEach(len(stopped), func(i int) { j.refreshThreads(ctx, stopped[i]) })
+	var out []*RankStack
+	j.mu.Lock()
+	for _, r := range stopped {
+		for _, t := range r.threads {
+			out = append(out, &RankStack{Rank: r, Thread: t})
+		}
+	}
+	j.mu.Unlock()
+	j.unwindStacks(ctx, out)
+	return out
+}
+
+// unwindStacks fills in the frames of stacks.
+func (j *Job) unwindStacks(ctx context.Context, out []*RankStack) {
 	if len(out) == 0 {
-		return nil
+		return
 	}
 	// 1. Agent tracebacks, in parallel over all ranks (pipelined on each node's connection).
 	sigs := make([]string, len(out))
@@ -105,7 +136,6 @@ func (j *Job) CollectStacks(ctx context.Context, set rankset.Set) []*RankStack {
 		rs := out[exact[k]]
 		rs.Frames, _, rs.Err = j.exactStack(ctx, rs)
 	})
-	return out
 }
 
 // ForEach runs f(0…n-1) with bounded parallelism.
@@ -132,7 +162,7 @@ func (j *Job) exactStack(ctx context.Context, rs *RankStack) ([]TreeFrame, []uin
 	frames := make([]TreeFrame, 0, len(ts.Frames))
 	var phys []uint64
 	for _, f := range ts.Frames {
-		tf := TreeFrame{Name: FrameName(f)}
+		tf := TreeFrame{Name: treeName(f)}
 		if f.HasLine && f.Line.File != "" {
 			tf.File, tf.Line = f.Line.File, f.Line.Line
 		}
@@ -156,6 +186,16 @@ func tracebackConfirms(tb []cdti.TraceFrame, phys []uint64) bool {
 		}
 	}
 	return true
+}
+
+// treeName is the frame's name in the tree: FrameName, except that a frame in no known
+// function is named by its module and link-time address ("?? (libfoo.so.1+0x1234)"), the
+// same in every rank whatever the load address, so that such frames still merge.
+func treeName(f *symbols.Frame) string {
+	if f.Name == "" && f.Kind != symbols.FrameSignal && f.Module != nil {
+		return fmt.Sprintf("?? (%s+%#x)", filepath.Base(f.Module.Path), f.PC-f.Module.Bias)
+	}
+	return FrameName(f)
 }
 
 // FrameName is the frame's function as gdb names it, or "??" with the address.

@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   # compilers and oracles for the tests
   build-essential gcc g++ gfortran gdb elfutils binutils libc6-dbg
+  # Graphviz, to check that `hpcdap stacks --format dot` parses
+  graphviz
   # Power: cross toolchains, sysroots, emulator and a multi-architecture gdb as the oracle
   gcc-powerpc64-linux-gnu gcc-powerpc64le-linux-gnu g++-powerpc64-linux-gnu
   binutils-powerpc64-linux-gnu binutils-powerpc64le-linux-gnu

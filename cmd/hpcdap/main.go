@@ -33,6 +33,7 @@ func commands() []command {
 		{"dap", "serve one Debug Adapter Protocol session on stdin/stdout", runDAP},
 		{"demo", "build a bundled 4-rank program and run a scripted debug session of it", runDemo},
 		{"serve", "serve Debug Adapter Protocol sessions over TCP", runServe},
+		{"stacks", "print the merged stacks of every rank of a running or launched job", runStacks},
 		{"help", "show this help, or the help of a subcommand", runHelp},
 		{"version", "print the hpcdap version", runVersion},
 	}
