@@ -81,9 +81,8 @@ func StartTool(ctx context.Context, exe string, env []string, stdout, stderr *os
 	}
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{evW}
-	// A process group of its own, for the tool and so the launcher and the ranks it starts:
-	// a Ctrl-C or SIGHUP aimed at the front end's terminal must not reach the job.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Not in a process group of its own: with one, PRRTE's stop on exec lets some ranks of a
+	// prterun job run before the job is reported held.
 	err = cmd.Start()
 	reqR.Close()
 	evW.Close()
@@ -416,8 +415,7 @@ func (t *Tool) Close() error {
 	select {
 	case <-t.exited:
 	case <-time.After(closeWait):
-		// The tool's process group: with the tool, whatever it started and did not end.
-		syscall.Kill(-t.cmd.Process.Pid, syscall.SIGKILL)
+		t.cmd.Process.Kill()
 		<-t.exited
 		errs = append(errs, fmt.Errorf("pmix: close: tool process %d did not exit on end of input; killed", t.cmd.Process.Pid))
 	}
