@@ -22,6 +22,7 @@ func capabilities() Capabilities {
 	c.SupportsHitConditionalBreakpoints = true
 	c.SupportsLogPoints = true
 	c.SupportsEvaluateForHovers = true
+	c.SupportsCompletionsRequest = true
 	c.SupportsSetVariable = true
 	c.SupportsDataBreakpoints = true
 	c.SupportsInstructionBreakpoints = true

@@ -236,6 +236,11 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 			defer s.inPlaceSeq.Store(-1)
 		}
 		s.onEvaluateRequest(req)
+	case *dap.CompletionsRequest: // Optional (capability 'supportsCompletionsRequest')
+		// The console shows no completion when none comes: a failure is no news for the user.
+		s.inPlaceSeq.Store(int64(r.Seq))
+		defer s.inPlaceSeq.Store(-1)
+		s.onCompletionsRequest(req)
 	case *dap.ContinueRequest: // Required
 		s.onContinueRequest(req)
 	case *dap.NextRequest: // Required
