@@ -23,6 +23,7 @@ func capabilities() Capabilities {
 	c.SupportsLogPoints = true
 	c.SupportsEvaluateForHovers = true
 	c.SupportsCompletionsRequest = true
+	c.SupportsStepInTargetsRequest = true
 	c.SupportsSetVariable = true
 	c.SupportsDataBreakpoints = true
 	c.SupportsInstructionBreakpoints = true

@@ -247,6 +247,8 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 		s.onNextRequest(req)
 	case *dap.StepInRequest: // Required
 		s.onStepInRequest(req)
+	case *dap.StepInTargetsRequest: // Optional (capability 'supportsStepInTargetsRequest')
+		s.onStepInTargetsRequest(req)
 	case *dap.StepOutRequest: // Required
 		s.onStepOutRequest(req)
 	case *dap.PauseRequest: // Required
