@@ -24,6 +24,7 @@ func capabilities() Capabilities {
 	c.SupportsEvaluateForHovers = true
 	c.SupportsCompletionsRequest = true
 	c.SupportsStepInTargetsRequest = true
+	c.SupportsCancelRequest = true
 	c.SupportsSetVariable = true
 	c.SupportsDataBreakpoints = true
 	c.SupportsInstructionBreakpoints = true
@@ -233,6 +234,17 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 		return
 	}
 	s.sources.paths = plan.paths
+	if plan.waitName != "" {
+		if err := s.waitForProcess(&req.Request, plan); err != nil {
+			s.releaseStart()
+			if errors.Is(err, errCancelledRequest) {
+				s.sendCancelled(&req.Request)
+				return
+			}
+			s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+			return
+		}
+	}
 	logDir, err := s.prepareLogDir()
 	if err == nil {
 		var exe string
@@ -275,6 +287,23 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	}
 	s.releaseStart()
 	s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+}
+
+// waitForProcess waits, up to the plan's timeout, for a process that runs the program the plan
+// names to start, and makes it the plan's one rank.
+func (s *Conn) waitForProcess(r *dap.Request, plan *attachPlan) error {
+	ctx, cancel := context.WithTimeoutCause(s.requestContext(r), plan.waitTimeout,
+		fmt.Errorf("none started within %v", plan.waitTimeout))
+	defer cancel()
+	defer s.requestDone(r)
+	m, err := launch.WaitForProcess(ctx, plan.waitName, func() {
+		s.sendOutput("console", fmt.Sprintf("Waiting up to %v for a process running %q to start\n", plan.waitTimeout, plan.waitName))
+	})
+	if err != nil {
+		return err
+	}
+	plan.pids[0] = m.Pid
+	return nil
 }
 
 // launchPhase tells the client, on its console, where a launch through a launcher is.

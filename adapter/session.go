@@ -54,6 +54,9 @@ type Conn struct {
 	entryInPlace bool
 	// callTimeout bounds a function call in an expression (0: the default, callTimeout).
 	callTimeout time.Duration
+	cancels     cancelTable // the requests a cancel request may end
+	dispatched  int         // the seq of the last request whose handling began
+
 	// inPlaceSeq is the seq of the request being dispatched whose failure the client shows
 	// where the user looks (see errorShownInPlace), -1 when there is none.
 	inPlaceSeq atomic.Int64
@@ -114,6 +117,10 @@ func (s *Conn) read(out chan<- dap.Message) {
 			continue
 		}
 		if m == nil {
+			continue
+		}
+		if c, ok := m.(*dap.CancelRequest); ok {
+			s.onCancelRequest(c)
 			continue
 		}
 		select {
@@ -181,6 +188,10 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 			keep = true
 		}
 	}()
+	if s.cancelledBeforeStart(r.Seq) {
+		s.sendCancelled(r)
+		return true
+	}
 	s.mu.Lock()
 	initialized := s.initialized
 	s.mu.Unlock()
