@@ -75,6 +75,13 @@ func TestAttachByProcessName(t *testing.T) {
 	if st := d.stopped(); st.Reason != "breakpoint" {
 		t.Fatalf("stopped %+v", st)
 	}
+	// An attached job is not restarted: the session did not start it.
+	if msg := d.callErr("restart", nil); !strings.Contains(msg, "attach anew") {
+		t.Errorf("restart of an attached job: %q", msg)
+	}
+	if r := d.ranks(); len(r.Ranks) != 1 || r.Ranks[0].Pid != a.Process.Pid || r.Ranks[0].State != "stopped" {
+		t.Errorf("after the refused restart: ranks %+v", r.Ranks)
+	}
 }
 
 // TestAttachWaitFor: with "waitFor" the attach waits for a process of that name to start

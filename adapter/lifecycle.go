@@ -25,6 +25,7 @@ func capabilities() Capabilities {
 	c.SupportsCompletionsRequest = true
 	c.SupportsStepInTargetsRequest = true
 	c.SupportsCancelRequest = true
+	c.SupportsRestartRequest = true
 	c.SupportsSetVariable = true
 	c.SupportsDataBreakpoints = true
 	c.SupportsInstructionBreakpoints = true
@@ -170,17 +171,35 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 		s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
 		return
 	}
-	logDir, err := s.prepareLogDir()
-	if err != nil {
-		s.releaseStart()
-		s.sendError(&req.Request, errFailedToLaunch, "launch: log directory: "+err.Error())
-		return
-	}
-	exe, err := s.agentExe()
+	j, inPlace, err := s.launchJob(plan)
 	if err != nil {
 		s.releaseStart()
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
+	}
+	s.mu.Lock()
+	s.job = j
+	s.launchedJob = true
+	s.launchArgs = req.Arguments
+	s.entryStop = plan.stopAtEntry
+	s.entryInPlace = inPlace
+	s.mu.Unlock()
+	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
+		SystemProcessId: j.Ranks()[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
+	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
+	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
+}
+
+// launchJob starts the job a launch plan describes (not a core file): its agents, its ranks,
+// through a launcher when the plan names one, held before they run.
+func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
+	logDir, err := s.prepareLogDir()
+	if err != nil {
+		return nil, false, fmt.Errorf("log directory: %w", err)
+	}
+	exe, err := s.agentExe()
+	if err != nil {
+		return nil, false, err
 	}
 	start := (&launch.LocalSpawn{AgentPath: exe, LogDir: logDir, NP: plan.np, Program: plan.program, Args: plan.args,
 		AgentArgs: emulatorAgentArgs(plan), Env: plan.env, Dir: plan.cwd, NoASLR: plan.noASLR}).Start
@@ -205,23 +224,12 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 		if wl != nil {
 			wl.End(true)
 		}
-		s.releaseStart()
-		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
-		return
+		return nil, false, err
 	}
 	if plan.noDebug {
 		j.SetNoDebug()
 	}
-	s.mu.Lock()
-	s.job = j
-	s.launchedJob = true
-	s.entryStop = plan.stopAtEntry
-	s.entryInPlace = inPlace
-	s.mu.Unlock()
-	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
-		SystemProcessId: j.Ranks()[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
-	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
-	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
+	return j, inPlace, nil
 }
 
 func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
@@ -372,10 +380,17 @@ func (s *Conn) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
 		j.ReportPostMortemStop()
 		return
 	}
-	if entry && (!launched || s.entryInPlace) {
-		// Attached ranks are stopped where they ran: that is the entry stop. (So are ranks
-		// a launcher holds inside MPI_Init.)
+	s.runConfigured(j, entry, !launched || s.entryInPlace, func() {
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+	})
+}
+
+// runConfigured lets a configured job's ranks go: with stopAtEntry (entry) they stop at main,
+// or are reported stopped where they are (inPlace: attached ranks, or ranks a launcher holds
+// inside MPI_Init). respond answers the request before the ranks run.
+func (s *Conn) runConfigured(j *debugger.Job, entry, inPlace bool, respond func()) {
+	if entry && inPlace {
+		respond()
 		j.ReportStoppedInPlace()
 		return
 	}
@@ -384,7 +399,7 @@ func (s *Conn) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
 			s.sendOutput("important", fmt.Sprintf("stopAtEntry: %v; starting without stopping\n", err))
 		}
 	}
-	s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+	respond()
 	if err := j.ContinueAll(); err != nil {
 		s.sendOutput("important", fmt.Sprintf("start the ranks: %v\n", err))
 	}

@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,15 +41,18 @@ type Conn struct {
 	job         *debugger.Job
 	started     bool // launch or attach succeeded
 	configDone  bool
-	launchedJob bool // launched (terminate kills) rather than attached (disconnect detaches)
-	entryStop   bool // stopAtEntry
-	logDir      string
-	ownLogDir   bool
-	done        chan struct{}
-	closeOnce   sync.Once
-	progressID  int
-	sources     sourceCache // which recorded source paths exist here
-	handles     handles     // frame ids and variables references of the ranks' stops
+	launchedJob bool            // launched (terminate kills) rather than attached (disconnect detaches)
+	launchArgs  json.RawMessage // the launch request's arguments, for a restart without new ones
+	// jobGen numbers the session's jobs: events of a job that a restart replaced are dropped.
+	jobGen     atomic.Int64
+	entryStop  bool // stopAtEntry
+	logDir     string
+	ownLogDir  bool
+	done       chan struct{}
+	closeOnce  sync.Once
+	progressID int
+	sources    sourceCache // which recorded source paths exist here
+	handles    handles     // frame ids and variables references of the ranks' stops
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool
@@ -150,7 +154,7 @@ func (s *Conn) decode(body []byte) (m dap.Message, derr *decodeError) {
 // goroutine's work ("exit of rank 3").
 func (s *Conn) recoverPanic(what string) {
 	if p := recover(); p != nil {
-		debugger.ReportPanic(jobEvents{s}, what, p)
+		debugger.ReportPanic(s.events(), what, p)
 	}
 }
 
@@ -215,6 +219,8 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 	case *DisconnectRequest: // Required
 		s.onDisconnectRequest(req)
 		return false
+	case *dap.RestartRequest: // Optional (capability 'supportsRestartRequest')
+		s.onRestartRequest(req)
 	case *dap.TerminateRequest: // Optional (capability 'supportsTerminateRequest')
 		s.onTerminateRequest(req)
 	case *dap.SetBreakpointsRequest: // Required
@@ -375,13 +381,13 @@ func (s *Conn) sendEvent(name string, body any) {
 }
 
 // sendOutput sends an output event.
-func (s *Conn) sendOutput(category, text string) { jobEvents{s}.Output(category, text, -1) }
+func (s *Conn) sendOutput(category, text string) { s.events().Output(category, text, -1) }
 
 // sendContinued tells the client that threads it did not name are running again.
 func (s *Conn) sendContinued(threads []*debugger.Thread, except int) {
 	for _, t := range threads {
 		if t.ID != except {
-			jobEvents{s}.Continued(t.ID)
+			s.events().Continued(t.ID)
 		}
 	}
 }
