@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/google/go-dap"
 )
 
 // gdbCompletions asks gdb which members complete each "print EXPR" at a line of p, the
@@ -137,9 +139,19 @@ func TestCompletions(t *testing.T) {
 			t.Errorf("completions of %q: %v, want none", text, labels(got))
 		}
 	}
-	msg := d.callErr("completions", map[string]any{"frameId": fid, "text": "abc", "column": 9})
-	if !strings.Contains(msg, "column 9") {
-		t.Errorf("a column past the text: %q", msg)
+	// A failed completion is no news for the user: no showUser.
+	for _, args := range []map[string]any{{"frameId": fid, "text": "abc", "column": 9}, {"frameId": 999999, "text": "abc", "column": 4}} {
+		m, err := d.c.Request("completions", args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body dap.ErrorResponseBody
+		if m.Success || m.Decode(&body) != nil || body.Error == nil {
+			t.Fatalf("completions %v: %+v, want an error", args, m)
+		}
+		if body.Error.ShowUser || (args["column"] == 9 && !strings.Contains(m.Message, "column 9")) {
+			t.Errorf("completions %v: %q, showUser %v", args, m.Message, body.Error.ShowUser)
+		}
 	}
 	if errs := d.c.UnsolicitedErrors(); len(errs) != 0 {
 		t.Errorf("unsolicited errors: %v", errs)
