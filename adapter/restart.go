@@ -70,7 +70,7 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
-	carried := nj.AdoptBreakpoints(ctx, j)
+	carried, dropped := nj.AdoptBreakpoints(ctx, j)
 	cancel()
 	s.mu.Lock()
 	s.job = nj
@@ -83,6 +83,13 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 	respond := func() { s.send(&dap.RestartResponse{Response: newResponse(&req.Request)}) }
 	for _, bp := range nj.Snapshots(carried) {
 		s.events().BreakpointChanged(bp)
+	}
+	for _, bp := range dropped {
+		// A data breakpoint watched the old processes' memory: the client is told it is gone.
+		ev := &BreakpointEvent{Event: newEvent("breakpoint")}
+		ev.Body.Reason = "removed"
+		ev.Body.Breakpoint = Breakpoint{Breakpoint: dap.Breakpoint{Id: bp.ID}}
+		s.send(ev)
 	}
 	if !configDone {
 		respond() // the client's configurationDone lets the ranks go, as after a launch

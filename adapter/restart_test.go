@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -38,7 +39,16 @@ func TestRestart(t *testing.T) {
 		}
 		return st
 	}
-	atG("first run")
+	st := atG("first run")
+	frames := d.stackTrace(st.ThreadId)
+	var info dap.DataBreakpointInfoResponseBody
+	d.call("dataBreakpointInfo", map[string]any{"name": "r", "frameId": frames[1].Id}, &info)
+	dataID, _ := info.DataId.(string)
+	var db SetBreakpointsResponseBodyExt
+	d.call("setDataBreakpoints", map[string]any{"breakpoints": []map[string]any{{"dataId": dataID, "accessType": "write"}}}, &db)
+	if len(db.Breakpoints) != 1 || !db.Breakpoints[0].Verified {
+		t.Fatalf("setDataBreakpoints %q: %+v", dataID, db)
+	}
 	before := d.ranks().Ranks
 	if len(before) != 2 {
 		t.Fatalf("ranks %+v", before)
@@ -62,12 +72,31 @@ func TestRestart(t *testing.T) {
 	if n := len(d.c.Events("exited")) + len(d.c.Events("terminated")); n != 0 {
 		t.Errorf("%d exited/terminated events from the replaced job", n)
 	}
+	// The client hears that the data breakpoint, which watched an old process, is gone, and
+	// that the others are planted in the new ranks.
+	changed := map[int]string{}
+	for _, m := range d.c.Events("breakpoint") {
+		var b struct {
+			Reason     string
+			Breakpoint Breakpoint
+		}
+		if err := m.Decode(&b); err != nil {
+			t.Fatal(err)
+		}
+		changed[b.Breakpoint.Id] = b.Reason
+		if b.Reason == "changed" && !b.Breakpoint.Verified {
+			t.Errorf("breakpoint %d after the restart: %+v, want it verified", b.Breakpoint.Id, b.Breakpoint)
+		}
+	}
+	if want := map[int]string{lineID: "changed", fnID: "changed", db.Breakpoints[0].Id: "removed"}; !maps.Equal(changed, want) {
+		t.Errorf("breakpoint events after the restart: %v, want %v", changed, want)
+	}
 
 	// New arguments: one rank. The function breakpoint's condition came along: f stops only
 	// at its second call (a == 13).
 	args := map[string]any{"program": p.bin, "np": 1}
 	d.call("restart", map[string]any{"arguments": args}, nil)
-	st := atG("after the restart with one rank")
+	st = atG("after the restart with one rank")
 	if r := d.ranks().Ranks; len(r) != 1 {
 		t.Fatalf("ranks after a restart with np 1: %+v", r)
 	}
@@ -75,7 +104,7 @@ func TestRestart(t *testing.T) {
 	st = atG("second call of g")
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
 	st = d.stopped()
-	frames := d.stackTrace(st.ThreadId)
+	frames = d.stackTrace(st.ThreadId)
 	if len(frames) == 0 || frames[0].Name != "f" || !slices.Contains(st.HitBreakpointIds, fnID) {
 		t.Fatalf("stop %+v at %s, want function breakpoint %d in f", st, frameList(frames), fnID)
 	}

@@ -7,8 +7,9 @@ import "context"
 // condition and log message, its hits count from zero in the new ranks, and it is resolved
 // and planted here anew. Data breakpoints, which watch the old processes' memory, and
 // breakpoints that old refused are not taken. The exception filter (signal stops) carries
-// over too. It returns the breakpoints taken, and the new job's ids continue after old's.
-func (j *Job) AdoptBreakpoints(ctx context.Context, old *Job) []*Breakpoint {
+// over too. It returns the breakpoints taken and the data breakpoints left behind; the new
+// job's ids continue after old's.
+func (j *Job) AdoptBreakpoints(ctx context.Context, old *Job) (taken, dropped []*Breakpoint) {
 	old.mu.Lock()
 	signalStop := old.signalStop
 	old.mu.Unlock()
@@ -17,9 +18,12 @@ func (j *Job) AdoptBreakpoints(ctx context.Context, old *Job) []*Breakpoint {
 	ob := old.bps
 	ob.mu.Lock()
 	sets := map[BPSet][]*Breakpoint{}
-	var taken []*Breakpoint
 	for set, list := range ob.sets {
 		if set.Kind == BPData {
+			for _, o := range list {
+				c := *o
+				dropped = append(dropped, &c)
+			}
 			continue
 		}
 		for _, o := range list {
@@ -43,5 +47,5 @@ func (j *Job) AdoptBreakpoints(ctx context.Context, old *Job) []*Breakpoint {
 	}
 	b.mu.Unlock()
 	j.applyBreakpoints(ctx, taken)
-	return taken
+	return taken, dropped
 }
