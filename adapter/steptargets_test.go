@@ -118,3 +118,55 @@ func TestStepInTargets(t *testing.T) {
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
 	d.event("terminated")
 }
+
+// TestStepInTargetsAllRanks: in all-stop mode a step in with a target moves every stopped rank
+// of the focus into the same call, each in its own address space.
+func TestStepInTargetsAllRanks(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "stepinto")
+	want := callOrder(t, p, p.line(t, "calls"))
+	if len(want) != 3 {
+		t.Fatalf("gdb: the line's calls are %v", want)
+	}
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 3})
+	d.setBreakpoints(p.src, p.line(t, "calls"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	// The first rank at the line stopped the others wherever they were (starting up): each
+	// is run alone to the line.
+	for _, r := range d.ranks().Ranks {
+		if fs := d.stackTrace(r.ThreadID); len(fs) > 0 && fs[0].Line == p.line(t, "calls") {
+			continue
+		}
+		d.call("continue", map[string]any{"threadId": r.ThreadID, "singleThread": true}, nil)
+		if got := d.stopped(); got.ThreadId != r.ThreadID {
+			t.Fatalf("rank %d run to the line: stop of thread %d", r.Rank, got.ThreadId)
+		}
+		if fs := d.stackTrace(r.ThreadID); len(fs) == 0 || fs[0].Line != p.line(t, "calls") {
+			t.Fatalf("rank %d run to the line: %s", r.Rank, frameList(fs))
+		}
+	}
+	frames := d.stackTrace(st.ThreadId)
+	targets := stepInTargets(d, frames[0].Id)
+	if len(targets) != 3 {
+		t.Fatalf("targets %v", targets)
+	}
+	d.call("stepIn", map[string]any{"threadId": st.ThreadId, "targetId": targets[1].Id}, nil)
+	st = d.stopped()
+	ranks := d.ranks().Ranks
+	if len(ranks) != 3 {
+		t.Fatalf("ranks %+v", ranks)
+	}
+	for _, r := range ranks {
+		if r.State != "stopped" {
+			t.Errorf("rank %d is %s after the step", r.Rank, r.State)
+			continue
+		}
+		fs := d.stackTrace(r.ThreadID)
+		if len(fs) < 2 || fs[0].Name != want[1] || fs[0].Line != p.line(t, want[1]) || fs[1].Name != "main" {
+			t.Errorf("rank %d after stepping into %s: %s", r.Rank, want[1], frameList(fs))
+		}
+	}
+}
