@@ -134,7 +134,7 @@ func TestCompletions(t *testing.T) {
 		t.Errorf("completions at column 28: %v, want %v", got, want)
 	}
 	// Nothing to offer is an empty answer, not an error.
-	for _, text := range []string{"nosuch", "nosuch->", "counter->"} {
+	for _, text := range []string{"nosuch", "nosuch->", "counter->", "1.", "x = ."} {
 		if got := completions(d, fid, text, len(text)+1); len(got) != 0 {
 			t.Errorf("completions of %q: %v, want none", text, labels(got))
 		}

@@ -30,6 +30,9 @@ type CompletionContext struct {
 	Prefix string
 	Start  int
 	Base   string
+	// Member is set after "." or "->"; with no Base (a number such as "1.", an operator
+	// with nothing before it) nothing completes.
+	Member bool
 }
 
 // ParseCompletion finds the partial identifier at the end of text and, when it follows "."
@@ -49,6 +52,7 @@ func ParseCompletion(text string) CompletionContext {
 	default:
 		return c
 	}
+	c.Member = true
 	end := i - op
 	start := baseStart(text, end)
 	c.Base = strings.TrimSpace(text[start:end])
@@ -119,6 +123,9 @@ func isNumber(s string) bool { return s != "" && s[0] >= '0' && s[0] <= '9' }
 func (p *Process) Complete(f *Frame, text string) (CompletionContext, []Completion, error) {
 	c := ParseCompletion(text)
 	var out []Completion
+	if c.Member && c.Base == "" {
+		return c, nil, nil
+	}
 	if c.Base != "" {
 		var v *Value
 		var err error
