@@ -111,6 +111,8 @@ func completionType(k symbols.CompletionKind) string {
 		return "function"
 	case symbols.CompleteField:
 		return "field"
+	case symbols.CompleteMethod:
+		return "method"
 	case symbols.CompleteEnumerator:
 		return "enum"
 	}

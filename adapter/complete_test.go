@@ -112,6 +112,9 @@ func TestCompletions(t *testing.T) {
 		got := labels(completions(d, fid, e, len(e)+1))
 		want := append([]string{}, oracle[e]...)
 		sort.Strings(want)
+		if len(want) == 0 {
+			t.Fatalf("gdb completes %q with nothing", e)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("completions of %q: %v, gdb %v", e, got, want)
 		}
@@ -180,6 +183,34 @@ func TestCompletionsColumnsFromZero(t *testing.T) {
 	for _, it := range items {
 		if it.Start != 7 || it.Length != 2 {
 			t.Errorf("%s: start %d length %d, want 7 and 2", it.Label, it.Start, it.Length)
+		}
+	}
+}
+
+// TestCompletionsCPlusPlus: members of C++ objects complete as gdb completes them — data
+// members, base classes' members, the virtual table pointer, member functions (a class's and
+// its bases', in a namespace).
+func TestCompletionsCPlusPlus(t *testing.T) {
+	t.Parallel()
+	p := compileCXX(t, "callscpp")
+	exprs := []string{"c.", "pc->", "b.", "mx.", "mx.t", "sp->", "sq."}
+	oracle := gdbCompletions(t, p, p.line(t, "stop"), exprs)
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "stop"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	frames := d.stackTrace(st.ThreadId)
+	for _, e := range exprs {
+		got := labels(completions(d, frames[0].Id, e, len(e)+1))
+		want := append([]string{}, oracle[e]...)
+		sort.Strings(want)
+		if len(want) == 0 {
+			t.Fatalf("gdb completes %q with nothing", e)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("completions of %q: %v, gdb %v", e, got, want)
 		}
 	}
 }

@@ -12,7 +12,8 @@ type CompletionKind int
 const (
 	CompleteVariable CompletionKind = iota // a local, parameter or static variable
 	CompleteFunction
-	CompleteField // a member of a struct, union or class
+	CompleteField  // a member of a struct, union or class
+	CompleteMethod // a member function of a C++ class
 	CompleteEnumerator
 )
 
@@ -150,7 +151,8 @@ func (p *Process) Complete(f *Frame, text string) (CompletionContext, []Completi
 }
 
 // members lists the members of a struct, union or class type named with prefix, through
-// pointers, references and typedefs, with base classes' and anonymous members' members.
+// pointers, references and typedefs, with base classes' and anonymous members' members, and a
+// C++ class's member functions.
 func members(mod *Module, t *Type, prefix string) []Completion {
 	t = t.Strip()
 	if t != nil && (t.Kind == KindPointer || t.Kind == KindRef || t.Kind == KindRvalueRef) {
@@ -174,7 +176,7 @@ func members(mod *Module, t *Type, prefix string) []Completion {
 				walk(fl.Type, depth+1)
 				continue
 			}
-			if fl.Artificial || seen[fl.Name] || !strings.HasPrefix(fl.Name, prefix) {
+			if seen[fl.Name] || !strings.HasPrefix(fl.Name, prefix) {
 				continue
 			}
 			seen[fl.Name] = true
@@ -184,8 +186,37 @@ func members(mod *Module, t *Type, prefix string) []Completion {
 			}
 			out = append(out, Completion{Name: fl.Name, Kind: CompleteField, Type: ty})
 		}
+		if t.Lang == LangCPlusPlus && t.Name != "" && mod != nil && mod.Bin != nil {
+			for _, name := range methods(mod.Bin, t.Name) {
+				if !seen[name] && strings.HasPrefix(name, prefix) {
+					seen[name] = true
+					out = append(out, Completion{Name: name, Kind: CompleteMethod})
+				}
+			}
+		}
 	}
 	walk(t, 0)
+	return out
+}
+
+// methods returns the names of the member functions of the C++ class named class (qualified)
+// that the binary has code for, constructors left out.
+func methods(b *Binary, class string) []string {
+	var out []string
+	ctor := class
+	if i := strings.LastIndex(class, "::"); i >= 0 {
+		ctor = class[i+2:]
+	}
+	for _, fn := range b.Functions() {
+		name, ok := strings.CutPrefix(fn.Name, class+"::")
+		if !ok || name == "" || strings.Contains(name, "::") || name == ctor {
+			continue
+		}
+		if i := strings.IndexByte(name, '('); i >= 0 {
+			name = name[:i]
+		}
+		out = append(out, name)
+	}
 	return out
 }
 
