@@ -49,10 +49,16 @@ type AttachArgs struct {
 	Pids        map[string]int `json:"pids"`
 	LauncherPid *int           `json:"launcherPid"`
 	SlurmJob    string         `json:"slurmJob"`
-	Program     string         `json:"program"`
-	StopMode    string         `json:"stopMode"`
-	Ranks       string         `json:"ranks"`
-	StopAtEntry bool           `json:"stopAtEntry"`
+	// ProcessName attaches the one process of this host that runs this program (an
+	// executable's base name, or with a slash its path); with WaitFor, the first one that
+	// starts after the request, waited for up to Timeout seconds (default 30).
+	ProcessName string   `json:"processName"`
+	WaitFor     bool     `json:"waitFor"`
+	Timeout     *float64 `json:"timeout"`
+	Program     string   `json:"program"`
+	StopMode    string   `json:"stopMode"`
+	Ranks       string   `json:"ranks"`
+	StopAtEntry bool     `json:"stopAtEntry"`
 	// SubstitutePath maps source directories between the editor and the debug information.
 	SubstitutePath []PathRule `json:"substitutePath"`
 }
@@ -253,6 +259,8 @@ type attachPlan struct {
 	pids        map[int]int // rank → pid
 	launcherPid int         // a running mpirun, mpiexec.hydra or srun of this host
 	slurmJob    string      // a Slurm job step "J.S"
+	waitName    string      // wait for a process that runs this program to start
+	waitTimeout time.Duration
 	program     string
 	mode        debugger.StopMode
 	focus       string
@@ -267,13 +275,19 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		return nil, err
 	}
 	given := 0
-	for _, set := range []bool{a.Pid != nil, a.Pids != nil, a.LauncherPid != nil, a.SlurmJob != ""} {
+	for _, set := range []bool{a.Pid != nil, a.Pids != nil, a.LauncherPid != nil, a.SlurmJob != "", a.ProcessName != ""} {
 		if set {
 			given++
 		}
 	}
 	if given != 1 {
-		return nil, errors.New(`give exactly one of "pid", "pids", "launcherPid" and "slurmJob"`)
+		return nil, errors.New(`give exactly one of "pid", "pids", "launcherPid", "slurmJob" and "processName"`)
+	}
+	if a.WaitFor && a.ProcessName == "" {
+		return nil, errors.New(`"waitFor" waits for a process by "processName": give one`)
+	}
+	if a.Timeout != nil && !a.WaitFor {
+		return nil, errors.New(`"timeout" bounds "waitFor": give both or neither`)
 	}
 	p := &attachPlan{pids: map[int]int{}, stopAtEntry: a.StopAtEntry}
 	var err error
@@ -294,6 +308,20 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 			return nil, fmt.Errorf(`slurmJob %q: want a job step "JOBID.STEPID" such as "1234.0" (squeue --steps lists them)`, a.SlurmJob)
 		}
 		p.slurmJob = a.SlurmJob
+	case a.ProcessName != "" && a.WaitFor:
+		p.waitName, p.waitTimeout = a.ProcessName, defaultWaitFor
+		if a.Timeout != nil {
+			if *a.Timeout <= 0 || *a.Timeout > maxWaitFor.Seconds() {
+				return nil, fmt.Errorf(`"timeout" %g: want seconds in (0, %g]`, *a.Timeout, maxWaitFor.Seconds())
+			}
+			p.waitTimeout = time.Duration(*a.Timeout * float64(time.Second))
+		}
+	case a.ProcessName != "":
+		m, err := launch.ProcessNamed(a.ProcessName)
+		if err != nil {
+			return nil, fmt.Errorf("processName: %w", err)
+		}
+		p.pids[0] = m.Pid
 	case a.Pid != nil:
 		if *a.Pid <= 0 {
 			return nil, fmt.Errorf(`"pid" %d is not a process id`, *a.Pid)
@@ -335,6 +363,12 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 	}
 	return p, nil
 }
+
+// defaultWaitFor and maxWaitFor are the default and the bound of an attach's waitFor timeout.
+const (
+	defaultWaitFor = 30 * time.Second
+	maxWaitFor     = time.Hour
+)
 
 // maxCallTimeout bounds the callTimeout argument.
 const maxCallTimeout = time.Hour

@@ -13,7 +13,7 @@ import (
 
 // Benchmarks (go test -run '^$' -bench . ./adapter):
 //
-//	BenchmarkRequestLatency   stackTrace, scopes, variables and evaluate at one stop, hpcdap
+//	BenchmarkRequestLatency   stackTrace, scopes, variables, evaluate and completions at one stop, hpcdap
 //	                          beside lldb-vscode-15 on the same program; p50/p99 per request.
 //	BenchmarkLaunchToStop     launch → every rank stopped at a breakpoint, for 1, 16, 64 ranks.
 //	BenchmarkMemoryPerRank    the adapter's heap per rank of a stopped job with its stacks read.
@@ -70,6 +70,8 @@ func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l
 			call("variables", map[string]any{"variablesReference": ref})
 		case "evaluate":
 			call("evaluate", map[string]any{"expression": "s->corner[1].x + depth", "frameId": fid, "context": "watch"})
+		case "completions":
+			call("completions", map[string]any{"text": "s->corner[1].", "column": 14, "frameId": fid})
 		}
 	}
 }
@@ -77,7 +79,7 @@ func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l
 func BenchmarkRequestLatency(b *testing.B) {
 	p := compileC(b, "stacks")
 	line := p.line(b, "leaf-write")
-	for _, req := range []string{"stackTrace", "scopes", "variables", "evaluate"} {
+	for _, req := range []string{"stackTrace", "scopes", "variables", "evaluate", "completions"} {
 		b.Run("hpcdap/"+req, func(b *testing.B) {
 			d := newDAP(b, viaStdio)
 			defer d.close()

@@ -54,6 +54,14 @@ func (h *handles) get(id int) (any, bool) {
 	return e.v, ok
 }
 
+// dropAll forgets every handle (the job they belonged to is gone); new ones keep counting.
+func (h *handles) dropAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.m = map[int]handle{}
+	h.byRank = map[int][]int{}
+}
+
 // dropRank forgets every handle of rank r (its stop is over).
 func (h *handles) dropRank(r int) {
 	h.mu.Lock()

@@ -11,12 +11,23 @@ import (
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
-// jobEvents turns what a job reports (Events) into the session's DAP events.
-type jobEvents struct{ s *Conn }
+// jobEvents turns what a job reports (Events) into the session's DAP events. gen is the
+// job's number in the session: once a restart has replaced the job, what it still reports
+// (its ranks' ends, its exit) is not the client's business and is dropped.
+type jobEvents struct {
+	s   *Conn
+	gen int64
+}
+
+// events returns the events of the session's current job.
+func (s *Conn) events() jobEvents { return jobEvents{s: s, gen: s.jobGen.Load()} }
+
+// stale reports whether the job that reports has been replaced.
+func (e jobEvents) stale() bool { return e.gen != e.s.jobGen.Load() }
 
 // jobConfig is the configuration of the session's jobs.
 func (s *Conn) jobConfig() debugger.Config {
-	return debugger.Config{Ctx: s.ctx, Events: jobEvents{s}, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
+	return debugger.Config{Ctx: s.ctx, Events: s.events(), Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
 }
 
 // callLimit is the session's bound on one function call.
@@ -31,6 +42,9 @@ func (s *Conn) callLimit() time.Duration {
 
 // Output sends an output event; a rank's output carries the rank in its data ({"rank": 3}).
 func (e jobEvents) Output(category, text string, rank int) {
+	if e.stale() {
+		return
+	}
 	if text == "" {
 		return
 	}
@@ -43,6 +57,9 @@ func (e jobEvents) Output(category, text string, rank int) {
 
 // Stopped sends the stopped event of a thread.
 func (e jobEvents) Stopped(ev debugger.StopEvent) {
+	if e.stale() {
+		return
+	}
 	if ev.Other {
 		e.s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: ev.Reason,
 			ThreadId: ev.ThreadID, PreserveFocusHint: true}})
@@ -59,19 +76,32 @@ func (e jobEvents) Stopped(ev debugger.StopEvent) {
 
 // Continued sends a continued event.
 func (e jobEvents) Continued(threadID int) {
+	if e.stale() {
+		return
+	}
 	e.s.send(&dap.ContinuedEvent{Event: newEvent("continued"), Body: dap.ContinuedEventBody{ThreadId: threadID}})
 }
 
 // Exited sends the exited event.
 func (e jobEvents) Exited(code int) {
+	if e.stale() {
+		return
+	}
 	e.s.send(&dap.ExitedEvent{Event: newEvent("exited"), Body: dap.ExitedEventBody{ExitCode: code}})
 }
 
 // Terminated sends the terminated event.
-func (e jobEvents) Terminated() { e.s.sendTerminated() }
+func (e jobEvents) Terminated() {
+	if !e.stale() {
+		e.s.sendTerminated()
+	}
+}
 
 // BreakpointChanged sends a breakpoint event.
 func (e jobEvents) BreakpointChanged(bp *debugger.Breakpoint) {
+	if e.stale() {
+		return
+	}
 	ev := &BreakpointEvent{Event: newEvent("breakpoint")}
 	ev.Body.Reason = "changed"
 	ev.Body.Breakpoint = e.s.dapBreakpoint(bp)
@@ -80,6 +110,9 @@ func (e jobEvents) BreakpointChanged(bp *debugger.Breakpoint) {
 
 // RanksChanged sends the hpcdap/ranksChanged event.
 func (e jobEvents) RanksChanged(ranks []debugger.RankStatus) {
+	if e.stale() {
+		return
+	}
 	e.s.sendEvent("hpcdap/ranksChanged", &RanksChangedBody{Ranks: wireRankStates(ranks)})
 }
 
@@ -95,10 +128,17 @@ func wireRankStates(ranks []debugger.RankStatus) []RankState {
 }
 
 // StopOver forgets the frame ids and variables references of the rank's stop.
-func (e jobEvents) StopOver(rank int) { e.s.handles.dropRank(rank) }
+func (e jobEvents) StopOver(rank int) {
+	if !e.stale() {
+		e.s.handles.dropRank(rank)
+	}
+}
 
 // ModuleLoaded sends a module event.
 func (e jobEvents) ModuleLoaded(m *symbols.Module) {
+	if e.stale() {
+		return
+	}
 	e.s.sendEvent("module", map[string]any{"reason": "new", "module": map[string]any{
 		"id": m.Path, "name": filepath.Base(m.Path), "path": m.Path}})
 }

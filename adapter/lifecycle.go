@@ -22,6 +22,10 @@ func capabilities() Capabilities {
 	c.SupportsHitConditionalBreakpoints = true
 	c.SupportsLogPoints = true
 	c.SupportsEvaluateForHovers = true
+	c.SupportsCompletionsRequest = true
+	c.SupportsStepInTargetsRequest = true
+	c.SupportsCancelRequest = true
+	c.SupportsRestartRequest = true
 	c.SupportsSetVariable = true
 	c.SupportsDataBreakpoints = true
 	c.SupportsInstructionBreakpoints = true
@@ -167,17 +171,35 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 		s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
 		return
 	}
-	logDir, err := s.prepareLogDir()
-	if err != nil {
-		s.releaseStart()
-		s.sendError(&req.Request, errFailedToLaunch, "launch: log directory: "+err.Error())
-		return
-	}
-	exe, err := s.agentExe()
+	j, inPlace, err := s.launchJob(plan)
 	if err != nil {
 		s.releaseStart()
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
+	}
+	s.mu.Lock()
+	s.job = j
+	s.launchedJob = true
+	s.launchArgs = req.Arguments
+	s.entryStop = plan.stopAtEntry
+	s.entryInPlace = inPlace
+	s.mu.Unlock()
+	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
+		SystemProcessId: j.Ranks()[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
+	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
+	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
+}
+
+// launchJob starts the job a launch plan describes (not a core file): its agents, its ranks,
+// through a launcher when the plan names one, held before they run.
+func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
+	logDir, err := s.prepareLogDir()
+	if err != nil {
+		return nil, false, fmt.Errorf("log directory: %w", err)
+	}
+	exe, err := s.agentExe()
+	if err != nil {
+		return nil, false, err
 	}
 	start := (&launch.LocalSpawn{AgentPath: exe, LogDir: logDir, NP: plan.np, Program: plan.program, Args: plan.args,
 		AgentArgs: emulatorAgentArgs(plan), Env: plan.env, Dir: plan.cwd, NoASLR: plan.noASLR}).Start
@@ -202,23 +224,12 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 		if wl != nil {
 			wl.End(true)
 		}
-		s.releaseStart()
-		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
-		return
+		return nil, false, err
 	}
 	if plan.noDebug {
 		j.SetNoDebug()
 	}
-	s.mu.Lock()
-	s.job = j
-	s.launchedJob = true
-	s.entryStop = plan.stopAtEntry
-	s.entryInPlace = inPlace
-	s.mu.Unlock()
-	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: plan.program,
-		SystemProcessId: j.Ranks()[0].Pid, IsLocalProcess: true, StartMethod: "launch", PointerSize: 64}})
-	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
-	s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
+	return j, inPlace, nil
 }
 
 func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
@@ -231,6 +242,17 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 		return
 	}
 	s.sources.paths = plan.paths
+	if plan.waitName != "" {
+		if err := s.waitForProcess(&req.Request, plan); err != nil {
+			s.releaseStart()
+			if errors.Is(err, errCancelledRequest) {
+				s.sendCancelled(&req.Request)
+				return
+			}
+			s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+			return
+		}
+	}
 	logDir, err := s.prepareLogDir()
 	if err == nil {
 		var exe string
@@ -273,6 +295,23 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	}
 	s.releaseStart()
 	s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+}
+
+// waitForProcess waits, up to the plan's timeout, for a process that runs the program the plan
+// names to start, and makes it the plan's one rank.
+func (s *Conn) waitForProcess(r *dap.Request, plan *attachPlan) error {
+	ctx, cancel := context.WithTimeoutCause(s.requestContext(r), plan.waitTimeout,
+		fmt.Errorf("none started within %v", plan.waitTimeout))
+	defer cancel()
+	defer s.requestDone(r)
+	m, err := launch.WaitForProcess(ctx, plan.waitName, func() {
+		s.sendOutput("console", fmt.Sprintf("Waiting up to %v for a process running %q to start\n", plan.waitTimeout, plan.waitName))
+	})
+	if err != nil {
+		return err
+	}
+	plan.pids[0] = m.Pid
+	return nil
 }
 
 // launchPhase tells the client, on its console, where a launch through a launcher is.
@@ -341,10 +380,17 @@ func (s *Conn) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
 		j.ReportPostMortemStop()
 		return
 	}
-	if entry && (!launched || s.entryInPlace) {
-		// Attached ranks are stopped where they ran: that is the entry stop. (So are ranks
-		// a launcher holds inside MPI_Init.)
+	s.runConfigured(j, entry, !launched || s.entryInPlace, func() {
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+	})
+}
+
+// runConfigured lets a configured job's ranks go: with stopAtEntry (entry) they stop at main,
+// or are reported stopped where they are (inPlace: attached ranks, or ranks a launcher holds
+// inside MPI_Init). respond answers the request before the ranks run.
+func (s *Conn) runConfigured(j *debugger.Job, entry, inPlace bool, respond func()) {
+	if entry && inPlace {
+		respond()
 		j.ReportStoppedInPlace()
 		return
 	}
@@ -353,7 +399,7 @@ func (s *Conn) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
 			s.sendOutput("important", fmt.Sprintf("stopAtEntry: %v; starting without stopping\n", err))
 		}
 	}
-	s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+	respond()
 	if err := j.ContinueAll(); err != nil {
 		s.sendOutput("important", fmt.Sprintf("start the ranks: %v\n", err))
 	}

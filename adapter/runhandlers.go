@@ -58,8 +58,8 @@ func (s *Conn) continueSingleThread(req *dap.ContinueRequest, j *debugger.Job, t
 	s.send(resp)
 }
 
-// step answers next, stepIn and stepOut.
-func (s *Conn) step(r *dap.Request, threadID int, single bool, gran dap.SteppingGranularity, kind debugger.StepKind, respond func()) {
+// step answers next, stepIn and stepOut; target, when not nil, is the call a stepIn enters.
+func (s *Conn) step(r *dap.Request, threadID int, single bool, gran dap.SteppingGranularity, kind debugger.StepKind, target *debugger.StepTarget, respond func()) {
 	j := s.currentJob(r)
 	if j == nil {
 		return
@@ -74,7 +74,13 @@ func (s *Conn) step(r *dap.Request, threadID int, single bool, gran dap.Stepping
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
-	if err := j.StartSteps(ctx, t, kind, gran == "instruction", single); err != nil {
+	var err error
+	if target != nil {
+		err = j.StartStepInto(ctx, t, *target, single)
+	} else {
+		err = j.StartSteps(ctx, t, kind, gran == "instruction", single)
+	}
+	if err != nil {
 		s.sendError(r, errRunControl, fmt.Sprintf("%s: %v", r.Command, err))
 		return
 	}
@@ -83,21 +89,29 @@ func (s *Conn) step(r *dap.Request, threadID int, single bool, gran dap.Stepping
 
 func (s *Conn) onNextRequest(req *dap.NextRequest) {
 	a := req.Arguments
-	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOver, func() {
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOver, nil, func() {
 		s.send(&dap.NextResponse{Response: newResponse(&req.Request)})
 	})
 }
 
 func (s *Conn) onStepInRequest(req *dap.StepInRequest) {
 	a := req.Arguments
-	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepInto, func() {
+	var target *debugger.StepTarget
+	if a.TargetId != 0 {
+		ref, ok := s.stepInTarget(&req.Request, a.ThreadId, a.TargetId)
+		if !ok {
+			return
+		}
+		target = &ref.target
+	}
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepInto, target, func() {
 		s.send(&dap.StepInResponse{Response: newResponse(&req.Request)})
 	})
 }
 
 func (s *Conn) onStepOutRequest(req *dap.StepOutRequest) {
 	a := req.Arguments
-	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOutOf, func() {
+	s.step(&req.Request, a.ThreadId, a.SingleThread, a.Granularity, debugger.StepOutOf, nil, func() {
 		s.send(&dap.StepOutResponse{Response: newResponse(&req.Request)})
 	})
 }

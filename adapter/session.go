@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,20 +41,26 @@ type Conn struct {
 	job         *debugger.Job
 	started     bool // launch or attach succeeded
 	configDone  bool
-	launchedJob bool // launched (terminate kills) rather than attached (disconnect detaches)
-	entryStop   bool // stopAtEntry
-	logDir      string
-	ownLogDir   bool
-	done        chan struct{}
-	closeOnce   sync.Once
-	progressID  int
-	sources     sourceCache // which recorded source paths exist here
-	handles     handles     // frame ids and variables references of the ranks' stops
+	launchedJob bool            // launched (terminate kills) rather than attached (disconnect detaches)
+	launchArgs  json.RawMessage // the launch request's arguments, for a restart without new ones
+	// jobGen numbers the session's jobs: events of a job that a restart replaced are dropped.
+	jobGen     atomic.Int64
+	entryStop  bool // stopAtEntry
+	logDir     string
+	ownLogDir  bool
+	done       chan struct{}
+	closeOnce  sync.Once
+	progressID int
+	sources    sourceCache // which recorded source paths exist here
+	handles    handles     // frame ids and variables references of the ranks' stops
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool
 	// callTimeout bounds a function call in an expression (0: the default, callTimeout).
 	callTimeout time.Duration
+	cancels     cancelTable // the requests a cancel request may end
+	dispatched  int         // the seq of the last request whose handling began
+
 	// inPlaceSeq is the seq of the request being dispatched whose failure the client shows
 	// where the user looks (see errorShownInPlace), -1 when there is none.
 	inPlaceSeq atomic.Int64
@@ -116,6 +123,10 @@ func (s *Conn) read(out chan<- dap.Message) {
 		if m == nil {
 			continue
 		}
+		if c, ok := m.(*dap.CancelRequest); ok {
+			s.onCancelRequest(c)
+			continue
+		}
 		select {
 		case out <- m:
 		case <-s.done:
@@ -143,7 +154,7 @@ func (s *Conn) decode(body []byte) (m dap.Message, derr *decodeError) {
 // goroutine's work ("exit of rank 3").
 func (s *Conn) recoverPanic(what string) {
 	if p := recover(); p != nil {
-		debugger.ReportPanic(jobEvents{s}, what, p)
+		debugger.ReportPanic(s.events(), what, p)
 	}
 }
 
@@ -181,6 +192,10 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 			keep = true
 		}
 	}()
+	if s.cancelledBeforeStart(r.Seq) {
+		s.sendCancelled(r)
+		return true
+	}
 	s.mu.Lock()
 	initialized := s.initialized
 	s.mu.Unlock()
@@ -204,6 +219,8 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 	case *DisconnectRequest: // Required
 		s.onDisconnectRequest(req)
 		return false
+	case *dap.RestartRequest: // Optional (capability 'supportsRestartRequest')
+		s.onRestartRequest(req)
 	case *dap.TerminateRequest: // Optional (capability 'supportsTerminateRequest')
 		s.onTerminateRequest(req)
 	case *dap.SetBreakpointsRequest: // Required
@@ -236,12 +253,19 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 			defer s.inPlaceSeq.Store(-1)
 		}
 		s.onEvaluateRequest(req)
+	case *dap.CompletionsRequest: // Optional (capability 'supportsCompletionsRequest')
+		// The console shows no completion when none comes: a failure is no news for the user.
+		s.inPlaceSeq.Store(int64(r.Seq))
+		defer s.inPlaceSeq.Store(-1)
+		s.onCompletionsRequest(req)
 	case *dap.ContinueRequest: // Required
 		s.onContinueRequest(req)
 	case *dap.NextRequest: // Required
 		s.onNextRequest(req)
 	case *dap.StepInRequest: // Required
 		s.onStepInRequest(req)
+	case *dap.StepInTargetsRequest: // Optional (capability 'supportsStepInTargetsRequest')
+		s.onStepInTargetsRequest(req)
 	case *dap.StepOutRequest: // Required
 		s.onStepOutRequest(req)
 	case *dap.PauseRequest: // Required
@@ -357,13 +381,13 @@ func (s *Conn) sendEvent(name string, body any) {
 }
 
 // sendOutput sends an output event.
-func (s *Conn) sendOutput(category, text string) { jobEvents{s}.Output(category, text, -1) }
+func (s *Conn) sendOutput(category, text string) { s.events().Output(category, text, -1) }
 
 // sendContinued tells the client that threads it did not name are running again.
 func (s *Conn) sendContinued(threads []*debugger.Thread, except int) {
 	for _, t := range threads {
 		if t.ID != except {
-			jobEvents{s}.Continued(t.ID)
+			s.events().Continued(t.ID)
 		}
 	}
 }

@@ -33,6 +33,7 @@ const (
 	errInternal         = 8888
 	errTooLarge         = 1005
 	errDuplicateRequest = 1006
+	errCancelled        = 1007 // ended by a cancel request
 )
 
 // Capabilities extends go-dap's with the DAP fields newer than its schema (1.59).

@@ -148,6 +148,17 @@ func TestDecodeMatchesObjdump(t *testing.T) {
 			t.Errorf("%s: %x (%s %s): decoded length %d call %v, objdump length %d call %v",
 				m[1], code, mnemonic, m[4], n, call, len(code), isCall)
 		}
+		pc, _ := strconv.ParseUint(m[1], 16, 64)
+		target, direct := CallTarget(code, pc)
+		if isCall && !strings.HasPrefix(m[4], "*") {
+			// A direct call: objdump prints its target first ("1139 <f>").
+			want, err := strconv.ParseUint(strings.Fields(m[4])[0], 16, 64)
+			if err != nil || !direct || target != want {
+				t.Errorf("%s: %x (%s %s): call target %#x (%v), objdump %#x", m[1], code, mnemonic, m[4], target, direct, want)
+			}
+		} else if direct {
+			t.Errorf("%s: %x (%s %s): a direct call target %#x, objdump shows none", m[1], code, mnemonic, m[4], target)
+		}
 		if isCall {
 			calls++
 			switch {
@@ -157,7 +168,6 @@ func TestDecodeMatchesObjdump(t *testing.T) {
 				viaMem++
 			}
 		}
-		pc, _ := strconv.ParseUint(m[1], 16, 64)
 		text, tn, err := Disassemble(code, pc, nil)
 		if err != nil || tn != len(code) {
 			t.Errorf("%s: disassemble %x: %q, %d bytes, %v", m[1], code, text, tn, err)

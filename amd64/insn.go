@@ -46,6 +46,20 @@ func DecodeCall(code []byte) (call bool, length int, err error) {
 	return inst.Op == x86asm.CALL || inst.Op == x86asm.LCALL, inst.Len, nil
 }
 
+// CallTarget returns the address a direct call (call rel32) at the start of code, which
+// lies at pc, calls; ok is false for any other instruction, indirect calls included.
+func CallTarget(code []byte, pc uint64) (target uint64, ok bool) {
+	inst, err := Decode(code)
+	if err != nil || inst.Op != x86asm.CALL {
+		return 0, false
+	}
+	rel, isRel := inst.Args[0].(x86asm.Rel)
+	if !isRel {
+		return 0, false
+	}
+	return pc + uint64(inst.Len) + uint64(int64(rel)), true
+}
+
 // Disassemble decodes the instruction at the start of code, which sits at pc, and prints it
 // in GNU syntax; sym names addresses (it may be nil).
 func Disassemble(code []byte, pc uint64, sym func(uint64) (string, uint64)) (text string, length int, err error) {

@@ -76,6 +76,10 @@ func (amd64ISA) decodeCall(code []byte, pc uint64) (bool, uint64, bool) {
 	return call, pc + uint64(n), true
 }
 
+func (amd64ISA) callTarget(code []byte, pc uint64) (uint64, bool) {
+	return amd64.CallTarget(code, pc)
+}
+
 func (amd64ISA) instLen(code []byte) int {
 	if inst, err := amd64.Decode(code); err == nil {
 		return inst.Len

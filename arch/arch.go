@@ -73,6 +73,7 @@ type Register struct {
 // isa is a machine's instruction decoding.
 type isa interface {
 	decodeCall(code []byte, pc uint64) (call bool, next uint64, ok bool)
+	callTarget(code []byte, pc uint64) (target uint64, ok bool)
 	instLen(code []byte) int
 	disassemble(code []byte, pc uint64, sym func(uint64) (string, uint64)) (string, int, error)
 	accessAddress(code []byte, pc uint64, gp []byte) (uint64, bool)
@@ -133,6 +134,13 @@ func (a *Arch) ELFv1() bool { return a.Machine == elf.EM_PPC64 && a.ByteOrder ==
 // call, and the address after it; ok is false when code does not decode.
 func (a *Arch) DecodeCall(code []byte, pc uint64) (call bool, next uint64, ok bool) {
 	return a.isa.decodeCall(code, pc)
+}
+
+// CallTarget returns the address a direct call at the start of code, which lies at pc,
+// calls; ok is false for an indirect call (through a register or memory) and for an
+// instruction that is not a call.
+func (a *Arch) CallTarget(code []byte, pc uint64) (target uint64, ok bool) {
+	return a.isa.callTarget(code, pc)
 }
 
 // InstLen returns the length of the instruction at the start of code for walking a

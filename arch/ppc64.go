@@ -54,6 +54,14 @@ func (p powerISA) decodeCall(code []byte, pc uint64) (bool, uint64, bool) {
 	return inst.IsCall(), pc + uint64(inst.Len), true
 }
 
+func (p powerISA) callTarget(code []byte, pc uint64) (uint64, bool) {
+	inst, err := ppc64.Decode(code, pc, p.order)
+	if err != nil || !inst.IsCall() {
+		return 0, false
+	}
+	return inst.Target()
+}
+
 func (powerISA) instLen([]byte) int { return 4 }
 
 func (p powerISA) disassemble(code []byte, pc uint64, _ func(uint64) (string, uint64)) (string, int, error) {

@@ -41,6 +41,11 @@ type stepGroup struct {
 // StartSteps starts a step of thread t (and, in all-stop mode, of the focus ranks' main
 // threads). It returns once the steppers run.
 func (j *Job) StartSteps(ctx context.Context, t *Thread, kind StepKind, instr, single bool) error {
+	return j.startSteps(ctx, t, kind, instr, single, nil)
+}
+
+// startSteps is StartSteps; a step in with a target enters only that call of the line.
+func (j *Job) startSteps(ctx context.Context, t *Thread, kind StepKind, instr, single bool, target *StepTarget) error {
 	// No notification of t's rank is half handled while the step looks at the rank and sets
 	// out (in stop mode thread, a thread that stopped meanwhile is held, and its rank running
 	// again, before the step sees it).
@@ -98,6 +103,7 @@ func (j *Job) StartSteps(ctx context.Context, t *Thread, kind StepKind, instr, s
 			st := &stepper{j: j, r: r, lwp: lwp, kind: kind, instr: instr, single: single, ch: make(chan *cdti.Notify, 4),
 				gone: make(chan struct{})}
 			if errs[i] = st.prepare(ctx); errs[i] == nil {
+				st.site = target.siteIn(st)
 				steppers[i] = st
 			}
 		})

@@ -174,7 +174,8 @@ func (st *stepper) biasAt(pc uint64) uint64 {
 
 // advance executes one instruction of the thread, a call as a whole when stepping over it.
 // Stepping into a call whose target has line information stops at the callee's first line
-// (done); a callee without line information is run through.
+// (done); a callee without line information is run through. A step in with a target steps
+// over the other calls.
 func (st *stepper) advance(ctx context.Context) (done bool, err error) {
 	p := &st.plan
 	isCall, next := st.decodeCall(p.pc)
@@ -184,7 +185,7 @@ func (st *stepper) advance(ctx context.Context) (done bool, err error) {
 		}
 	}
 	callSP := p.sp
-	if isCall && st.kind == StepOver {
+	if isCall && (st.kind == StepOver || st.site != 0 && p.pc != st.site && !st.instr) {
 		return st.instr, st.runTo(ctx, []uint64{next}, callSP)
 	}
 	if err := st.stepInstr(ctx); err != nil {

@@ -25,6 +25,7 @@ type stepper struct {
 	temps     []uint64
 	plan      stepPlan
 	end       *stopInfo // how the step ended when not as a plain step (a breakpoint on the way)
+	site      uint64    // a step in with a target: the one call to enter (0: any)
 }
 
 // deliver hands a notification to the stepper; it never blocks the notification reader.
