@@ -1,6 +1,7 @@
 /* Two ranks in lock step through a shared file ($SYNC_FILE, $ITERS rounds): in each round rank
  * 0 calls hit() just as rank 1 calls cond(), so that a breakpoint in hit() stops the job while
- * a breakpoint in cond() whose condition does not hold is being passed on. */
+ * a breakpoint in cond() whose condition does not hold is being passed on. Neither ends before
+ * the other is through its last round. */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -35,5 +36,12 @@ int main(void)
 			cond(it);
 		}
 	}
+	/* Rank 1 stays until rank 0 is past its last hit(): otherwise it could exit while the
+	 * last round's stop of the job is on its way to it. */
+	if (rank == 0)
+		s[2] = 1;
+	else
+		while (s[2] != 1)
+			;
 	return 0;
 }
