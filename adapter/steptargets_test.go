@@ -134,10 +134,11 @@ func TestStepInTargetsAllRanks(t *testing.T) {
 	d.setBreakpoints(p.src, p.line(t, "calls"))
 	d.call("configurationDone", nil, nil)
 	st := d.stopped()
-	// The first rank at the line stopped the others wherever they were (starting up): each
-	// is run alone to the line.
+	// The first rank at the line stopped the others wherever they were (starting up, or at
+	// the breakpoint's address with its trap not yet executed): each rank that has not hit
+	// the breakpoint is run alone until it does.
 	for _, r := range d.ranks().Ranks {
-		if fs := d.stackTrace(r.ThreadID); len(fs) > 0 && fs[0].Line == p.line(t, "calls") {
+		if fs := d.stackTrace(r.ThreadID); r.StopReason == "breakpoint" && len(fs) > 0 && fs[0].Line == p.line(t, "calls") {
 			continue
 		}
 		d.call("continue", map[string]any{"threadId": r.ThreadID, "singleThread": true}, nil)
