@@ -83,3 +83,24 @@ func TestDOTParses(t *testing.T) {
 		t.Errorf("format svg: %v", err)
 	}
 }
+
+// FuzzParsePids reads arbitrary --pids text: a table or an error, never a panic; a table has
+// positive pids, non-negative ranks and no pid twice.
+func FuzzParsePids(f *testing.F) {
+	for _, s := range []string{"10,20,30", "0=4242,1=4243", "5=1,5=2", "1=2,3", "", ",", "=", "-1=3", "2=-4", "9999999999999999999=1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		pids, err := ParsePids(s)
+		if err != nil {
+			return
+		}
+		seen := map[int]bool{}
+		for r, p := range pids {
+			if r < 0 || p <= 0 || seen[p] {
+				t.Fatalf("ParsePids(%q) = %v", s, pids)
+			}
+			seen[p] = true
+		}
+	})
+}

@@ -29,3 +29,20 @@ func TestParseCompletion(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseCompletion reads arbitrary console text: the prefix is the text's tail at Start and
+// the base lies before it, never a panic.
+func FuzzParseCompletion(f *testing.F) {
+	for _, s := range []string{"s->corner[1].", "p->n", "a.b.c", "1.", "f(x)->", "->", ".", "x[1]", "\xff.\xfe->"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c := ParseCompletion(s)
+		if c.Start < 0 || c.Start > len(s) || s[c.Start:] != c.Prefix {
+			t.Fatalf("ParseCompletion(%q) = %+v", s, c)
+		}
+		if c.Base != "" && !c.Member {
+			t.Fatalf("ParseCompletion(%q): a base without a member operator: %+v", s, c)
+		}
+	})
+}
