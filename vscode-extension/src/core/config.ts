@@ -21,7 +21,7 @@ export const maxLocalRanks = 4096;
 export const minCallTimeout = 0.001;
 export const maxCallTimeout = 3600;
 /** The attach targets, of which a configuration names exactly one. */
-export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob'] as const;
+export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob', 'processName'] as const;
 
 /** A debug configuration as launch.json holds it (after variable substitution). */
 export type DebugConfig = Record<string, unknown>;
@@ -156,9 +156,24 @@ function checkLaunch(c: DebugConfig, err: (m: string) => void): void {
 function checkAttach(c: DebugConfig, err: (m: string) => void): void {
   const given = attachTargets.filter((k) => c[k] !== undefined);
   if (given.length === 0) {
-    err('attach needs one of "pid", "pids", "launcherPid" or "slurmJob"');
+    err('attach needs one of "pid", "pids", "launcherPid", "slurmJob" or "processName"');
   } else if (given.length > 1) {
-    err(`attach takes exactly one of "pid", "pids", "launcherPid" and "slurmJob", not ${given.map((k) => `"${k}"`).join(' and ')}`);
+    err(`attach takes exactly one of "pid", "pids", "launcherPid", "slurmJob" and "processName", not ${given.map((k) => `"${k}"`).join(' and ')}`);
+  }
+  if (c.processName !== undefined && (typeof c.processName !== 'string' || c.processName.trim() === '')) {
+    err(`"processName" must be a program's name or path, not ${describe(c.processName)}`);
+  }
+  if (c.waitFor !== undefined && typeof c.waitFor !== 'boolean') {
+    err(`"waitFor" must be true or false, not ${describe(c.waitFor)}`);
+  }
+  if (c.waitFor === true && c.processName === undefined) {
+    err('"waitFor" waits for a process by "processName": give one');
+  }
+  if (c.timeout !== undefined && c.waitFor !== true) {
+    err('"timeout" bounds "waitFor": give both or neither');
+  }
+  if (c.timeout !== undefined && !(typeof c.timeout === 'number' && c.timeout > 0 && c.timeout <= 3600)) {
+    err(`"timeout" must be a number of seconds up to 3600, not ${describe(c.timeout)}`);
   }
   let size: number | undefined;
   for (const k of ['pid', 'launcherPid'] as const) {

@@ -74,7 +74,13 @@ test('launch: ranks are checked against np', () => {
 });
 
 test('attach: exactly one target', () => {
-  rejects(attach({}), /needs one of "pid", "pids", "launcherPid" or "slurmJob"/);
+  rejects(attach({}), /needs one of "pid", "pids", "launcherPid", "slurmJob" or "processName"/);
+  assert.deepEqual(checkConfig(attach({ processName: 'solver', waitFor: true, timeout: 5 })).errors, []);
+  rejects(attach({ processName: 'solver', pid: 4 }), /exactly one of .* not "pid" and "processName"/);
+  rejects(attach({ pid: 4, waitFor: true }), /"waitFor" waits for a process by "processName"/);
+  rejects(attach({ processName: 'solver', timeout: 5 }), /"timeout" bounds "waitFor"/);
+  rejects(attach({ processName: 'solver', waitFor: true, timeout: 0 }), /"timeout" must be a number of seconds/);
+  rejects(attach({ processName: '' }), /"processName" must be a program's name/);
   rejects(attach({ pid: 5, pids: { 0: 6 } }), /exactly one of .* not "pid" and "pids"/);
   rejects(attach({ launcherPid: 5, slurmJob: '1.0' }), /not "launcherPid" and "slurmJob"/);
   rejects(attach({ pid: 0 }), /"pid" must be a process id/);
