@@ -219,26 +219,21 @@ func (j *Job) releaseThread(t *Thread) error {
 // threads run, before any new stop of them.
 func (j *Job) ContinueFrom(t *Thread, report func(resumed []*Thread, all bool, err error)) {
 	ranks := j.runTargets(t, false)
+	var own *Rank
 	if len(ranks) == 1 {
 		// One rank (stop modes rank and thread): no stop of it is half handled while it is
 		// continued (in stop mode thread, a thread that stopped meanwhile is held, and its rank
-		// running again, before this continue looks at it).
-		own := ranks[0]
+		// running again, before this continue looks at it); the lock is held until report
+		// has run.
+		own = ranks[0]
 		own.evMu.Lock()
 		defer own.evMu.Unlock()
-		if j.heldAlone(t) {
-			report(nil, false, j.releaseThread(t))
-			return
-		}
-		resumed, err := j.continueRanks(ranks, own)
-		report(resumed, len(ranks) == len(j.ranks), err)
-		return
 	}
 	if j.heldAlone(t) {
 		report(nil, false, j.releaseThread(t))
 		return
 	}
-	resumed, err := j.continueRanks(ranks, nil)
+	resumed, err := j.continueRanks(ranks, own)
 	report(resumed, len(ranks) == len(j.ranks), err)
 }
 
