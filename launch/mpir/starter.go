@@ -356,13 +356,22 @@ func (s *Starter) Release(ctx context.Context) error {
 	if s.exited != nil {
 		return nil
 	}
-	if s.bpSet {
-		if err := s.update(ctx, &cdti.ResetBreakpoint{Addr: s.syms.Breakpoint, Instruction: s.bpOrig}); err != nil {
-			return fmt.Errorf("mpir: remove the breakpoint on MPIR_Breakpoint: %w", err)
-		}
-		s.bpSet = false
+	if err := s.removeBreakpoint(ctx); err != nil {
+		return err
 	}
 	return s.cont(ctx)
+}
+
+// removeBreakpoint takes the breakpoint off MPIR_Breakpoint, if it is planted.
+func (s *Starter) removeBreakpoint(ctx context.Context) error {
+	if !s.bpSet {
+		return nil
+	}
+	if err := s.update(ctx, &cdti.ResetBreakpoint{Addr: s.syms.Breakpoint, Instruction: s.bpOrig}); err != nil {
+		return fmt.Errorf("mpir: remove the breakpoint on MPIR_Breakpoint: %w", err)
+	}
+	s.bpSet = false
+	return nil
 }
 
 // Abandon makes sure the launcher is not left stopped after a failure: it removes the
@@ -399,11 +408,8 @@ func (s *Starter) Detach(ctx context.Context) error {
 	if s.exited != nil {
 		return nil
 	}
-	if s.bpSet {
-		if err := s.update(ctx, &cdti.ResetBreakpoint{Addr: s.syms.Breakpoint, Instruction: s.bpOrig}); err != nil {
-			return fmt.Errorf("mpir: remove the breakpoint on MPIR_Breakpoint: %w", err)
-		}
-		s.bpSet = false
+	if err := s.removeBreakpoint(ctx); err != nil {
+		return err
 	}
 	if err := s.update(ctx, &cdti.ReleaseControl{}); err != nil {
 		return fmt.Errorf("mpir: release control of the launcher: %w", err)
