@@ -243,9 +243,11 @@ func (j *pmixJob) Kill(ctx context.Context, sig syscall.Signal) error {
 		return nil
 	default:
 	}
+	// The ranks are signalled both through the launcher and, in case it is gone, directly on
+	// this host: the kill fails only when neither way reached them.
 	err := j.tool.Kill(ctx, sig)
-	if kerr := j.ops.killRanks(ctx, j.procs, sig); kerr != nil && err != nil {
-		return errors.Join(err, kerr)
+	if kerr := j.ops.killRanks(ctx, j.procs, sig); err != nil && kerr != nil {
+		return fmt.Errorf("launch: kill %s: %w", j.id, errors.Join(err, kerr))
 	}
 	if rerr := j.Release(ctx); rerr != nil && !errors.Is(rerr, context.Canceled) {
 		j.fe.logf("launch: %s: release after kill: %v", j.id, rerr)
