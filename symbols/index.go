@@ -391,12 +391,16 @@ func (b *Binary) indexFiles() {
 		}
 		seen := map[string]bool{}
 		for _, f := range lr.Files() {
-			if f == nil || seen[f.Name] {
+			if f == nil {
 				continue
 			}
-			seen[f.Name] = true
-			cu.files = append(cu.files, f.Name)
-			b.files[f.Name] = append(b.files[f.Name], cu)
+			name := cu.absFileName(f.Name)
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			cu.files = append(cu.files, name)
+			b.files[name] = append(b.files[name], cu)
 		}
 	}
 }

@@ -76,7 +76,7 @@ func (b *Binary) decodeLines(cu *compUnit) (*lineTable, error) {
 	for _, f := range lr.Files() {
 		name := ""
 		if f != nil {
-			name = f.Name
+			name = cu.absFileName(f.Name)
 		}
 		lt.fileByIndex = append(lt.fileByIndex, name)
 	}
@@ -90,11 +90,7 @@ func (b *Binary) decodeLines(cu *compUnit) (*lineTable, error) {
 		created = append(created, f)
 		return f
 	}
-	primaryName := cu.Name
-	if primaryName != "" && !filepath.IsAbs(primaryName) && cu.CompDir != "" {
-		primaryName = filepath.Join(cu.CompDir, primaryName)
-	}
-	primary := sub(primaryName)
+	primary := sub(cu.absFileName(cu.Name))
 
 	record := func(f *lineFile, line int32, e lineEntry) {
 		if line == 0 {
@@ -143,7 +139,7 @@ func (b *Binary) decodeLines(cu *compUnit) (*lineTable, error) {
 		}
 		name := ""
 		if row.File != nil {
-			name = row.File.Name
+			name = cu.absFileName(row.File.Name)
 		}
 		cur := sub(name)
 		line := int32(row.Line)
@@ -336,6 +332,17 @@ func (b *Binary) matchFiles(path string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// absFileName is the name of a file of the unit as its build saw it: a relative name (a source
+// compiled as `cc -c src/f.c`, or a header found through a relative include directory) is
+// joined to the unit's compilation directory, so that an editor's absolute path finds it and
+// frames name a file the editor can open.
+func (cu *compUnit) absFileName(name string) string {
+	if name != "" && !filepath.IsAbs(name) && cu.CompDir != "" {
+		return filepath.Join(cu.CompDir, name)
+	}
+	return name
 }
 
 // ErrNoCode is returned when a source line or function has no code to stop at.
