@@ -128,7 +128,7 @@ func (s *Conn) frame(r *dap.Request, j *debugger.Job, id int) *frameRef {
 	v, ok := s.handles.get(id)
 	fr, isFrame := v.(*frameRef)
 	if !ok || !isFrame {
-		s.sendError(r, errBadArguments, fmt.Sprintf("%s: frame %d is not a frame of a current stop", r.Command, id))
+		s.sendError(r, errStale, fmt.Sprintf("%s: frame %d is not a frame of a current stop", r.Command, id))
 		return nil
 	}
 	return fr

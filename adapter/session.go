@@ -355,9 +355,10 @@ func (s *Conn) sendError(r *dap.Request, id int, msg string) {
 func (s *Conn) sendErrorRaw(seq int, command string, id int, msg string) {
 	e := &dap.ErrorResponse{Response: dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"},
 		Command: command, RequestSeq: seq, Success: false, Message: msg}}
-	// A thread whose rank runs is a race of the protocol (a client reads a stack just as the
-	// user resumes), not a failure the user must be told about.
-	show := s.inPlaceSeq.Load() != int64(seq) && id != errRunning
+	// A thread whose rank runs, or a handle of a stop that is over, is a race of the protocol
+	// (a client reads a stack or expands a variable just as the user resumes), not a failure
+	// the user must be told about.
+	show := s.inPlaceSeq.Load() != int64(seq) && id != errRunning && id != errStale
 	e.Body.Error = &dap.ErrorMessage{Id: id, Format: msg, ShowUser: show}
 	s.send(e)
 }

@@ -17,6 +17,7 @@ const (
 	errFailedToAttach   = 3001
 	errNotYetSupported  = 3002 // a documented option whose back end does not exist yet
 	errRunning          = 4000 // the thread's rank is running
+	errStale            = 4001 // a frame id or variables reference of a stop that is over
 	errBreakpoints      = 2002
 	errStackTrace       = 2004
 	errScopes           = 2005

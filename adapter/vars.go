@@ -23,7 +23,7 @@ func (s *Conn) onVariablesRequest(req *dap.VariablesRequest) {
 	v, ok := s.handles.get(req.Arguments.VariablesReference)
 	ref, isRef := v.(*varRef)
 	if !ok || !isRef {
-		s.sendError(&req.Request, errVariables, fmt.Sprintf("variables: reference %d is not valid at this stop",
+		s.sendError(&req.Request, errStale, fmt.Sprintf("variables: reference %d is not valid at this stop",
 			req.Arguments.VariablesReference))
 		return
 	}

@@ -192,8 +192,8 @@ func TestEvaluateErrorsShownInPlace(t *testing.T) {
 		t.Errorf("evaluate in a frame that is gone, on hover: %q with showUser", msg)
 	}
 	// The next request's error is shown again.
-	if msg, show := showUser("scopes", map[string]any{"frameId": 999999}); !show {
-		t.Errorf("scopes of a frame that is gone: %q without showUser", msg)
+	if msg, show := showUser("stackTrace", map[string]any{"threadId": 999999}); !show {
+		t.Errorf("stackTrace of a thread that never was: %q without showUser", msg)
 	}
 	// The session goes on: the same expression evaluates once it names a variable.
 	var ev dap.EvaluateResponseBody
@@ -334,8 +334,9 @@ func TestInfoRequests(t *testing.T) {
 }
 
 // TestRunningThreadErrorNotShown: a client that asks for a thread's stack just as its rank
-// resumes (VS Code does, after a stop, when the user continues at once) gets an error without
-// showUser: a race of the protocol, not a failure to raise as a notification.
+// resumes (VS Code does, after a stop, when the user continues at once), or expands a variable
+// or a frame of the stop that just ended, gets an error without showUser: a race of the
+// protocol, not a failure to raise as a notification.
 func TestRunningThreadErrorNotShown(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "spin")
@@ -345,17 +346,31 @@ func TestRunningThreadErrorNotShown(t *testing.T) {
 	d.setBreakpoints(p.src, p.line(t, "tick"))
 	d.call("configurationDone", nil, nil)
 	st := d.stopped()
+	var stack dap.StackTraceResponseBody
+	d.call("stackTrace", map[string]any{"threadId": st.ThreadId}, &stack)
+	var scopes dap.ScopesResponseBody
+	d.call("scopes", map[string]any{"frameId": stack.StackFrames[0].Id}, &scopes)
 	d.setBreakpoints(p.src)
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
-	m, err := d.c.Request("stackTrace", map[string]any{"threadId": st.ThreadId})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body dap.ErrorResponseBody
-	if m.Success || m.Decode(&body) != nil || body.Error == nil {
-		t.Fatalf("stackTrace of a running thread: success %v, body %s", m.Success, m.Body)
-	}
-	if !strings.Contains(m.Message, "is running") || body.Error.ShowUser {
-		t.Errorf("stackTrace of a running thread: %q with showUser %v, want \"… is running\" without", m.Message, body.Error.ShowUser)
+	for _, q := range []struct {
+		command string
+		args    map[string]any
+		want    string
+	}{
+		{"stackTrace", map[string]any{"threadId": st.ThreadId}, "is running"},
+		{"scopes", map[string]any{"frameId": stack.StackFrames[0].Id}, "is not a frame of a current stop"},
+		{"variables", map[string]any{"variablesReference": scopes.Scopes[0].VariablesReference}, "is not valid at this stop"},
+	} {
+		m, err := d.c.Request(q.command, q.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body dap.ErrorResponseBody
+		if m.Success || m.Decode(&body) != nil || body.Error == nil {
+			t.Fatalf("%s after the stop: success %v, body %s", q.command, m.Success, m.Body)
+		}
+		if !strings.Contains(m.Message, q.want) || body.Error.ShowUser {
+			t.Errorf("%s after the stop: %q with showUser %v, want \"… %s\" without", q.command, m.Message, body.Error.ShowUser, q.want)
+		}
 	}
 }
