@@ -374,11 +374,27 @@ func (d *dapSession) event(name string) *dapclient.Message {
 	return m
 }
 
-// stopped waits for the next stopped event.
+// focusStop is a WaitEvent filter that passes every event except the stopped events of other
+// threads or ranks that come with a stop (preserveFocusHint): it leaves a test the stops of the
+// job.
+func focusStop(m *dapclient.Message) bool {
+	if m.Event != "stopped" {
+		return true
+	}
+	var b dap.StoppedEventBody
+	return m.Decode(&b) == nil && !b.PreserveFocusHint
+}
+
+// stopped waits for the next stop that takes the focus: reports of other threads or ranks
+// that came with a stop (preserveFocusHint) are left for Events.
 func (d *dapSession) stopped() dap.StoppedEventBody {
 	d.t.Helper()
+	m, err := d.c.WaitEvent("stopped", 60*time.Second, focusStop)
+	if err != nil {
+		d.t.Fatal(err)
+	}
 	var b dap.StoppedEventBody
-	if err := d.event("stopped").Decode(&b); err != nil {
+	if err := m.Decode(&b); err != nil {
 		d.t.Fatal(err)
 	}
 	return b

@@ -71,7 +71,7 @@ func (e jobEvents) Stopped(ev debugger.StopEvent) {
 	}
 	e.s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: ev.Reason,
 		Description: desc, ThreadId: ev.ThreadID, AllThreadsStopped: ev.AllStopped, HitBreakpointIds: ev.HitBPs,
-		Text: ev.Text}})
+		Text: ev.Text, PreserveFocusHint: ev.Also}})
 }
 
 // Continued sends a continued event.

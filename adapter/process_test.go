@@ -54,7 +54,7 @@ func TestSignalException(t *testing.T) {
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
 	var ex dap.ExitedEventBody
 	for {
-		m, err := d.c.WaitAny([]string{"stopped", "exited"}, 30*time.Second, nil)
+		m, err := d.c.WaitAny([]string{"stopped", "exited"}, 30*time.Second, focusStop)
 		if err != nil {
 			t.Fatal(err)
 		}

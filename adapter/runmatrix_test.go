@@ -444,7 +444,7 @@ func matrixBreakpoints(t *testing.T, o *matrixOracle, np int, mode string) {
 		hits[rank]++
 	}
 	for stops := 0; ; stops++ {
-		m, err := d.c.WaitAny([]string{"stopped", "terminated"}, time.Minute, nil)
+		m, err := d.c.WaitAny([]string{"stopped", "terminated"}, time.Minute, focusStop)
 		if err != nil {
 			t.Fatalf("after %d stops: %v (hits %v)", stops, err, hits)
 		}
@@ -510,7 +510,7 @@ func matrixRemoved(t *testing.T, p *program, np int, mode string) {
 	// In stop modes rank and thread, other ranks and threads may have stopped at the
 	// breakpoint before it was removed: each is continued. No other stop may come.
 	for stops := 1; ; stops++ {
-		m, err := d.c.WaitAny([]string{"stopped", "terminated"}, time.Minute, nil)
+		m, err := d.c.WaitAny([]string{"stopped", "terminated"}, time.Minute, focusStop)
 		if err != nil {
 			t.Fatalf("after %d stops: %v", stops, err)
 		}

@@ -27,7 +27,7 @@ func TestAllStopWhilePassingOn(t *testing.T) {
 		"breakpoints": []map[string]any{{"line": p.line(t, "hit")}, {"line": p.line(t, "cond"), "condition": "v < 0"}}}, &resp)
 	d.call("configurationDone", nil, nil)
 	for i := range rounds {
-		m, err := d.c.WaitAny([]string{"stopped", "terminated"}, time.Minute, nil)
+		m, err := d.c.WaitAny([]string{"stopped", "terminated"}, time.Minute, focusStop)
 		if err != nil {
 			t.Fatalf("round %d: %v; ranks %+v", i, err, d.ranks().Ranks)
 		}

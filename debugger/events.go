@@ -54,6 +54,10 @@ type StopEvent struct {
 	// Other marks another thread of a rank that stopped: it is shown stopped without the
 	// focus moving to it.
 	Other bool
+	// Also marks another rank's own stop (a breakpoint hit, a signal) that came with the
+	// job's stop, reported after it: shown with its reason and breakpoints, the focus staying
+	// where the job's stop put it.
+	Also bool
 }
 
 // RankStatus is the state of one rank as the job reports it (RanksChanged, RankStates).

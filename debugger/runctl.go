@@ -33,6 +33,25 @@ type collector struct {
 	primary *Rank
 	info    stopInfo
 	waiting map[*Rank]bool
+	// also are the other ranks that stopped for an event of their own (a breakpoint hit, a
+	// signal) while the job stopped: each is reported with the stop, so that no hit is lost.
+	also []rankStop
+}
+
+// rankStop is one rank's stop and why.
+type rankStop struct {
+	r    *Rank
+	info stopInfo
+}
+
+// ownStop reports whether a stop of this reason is an event of the rank's own, which the user
+// must hear of even when another rank's stop stopped the job first.
+func ownStop(reason string) bool {
+	switch reason {
+	case "pause", "step", "entry":
+		return false
+	}
+	return true
 }
 
 // stopInfo is why a rank stopped, in DAP terms.
@@ -261,6 +280,9 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 		if j.steps != nil {
 			delete(j.steps.ranks, r)
 		}
+		if r != j.collect.primary && ownStop(info.reason) {
+			j.collect.also = append(j.collect.also, rankStop{r, info})
+		}
 	}
 	j.finishCollectLocked()
 }
@@ -302,11 +324,23 @@ func (j *Job) finishCollectLocked() {
 	j.collect = nil
 	body := j.takeChangedLocked()
 	t := j.threadForLocked(c.primary, c.info.tid)
+	var also []StopEvent
+	for _, a := range c.also {
+		if a.r.state != RankStopped {
+			continue // ended meanwhile
+		}
+		at := j.threadForLocked(a.r, a.info.tid)
+		also = append(also, StopEvent{ThreadID: at.ID, Rank: a.r.Num, Reason: a.info.reason, Text: a.info.text,
+			HitBPs: a.info.bps, AllStopped: true, Also: true})
+	}
 	j.mu.Unlock()
 	if body != nil {
 		j.ev.RanksChanged(body)
 	}
 	j.sendStopped(t, c.info, true)
+	for _, ev := range also {
+		j.ev.Stopped(ev)
+	}
 }
 
 // threadForLocked is threadFor with j.mu held.
