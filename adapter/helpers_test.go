@@ -117,11 +117,12 @@ func compileWith(t testing.TB, compiler, name, ext string, flags ...string) *pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := filepath.Join(dir, name+ext)
+	// name may be a path under testdata or beside it (an example of the repository's).
+	src := filepath.Join(dir, filepath.Base(name)+ext)
 	if err := os.WriteFile(src, srcData, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, name)
+	bin := filepath.Join(dir, filepath.Base(name))
 	args := append([]string{"-g", "-O0", "-o", bin, src}, flags...)
 	if strings.Contains(string(srcData), "pthread") {
 		args = append(args, "-pthread")

@@ -88,12 +88,20 @@ func (j *Job) continueRank(r *Rank) error {
 // overtook stays stopped as part of that stop, instead of running while the job is reported
 // stopped.
 func (j *Job) continueRanks(ranks []*Rank, own *Rank) ([]*Thread, error) {
+	j.mu.Lock()
+	epoch := j.stops
+	j.mu.Unlock()
+	return j.continueRanksIn(ranks, own, epoch)
+}
+
+// continueRanksIn is continueRanks for a continue that began at an earlier epoch of the job's
+// stops (Job.stops): a rank that a stop since then has overtaken stays stopped.
+func (j *Job) continueRanksIn(ranks []*Rank, own *Rank, epoch int) ([]*Thread, error) {
 	var resumed []*Thread
 	var first error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	j.mu.Lock()
-	epoch := j.stops
 	for _, r := range ranks {
 		if r.state == RankStopped {
 			resumed = append(resumed, r.threads...)

@@ -307,6 +307,15 @@ func (j *Job) endStepGroupLocked(g *stepGroup) {
 	}
 	if primary != nil {
 		j.collect = &collector{primary: primary, info: info, waiting: map[*Rank]bool{}}
+		// The ranks that ran free during the step stop with the job; one whose start to run
+		// free is still on its way stays stopped (Job.stops).
+		j.stops++
+		for _, q := range j.ranks {
+			if q.state == RankRunning && q.stepper == nil {
+				j.collect.waiting[q] = true
+				go j.sendStop(q)
+			}
+		}
 	}
 }
 

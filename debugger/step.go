@@ -112,6 +112,18 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind StepKind, instr, s
 	if errs[0] != nil {
 		return errs[0]
 	}
+	// The other ranks step with t only where they stand where t does; the rest run free while
+	// the step lasts, and are stopped with the job when it ends (as gdb lets other inferiors
+	// run during a step). Stepped from elsewhere, a rank could finish its own step first and
+	// stay stopped while t's step waits for it (a message it has yet to send): the step would
+	// never end.
+	var free []*Rank
+	for i := 1; i < len(steppers); i++ {
+		if st := steppers[i]; st != nil && !samePlace(steppers[0].plan, st.plan, instr) {
+			free = append(free, st.r)
+			steppers[i] = nil
+		}
+	}
 	if !single {
 		// Threads held by an earlier single-thread continue run again.
 		for _, st := range steppers {
@@ -140,6 +152,7 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind StepKind, instr, s
 	if j.mode == StopAll {
 		j.steps = g
 	}
+	epoch := j.stops
 	// The step's response tells the client that t runs; the other ranks the step resumes are
 	// announced, so that no client goes on taking them for stopped.
 	var others []*Thread
@@ -147,6 +160,9 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind StepKind, instr, s
 		if st != nil && st.r != t.Rank {
 			others = append(others, st.r.threads...)
 		}
+	}
+	for _, r := range free {
+		others = append(others, r.threads...)
 	}
 	j.mu.Unlock()
 	for _, o := range others {
@@ -159,7 +175,22 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind StepKind, instr, s
 			go st.run()
 		}
 	}
+	if len(free) > 0 {
+		// Unless the step has ended meanwhile (the epoch): they then stay stopped with the job.
+		if _, err := j.continueRanksIn(free, nil, epoch); err != nil {
+			j.logf("step: run ranks free: %v", err)
+		}
+	}
 	return nil
+}
+
+// samePlace reports whether a rank's step starts where the stepped thread's does: on the same
+// source line (an instruction step: at the same instruction).
+func samePlace(a, b stepPlan, instr bool) bool {
+	if instr || !a.hasLine || !b.hasLine {
+		return a.pc == b.pc
+	}
+	return a.line.File == b.line.File && a.line.Line == b.line.Line
 }
 
 // suspendForStep suspends the rank of a thread that stop mode "thread" holds while the rest of
