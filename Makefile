@@ -6,7 +6,7 @@ FUZZTIME ?= 8s
 # Packages whose tests exercise concurrency run under the race detector too.
 RACE_PKGS := ./cdti/... ./target/... ./agent/... ./launch/...
 
-.PHONY: all build deps test test-go test-race test-pmix fuzz vet fmt-check test-extension test-e2e demo clean
+.PHONY: all build deps test test-go test-race test-pmix test-editors fuzz vet fmt-check test-extension test-e2e demo clean
 
 all: build
 
@@ -21,7 +21,7 @@ deps:
 	./scripts/qemu-user.sh >/dev/null
 
 ## test: install what the suite needs, then run every check CI runs.
-test: deps fmt-check vet test-go test-race test-pmix fuzz test-extension test-e2e
+test: deps fmt-check vet test-go test-race test-pmix test-editors fuzz test-extension test-e2e
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -42,6 +42,12 @@ test-pmix:
 	./scripts/debian13-root.sh ensure
 	./scripts/debian13-root.sh run -- $(GO) test -count=1 -tags pmix -timeout 10m ./launch/pmix/...
 	./scripts/debian13-root.sh run -- $(GO) test -count=1 -tags pmix -timeout 15m -run 'PMIx|ChooseProtocol' ./launch/ ./adapter/
+
+## test-editors: Emacs's DAP client (dape, Debian's package) drives a 4-rank session, inside the
+## Debian 13 root, whose Emacs and dape are recent enough.
+test-editors:
+	./scripts/debian13-root.sh ensure
+	./scripts/debian13-root.sh run -- tests/editors/run-dape.sh
 
 fuzz:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh

@@ -21,6 +21,11 @@ ROOT=${HPCDAP_DEBIAN13_ROOT:-/var/cache/hpcdap/debian13}
 STAMP=$ROOT/.hpcdap-root
 LOCK=$ROOT.lock
 PACKAGES=(openmpi-bin libopenmpi-dev libpmix-dev gcc g++ libc6-dev gdb pkg-config make ca-certificates)
+# EXTRAS are installed into a root of this recipe in place when they are
+# missing (a list that only grows needs no rebuild): the editors whose DAP
+# clients the tests drive.
+EXTRAS=(emacs-nox elpa-dape git procps)
+EXTRAS_STAMP=$ROOT/.hpcdap-extras
 
 die() { echo "debian13-root: $*" >&2; exit 1; }
 
@@ -30,6 +35,7 @@ usage() {
 }
 
 stamp_ok() { [[ -f $STAMP && $(<"$STAMP") == "recipe $RECIPE" ]]; }
+extras_ok() { [[ -f $EXTRAS_STAMP && $(<"$EXTRAS_STAMP") == "${EXTRAS[*]}" ]]; }
 
 # list_sources: the Debian entries of the machine's apt sources.
 . "$(dirname "${BASH_SOURCE[0]}")/apt-sources.sh"
@@ -103,15 +109,26 @@ build() {
 	mv -T "$tmp" "$ROOT"
 }
 
+# install_extras installs EXTRAS into the finished root.
+install_extras() {
+	echo "debian13-root: installing ${EXTRAS[*]} in $ROOT" >&2
+	inroot "$ROOT" apt-get update >&2 || die "apt-get update in the root failed"
+	inroot "$ROOT" apt-get install -y --no-install-recommends "${EXTRAS[@]}" >&2 ||
+		die "apt-get install ${EXTRAS[*]} in the root failed"
+	inroot "$ROOT" apt-get clean >&2
+	echo "${EXTRAS[*]}" >"$EXTRAS_STAMP"
+}
+
 ensure() {
-	stamp_ok && return 0
+	stamp_ok && extras_ok && return 0
 	mkdir -p "$(dirname "$ROOT")"
 	exec 9>>"$LOCK"
-	# Exclusive: no "run" uses the root while it is rebuilt.
+	# Exclusive: no "run" uses the root while it is rebuilt or added to.
 	flock 9
 	# Another caller may have finished while this one waited.
-	stamp_ok && return 0
-	build
+	stamp_ok && extras_ok && return 0
+	stamp_ok || build
+	extras_ok || install_extras
 	echo "debian13-root: ready at $ROOT" >&2
 }
 
