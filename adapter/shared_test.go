@@ -1,0 +1,380 @@
+package adapter
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+)
+
+// serveShared starts a server on a Unix socket (the peer check by SO_PEERCRED) or, with tcp,
+// on loopback TCP, and returns its address as Listen names it.
+func serveShared(t *testing.T, tcp, anyUser bool) string {
+	t.Helper()
+	addr := "unix:" + filepath.Join(t.TempDir(), "dap.sock")
+	if tcp {
+		addr = "127.0.0.1:0"
+	}
+	l, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: testLogger(t), LogDir: t.TempDir(), Symbols: testSymbols, AnyUser: anyUser})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	if tcp {
+		return l.Addr().String()
+	}
+	return addr
+}
+
+// dialShared opens a session with the server serveShared started.
+func dialShared(t *testing.T, addr string) *dapSession {
+	t.Helper()
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return dialSession(t, "unix", path)
+	}
+	return dialSession(t, "tcp", addr)
+}
+
+// join initializes a session and joins the shared session name, up to its configurationDone.
+func (d *dapSession) join(name string) {
+	d.t.Helper()
+	d.initialize()
+	d.call("attach", map[string]any{"joinSession": name}, nil)
+	d.event("initialized")
+}
+
+// sessions returns what hpcdap/sessions lists.
+func (d *dapSession) sessions() []SessionInfo {
+	d.t.Helper()
+	var b SessionsBody
+	d.call("hpcdap/sessions", nil, &b)
+	return b.Sessions
+}
+
+// continued waits for a continued event.
+func (d *dapSession) continued() dap.ContinuedEventBody {
+	d.t.Helper()
+	var b dap.ContinuedEventBody
+	if err := d.event("continued").Decode(&b); err != nil {
+		d.t.Fatal(err)
+	}
+	return b
+}
+
+// TestSharedSessionTwoClients: client A launches 4 ranks as a shared session and stops at
+// its breakpoint in first(); client B joins by name (after a join of an unknown name fails),
+// is told of the stops that hold, reads the stopped thread's frames with its own frame ids
+// while A's stay valid, and sets its own breakpoint in second() in the same file, which
+// leaves A's in place. Whoever continues, the other gets a continued event; both see every
+// stop, each naming only its own breakpoint. B disconnects: A is told nothing ended, and
+// with its own breakpoint removed runs the job to its end (B's left with B), then disconnects.
+func TestSharedSessionTwoClients(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "rounds")
+	addr := serveShared(t, false, false)
+	a := dialShared(t, addr)
+	defer a.close()
+	a.launch(map[string]any{"program": p.bin, "np": 4, "env": map[string]any{"ROUNDS": "3"}, "sessionName": "twin"})
+	aBPs := a.setBreakpoints(p.src, p.line(t, "first"))
+	if len(aBPs) != 1 || !aBPs[0].Verified {
+		t.Fatalf("A's breakpoint: %+v", aBPs)
+	}
+	aID := aBPs[0].Id
+	a.call("configurationDone", nil, nil)
+	ast := a.stopped()
+	if ast.Reason != "breakpoint" || !slices.Equal(ast.HitBreakpointIds, []int{aID}) {
+		t.Fatalf("A's first stop: %+v, want breakpoint %d", ast, aID)
+	}
+	a.ranks() // the ranks are reaped if the test fails
+
+	b := dialShared(t, addr)
+	defer b.close()
+	b.initialize()
+	if msg := b.callErr("attach", map[string]any{"joinSession": "nosuch"}); !strings.Contains(msg, `joinSession "nosuch": no running session has this name`) {
+		t.Errorf("join of an unknown name: %q", msg)
+	}
+	b.call("attach", map[string]any{"joinSession": "twin"}, nil)
+	b.event("initialized")
+	bBPs := b.setBreakpoints(p.src, p.line(t, "second"))
+	if len(bBPs) != 1 || !bBPs[0].Verified || bBPs[0].Id == aID {
+		t.Fatalf("B's breakpoint: %+v (A's is %d)", bBPs, aID)
+	}
+	bID := bBPs[0].Id
+	b.call("configurationDone", nil, nil)
+	// The job is stopped on all 4 ranks: B is told of each stop, the first with the focus.
+	var replay []dap.StoppedEventBody
+	for range 4 {
+		replay = append(replay, b.stopped())
+	}
+	if replay[0].PreserveFocusHint {
+		t.Errorf("B's first replayed stop does not take the focus: %+v", replay[0])
+	}
+	found := false
+	for _, st := range replay {
+		if st.ThreadId == ast.ThreadId {
+			found = true
+			if st.Reason != "breakpoint" {
+				t.Errorf("B is told thread %d stopped for %q, A was told %q", st.ThreadId, st.Reason, ast.Reason)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("B's replayed stops %+v miss A's stopped thread %d", replay, ast.ThreadId)
+	}
+	if ss := b.sessions(); len(ss) != 1 || ss[0].Name != "twin" || ss[0].Clients != 2 || ss[0].Ranks != 4 || ss[0].Kind != "launch" {
+		t.Errorf("hpcdap/sessions: %+v, want twin with 2 clients and 4 ranks", ss)
+	}
+
+	// Each client has its own handles: A's frame ids stay valid once B has read frames.
+	aFrames := a.stackTrace(ast.ThreadId)
+	bFrames := b.stackTrace(ast.ThreadId)
+	for who, fs := range map[string][]dap.StackFrame{"A": aFrames, "B": bFrames} {
+		if len(fs) == 0 || fs[0].Name != "first" || fs[0].Line != p.line(t, "first") {
+			t.Fatalf("%s's frames of thread %d: %s", who, ast.ThreadId, frameList(fs))
+		}
+	}
+	if v, ok := a.scopeVars(aFrames[0].Id, "Arguments")["v"]; !ok {
+		t.Errorf("A's frame %d after B's stackTrace: no argument v", aFrames[0].Id)
+	} else if vb, ok := b.scopeVars(bFrames[0].Id, "Arguments")["v"]; !ok || vb.Value != v.Value {
+		t.Errorf("v: A reads %q, B %q", v.Value, vb.Value)
+	}
+
+	// Whoever resumes, the other is told; both see each stop and each sees its own
+	// breakpoints only, until both breakpoints were hit (the union is planted).
+	resume := func(by, other *dapSession, tid int) {
+		t.Helper()
+		var rb dap.ContinueResponseBody
+		by.call("continue", map[string]any{"threadId": tid}, &rb)
+		if c := other.continued(); c.ThreadId != tid || !c.AllThreadsContinued || !rb.AllThreadsContinued {
+			t.Fatalf("continue of thread %d: the other client's continued event %+v, response %+v", tid, c, rb)
+		}
+	}
+	tid := ast.ThreadId
+	seenA, seenB := false, false
+	for i := 0; !seenA || !seenB; i++ {
+		if i == 24 {
+			t.Fatalf("no stop at both breakpoints in %d stops (A's seen %v, B's %v)", i, seenA, seenB)
+		}
+		if i%2 == 0 {
+			resume(b, a, tid)
+		} else {
+			resume(a, b, tid)
+		}
+		as, bs := a.stopped(), b.stopped()
+		if as.ThreadId != bs.ThreadId || as.Reason != "breakpoint" || bs.Reason != "breakpoint" {
+			t.Fatalf("stop %d: A is told %+v, B %+v", i, as, bs)
+		}
+		switch {
+		case slices.Equal(as.HitBreakpointIds, []int{aID}) && len(bs.HitBreakpointIds) == 0:
+			seenA = true
+		case slices.Equal(bs.HitBreakpointIds, []int{bID}) && len(as.HitBreakpointIds) == 0:
+			seenB = true
+		default:
+			t.Fatalf("stop %d: A's hit ids %v (its breakpoint %d), B's %v (its %d)", i, as.HitBreakpointIds, aID,
+				bs.HitBreakpointIds, bID)
+		}
+		tid = as.ThreadId
+	}
+
+	// B leaves; the job goes on with A alone.
+	b.call("disconnect", map[string]any{}, nil)
+	if ss := a.sessions(); len(ss) != 1 || ss[0].Clients != 1 {
+		t.Errorf("hpcdap/sessions after B left: %+v, want twin with 1 client", ss)
+	}
+	var threads dap.ThreadsResponseBody
+	a.call("threads", nil, &threads)
+	if len(threads.Threads) < 4 {
+		t.Errorf("A's threads after B left: %+v", threads.Threads)
+	}
+	a.setBreakpoints(p.src)
+	a.call("continue", map[string]any{"threadId": tid}, nil)
+	end, err := a.c.WaitAny([]string{"stopped", "terminated"}, 60*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.Event != "terminated" {
+		t.Fatalf("A with no breakpoint of its own, after B left: %s %s (B's breakpoint outlived B?)", end.Event, end.Body)
+	}
+	var ex dap.ExitedEventBody
+	if err := a.event("exited").Decode(&ex); err != nil || ex.ExitCode != 0 {
+		t.Errorf("exit: %+v, %v", ex, err)
+	}
+	if ts := a.c.Events("terminated"); len(ts) != 1 {
+		t.Errorf("A got %d terminated events", len(ts))
+	}
+}
+
+// TestSharedSessionEndsForAll: three clients share a job of 2 ranks that runs without end. The
+// first one's connection drops: the job goes on, and `hpcdap serve --list` shows it with the
+// two others. One pauses it, and the other is told of the stop; that one disconnects with
+// terminateDebuggee: the job ends, the last client is told it terminated, the ranks are gone
+// and the session is no longer listed.
+func TestSharedSessionEndsForAll(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	addr := serveShared(t, false, false)
+	a := dialShared(t, addr)
+	a.launch(map[string]any{"program": p.bin, "np": 2, "sessionName": "forever"})
+	a.call("configurationDone", nil, nil)
+	pids := a.ranks()
+	b := dialShared(t, addr)
+	defer b.close()
+	b.join("forever")
+	b.call("configurationDone", nil, nil)
+	c := dialShared(t, addr)
+	defer c.close()
+	c.join("forever")
+	c.call("configurationDone", nil, nil)
+	if ss := c.sessions(); len(ss) != 1 || ss[0].Clients != 3 {
+		t.Fatalf("hpcdap/sessions with three clients: %+v", ss)
+	}
+
+	a.end() // its connection drops, without a disconnect
+	for {
+		ss := b.sessions()
+		if len(ss) != 1 {
+			t.Fatalf("hpcdap/sessions after A dropped: %+v, want the session", ss)
+		}
+		if ss[0].Clients == 2 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // the server has not yet seen A's connection end
+	}
+	out, err := exec.Command(hpcdapBinary(t), "serve", "--list", "--listen", addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("hpcdap serve --list: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("hpcdap serve --list:\n%s", out)
+	}
+	if f := strings.Fields(lines[1]); len(f) != 6 || f[0] != "forever" || f[1] != "launch" || f[2] != "2" || f[3] != "2" || f[5] != p.bin {
+		t.Errorf("hpcdap serve --list: session line %q, want forever, launch, 2 ranks, 2 clients, %s", lines[1], p.bin)
+	}
+
+	var threads dap.ThreadsResponseBody
+	b.call("threads", nil, &threads)
+	b.call("pause", map[string]any{"threadId": threads.Threads[0].Id}, nil)
+	bs, cs := b.stopped(), c.stopped()
+	if bs.Reason != "pause" || cs.Reason != "pause" || bs.ThreadId != cs.ThreadId {
+		t.Errorf("pause by B: B is told %+v, C %+v", bs, cs)
+	}
+	b.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+	c.event("terminated")
+	for _, r := range pids.Ranks {
+		for st := procStatus(r.Pid, "State"); st != "" && !strings.HasPrefix(st, "Z"); st = procStatus(r.Pid, "State") {
+			time.Sleep(10 * time.Millisecond) // the kill is on its way
+		}
+	}
+	if ss := c.sessions(); len(ss) != 0 {
+		t.Errorf("hpcdap/sessions after the job ended: %+v", ss)
+	}
+}
+
+// TestSharedSessionOtherUser: a server that accepts other users' connections (--any-user)
+// runs a shared session of its own user. A client running as nobody neither sees it listed
+// nor may join it: the join is refused saying whose session it is; the session keeps its one
+// client.
+func TestSharedSessionOtherUser(t *testing.T) {
+	needRoot(t)
+	t.Parallel()
+	p := compileC(t, "spin")
+	addr := serveShared(t, true, true)
+	a := dialShared(t, addr)
+	defer a.close()
+	a.launch(map[string]any{"program": p.bin, "sessionName": "mine"})
+	a.call("configurationDone", nil, nil)
+	a.ranks()
+
+	client := `import json, socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host, int(port)))
+f = s.makefile("rb")
+seq = 0
+def req(cmd, args):
+    global seq
+    seq += 1
+    b = json.dumps({"seq": seq, "type": "request", "command": cmd, "arguments": args}).encode()
+    s.sendall(b"Content-Length: %d\r\n\r\n" % len(b) + b)
+    while True:
+        n = 0
+        while True:
+            l = f.readline().strip()
+            if not l:
+                break
+            if l.lower().startswith(b"content-length:"):
+                n = int(l.split(b":")[1])
+        m = json.loads(f.read(n))
+        if m.get("type") == "response" and m.get("request_seq") == seq:
+            return m
+req("initialize", {"adapterID": "hpcdap"})
+m = req("hpcdap/sessions", {})
+print(json.dumps(m["body"]))
+m = req("attach", {"joinSession": sys.argv[2]})
+print(json.dumps({"success": m["success"], "message": m.get("message", "")}))`
+	out := asNobodyOutput(t, nil, "/usr/bin/python3", "-c", client, addr, "mine")
+	lines := strings.Split(out, "\n")
+	if len(lines) != 2 {
+		t.Fatalf("client as nobody: %q", out)
+	}
+	var listed SessionsBody
+	if err := json.Unmarshal([]byte(lines[0]), &listed); err != nil || len(listed.Sessions) != 0 {
+		t.Errorf("hpcdap/sessions as nobody: %s (%v), want none", lines[0], err)
+	}
+	var join struct {
+		Success bool
+		Message string
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &join); err != nil {
+		t.Fatalf("join as nobody: %s: %v", lines[1], err)
+	}
+	want := `attach: joinSession "mine": this connection runs as uid ` + strconv.Itoa(nobodyUID) + `, the session as uid 0: only its user may join it`
+	if join.Success || join.Message != want {
+		t.Errorf("join as nobody: %+v, want refused with %q", join, want)
+	}
+	if ss := a.sessions(); len(ss) != 1 || ss[0].Clients != 1 {
+		t.Errorf("hpcdap/sessions after the refused join: %+v, want mine with 1 client", ss)
+	}
+}
+
+// TestSessionNameTaken: a second launch under a running session's name is refused before it
+// starts anything, and bad names are refused.
+func TestSessionNameTaken(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	addr := serveShared(t, false, false)
+	a := dialShared(t, addr)
+	defer a.close()
+	a.launch(map[string]any{"program": p.bin, "sessionName": "once"})
+	a.call("configurationDone", nil, nil)
+	a.ranks()
+	b := dialShared(t, addr)
+	defer b.close()
+	b.initialize()
+	if msg := b.callErr("launch", map[string]any{"program": p.bin, "sessionName": "once"}); !strings.Contains(msg, `sessionName "once" is taken`) {
+		t.Errorf("launch under a taken name: %q", msg)
+	}
+	if msg := b.callErr("launch", map[string]any{"program": p.bin, "sessionName": "no spaces"}); !strings.Contains(msg, `sessionName "no spaces": use letters`) {
+		t.Errorf("launch under a bad name: %q", msg)
+	}
+	if msg := b.callErr("attach", map[string]any{"joinSession": "once", "pid": 1}); !strings.Contains(msg, `"joinSession" joins a running job as it is`) {
+		t.Errorf("join with a pid: %q", msg)
+	}
+	if ss := b.sessions(); len(ss) != 1 || ss[0].Name != "once" || ss[0].Clients != 1 {
+		t.Errorf("hpcdap/sessions: %+v", ss)
+	}
+}
