@@ -378,3 +378,58 @@ func TestSessionNameTaken(t *testing.T) {
 		t.Errorf("hpcdap/sessions: %+v", ss)
 	}
 }
+
+// TestSharedAttachLastLeaves: A attaches to a running process as a shared session and stops
+// it at a breakpoint; B joins (and may not restart it). A leaves with a plain disconnect,
+// which for a single client would detach: the process stays under B, which resumes it, and it
+// runs on without stopping at A's breakpoint, gone with A. B's disconnect, the last, detaches
+// as an attach's does: the process ticks on, untraced.
+func TestSharedAttachLastLeaves(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	cmd, ticks := startSpin(t, p)
+	pid := cmd.Process.Pid
+	addr := serveShared(t, false, false)
+	a := dialShared(t, addr)
+	defer a.close()
+	a.initialize()
+	a.call("attach", map[string]any{"pid": pid, "sessionName": "watched"}, nil)
+	a.event("initialized")
+	a.setBreakpoints(p.src, p.line(t, "tick"))
+	a.call("configurationDone", nil, nil)
+	ast := a.stopped()
+
+	b := dialShared(t, addr)
+	defer b.close()
+	b.join("watched")
+	b.call("configurationDone", nil, nil)
+	if bst := b.stopped(); bst.ThreadId != ast.ThreadId || bst.Reason != "breakpoint" {
+		t.Fatalf("B is told %+v, A was told %+v", bst, ast)
+	}
+	if ss := b.sessions(); len(ss) != 1 || ss[0].Kind != "attach" || ss[0].Program != p.bin {
+		t.Errorf("hpcdap/sessions: %+v, want watched, an attach of %s", ss, p.bin)
+	}
+	if msg := b.callErr("restart", nil); !strings.Contains(msg, "restart: other clients share this job") {
+		t.Errorf("restart by a client that joined: %q", msg)
+	}
+
+	a.call("disconnect", map[string]any{}, nil)
+	if tp := procStatus(pid, "TracerPid"); tp == "0" || tp == "" {
+		t.Fatalf("after A left, the process is not traced any more (TracerPid %q)", tp)
+	}
+	b.call("continue", map[string]any{"threadId": ast.ThreadId}, nil)
+	n := ticks.count()
+	waitFor(t, "the process to tick under B", func() bool { return ticks.count() > n+5 })
+	if sts := b.c.Events("stopped"); len(sts) != 1 {
+		t.Errorf("B got %d stopped events, want the replayed one only (A's breakpoint outlived A?)", len(sts))
+	}
+	b.call("disconnect", map[string]any{}, nil)
+	n = ticks.count()
+	waitFor(t, "the process to tick after the last client left", func() bool { return ticks.count() > n+5 })
+	if tp := procStatus(pid, "TracerPid"); tp != "0" {
+		t.Errorf("after the last client left, the process is traced by %s", tp)
+	}
+	if ts := b.c.Events("terminated"); len(ts) != 0 {
+		t.Errorf("B got %d terminated events at a detach", len(ts))
+	}
+}
