@@ -352,7 +352,8 @@ print(json.dumps({"success": m["success"], "message": m.get("message", "")}))`
 }
 
 // TestSessionNameTaken: a second launch under a running session's name is refused before it
-// starts anything, and bad names are refused.
+// starts anything, and bad names are refused; the client whose launch was refused can then
+// join the session, and a terminate request of the other client ends the job for both.
 func TestSessionNameTaken(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "spin")
@@ -376,6 +377,18 @@ func TestSessionNameTaken(t *testing.T) {
 	}
 	if ss := b.sessions(); len(ss) != 1 || ss[0].Name != "once" || ss[0].Clients != 1 {
 		t.Errorf("hpcdap/sessions: %+v", ss)
+	}
+
+	// B, whose launch failed, may still join; A's terminate request ends the job for both.
+	b.call("attach", map[string]any{"joinSession": "once"}, nil)
+	b.event("initialized")
+	b.call("configurationDone", nil, nil)
+	a.call("terminate", nil, nil)
+	for _, d := range []*dapSession{a, b} {
+		d.event("terminated")
+	}
+	if ex := b.event("exited"); !strings.Contains(string(ex.Body), `"exitCode":137`) {
+		t.Errorf("B's exited event: %s, want the kill's 137", ex.Body)
 	}
 }
 
