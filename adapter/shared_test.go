@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/adapter/dapclient"
 )
 
 // serveShared starts a server on a Unix socket (the peer check by SO_PEERCRED) or, with tcp,
 // on loopback TCP, and returns its address as Listen names it.
-func serveShared(t *testing.T, tcp, anyUser bool) string {
+func serveShared(t testing.TB, tcp, anyUser bool) string {
 	t.Helper()
 	addr := "unix:" + filepath.Join(t.TempDir(), "dap.sock")
 	if tcp {
@@ -41,12 +42,13 @@ func serveShared(t *testing.T, tcp, anyUser bool) string {
 }
 
 // dialShared opens a session with the server serveShared started.
-func dialShared(t *testing.T, addr string) *dapSession {
+func dialShared(t testing.TB, addr string) *dapSession {
 	t.Helper()
-	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		return dialSession(t, "unix", path)
+	conn, err := Dial(addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return dialSession(t, "tcp", addr)
+	return &dapSession{t: t, c: dapclient.New(conn, conn), end: func() { conn.Close() }}
 }
 
 // join initializes a session and joins the shared session name, up to its configurationDone.
@@ -444,5 +446,31 @@ func TestSharedAttachLastLeaves(t *testing.T) {
 	}
 	if ts := b.c.Events("terminated"); len(ts) != 0 {
 		t.Errorf("B got %d terminated events at a detach", len(ts))
+	}
+}
+
+// BenchmarkJoinStoppedJob: a client joins a shared job of 4 ranks stopped at a breakpoint
+// (connect, initialize, attach with joinSession, configurationDone, the 4 replayed stops, a
+// stackTrace of the stopped thread) and leaves; the job's first client stays.
+func BenchmarkJoinStoppedJob(b *testing.B) {
+	p := compileC(b, "rounds")
+	addr := serveShared(b, false, false)
+	a := dialShared(b, addr)
+	defer a.close()
+	a.launch(map[string]any{"program": p.bin, "np": 4, "sessionName": "bench"})
+	a.setBreakpoints(p.src, p.line(b, "first"))
+	a.call("configurationDone", nil, nil)
+	ast := a.stopped()
+	b.ResetTimer()
+	for range b.N {
+		j := dialShared(b, addr)
+		j.join("bench")
+		j.call("configurationDone", nil, nil)
+		for range 4 {
+			j.stopped()
+		}
+		j.stackTrace(ast.ThreadId)
+		j.call("disconnect", map[string]any{}, nil)
+		j.end()
 	}
 }
