@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -364,10 +365,17 @@ func (sh *share) othersContinued(s *Conn, threadID int, all bool) {
 	}
 }
 
-// replayStops tells s, which joined a running job, of the stops that hold now and of every
-// rank's state, as if it had watched them happen: one stopped event per stopped rank, the
-// first with the focus, and one hpcdap/ranksChanged event with all ranks.
+// replayStops tells s, which joined a running job, of its threads, the stops that hold now
+// and every rank's state, as if it had watched them happen: one thread event (started) per
+// live thread, as the threads request lists them, one hpcdap/ranksChanged event with all
+// ranks, and one stopped event per stopped rank, the first with the focus.
 func (s *Conn) replayStops(j *debugger.Job) {
+	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
+	threads := j.LiveThreads(ctx, maxThreads)
+	cancel()
+	for _, t := range threads {
+		s.send(&dap.ThreadEvent{Event: newEvent("thread"), Body: dap.ThreadEventBody{Reason: "started", ThreadId: t.ID}})
+	}
 	ev := s.events()
 	states, _ := j.RankStates()
 	ev.RanksChanged(states)

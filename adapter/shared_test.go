@@ -117,6 +117,18 @@ func TestSharedSessionTwoClients(t *testing.T) {
 	}
 	bID := bBPs[0].Id
 	b.call("configurationDone", nil, nil)
+	// B is told of the job's threads, one thread event each, as the threads request lists them.
+	var threads dap.ThreadsResponseBody
+	b.call("threads", nil, &threads)
+	if len(threads.Threads) < 4 {
+		t.Fatalf("B's threads: %+v", threads.Threads)
+	}
+	for _, th := range threads.Threads {
+		var te dap.ThreadEventBody
+		if err := b.event("thread").Decode(&te); err != nil || te.Reason != "started" || te.ThreadId != th.Id {
+			t.Fatalf("B's thread event for thread %d: %+v, %v", th.Id, te, err)
+		}
+	}
 	// The job is stopped on all 4 ranks: B is told of each stop, the first with the focus.
 	var replay []dap.StoppedEventBody
 	for range 4 {
@@ -197,7 +209,6 @@ func TestSharedSessionTwoClients(t *testing.T) {
 	if ss := a.sessions(); len(ss) != 1 || ss[0].Clients != 1 {
 		t.Errorf("hpcdap/sessions after B left: %+v, want twin with 1 client", ss)
 	}
-	var threads dap.ThreadsResponseBody
 	a.call("threads", nil, &threads)
 	if len(threads.Threads) < 4 {
 		t.Errorf("A's threads after B left: %+v", threads.Threads)
