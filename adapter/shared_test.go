@@ -257,16 +257,14 @@ func TestSharedSessionEndsForAll(t *testing.T) {
 	}
 
 	a.end() // its connection drops, without a disconnect
-	for {
+	// The server sees A's connection end a moment later.
+	waitFor(t, "the session to have 2 clients after A dropped", func() bool {
 		ss := b.sessions()
 		if len(ss) != 1 {
 			t.Fatalf("hpcdap/sessions after A dropped: %+v, want the session", ss)
 		}
-		if ss[0].Clients == 2 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // the server has not yet seen A's connection end
-	}
+		return ss[0].Clients == 2
+	})
 	out, err := exec.Command(hpcdapBinary(t), "serve", "--list", "--listen", addr).CombinedOutput()
 	if err != nil {
 		t.Fatalf("hpcdap serve --list: %v\n%s", err, out)
@@ -289,9 +287,10 @@ func TestSharedSessionEndsForAll(t *testing.T) {
 	b.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
 	c.event("terminated")
 	for _, r := range pids.Ranks {
-		for st := procStatus(r.Pid, "State"); st != "" && !strings.HasPrefix(st, "Z"); st = procStatus(r.Pid, "State") {
-			time.Sleep(10 * time.Millisecond) // the kill is on its way
-		}
+		waitFor(t, "rank "+strconv.Itoa(r.Rank)+" to be killed", func() bool {
+			st := procStatus(r.Pid, "State")
+			return st == "" || strings.HasPrefix(st, "Z")
+		})
 	}
 	if ss := c.sessions(); len(ss) != 0 {
 		t.Errorf("hpcdap/sessions after the job ended: %+v", ss)
