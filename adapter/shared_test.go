@@ -484,3 +484,31 @@ func BenchmarkJoinStoppedJob(b *testing.B) {
 		j.end()
 	}
 }
+
+// TestSharedSessionRestartKeepsName: a shared session's only client restarts its job; the
+// session keeps its name, and a client that joins then debugs the new job.
+func TestSharedSessionRestartKeepsName(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	addr := serveShared(t, false, false)
+	a := dialShared(t, addr)
+	defer a.close()
+	a.launch(map[string]any{"program": p.bin, "sessionName": "again"})
+	a.call("configurationDone", nil, nil)
+	before := a.ranks().Ranks[0].Pid
+	a.call("restart", nil, nil)
+	after := a.ranks().Ranks[0].Pid
+	if after == before {
+		t.Fatalf("restart kept pid %d", before)
+	}
+	b := dialShared(t, addr)
+	defer b.close()
+	b.join("again")
+	b.call("configurationDone", nil, nil)
+	if got := b.ranks().Ranks[0].Pid; got != after {
+		t.Errorf("B joined the job of pid %d, want the restarted one, %d (the old one was %d)", got, after, before)
+	}
+	if ss := b.sessions(); len(ss) != 1 || ss[0].Name != "again" || ss[0].Clients != 2 {
+		t.Errorf("hpcdap/sessions after the restart: %+v", ss)
+	}
+}
