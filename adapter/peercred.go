@@ -19,9 +19,10 @@ import (
 // in /proc/net/tcp{,6}: the row whose local address is conn's remote address and whose remote
 // address is conn's local one. Only a live row counts — ESTABLISHED, with a socket inode —
 // because a socket its process has already closed is orphaned and shows uid 0 there; a peer
-// that hangs up before it could be checked is refused, never taken for root. The server's
-// own side of the connection must appear too, with the inode of conn's descriptor, so the rows
-// read are this connection's and not a stale pair with the same addresses.
+// that hangs up before it could be checked is not known (the server refuses it), never taken
+// for root. The server's own side of the connection must appear too, with the inode of
+// conn's descriptor, so the rows read are this connection's and not a stale pair with the
+// same addresses.
 func peerUser(conn net.Conn) (int, error) {
 	var uid int
 	var err error

@@ -150,7 +150,7 @@ func (sh *share) info() SessionInfo {
 		Since: sh.since.UTC().Format(time.RFC3339)}
 }
 
-// sessions lists the shared sessions whose job runs and that the user uid may join, by name.
+// sessionsOf lists the shared sessions whose job runs and that the user uid may join, by name.
 func (srv *Server) sessionsOf(uid int) []SessionInfo {
 	srv.mu.Lock()
 	var list []*share
