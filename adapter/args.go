@@ -41,6 +41,9 @@ type LaunchArgs struct {
 	SubstitutePath []PathRule `json:"substitutePath"`
 	// CallTimeout bounds a function call in an expression, in seconds (default 10).
 	CallTimeout *float64 `json:"callTimeout"`
+	// SessionName shares the session under this name: other clients of the same user may
+	// join it (attach with JoinSession).
+	SessionName string `json:"sessionName"`
 }
 
 // AttachArgs are the attach request's arguments.
@@ -61,6 +64,50 @@ type AttachArgs struct {
 	StopAtEntry bool     `json:"stopAtEntry"`
 	// SubstitutePath maps source directories between the editor and the debug information.
 	SubstitutePath []PathRule `json:"substitutePath"`
+	// SessionName shares the session under this name (as launch's).
+	SessionName string `json:"sessionName"`
+	// JoinSession joins the running shared session of this name instead of attaching to
+	// processes: the job another client launched or attached.
+	JoinSession string `json:"joinSession"`
+}
+
+// maxSessionName bounds the length of a session name.
+const maxSessionName = 64
+
+// checkSessionName checks a sessionName or joinSession argument: 1 to 64 characters, letters,
+// digits and "._-".
+func checkSessionName(field, name string) error {
+	if name == "" || len(name) > maxSessionName {
+		return fmt.Errorf(`%q must be 1 to %d characters, not %d`, field, maxSessionName, len(name))
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf(`%s %q: use letters, digits, ".", "_" and "-" only`, field, name)
+		}
+	}
+	return nil
+}
+
+// joinPlan returns the name of the session an attach joins ("" when it attaches to
+// processes) and the client's path rules, refusing the arguments that a join cannot take.
+func joinPlan(raw json.RawMessage) (string, pathMap, error) {
+	var a AttachArgs
+	if err := decodeArgs(raw, &a); err != nil {
+		return "", nil, err
+	}
+	if a.JoinSession == "" {
+		return "", nil, nil
+	}
+	if err := checkSessionName("joinSession", a.JoinSession); err != nil {
+		return "", nil, err
+	}
+	if a.Pid != nil || a.Pids != nil || a.LauncherPid != nil || a.SlurmJob != "" || a.ProcessName != "" ||
+		a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry {
+		return "", nil, errors.New(`"joinSession" joins a running job as it is: give none of "pid", "pids", "launcherPid", ` +
+			`"slurmJob", "processName", "sessionName", "stopMode", "ranks" and "stopAtEntry" with it`)
+	}
+	paths, err := parseSubstitutePath(a.SubstitutePath)
+	return a.JoinSession, paths, err
 }
 
 func parseStopMode(s string) (debugger.StopMode, error) {
@@ -94,6 +141,7 @@ type launchPlan struct {
 	emulator    string // "qemu-ppc64" or "qemu-ppc64le": the ranks run under QEMU user mode
 	paths       pathMap
 	callTimeout time.Duration
+	sessionName string // shared under this name
 
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
@@ -135,7 +183,13 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	case a.CoreFile == "" && st.Mode()&0o111 == 0:
 		return nil, fmt.Errorf("program %s is not executable", prog)
 	}
-	p := &launchPlan{program: prog, args: a.Args, stopAtEntry: a.StopAtEntry, coreFile: a.CoreFile, noDebug: a.NoDebug}
+	p := &launchPlan{program: prog, args: a.Args, stopAtEntry: a.StopAtEntry, coreFile: a.CoreFile, noDebug: a.NoDebug,
+		sessionName: a.SessionName}
+	if a.SessionName != "" {
+		if err := checkSessionName("sessionName", a.SessionName); err != nil {
+			return nil, err
+		}
+	}
 	local := a.Launcher == "" || a.Launcher == "local"
 	if !local {
 		if err := launch.CheckLauncher(a.Launcher); err != nil {
@@ -266,6 +320,7 @@ type attachPlan struct {
 	focus       string
 	stopAtEntry bool
 	paths       pathMap
+	sessionName string // shared under this name
 }
 
 // planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob.
@@ -289,8 +344,13 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 	if a.Timeout != nil && !a.WaitFor {
 		return nil, errors.New(`"timeout" bounds "waitFor": give both or neither`)
 	}
-	p := &attachPlan{pids: map[int]int{}, stopAtEntry: a.StopAtEntry}
+	p := &attachPlan{pids: map[int]int{}, stopAtEntry: a.StopAtEntry, sessionName: a.SessionName}
 	var err error
+	if a.SessionName != "" {
+		if err := checkSessionName("sessionName", a.SessionName); err != nil {
+			return nil, err
+		}
+	}
 	if p.mode, err = parseStopMode(a.StopMode); err != nil {
 		return nil, err
 	}

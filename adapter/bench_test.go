@@ -18,6 +18,7 @@ import (
 //	BenchmarkLaunchToStop     launch → every rank stopped at a breakpoint, for 1, 16, 64 ranks.
 //	BenchmarkMemoryPerRank    the adapter's heap per rank of a stopped job with its stacks read.
 //	BenchmarkFunctionCall     evaluate of a function call at one stop (infcall_test.go).
+//	BenchmarkJoinStoppedJob   a client joining, and leaving, a shared job of 4 stopped ranks (shared_test.go).
 
 // latency records request durations and reports percentiles.
 type latency struct{ d []time.Duration }

@@ -113,8 +113,17 @@ func (s *Conn) setAndAnswer(j *debugger.Job, req *dap.Request, set debugger.BPSe
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
+	set.Owner = s.id // the client's own list: other clients of a shared job keep theirs
 	list := j.SetBreakpoints(ctx, set, reqs)
-	s.send(respond(newResponse(req), s.breakpointsBody(j, list)))
+	body := s.breakpointsBody(j, list)
+	var ids []int
+	for _, bp := range body.Breakpoints {
+		if bp.Id != 0 {
+			ids = append(ids, bp.Id)
+		}
+	}
+	s.owned.set(set, ids)
+	s.send(respond(newResponse(req), body))
 }
 
 func (s *Conn) onSetBreakpointsRequest(req *dap.SetBreakpointsRequest) {

@@ -25,9 +25,12 @@ func (s *Conn) events() jobEvents { return jobEvents{s: s, gen: s.jobGen.Load()}
 // stale reports whether the job that reports has been replaced.
 func (e jobEvents) stale() bool { return e.gen != e.s.jobGen.Load() }
 
-// jobConfig is the configuration of the session's jobs.
+// jobConfig is the configuration of the session's job, which reports to its share.
 func (s *Conn) jobConfig() debugger.Config {
-	return debugger.Config{Ctx: s.ctx, Events: s.events(), Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
+	s.mu.Lock()
+	sh := s.share
+	s.mu.Unlock()
+	return debugger.Config{Ctx: sh.ctx, Events: sh, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
 }
 
 // callLimit is the session's bound on one function call.
@@ -79,7 +82,7 @@ func (e jobEvents) Continued(threadID int) {
 	if e.stale() {
 		return
 	}
-	e.s.send(&dap.ContinuedEvent{Event: newEvent("continued"), Body: dap.ContinuedEventBody{ThreadId: threadID}})
+	e.s.send(continuedEvent(threadID, false))
 }
 
 // Exited sends the exited event.

@@ -151,6 +151,12 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	if !s.claimStart(&req.Request) {
 		return
 	}
+	sh := s.newShare(plan.sessionName, plan.coreFile == "")
+	if err := sh.reserve(); err != nil {
+		s.abandonShare(sh)
+		s.sendError(&req.Request, errBadArguments, "launch: "+err.Error())
+		return
+	}
 	s.sources.paths = plan.paths
 	s.mu.Lock()
 	s.callTimeout = plan.callTimeout
@@ -158,10 +164,11 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	if plan.coreFile != "" {
 		j, err := debugger.OpenCoreJob(s.jobConfig(), plan.coreFile, plan.program)
 		if err != nil {
-			s.releaseStart()
+			s.abandonShare(sh)
 			s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 			return
 		}
+		sh.started(j, plan.program)
 		s.mu.Lock()
 		s.job = j
 		s.mu.Unlock()
@@ -173,10 +180,11 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	}
 	j, inPlace, err := s.launchJob(plan)
 	if err != nil {
-		s.releaseStart()
+		s.abandonShare(sh)
 		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
 		return
 	}
+	sh.started(j, plan.program)
 	s.mu.Lock()
 	s.job = j
 	s.launchedJob = true
@@ -233,6 +241,15 @@ func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
 }
 
 func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
+	name, paths, err := joinPlan(req.Arguments)
+	if err != nil {
+		s.sendError(&req.Request, errBadArguments, "attach: "+err.Error())
+		return
+	}
+	if name != "" {
+		s.onJoin(req, name, paths)
+		return
+	}
 	plan, err := planAttach(req.Arguments)
 	if err != nil {
 		s.sendError(&req.Request, argError(err), "attach: "+err.Error())
@@ -241,10 +258,16 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	if !s.claimStart(&req.Request) {
 		return
 	}
+	sh := s.newShare(plan.sessionName, false)
+	if err := sh.reserve(); err != nil {
+		s.abandonShare(sh)
+		s.sendError(&req.Request, errBadArguments, "attach: "+err.Error())
+		return
+	}
 	s.sources.paths = plan.paths
 	if plan.waitName != "" {
 		if err := s.waitForProcess(&req.Request, plan); err != nil {
-			s.releaseStart()
+			s.abandonShare(sh)
 			if errors.Is(err, errCancelledRequest) {
 				s.sendCancelled(&req.Request)
 				return
@@ -280,6 +303,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 				wl.End(false)
 			}
 			if err == nil {
+				sh.started(j, j.Ranks()[0].Exe)
 				s.mu.Lock()
 				s.job = j
 				s.launchedJob = false
@@ -293,8 +317,57 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 			}
 		}
 	}
-	s.releaseStart()
+	s.abandonShare(sh)
 	s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+}
+
+// onJoin makes the client a member of the running shared session name (attach with
+// joinSession): it debugs that job as it is, with its own breakpoints, frame ids and
+// variables references; its configurationDone lets nothing run but tells it of the stops
+// that hold.
+func (s *Conn) onJoin(req *dap.AttachRequest, name string, paths pathMap) {
+	if !s.claimStart(&req.Request) {
+		return
+	}
+	sh, j, err := s.join(name)
+	if err != nil {
+		s.releaseStart()
+		s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+		return
+	}
+	s.sources.paths = paths
+	s.mu.Lock()
+	s.job = j
+	s.launchedJob = sh.launched
+	s.joined = true
+	s.mu.Unlock()
+	s.send(&dap.ProcessEvent{Event: newEvent("process"), Body: dap.ProcessEventBody{Name: sh.info().Program,
+		SystemProcessId: j.Ranks()[0].Pid, IsLocalProcess: true, StartMethod: "attach", PointerSize: 64}})
+	s.send(&dap.InitializedEvent{Event: newEvent("initialized")})
+	s.send(&dap.AttachResponse{Response: newResponse(&req.Request)})
+}
+
+// abandonShare drops the share of a launch or attach that failed.
+func (s *Conn) abandonShare(sh *share) {
+	sh.abandon()
+	s.mu.Lock()
+	if s.share == sh {
+		s.share = nil
+	}
+	s.mu.Unlock()
+	s.releaseStart()
+}
+
+// leave takes the client out of its job (a disconnect, or its stream ending); see
+// share.leave.
+func (s *Conn) leave(terminate *bool) {
+	s.mu.Lock()
+	sh := s.share
+	s.share, s.job = nil, nil
+	s.mu.Unlock()
+	if sh != nil {
+		sh.leave(s, terminate)
+	}
 }
 
 // waitForProcess waits, up to the plan's timeout, for a process that runs the program the plan
@@ -374,7 +447,14 @@ func (s *Conn) onConfigurationDoneRequest(req *dap.ConfigurationDoneRequest) {
 	s.configDone = true
 	entry := s.entryStop
 	launched := s.launchedJob
+	joined := s.joined
 	s.mu.Unlock()
+	if joined {
+		// The job runs as the other clients left it.
+		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
+		s.replayStops(j)
+		return
+	}
 	if j.Frozen() != nil {
 		s.send(&dap.ConfigurationDoneResponse{Response: newResponse(&req.Request)})
 		j.ReportPostMortemStop()
@@ -405,19 +485,16 @@ func (s *Conn) runConfigured(j *debugger.Job, entry, inPlace bool, respond func(
 	}
 }
 
+// onDisconnectRequest takes the client out of its job. The last client's disconnect ends the
+// job (a launched one is killed, an attached one left running, unless terminateDebuggee
+// says); one of several leaves it to the others, unless terminateDebuggee is true, which
+// ends it for all.
 func (s *Conn) onDisconnectRequest(req *DisconnectRequest) {
-	s.mu.Lock()
-	j := s.job
-	s.job = nil
-	launched := s.launchedJob
-	s.mu.Unlock()
-	terminate := launched
-	if req.Arguments != nil && req.Arguments.TerminateDebuggee != nil {
-		terminate = *req.Arguments.TerminateDebuggee
+	var terminate *bool
+	if req.Arguments != nil {
+		terminate = req.Arguments.TerminateDebuggee
 	}
-	if j != nil {
-		j.End(terminate)
-	}
+	s.leave(terminate)
 	s.send(&dap.DisconnectResponse{Response: newResponse(&req.Request)})
 }
 

@@ -12,16 +12,18 @@ import (
 	"syscall"
 )
 
-// sameUser checks that the process at the other end of conn runs as this process's user.
+// peerUser returns the user of the process at the other end of conn, -1 with an error when
+// it cannot be told.
 //
 // A Unix socket's peer is known from the kernel (SO_PEERCRED). A TCP peer on this host is found
 // in /proc/net/tcp{,6}: the row whose local address is conn's remote address and whose remote
 // address is conn's local one. Only a live row counts — ESTABLISHED, with a socket inode —
 // because a socket its process has already closed is orphaned and shows uid 0 there; a peer
-// that hangs up before it could be checked is refused, never taken for root. The server's
-// own side of the connection must appear too, with the inode of conn's descriptor, so the rows
-// read are this connection's and not a stale pair with the same addresses.
-func sameUser(conn net.Conn) error {
+// that hangs up before it could be checked is not known (the server refuses it), never taken
+// for root. The server's own side of the connection must appear too, with the inode of
+// conn's descriptor, so the rows read are this connection's and not a stale pair with the
+// same addresses.
+func peerUser(conn net.Conn) (int, error) {
 	var uid int
 	var err error
 	switch c := conn.(type) {
@@ -30,15 +32,12 @@ func sameUser(conn net.Conn) error {
 	case *net.TCPConn:
 		uid, err = tcpPeerUID(c)
 	default:
-		return fmt.Errorf("cannot tell the user of a %T connection", conn)
+		return -1, fmt.Errorf("cannot tell the user of a %T connection", conn)
 	}
 	if err != nil {
-		return err
+		return -1, err
 	}
-	if uid != os.Getuid() {
-		return fmt.Errorf("connection from uid %d, not %d", uid, os.Getuid())
-	}
-	return nil
+	return uid, nil
 }
 
 // unixPeerUID returns the user of the process that connected a Unix socket.

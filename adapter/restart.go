@@ -19,8 +19,12 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 		return
 	}
 	s.mu.Lock()
-	launched, raw, configDone := s.launchedJob, s.launchArgs, s.configDone
+	launched, raw, configDone, joined, old := s.launchedJob, s.launchArgs, s.configDone, s.joined, s.share
 	s.mu.Unlock()
+	if joined || old.memberCount() > 1 {
+		s.sendError(&req.Request, errBadArguments, "restart: other clients share this job: end it (disconnect with terminateDebuggee) and launch anew")
+		return
+	}
 	if !launched {
 		s.sendError(&req.Request, errBadArguments, "restart: this session attached to running processes, which it cannot start again: disconnect and attach anew")
 		return
@@ -55,6 +59,8 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 	s.mu.Lock()
 	s.job = nil
 	s.mu.Unlock()
+	nsh := s.newShare("", true)
+	old.handOver(nsh)
 	j.End(true)
 	s.handles.dropAll()
 	s.sources.paths = plan.paths
@@ -65,10 +71,12 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 	nj, inPlace, err := s.launchJob(plan)
 	if err != nil {
 		// Nothing runs any more: the session is over.
+		nsh.abandon()
 		s.sendError(&req.Request, errFailedToLaunch, "restart: "+err.Error())
 		s.sendTerminated()
 		return
 	}
+	nsh.started(nj, plan.program)
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	carried, dropped := nj.AdoptBreakpoints(ctx, j)
 	cancel()

@@ -37,7 +37,12 @@ func (s *Conn) onContinueRequest(req *dap.ContinueRequest) {
 		s.send(resp)
 		if !all {
 			s.sendContinued(resumed, t.ID)
+			for _, o := range resumed {
+				s.othersContinued(o.ID, false)
+			}
+			return
 		}
+		s.othersContinued(t.ID, true)
 	})
 }
 
@@ -56,6 +61,7 @@ func (s *Conn) continueSingleThread(req *dap.ContinueRequest, j *debugger.Job, t
 	}
 	resp := &dap.ContinueResponse{Response: newResponse(&req.Request)}
 	s.send(resp)
+	s.othersContinued(t.ID, false)
 }
 
 // step answers next, stepIn and stepOut; target, when not nil, is the call a stepIn enters.
@@ -85,6 +91,7 @@ func (s *Conn) step(r *dap.Request, threadID int, single bool, gran dap.Stepping
 		return
 	}
 	respond()
+	s.othersContinued(t.ID, false)
 }
 
 func (s *Conn) onNextRequest(req *dap.NextRequest) {

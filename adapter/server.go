@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hpcdap/hpcdap/adapter/dapclient"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -54,6 +55,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*Conn]bool
+	named    map[string]*share // the shared sessions, by name
+	nextID   int               // the last Conn id given
 	closed   bool
 	ln       net.Listener
 	wg       sync.WaitGroup
@@ -68,7 +71,7 @@ func NewServer(cfg Config) *Server {
 	if syms == nil {
 		syms = symbols.NewCache(cfg.SymbolOptions)
 	}
-	return &Server{cfg: cfg, syms: syms, sessions: map[*Conn]bool{}}
+	return &Server{cfg: cfg, syms: syms, sessions: map[*Conn]bool{}, named: map[string]*share{}}
 }
 
 func (s *Server) symbolCache() *symbols.Cache { return s.syms }
@@ -82,15 +85,20 @@ func (s *Server) writeTimeout() time.Duration {
 
 func (s *Server) logf(format string, args ...any) { s.cfg.Log.Printf(format, args...) }
 
-// ServeConn runs one session on rwc (stdio, or an accepted connection) until it ends.
-func (s *Server) ServeConn(rwc io.ReadWriteCloser) {
-	sess := newConn(s, rwc)
+// ServeConn runs one session on rwc (stdio, or a connection of this process's user) until it
+// ends.
+func (s *Server) ServeConn(rwc io.ReadWriteCloser) { s.serveConn(rwc, os.Getuid()) }
+
+// serveConn runs one session on rwc, whose peer runs as uid (-1: not known).
+func (s *Server) serveConn(rwc io.ReadWriteCloser, uid int) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		rwc.Close()
 		return
 	}
+	s.nextID++
+	sess := newConn(s, rwc, s.nextID, uid)
 	s.sessions[sess] = true
 	s.mu.Unlock()
 	sess.run()
@@ -127,14 +135,21 @@ func (s *Server) Serve(l net.Listener) error {
 			return fmt.Errorf("adapter: accept on %s: %w", l.Addr(), err)
 		}
 		delay = 0
-		if !s.cfg.AnyUser {
-			if err := sameUser(conn); err != nil {
+		uid, err := peerUser(conn)
+		if err == nil && uid != os.Getuid() {
+			err = fmt.Errorf("connection from uid %d, not %d", uid, os.Getuid())
+		}
+		if err != nil {
+			if !s.cfg.AnyUser {
 				s.logf("adapter: refused %s: %v", conn.RemoteAddr(), err)
 				conn.Close()
 				continue
 			}
+			if uid < 0 {
+				s.logf("adapter: %s: %v: it may not join shared sessions", conn.RemoteAddr(), err)
+			}
 		}
-		s.wg.Go(func() { s.ServeConn(conn) })
+		s.wg.Go(func() { s.serveConn(conn, uid) })
 	}
 }
 
@@ -178,4 +193,35 @@ func Listen(addr string) (net.Listener, error) {
 		return nil, fmt.Errorf("adapter: listen on %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// Dial connects to a server listening on addr as Listen names it ("unix:PATH" or TCP
+// "host:port").
+func Dial(addr string) (net.Conn, error) {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		return net.Dial("unix", path)
+	}
+	return net.Dial("tcp", addr)
+}
+
+// ListSessions asks the server listening on addr for the shared sessions this process's user
+// may join (`hpcdap serve --list`): a DAP client like any other, authenticated as any other
+// (the server checks its peer's user), it sends initialize and hpcdap/sessions, then
+// disconnects.
+func ListSessions(addr string) ([]SessionInfo, error) {
+	conn, err := Dial(addr)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer conn.Close()
+	c := dapclient.New(conn, conn)
+	if err := c.Call("initialize", map[string]any{"adapterID": "hpcdap", "clientID": "hpcdap-serve-list"}, nil); err != nil {
+		return nil, fmt.Errorf("list sessions of %s: %w (is it an hpcdap server, and does it accept this user?)", addr, err)
+	}
+	var body SessionsBody
+	if err := c.Call("hpcdap/sessions", nil, &body); err != nil {
+		return nil, fmt.Errorf("list sessions of %s: %w", addr, err)
+	}
+	c.Request("disconnect", map[string]any{})
+	return body.Sessions, nil
 }

@@ -24,6 +24,12 @@ type Conn struct {
 	srv   *Server
 	conn  io.ReadWriteCloser
 	codec *codec
+	// id numbers the connection in its server: it owns its breakpoints in a shared job
+	// (debugger.BPSet.Owner).
+	id int
+	// peerUID is the user of the client's process (-1: not known): only the user of a shared
+	// session may join it.
+	peerUID int
 	// ctx bounds the work done for the client's requests: it is cancelled when the client's
 	// stream ends or the session closes, so that a request in flight (a launch, a stack
 	// read from ranks that do not answer) does not outlive the client. The job's teardown does
@@ -53,6 +59,11 @@ type Conn struct {
 	progressID int
 	sources    sourceCache // which recorded source paths exist here
 	handles    handles     // frame ids and variables references of the ranks' stops
+	// share is the job's share: its clients, its name. joined: this client joined a job
+	// another client started (attach with joinSession).
+	share  *share
+	joined bool
+	owned  ownedBPs // the ids of the breakpoints this client set
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool
@@ -66,8 +77,8 @@ type Conn struct {
 	inPlaceSeq atomic.Int64
 }
 
-func newConn(srv *Server, conn io.ReadWriteCloser) *Conn {
-	s := &Conn{srv: srv, conn: conn, codec: newCodec(), done: make(chan struct{})}
+func newConn(srv *Server, conn io.ReadWriteCloser, id, peerUID int) *Conn {
+	s := &Conn{srv: srv, conn: conn, codec: newCodec(), id: id, peerUID: peerUID, done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.inPlaceSeq.Store(-1)
 	s.handles.init()
@@ -158,19 +169,13 @@ func (s *Conn) recoverPanic(what string) {
 	}
 }
 
-// close ends the session: the job is ended as a disconnect without arguments would end it.
+// close ends the session: the client leaves its job as a disconnect without arguments would
+// (the last client of a job ends it).
 func (s *Conn) close() {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		s.cancel()
-		s.mu.Lock()
-		j := s.job
-		launched := s.launchedJob
-		s.job = nil
-		s.mu.Unlock()
-		if j != nil {
-			j.End(launched)
-		}
+		s.leave(nil)
 		s.conn.Close()
 		if s.ownLogDir && s.logDir != "" {
 			os.RemoveAll(s.logDir)
@@ -292,6 +297,8 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 		s.onParallelStacksRequest(req)
 	case *CompareExpressionRequest: // hpcdap
 		s.onCompareExpressionRequest(req)
+	case *SessionsRequest: // hpcdap
+		s.respond(&req.Request, SessionsBody{Sessions: s.srv.sessionsOf(s.peerUID)})
 	default:
 		s.sendError(r, errUnsupported, fmt.Sprintf("unsupported request %q", r.Command))
 	}
@@ -390,6 +397,22 @@ func (s *Conn) sendContinued(threads []*debugger.Thread, except int) {
 		if t.ID != except {
 			s.events().Continued(t.ID)
 		}
+	}
+}
+
+// continuedEvent is the continued event of a thread (all: of every thread).
+func continuedEvent(threadID int, all bool) *dap.ContinuedEvent {
+	return &dap.ContinuedEvent{Event: newEvent("continued"), Body: dap.ContinuedEventBody{ThreadId: threadID, AllThreadsContinued: all}}
+}
+
+// othersContinued tells the other clients of a shared job that a thread this client resumed
+// runs again (with all, every thread).
+func (s *Conn) othersContinued(threadID int, all bool) {
+	s.mu.Lock()
+	sh := s.share
+	s.mu.Unlock()
+	if sh != nil {
+		sh.othersContinued(s, threadID, all)
 	}
 }
 

@@ -247,6 +247,13 @@ var customRequests = map[string]func() dap.Message{
 	"hpcdap/focus":             func() dap.Message { return &FocusRequest{} },
 	"hpcdap/parallelStacks":    func() dap.Message { return &ParallelStacksRequest{} },
 	"hpcdap/compareExpression": func() dap.Message { return &CompareExpressionRequest{} },
+	"hpcdap/sessions":          func() dap.Message { return &SessionsRequest{} },
+}
+
+// SessionsRequest is hpcdap/sessions: the shared sessions of the server that this client's
+// user may join.
+type SessionsRequest struct {
+	dap.Request
 }
 
 // RankState is one rank as hpcdap/ranks and hpcdap/ranksChanged report it.

@@ -27,7 +27,7 @@ func (j *Job) AdoptBreakpoints(ctx context.Context, old *Job) (taken, dropped []
 			continue
 		}
 		for _, o := range list {
-			bp := &Breakpoint{ID: o.ID, Kind: o.Kind, Ranks: o.Ranks, Path: o.Path, DebugPath: o.DebugPath,
+			bp := &Breakpoint{ID: o.ID, Kind: o.Kind, Ranks: o.Ranks, Owner: o.Owner, Path: o.Path, DebugPath: o.DebugPath,
 				Line: o.Line, column: o.column, Fn: o.Fn, instrBin: o.instrBin, instrAddr: o.instrAddr,
 				InstrRef: o.InstrRef, BPMeta: o.BPMeta}
 			sets[set] = append(sets[set], bp)

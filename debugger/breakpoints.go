@@ -32,6 +32,7 @@ type Breakpoint struct {
 	ID    int
 	Kind  bpKind
 	Ranks rankset.Set // the focus when it was set
+	Owner int         // the BPSet.Owner of the request that set it
 
 	Path         string // BPSource: the file as the client names it
 	DebugPath    string // BPSource: the file as the debug information names it
@@ -98,10 +99,13 @@ func NewBPMeta(cond, hit, logMsg string) (BPMeta, error) {
 }
 
 // BPSet names one list of breakpoints that a request replaces as a whole: the source
-// breakpoints of one file, or all function, instruction or data breakpoints.
+// breakpoints of one file, or all function, instruction or data breakpoints, of one owner.
+// Owners are the front end's (the clients of a shared session each set their own lists); the
+// job plants the breakpoints of every owner.
 type BPSet struct {
-	Kind bpKind
-	File string // BPSource: the file, cleaned
+	Kind  bpKind
+	File  string // BPSource: the file, cleaned
+	Owner int
 }
 
 // BPRequest is one breakpoint of a set request, whatever its kind: where (a Breakpoint
@@ -190,7 +194,7 @@ func (j *Job) SetBreakpoints(ctx context.Context, set BPSet, requested []BPReque
 		}
 		if bp == nil {
 			bp = rq.At
-			bp.ID, bp.Ranks = b.newID(), focus
+			bp.ID, bp.Ranks, bp.Owner = b.newID(), focus, set.Owner
 			if bp.Kind == BPData && bp.Data.module == "" {
 				bp.Ranks = rankset.Of(bp.Data.rank)
 			}
@@ -459,29 +463,67 @@ func (bp *Breakpoint) addrsFor(mods []*symbols.Module) []uint64 {
 	return out
 }
 
-// allUser returns every address breakpoint (not data breakpoints); b.mu must be held.
+// allUser returns every address breakpoint (not data breakpoints), of every owner: source
+// breakpoints, then function, then instruction breakpoints, each kind by owner and file;
+// b.mu must be held.
 func (b *breakpoints) allUser() []*Breakpoint {
-	var files []string
-	for set := range b.sets {
-		if set.Kind == BPSource {
-			files = append(files, set.File)
+	var out []*Breakpoint
+	for _, set := range b.orderedSets() {
+		if set.Kind != BPData {
+			out = append(out, b.sets[set]...)
 		}
 	}
-	sort.Strings(files)
-	var out []*Breakpoint
-	for _, f := range files {
-		out = append(out, b.sets[BPSet{Kind: BPSource, File: f}]...)
-	}
-	out = append(out, b.sets[BPSet{Kind: BPFunction}]...)
-	out = append(out, b.sets[BPSet{Kind: BPInstruction}]...)
 	if b.entry != nil {
 		out = append(out, b.entry)
 	}
 	return out
 }
 
-// dataBPs returns the data breakpoints; b.mu must be held.
-func (b *breakpoints) dataBPs() []*Breakpoint { return b.sets[BPSet{Kind: BPData}] }
+// dataBPs returns the data breakpoints of every owner, by owner; b.mu must be held.
+func (b *breakpoints) dataBPs() []*Breakpoint {
+	var out []*Breakpoint
+	for _, set := range b.orderedSets() {
+		if set.Kind == BPData {
+			out = append(out, b.sets[set]...)
+		}
+	}
+	return out
+}
+
+// orderedSets returns the keys of b.sets by kind, owner and file; b.mu must be held.
+func (b *breakpoints) orderedSets() []BPSet {
+	keys := make([]BPSet, 0, len(b.sets))
+	for set := range b.sets {
+		keys = append(keys, set)
+	}
+	sort.Slice(keys, func(x, y int) bool {
+		p, q := keys[x], keys[y]
+		if p.Kind != q.Kind {
+			return p.Kind < q.Kind
+		}
+		if p.Owner != q.Owner {
+			return p.Owner < q.Owner
+		}
+		return p.File < q.File
+	})
+	return keys
+}
+
+// RemoveBreakpointsOf takes out every breakpoint of one owner, as if it had set each of its
+// lists empty (a client leaving a shared session); the other owners' breakpoints stay.
+func (j *Job) RemoveBreakpointsOf(ctx context.Context, owner int) {
+	j.bps.mu.Lock()
+	var mine []BPSet
+	for set := range j.bps.sets {
+		if set.Owner == owner {
+			mine = append(mine, set)
+		}
+	}
+	j.bps.mu.Unlock()
+	for _, set := range mine {
+		j.SetBreakpoints(ctx, set, nil)
+	}
+}
 
 // removeAll takes every trap and watchpoint out of every rank (detach).
 func (b *breakpoints) removeAll(ctx context.Context) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -184,3 +185,40 @@ func (j *Job) StoppedThread(id int) (*Thread, error) {
 // DropStack forgets the thread's stack read at this stop, after a write (a register, a
 // variable, a function call) may have changed it.
 func (t *Thread) DropStack() { t.Rank.sym.dropStack(t.LWP) }
+
+// Stops returns the stops that hold now, one per stopped rank, as Stopped reported them: for
+// a client that joins a running job. The ranks stopped by a breakpoint, a step or a signal
+// come first, then the ones an all-stop or a pause stopped, each in rank order. In stop mode
+// "all" every stop says AllStopped when no rank runs.
+func (j *Job) Stops() []StopEvent {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	running := false
+	for _, r := range j.ranks {
+		if r.state == RankRunning || r.state == RankStarting {
+			running = true
+		}
+	}
+	var own, paused []StopEvent
+	for _, r := range j.ranks {
+		if r.state != RankStopped {
+			continue
+		}
+		tid := 0
+		if r.notif != nil {
+			tid = int(r.notif.ThreadID)
+		}
+		t := j.threadForLocked(r, tid)
+		if t == nil {
+			continue
+		}
+		ev := StopEvent{ThreadID: t.ID, Rank: r.Num, Reason: r.stopReason, Text: r.stopText,
+			HitBPs: slices.Clone(r.stopBPs), AllStopped: j.mode == StopAll && !running}
+		if ev.Reason == "pause" {
+			paused = append(paused, ev)
+		} else {
+			own = append(own, ev)
+		}
+	}
+	return append(own, paused...)
+}

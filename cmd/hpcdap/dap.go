@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"text/tabwriter"
 
 	"github.com/hpcdap/hpcdap/adapter"
 )
@@ -72,8 +73,10 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	logPath := fs.String("log", "", "write diagnostics to `FILE` (default: stderr)")
 	agent := fs.String("agent", "", "the hpcdap `EXECUTABLE` started as the local agent (default: this one)")
 	anyUser := fs.Bool("any-user", false, "accept connections from other users' processes, which then run programs as this user (refused by default)")
+	list := fs.Bool("list", false, "list the shared sessions of the server listening on --listen that this user may join, and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap serve [--listen ADDR] [flags]")
+		fmt.Fprintln(fs.Output(), "       hpcdap serve --list [--listen ADDR]")
 		fmt.Fprintln(fs.Output(), "\nServes Debug Adapter Protocol sessions over TCP or a Unix socket, each connection its own session;")
 		fmt.Fprintln(fs.Output(), "a connection from a process of another user is refused unless --any-user is given;")
 		fmt.Fprintln(fs.Output(), "prints \"listening on HOST:PORT\" once ready.")
@@ -85,6 +88,9 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 0 {
 		fmt.Fprintf(stderr, "hpcdap serve: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
+	}
+	if *list {
+		return listSessions(*listen, stdout)
 	}
 	logger, closeLog, err := openLog(*logPath, stderr)
 	if err != nil {
@@ -112,4 +118,22 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 		srv.Close()
 	}()
 	return srv.Serve(l)
+}
+
+// listSessions prints the shared sessions of the server on addr, one a line under a header.
+func listSessions(addr string, stdout io.Writer) error {
+	sessions, err := adapter.ListSessions(addr)
+	if err != nil {
+		return err
+	}
+	if len(sessions) == 0 {
+		fmt.Fprintf(stdout, "no shared sessions on %s\n", addr)
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tKIND\tRANKS\tCLIENTS\tSINCE\tPROGRAM")
+	for _, s := range sessions {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, s.Kind, s.Ranks, s.Clients, s.Since, s.Program)
+	}
+	return tw.Flush()
 }

@@ -21,7 +21,9 @@ export const maxLocalRanks = 4096;
 export const minCallTimeout = 0.001;
 export const maxCallTimeout = 3600;
 /** The attach targets, of which a configuration names exactly one. */
-export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob', 'processName'] as const;
+export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob', 'processName', 'joinSession'] as const;
+/** What a session name may be, as the adapter checks sessionName and joinSession. */
+export const sessionNamePattern = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** A debug configuration as launch.json holds it (after variable substitution). */
 export type DebugConfig = Record<string, unknown>;
@@ -54,6 +56,11 @@ export function checkConfig(input: DebugConfig): CheckResult {
     err(`request must be "launch" or "attach", not ${JSON.stringify(c.request)}`);
   }
   checkSubstitutePath(c, err);
+  for (const k of ['sessionName', 'joinSession'] as const) {
+    if (c[k] !== undefined && !(typeof c[k] === 'string' && sessionNamePattern.test(c[k] as string))) {
+      err(`"${k}" must be 1 to 64 letters, digits, ".", "_" and "-", not ${describe(c[k])}`);
+    }
+  }
   return errors.length ? { errors } : { config: c, errors };
 }
 
@@ -156,9 +163,15 @@ function checkLaunch(c: DebugConfig, err: (m: string) => void): void {
 function checkAttach(c: DebugConfig, err: (m: string) => void): void {
   const given = attachTargets.filter((k) => c[k] !== undefined);
   if (given.length === 0) {
-    err('attach needs one of "pid", "pids", "launcherPid", "slurmJob" or "processName"');
+    err('attach needs one of "pid", "pids", "launcherPid", "slurmJob", "processName" or "joinSession"');
   } else if (given.length > 1) {
-    err(`attach takes exactly one of "pid", "pids", "launcherPid", "slurmJob" and "processName", not ${given.map((k) => `"${k}"`).join(' and ')}`);
+    err(`attach takes exactly one of "pid", "pids", "launcherPid", "slurmJob", "processName" and "joinSession", not ${given.map((k) => `"${k}"`).join(' and ')}`);
+  }
+  if (c.joinSession !== undefined) {
+    const extra = ['sessionName', 'stopMode', 'ranks', 'stopAtEntry'].filter((k) => c[k] !== undefined);
+    if (extra.length > 0) {
+      err(`"joinSession" joins a running job as it is: ${extra.map((k) => `"${k}"`).join(' and ')} cannot come with it`);
+    }
   }
   if (c.processName !== undefined && (typeof c.processName !== 'string' || c.processName.trim() === '')) {
     err(`"processName" must be a program's name or path, not ${describe(c.processName)}`);

@@ -74,7 +74,7 @@ test('launch: ranks are checked against np', () => {
 });
 
 test('attach: exactly one target', () => {
-  rejects(attach({}), /needs one of "pid", "pids", "launcherPid", "slurmJob" or "processName"/);
+  rejects(attach({}), /needs one of "pid", "pids", "launcherPid", "slurmJob", "processName" or "joinSession"/);
   assert.deepEqual(checkConfig(attach({ processName: 'solver', waitFor: true, timeout: 5 })).errors, []);
   rejects(attach({ processName: 'solver', pid: 4 }), /exactly one of .* not "pid" and "processName"/);
   rejects(attach({ pid: 4, waitFor: true }), /"waitFor" waits for a process by "processName"/);
@@ -94,6 +94,17 @@ test('attach: exactly one target', () => {
   rejects(attach({ pid: 5, ranks: '1' }), /rank 1 is out of range \(the job has 1 ranks\)/);
   rejects(attach({ pids: { 0: 5, 3: 6 }, ranks: '4' }), /out of range \(the job has 4 ranks\)/);
   rejects(attach({ slurmJob: '1.0', ranks: '$max-0x' }), /bad rank/);
+});
+
+test('shared sessions: sessionName and joinSession', () => {
+  assert.deepEqual(checkConfig(launch({ sessionName: 'solver-1.x_y' })).errors, []);
+  assert.deepEqual(checkConfig(attach({ pid: 5, sessionName: 'solver' })).errors, []);
+  assert.deepEqual(checkConfig(attach({ joinSession: 'solver' })).errors, []);
+  rejects(launch({ sessionName: 'two words' }), /"sessionName" must be 1 to 64 letters/);
+  rejects(launch({ sessionName: 'x'.repeat(65) }), /"sessionName" must be 1 to 64 letters/);
+  rejects(attach({ joinSession: '' }), /"joinSession" must be 1 to 64 letters/);
+  rejects(attach({ joinSession: 'solver', pid: 5 }), /exactly one of .* not "pid" and "joinSession"/);
+  rejects(attach({ joinSession: 'solver', stopMode: 'rank' }), /"joinSession" joins a running job as it is: "stopMode" cannot/);
 });
 
 test('attach: accepted forms', () => {
