@@ -381,7 +381,7 @@ func (s *Conn) replayStops(j *debugger.Job) {
 	ev.RanksChanged(states)
 	for i, st := range j.Stops() {
 		if i > 0 {
-			st.Other = true
+			st.Also = true
 		}
 		st.HitBPs = nil // breakpoints of the client that was there
 		ev.Stopped(st)

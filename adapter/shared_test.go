@@ -132,7 +132,15 @@ func TestSharedSessionTwoClients(t *testing.T) {
 	// The job is stopped on all 4 ranks: B is told of each stop, the first with the focus.
 	var replay []dap.StoppedEventBody
 	for range 4 {
-		replay = append(replay, b.stopped())
+		m, err := b.c.WaitEvent("stopped", time.Minute, nil) // the others' too (preserveFocusHint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st dap.StoppedEventBody
+		if err := m.Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		replay = append(replay, st)
 	}
 	if replay[0].PreserveFocusHint {
 		t.Errorf("B's first replayed stop does not take the focus: %+v", replay[0])
@@ -215,7 +223,7 @@ func TestSharedSessionTwoClients(t *testing.T) {
 	}
 	a.setBreakpoints(p.src)
 	a.call("continue", map[string]any{"threadId": tid}, nil)
-	end, err := a.c.WaitAny([]string{"stopped", "terminated"}, 60*time.Second, nil)
+	end, err := a.c.WaitAny([]string{"stopped", "terminated"}, 60*time.Second, focusStop)
 	if err != nil {
 		t.Fatal(err)
 	}
