@@ -107,11 +107,15 @@
 // need no rewriting. A message for a rank no agent below serves goes to the local handler,
 // which refuses it as a CNK would (ToolRankNotFound).
 //
-// Faults. A child that cannot be reached is bypassed: its children are dialed directly by the
-// nearest live ancestor. Requests for the lost agent's own ranks, and those outstanding on it,
-// are answered with their own ack type, ReturnCode RequestFailed and errorCode
+// Faults. When the link to a child breaks, the agents below it drop the tool whose
+// connection went through it (as after any tool's exit: its ranks are released, nothing stays
+// stopped or trapped), so for that tool's connection every rank of the subtree is unreachable
+// from then on. A child that cannot be dialed at all (for a tool that connects afterwards) is
+// bypassed: its children are dialed directly by the nearest live ancestor, and only its own
+// ranks are unreachable. Requests for unreachable ranks, and those outstanding on a broken
+// link, are answered with their own ack type, ReturnCode RequestFailed and errorCode
 // ErrorCodeUnreachable (113, EHOSTUNREACH), so the Client reports "cdti: query rank 2:
-// RequestFailed ..." for exactly those ranks.
+// RequestFailed ..." for exactly those ranks; GatherStacks names them in Unreachable.
 //
 // # Extensions
 //

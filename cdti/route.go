@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -14,9 +15,9 @@ import (
 // Route is one agent below a Router in the tree overlay: its address, the ranks it serves
 // itself, and the agents below it.
 type Route struct {
-	Addr     string
-	Ranks    []uint32
-	Children []Route
+	Addr     string   `json:"addr"`
+	Ranks    []uint32 `json:"ranks"`
+	Children []Route  `json:"children,omitempty"`
 }
 
 // ErrorCodeUnreachable is the errorCode (EHOSTUNREACH) of the ack a Router sends for a
@@ -30,30 +31,35 @@ const ErrorCodeUnreachable = 113
 // the agent at the root sees it, and a tool that leaves releases its ranks everywhere), and
 // every message that child sends back (acks and Notify) goes up unaltered.
 //
-// A child that cannot be reached is bypassed: the message goes to the next agent on the way
-// (the lost agent's children thus reconnect to their nearest live ancestor); requests for
-// the lost agent's own ranks, and those outstanding on it when it was lost, are answered with
-// their ack type, RequestFailed and ErrorCodeUnreachable.
+// Faults. When a child's connection breaks, the agents below it lose that tool (they see its
+// connection through the lost agent close, and release its ranks as after any tool's exit:
+// nothing stays stopped or trapped); so for the upstream connection it served, every rank of
+// that subtree is unreachable from then on: requests for them, and those outstanding on the
+// link, are answered with their ack type, RequestFailed and ErrorCodeUnreachable, and
+// GatherStacks names them in Unreachable. A child that cannot be dialed (lost before the
+// connection used it, e.g. for a tool that attaches again) is bypassed: the message goes to
+// the next agent on the way, so the lost agent's children are reached from their nearest live
+// ancestor, and only the lost agent's own ranks are unreachable.
 //
 // GatherStacks is the one collective: Router sends it once to each child, asks Local (a
 // StackGatherer) for its own ranks, and answers one merged tree, naming the ranks of agents it
 // could not reach in Unreachable.
 type Router struct {
-	Local    any
-	Token    []byte        // the session token, proved to each child as a tool proves it
-	Children []Route       // the agents directly below
-	Timeout  time.Duration // bounds a dial and a collective's wait; 0 means 30 s
+	Local   any
+	Token   []byte        // the session token, proved to each child as a tool proves it
+	Timeout time.Duration // bounds a dial and a collective's wait; 0 means 30 s
 
-	once  sync.Once
-	path  map[uint32][]*Route // rank → agents from the child down to the rank's agent
-	mu    sync.Mutex
-	links map[*Conn]map[string]*link
-	lost  map[string]bool
+	mu       sync.Mutex
+	children []Route             // the agents directly below
+	path     map[uint32][]*Route // rank → agents from the child down to the rank's agent
+	links    map[*Conn]map[string]*link
+	cut      map[*Conn]map[string]bool // per upstream connection: agents whose link to it broke
+	lost     map[string]bool           // agents that could not be reached
 }
 
 // StackGatherer is implemented by a Router's Local handler to take part in GatherStacks.
 type StackGatherer interface {
-	GatherStacks(c *Conn, maxFrames int) *StackTree
+	GatherStacks(c *Conn, m *GatherStacks) *StackTree
 }
 
 type link struct {
@@ -72,25 +78,35 @@ func (r *Router) timeout() time.Duration {
 	return 30 * time.Second
 }
 
-func (r *Router) index() {
-	r.once.Do(func() {
-		r.path = make(map[uint32][]*Route)
-		var walk func(rt *Route, above []*Route)
-		walk = func(rt *Route, above []*Route) {
-			p := append(append([]*Route(nil), above...), rt)
-			for _, rank := range rt.Ranks {
-				r.path[rank] = p
-			}
-			for i := range rt.Children {
-				walk(&rt.Children[i], p)
-			}
+// SetChildren sets the agents below this one (each with its own subtree), replacing those
+// set before. Connections to agents that stay are kept.
+func (r *Router) SetChildren(children []Route) {
+	path := make(map[uint32][]*Route)
+	var walk func(rt *Route, above []*Route)
+	walk = func(rt *Route, above []*Route) {
+		p := append(append([]*Route(nil), above...), rt)
+		for _, rank := range rt.Ranks {
+			path[rank] = p
 		}
-		for i := range r.Children {
-			walk(&r.Children[i], nil)
+		for i := range rt.Children {
+			walk(&rt.Children[i], p)
 		}
-		r.links = make(map[*Conn]map[string]*link)
-		r.lost = make(map[string]bool)
-	})
+	}
+	children = slices.Clone(children)
+	for i := range children {
+		walk(&children[i], nil)
+	}
+	r.mu.Lock()
+	r.children, r.path = children, path
+	r.lost = nil
+	r.mu.Unlock()
+}
+
+// Children returns the agents below this one, as SetChildren set them.
+func (r *Router) Children() []Route {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.children
 }
 
 // Opened passes the event on to Local.
@@ -102,10 +118,10 @@ func (r *Router) Opened(c *Conn) {
 
 // Closed closes the connections to the children made for c, then tells Local.
 func (r *Router) Closed(c *Conn, err error) {
-	r.index()
 	r.mu.Lock()
 	ls := r.links[c]
 	delete(r.links, c)
+	delete(r.cut, c)
 	r.mu.Unlock()
 	for _, l := range ls {
 		l.nc.Close()
@@ -117,25 +133,74 @@ func (r *Router) Closed(c *Conn, err error) {
 
 // Relay routes one frame (RelayHandler).
 func (r *Router) Relay(c *Conn, frame []byte) error {
-	r.index()
 	h, _ := ParseHeader(frame)
 	if h.Type == MsgGatherStacks {
 		return r.gather(c, h, frame)
 	}
+	r.mu.Lock()
 	p, below := r.path[h.Rank]
+	r.mu.Unlock()
 	if !below || ackFor(h.Type) == 0 {
 		return c.HandleWith(r.Local, frame)
+	}
+	if r.isCut(c, p) {
+		return c.Send(unreachableReply(h))
 	}
 	for _, hop := range p {
 		l, err := r.link(c, hop.Addr)
 		if err != nil {
+			if r.isCut(c, p) {
+				break
+			}
 			continue // bypass a lost agent: its children are reached directly
 		}
-		if l.forward(h, frame) == nil {
-			return nil
+		if l.forward(h, frame) != nil {
+			r.markCut(c, hop.Addr) // the link broke: the tool's attachments below it are gone
+			break
 		}
+		return nil
 	}
 	return c.Send(unreachableReply(h))
+}
+
+// isCut reports whether the way down p crosses an agent whose link to c broke: the tool's
+// attachments below it were dropped with that connection (the agents there released its
+// ranks), so those ranks are unreachable for this tool, though a new tool reaches them.
+func (r *Router) isCut(c *Conn, p []*Route) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, hop := range p {
+		if r.cut[c][hop.Addr] {
+			return true
+		}
+	}
+	return false
+}
+
+// markCut records that c's link to addr broke (and that addr is lost for later tools).
+func (r *Router) markCut(c *Conn, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lost == nil {
+		r.lost = make(map[string]bool)
+	}
+	r.lost[addr] = true
+	if r.cut == nil {
+		r.cut = make(map[*Conn]map[string]bool)
+	}
+	if r.cut[c] == nil {
+		r.cut[c] = make(map[string]bool)
+	}
+	r.cut[c][addr] = true
+}
+
+// subtreeRanks lists the ranks of rt and every agent below it.
+func subtreeRanks(rt *Route) []uint32 {
+	out := slices.Clone(rt.Ranks)
+	for i := range rt.Children {
+		out = append(out, subtreeRanks(&rt.Children[i])...)
+	}
+	return out
 }
 
 // unreachableReply answers request h for a rank whose agent cannot be reached.
@@ -162,6 +227,12 @@ func unreachableReply(h Header) Message {
 // link returns c's connection to the agent at addr, dialing it on first use.
 func (r *Router) link(c *Conn, addr string) (*link, error) {
 	r.mu.Lock()
+	if r.lost == nil {
+		r.lost = make(map[string]bool)
+	}
+	if r.links == nil {
+		r.links = make(map[*Conn]map[string]*link)
+	}
 	if r.lost[addr] {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("agent %s was lost", addr)
@@ -174,6 +245,7 @@ func (r *Router) link(c *Conn, addr string) (*link, error) {
 	if l := ls[addr]; l != nil {
 		r.mu.Unlock()
 		if l.isDead() {
+			r.markCut(c, addr)
 			return nil, fmt.Errorf("agent %s was lost", addr)
 		}
 		return l, nil
@@ -235,9 +307,7 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 		return
 	default:
 	}
-	r.mu.Lock()
-	r.lost[addr] = true
-	r.mu.Unlock()
+	r.markCut(c, addr)
 	for _, h := range pending {
 		c.Send(unreachableReply(h))
 	}
@@ -304,23 +374,32 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 	var visit func(rt *Route)
 	visit = func(rt *Route) {
 		defer wg.Done()
+		if r.isCut(c, []*Route{rt}) {
+			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
+			return
+		}
 		if t, err := r.gatherFrom(c, rt.Addr, h.SequenceID, frame); err == nil {
 			merge(t)
 			return
 		}
-		// rt is lost: its own ranks are unreachable, its children are asked directly.
+		if r.isCut(c, []*Route{rt}) { // the link broke during the gather
+			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
+			return
+		}
+		// rt cannot be reached: its own ranks are unreachable, its children are asked directly.
 		merge(&StackTree{Unreachable: RanksOf(rt.Ranks...)})
 		for i := range rt.Children {
 			wg.Add(1)
 			go visit(&rt.Children[i])
 		}
 	}
-	for i := range r.Children {
+	children := r.Children()
+	for i := range children {
 		wg.Add(1)
-		go visit(&r.Children[i])
+		go visit(&children[i])
 	}
 	if x, ok := r.Local.(StackGatherer); ok {
-		if t := x.GatherStacks(c, int(req.MaxFrames)); t != nil {
+		if t := x.GatherStacks(c, req); t != nil {
 			merge(t)
 		}
 	}
@@ -341,11 +420,13 @@ func (r *Router) gatherFrom(c *Conn, addr string, seq uint32, frame []byte) (*St
 	}
 	ch, err := l.ask(seq, frame)
 	if err != nil {
+		r.markCut(c, addr)
 		return nil, err
 	}
 	select {
 	case b, ok := <-ch:
 		if !ok {
+			r.markCut(c, addr)
 			return nil, ErrPeerClosed
 		}
 		m, err := DecodeMessage(b)
@@ -359,6 +440,7 @@ func (r *Router) gatherFrom(c *Conn, addr string, seq uint32, frame []byte) (*St
 		return &a.Tree, nil
 	case <-time.After(r.timeout()):
 		l.nc.Close() // a child that does not answer is treated as lost
+		r.markCut(c, addr)
 		return nil, fmt.Errorf("agent %s: gather stacks: no answer in %v", addr, r.timeout())
 	case <-c.Context().Done():
 		return nil, ErrPeerClosed

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
 
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func (a *stackAgent) Control(c *Conn, m *Control) *ControlAck {
 	return &ControlAck{}
 }
 
-func (a *stackAgent) GatherStacks(c *Conn, maxFrames int) *StackTree {
+func (a *stackAgent) GatherStacks(c *Conn, m *GatherStacks) *StackTree {
 	t := &StackTree{}
 	for _, r := range a.ranks {
 		t.Add(r, stackOf(a.index, r))
@@ -98,8 +99,9 @@ func simTree(t testing.TB, n, k, perAgent int) ([]*Server, string) {
 	}
 	srvs := make([]*Server, n)
 	for i := range srvs {
-		srvs[i] = &Server{Token: []byte(testToken), Node: fmt.Sprint("node", i),
-			Handler: &Router{Local: agents[i], Token: []byte(testToken), Children: route(i).Children, Timeout: 10 * time.Second}}
+		rt := &Router{Local: agents[i], Token: []byte(testToken), Timeout: 10 * time.Second}
+		rt.SetChildren(route(i).Children)
+		srvs[i] = &Server{Token: []byte(testToken), Node: fmt.Sprint("node", i), Handler: rt}
 		go srvs[i].Serve(lns[i])
 	}
 	t.Cleanup(func() {
@@ -194,9 +196,11 @@ func TestGatherStacksEqualsEveryRanksOwn(t *testing.T) {
 }
 
 // TestRouterLostInteriorAgent kills an interior agent (1, with children 3 and 4, at fan-out
-// 2): the next collective names exactly its ranks as unreachable and still merges the ranks
-// below it (reached directly, from the nearest live ancestor); a request for one of its
-// ranks fails naming the rank, and the ranks below it still answer.
+// 2). For the tool connected before the loss, whose attachments below it went with it, the
+// next collective names the whole subtree's ranks as unreachable and merges the others; a
+// request for one of them fails naming the rank. A tool that connects afterwards reaches the
+// agents below the lost one from the root (their nearest live ancestor): only the lost
+// agent's own ranks are unreachable.
 func TestRouterLostInteriorAgent(t *testing.T) {
 	const n, per = 7, 2
 	srvs, root := simTree(t, n, 2, per)
@@ -210,34 +214,45 @@ func TestRouterLostInteriorAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := RanksOf(2, 3); !slices.Equal(tree.Unreachable, want) {
+	if want := RanksOf(2, 3, 6, 7, 8, 9); !slices.Equal(tree.Unreachable, want) {
 		t.Fatalf("unreachable %v, want %v", tree.Unreachable, want)
 	}
+	if want := RanksOf(0, 1, 4, 5, 10, 11, 12, 13); !slices.Equal(tree.Ranks, want) {
+		t.Fatalf("merged ranks %v, want %v", tree.Ranks, want)
+	}
+	for _, r := range []uint32{2, 7} {
+		_, err = c.Traceback(ctx, r, 0, 0)
+		var rc *ReturnCodeError
+		if !errors.As(err, &rc) || rc.Code != RequestFailed || rc.ErrorCode != ErrorCodeUnreachable {
+			t.Fatalf("rank %d below the lost link: %v", r, err)
+		}
+		if want := fmt.Sprint("rank ", r); !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not name %s", err, want)
+		}
+	}
+	if _, err := c.Traceback(ctx, 4, 0, 0); err != nil {
+		t.Fatalf("rank 4 of the live subtree: %v", err)
+	}
+
+	late := dialRoot(t, root)
+	tree, err = late.GatherStacks(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RanksOf(2, 3); !slices.Equal(tree.Unreachable, want) {
+		t.Fatalf("new tool: unreachable %v, want %v", tree.Unreachable, want)
+	}
 	if got, want := tree.Ranks.Count(), (n-1)*per; got != want {
-		t.Fatalf("%d of %d ranks merged (%v)", got, want, tree.Ranks)
-	}
-	_, err = c.Traceback(ctx, 2, 0, 0)
-	var rc *ReturnCodeError
-	if !errors.As(err, &rc) || rc.Code != RequestFailed || rc.ErrorCode != ErrorCodeUnreachable {
-		t.Fatalf("rank 2 of the lost agent: %v", err)
-	}
-	if want := "rank 2"; !containsStr(err.Error(), want) {
-		t.Fatalf("error %q does not name %s", err, want)
+		t.Fatalf("new tool: %d of %d ranks merged (%v)", got, want, tree.Ranks)
 	}
 	for _, r := range []uint32{6, 7, 8, 9} { // agents 3 and 4, below the lost one
-		if _, err := c.Traceback(ctx, r, 0, 0); err != nil {
-			t.Fatalf("rank %d below the lost agent: %v", r, err)
+		if _, err := late.Traceback(ctx, r, 0, 0); err != nil {
+			t.Fatalf("new tool: rank %d below the lost agent: %v", r, err)
 		}
 	}
-}
-
-func containsStr(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
+	if _, err := late.Traceback(ctx, 3, 0, 0); err == nil {
+		t.Fatal("new tool: rank 3 of the lost agent answered")
 	}
-	return false
 }
 
 // TestStackTreeRoundTrip encodes and decodes a merged tree and refuses corrupt ones.
