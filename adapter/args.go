@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/launch"
+	"github.com/hpcdap/hpcdap/topology"
 )
 
 // LaunchArgs are the launch request's arguments (README, "DAP interface").
@@ -41,6 +42,12 @@ type LaunchArgs struct {
 	SubstitutePath []PathRule `json:"substitutePath"`
 	// CallTimeout bounds a function call in an expression, in seconds (default 10).
 	CallTimeout *float64 `json:"callTimeout"`
+	// Fanout is the fan-out of the agents' tree (default 32, at least 2): a job of more
+	// agents than the fan-out is reached through a tree of them.
+	Fanout *int `json:"fanout"`
+	// RanksPerAgent is how many ranks each agent of the local launcher serves (default and
+	// most 64), so that a job on one host can have several agents.
+	RanksPerAgent *int `json:"ranksPerAgent"`
 }
 
 // AttachArgs are the attach request's arguments.
@@ -61,6 +68,19 @@ type AttachArgs struct {
 	StopAtEntry bool     `json:"stopAtEntry"`
 	// SubstitutePath maps source directories between the editor and the debug information.
 	SubstitutePath []PathRule `json:"substitutePath"`
+	// Fanout is the fan-out of the agents' tree, as for launch.
+	Fanout *int `json:"fanout"`
+}
+
+// parseFanout checks the fanout argument; nil gives 0, the default.
+func parseFanout(n *int) (int, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if *n < topology.MinFanout {
+		return 0, fmt.Errorf(`"fanout" must be at least %d (a tree, not a chain), not %d`, topology.MinFanout, *n)
+	}
+	return *n, nil
 }
 
 func parseStopMode(s string) (debugger.StopMode, error) {
@@ -94,6 +114,8 @@ type launchPlan struct {
 	emulator    string // "qemu-ppc64" or "qemu-ppc64le": the ranks run under QEMU user mode
 	paths       pathMap
 	callTimeout time.Duration
+	fanout      int // the agents' tree (0: the default)
+	perAgent    int // ranks per local agent (0: launch.RanksPerAgent)
 
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
@@ -209,6 +231,18 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	if p.callTimeout, err = parseCallTimeout(a.CallTimeout); err != nil {
 		return nil, err
 	}
+	if p.fanout, err = parseFanout(a.Fanout); err != nil {
+		return nil, err
+	}
+	if a.RanksPerAgent != nil {
+		if n := *a.RanksPerAgent; n < 1 || n > launch.RanksPerAgent {
+			return nil, fmt.Errorf(`"ranksPerAgent" must be between 1 and %d, not %d`, launch.RanksPerAgent, n)
+		}
+		if p.launcher != "" {
+			return nil, errors.New(`"ranksPerAgent" applies to the local launcher only, not with "launcher"`)
+		}
+		p.perAgent = *a.RanksPerAgent
+	}
 	return p, nil
 }
 
@@ -266,6 +300,7 @@ type attachPlan struct {
 	focus       string
 	stopAtEntry bool
 	paths       pathMap
+	fanout      int // the agents' tree (0: the default)
 }
 
 // planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob.
@@ -292,6 +327,9 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 	p := &attachPlan{pids: map[int]int{}, stopAtEntry: a.StopAtEntry}
 	var err error
 	if p.mode, err = parseStopMode(a.StopMode); err != nil {
+		return nil, err
+	}
+	if p.fanout, err = parseFanout(a.Fanout); err != nil {
 		return nil, err
 	}
 	switch {

@@ -27,7 +27,10 @@ func (e jobEvents) stale() bool { return e.gen != e.s.jobGen.Load() }
 
 // jobConfig is the configuration of the session's jobs.
 func (s *Conn) jobConfig() debugger.Config {
-	return debugger.Config{Ctx: s.ctx, Events: s.events(), Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
+	s.mu.Lock()
+	fanout := s.fanout
+	s.mu.Unlock()
+	return debugger.Config{Ctx: s.ctx, Events: s.events(), Syms: s.srv.symbolCache(), CallTimeout: s.callLimit(), Fanout: fanout}
 }
 
 // callLimit is the session's bound on one function call.
