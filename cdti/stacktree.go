@@ -6,17 +6,21 @@ import (
 	"sort"
 )
 
-// RankRange is an inclusive range of ranks, the unit of the rank sets a StackTree carries.
-type RankRange struct{ Lo, Hi uint32 }
+// RankRange is an inclusive range of ranks with a stride: Lo, Lo+Stride, …, Hi. Stride is
+// at least 1 and divides Hi−Lo; a single rank has Lo = Hi and Stride 1.
+type RankRange struct{ Lo, Hi, Stride uint32 }
 
-// RankRanges is a set of ranks as sorted, disjoint, non-adjacent ranges.
+// RankRanges is a set of ranks as strided ranges sorted by Lo whose spans [Lo, Hi] do not
+// overlap, the form the MPIR subset notation prints (0-62:2): the ranks of one stack in a job
+// are mostly runs and evenly spaced ranks, so the size of a set follows its shape, not its
+// number of ranks. Two sets with the same ranks may be split differently: compare with Equal.
 type RankRanges []RankRange
 
 // Count returns the number of ranks in the set.
 func (s RankRanges) Count() int {
 	n := 0
 	for _, r := range s {
-		n += int(r.Hi-r.Lo) + 1
+		n += int((r.Hi-r.Lo)/r.Stride) + 1
 	}
 	return n
 }
@@ -25,52 +29,82 @@ func (s RankRanges) Count() int {
 func (s RankRanges) Ranks() []uint32 {
 	out := make([]uint32, 0, s.Count())
 	for _, r := range s {
-		for x := uint64(r.Lo); x <= uint64(r.Hi); x++ {
+		for x := uint64(r.Lo); x <= uint64(r.Hi); x += uint64(r.Stride) {
 			out = append(out, uint32(x))
 		}
 	}
 	return out
 }
 
-// Union returns the union of s and o (neither is modified).
+// Equal reports whether s and o hold the same ranks.
+func (s RankRanges) Equal(o RankRanges) bool { return slices.Equal(s.Ranks(), o.Ranks()) }
+
+// Union returns the union of s and o (neither is modified). Sets whose spans do not overlap,
+// as those of different agents, are merged without listing their ranks.
 func (s RankRanges) Union(o RankRanges) RankRanges {
 	all := make(RankRanges, 0, len(s)+len(o))
 	all = append(append(all, s...), o...)
-	return normalize(all)
+	sort.Slice(all, func(i, j int) bool { return all[i].Lo < all[j].Lo })
+	for i := 1; i < len(all); i++ {
+		if all[i].Lo <= all[i-1].Hi {
+			return compress(dedup(RankRanges(all).Ranks()))
+		}
+	}
+	return coalesce(all)
 }
 
 // RanksOf returns the set holding ranks.
 func RanksOf(ranks ...uint32) RankRanges {
-	all := make(RankRanges, len(ranks))
-	for i, r := range ranks {
-		all[i] = RankRange{r, r}
-	}
-	return normalize(all)
+	rs := slices.Clone(ranks)
+	slices.Sort(rs)
+	return compress(dedup(rs))
 }
 
-func normalize(all RankRanges) RankRanges {
-	if !slices.IsSortedFunc(all, func(a, b RankRange) int { return int64cmp(a.Lo, b.Lo) }) {
-		sort.Slice(all, func(i, j int) bool { return all[i].Lo < all[j].Lo })
-	}
-	out := all[:0]
-	for _, r := range all {
-		if n := len(out); n > 0 && uint64(r.Lo) <= uint64(out[n-1].Hi)+1 {
-			out[n-1].Hi = max(out[n-1].Hi, r.Hi)
-			continue
-		}
-		out = append(out, r)
+func dedup(rs []uint32) []uint32 {
+	slices.Sort(rs)
+	return slices.Compact(rs)
+}
+
+// compress turns sorted distinct ranks into strided ranges.
+func compress(rs []uint32) RankRanges {
+	out := make(RankRanges, 0, len(rs))
+	for _, r := range rs {
+		out = appendRange(out, RankRange{r, r, 1})
 	}
 	return out
 }
 
-func int64cmp(a, b uint32) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// coalesce joins neighbouring ranges of ranges sorted by Lo with disjoint spans.
+func coalesce(rs RankRanges) RankRanges {
+	out := rs[:0:0]
+	for _, r := range rs {
+		out = appendRange(out, r)
 	}
-	return 0
+	return out
+}
+
+// appendRange appends r (which starts after the last range's span), extending the last range
+// when r continues its progression.
+func appendRange(out RankRanges, r RankRange) RankRanges {
+	n := len(out)
+	if n == 0 {
+		return append(out, r)
+	}
+	last := &out[n-1]
+	single := last.Lo == last.Hi
+	switch {
+	case single && r.Lo == r.Hi:
+		// Two single ranks make a progression of their distance.
+		last.Hi, last.Stride = r.Lo, r.Lo-last.Lo
+		return out
+	case single && r.Stride == r.Lo-last.Lo:
+		last.Hi, last.Stride = r.Hi, r.Stride
+		return out
+	case !single && (r.Lo == r.Hi || r.Stride == last.Stride) && uint64(r.Lo) == uint64(last.Hi)+uint64(last.Stride):
+		last.Hi = r.Hi
+		return out
+	}
+	return append(out, r)
 }
 
 // StackNode is one frame of a merged stack tree: a pc (a call site, or the innermost pc at a
@@ -93,7 +127,7 @@ type StackTree struct {
 
 // Add merges one rank's stack, its pcs innermost first (as GetTracebackAck gives them).
 func (t *StackTree) Add(rank uint32, pcs []uint64) {
-	one := RankRanges{{rank, rank}}
+	one := RankRanges{{rank, rank, 1}}
 	t.Ranks = t.Ranks.Union(one)
 	level := &t.Roots
 	for i := len(pcs) - 1; i >= 0; i-- {
@@ -170,24 +204,21 @@ func (t *StackTree) Paths() map[uint32][]uint64 {
 
 // minus returns s without the ranks of o.
 func (s RankRanges) minus(o RankRanges) RankRanges {
-	var out RankRanges
-	for _, r := range s {
-		lo := uint64(r.Lo)
-		for _, x := range o {
-			if uint64(x.Hi) < lo || x.Lo > r.Hi {
-				continue
-			}
-			if uint64(x.Lo) > lo {
-				out = append(out, RankRange{uint32(lo), x.Lo - 1})
-			}
-			lo = uint64(x.Hi) + 1
-		}
-		if lo <= uint64(r.Hi) {
-			out = append(out, RankRange{uint32(lo), r.Hi})
+	drop := make(map[uint32]bool, o.Count())
+	for _, r := range o.Ranks() {
+		drop[r] = true
+	}
+	var keep []uint32
+	for _, r := range s.Ranks() {
+		if !drop[r] {
+			keep = append(keep, r)
 		}
 	}
-	return out
+	return compress(keep)
 }
+
+// rangeBytes is the size of one strided range on the wire.
+const rangeBytes = 12
 
 // GatherStacks (extension message 5102) asks an agent for the merged main-thread stacks of
 // every stopped rank it serves and, through a Router, of every agent below it.
@@ -209,14 +240,15 @@ func (m *GatherStacksAck) MessageType() MessageType      { return MsgGatherStack
 func (m *GatherStacksAck) encodedSize(bool) (int, error) { return m.size(), nil }
 
 // size is the encoded size: @40 contributing range count u32, unreachable range count u32,
-// node count u32, pad u32; the ranges (lo u32, hi u32), contributing then unreachable; then
-// the nodes in preorder, each pc u64, child count u32, range count u32 and its ranges.
+// node count u32, pad u32; the ranges (lo u32, hi u32, stride u32), contributing then
+// unreachable, padded to 8; then the nodes in preorder, each pc u64, child count u32, range
+// count u32 and its ranges, padded to 8.
 func (m *GatherStacksAck) size() int {
-	n := 56 + 8*(len(m.Tree.Ranks)+len(m.Tree.Unreachable))
+	n := 56 + round8(rangeBytes*len(m.Tree.Ranks)) + round8(rangeBytes*len(m.Tree.Unreachable))
 	var walk func([]*StackNode)
 	walk = func(l []*StackNode) {
 		for _, x := range l {
-			n += 16 + 8*len(x.Ranks)
+			n += 16 + round8(rangeBytes*len(x.Ranks))
 			walk(x.Children)
 		}
 	}
@@ -234,8 +266,10 @@ func (m *GatherStacksAck) encodeBody(b []byte) {
 		for _, r := range rs {
 			be.PutUint32(b[at:], r.Lo)
 			be.PutUint32(b[at+4:], r.Hi)
-			at += 8
+			be.PutUint32(b[at+8:], r.Stride)
+			at += rangeBytes
 		}
+		at = round8(at)
 	}
 	putRanges(t.Ranks)
 	putRanges(t.Unreachable)
@@ -272,17 +306,22 @@ func decGatherStacksAck(h Header, b []byte) (Message, error) {
 		return malformed(h.Type, "%s at %d in a %d-byte message", what, at, len(b))
 	}
 	ranges := func(n uint32) (RankRanges, error) {
-		if uint64(n)*8 > uint64(len(b)-at) {
+		if uint64(round8(rangeBytes*int(min(n, 1<<20)))) > uint64(len(b)-at) {
 			return nil, bad(fmt.Sprintf("%d rank ranges", n))
 		}
 		out := make(RankRanges, n)
 		for i := range out {
-			out[i] = RankRange{be.Uint32(b[at:]), be.Uint32(b[at+4:])}
-			if out[i].Lo > out[i].Hi || (i > 0 && uint64(out[i-1].Hi)+1 >= uint64(out[i].Lo)) {
+			r := RankRange{be.Uint32(b[at:]), be.Uint32(b[at+4:]), be.Uint32(b[at+8:])}
+			if r.Lo > r.Hi || r.Stride == 0 || (r.Hi-r.Lo)%r.Stride != 0 || (r.Lo == r.Hi && r.Stride != 1) {
+				return nil, bad("a malformed rank range")
+			}
+			if i > 0 && out[i-1].Hi >= r.Lo {
 				return nil, bad("unsorted rank ranges")
 			}
-			at += 8
+			out[i] = r
+			at += rangeBytes
 		}
+		at = round8(at)
 		return out, nil
 	}
 	m := &GatherStacksAck{Header: h}
