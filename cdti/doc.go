@@ -137,10 +137,12 @@
 //	5102  GatherStacks       message max frames u32 @40 (0: 400), 4 bytes padding: the merged main-thread
 //	                                 stacks of every stopped rank served by the agent and every agent below
 //	5103  GatherStacksAck    message counts u32 @40 (contributing rank ranges), @44 (unreachable rank ranges),
-//	                                 @48 (root nodes), pad; from @56 the ranges {lo u32, hi u32} (sorted,
-//	                                 disjoint), contributing then unreachable; then the nodes in preorder,
-//	                                 each {pc u64, child count u32, range count u32, ranges}; a tree over
-//	                                 64 KiB is answered RequestFailed with its size as errorCode
+//	                                 @48 (root nodes), pad; from @56 the rank sets as strided ranges
+//	                                 {lo u32, hi u32, stride u32} (lo, lo+stride, …, hi; sorted, spans
+//	                                 disjoint; each list padded to 8), contributing then unreachable; then
+//	                                 the nodes in preorder, each {pc u64, child count u32, range count u32,
+//	                                 ranges}; a tree over 64 KiB is answered RequestFailed with its size as
+//	                                 errorCode
 //	1101  GetTargetInfo      Query   (threadID only)
 //	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
 //	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24

@@ -303,3 +303,53 @@ func TestStackTreeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRankRanges: strided rank sets built rank by rank, from lists and by union hold exactly
+// the ranks given, and survive the wire.
+func FuzzRankRanges(f *testing.F) {
+	f.Add([]byte{0, 4, 8, 12, 1, 2, 3}, []byte{5, 6, 7, 200})
+	f.Add([]byte{1, 1, 1}, []byte{})
+	f.Add([]byte{9, 3, 200, 100, 101, 102}, []byte{3, 4, 5, 6})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		want := map[uint32]bool{}
+		var ra, rb []uint32
+		var tr StackTree
+		for _, x := range a {
+			ra = append(ra, uint32(x))
+			want[uint32(x)] = true
+			tr.Add(uint32(x), []uint64{1})
+		}
+		for _, x := range b {
+			rb = append(rb, uint32(x)*3)
+			want[uint32(x)*3] = true
+			tr.Add(uint32(x)*3, []uint64{1})
+		}
+		check := func(what string, s RankRanges) {
+			got := s.Ranks()
+			if len(got) != len(want) || s.Count() != len(want) {
+				t.Fatalf("%s: %v holds %v, want %d ranks", what, s, got, len(want))
+			}
+			for i, r := range got {
+				if !want[r] || (i > 0 && got[i-1] >= r) {
+					t.Fatalf("%s: %v holds %v", what, s, got)
+				}
+			}
+			for i, r := range s {
+				if r.Stride == 0 || (r.Hi-r.Lo)%r.Stride != 0 || (i > 0 && s[i-1].Hi >= r.Lo) {
+					t.Fatalf("%s: malformed %v", what, s)
+				}
+			}
+		}
+		check("union", RanksOf(ra...).Union(RanksOf(rb...)))
+		check("added", tr.Ranks)
+		b2, err := Encode(&GatherStacksAck{Tree: tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := DecodeMessage(b2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("decoded", m.(*GatherStacksAck).Tree.Ranks)
+	})
+}
