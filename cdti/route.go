@@ -331,11 +331,30 @@ func (l *link) forward(h Header, frame []byte) error {
 	}
 	l.pending[h.SequenceID] = h
 	l.mu.Unlock()
+	if err := l.write(frame); err != nil {
+		l.mu.Lock()
+		delete(l.pending, h.SequenceID) // the caller answers it
+		l.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// write sends one frame, bounded by linkWriteTimeout: a child that stops reading fails its
+// link rather than blocking the relay.
+func (l *link) write(frame []byte) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	l.nc.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
 	_, err := l.nc.Write(frame)
+	if err != nil {
+		l.nc.Close() // its reader then answers what was outstanding on it
+	}
 	return err
 }
+
+// linkWriteTimeout bounds one write to a child, as Server.WriteTimeout bounds the agent's.
+const linkWriteTimeout = 30 * time.Second
 
 // ask writes a collective request and returns the channel its ack arrives on (closed if the
 // link fails first).
@@ -348,9 +367,7 @@ func (l *link) ask(seq uint32, frame []byte) (chan []byte, error) {
 	}
 	l.collect[seq] = ch
 	l.mu.Unlock()
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if _, err := l.nc.Write(frame); err != nil {
+	if err := l.write(frame); err != nil {
 		return nil, err
 	}
 	return ch, nil
