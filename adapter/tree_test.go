@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hpcdap/hpcdap/rankset"
 )
@@ -135,4 +136,43 @@ func parentPid(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	return ppid
+}
+
+// BenchmarkTreeOfAgents launches np local ranks on agents of 4 ranks each and compares the
+// tree of agents (fan-out 8: np/4 agents below one root) with direct connections (fan-out 64,
+// no tree at np/4 ≤ 64 agents): the time from launch to every rank stopped at a breakpoint,
+// and one hpcdap/parallelStacks request.
+//
+//	go test -run '^$' -bench TreeOfAgents -benchtime 3x ./adapter
+func BenchmarkTreeOfAgents(b *testing.B) {
+	p := compileC(b, "stacks")
+	line := p.line(b, "leaf-first")
+	for _, np := range []int{64, 256} {
+		for _, fanout := range []int{8, 64} {
+			b.Run(fmt.Sprintf("np=%d/agents=%d/fanout=%d", np, np/4, fanout), func(b *testing.B) {
+				var ready, stacks time.Duration
+				for range b.N {
+					d := newDAP(b, viaPipe)
+					d.initialize()
+					t0 := time.Now()
+					d.call("launch", map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 4, "fanout": fanout}, nil)
+					d.event("initialized")
+					d.setBreakpoints(p.src, line)
+					d.call("configurationDone", nil, nil)
+					d.stopped()
+					ready += time.Since(t0)
+					t1 := time.Now()
+					var ps ParallelStacksBody
+					d.call("hpcdap/parallelStacks", map[string]any{}, &ps)
+					stacks += time.Since(t1)
+					if ps.Total != np {
+						b.Fatalf("parallel stacks of %d ranks, want %d", ps.Total, np)
+					}
+					d.close()
+				}
+				b.ReportMetric(float64(ready.Milliseconds())/float64(b.N), "ms-to-all-stopped")
+				b.ReportMetric(float64(stacks.Microseconds())/1000/float64(b.N), "ms-parallel-stacks")
+			})
+		}
+	}
 }
