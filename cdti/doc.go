@@ -164,7 +164,7 @@
 // GatherStacks is the one collective operation: it goes down the tree once and comes back
 // reduced. Each agent unwinds the main thread of each of its stopped ranks (as GetTraceback),
 // merges the stacks into a prefix tree from the outermost pc with a rank set at every node
-// (StackTree, STAT's model), merges its children's trees into it, and answers one tree: its
+// (StackTree), merges its children's trees into it, and answers one tree: its
 // size follows the distinct stacks, not the ranks. The ranks of agents that could not be
 // reached are named in Unreachable.
 //

@@ -115,9 +115,9 @@ type StackNode struct {
 	Children []*StackNode
 }
 
-// StackTree is the stacks of many ranks merged into a prefix tree from the outermost frame
-// (STAT's model): ranks with the same stack share one path, so its size grows with the number
-// of distinct stacks, not with the number of ranks. Unreachable names the ranks whose agent
+// StackTree is the stacks of many ranks merged into a prefix tree from the outermost frame:
+// ranks with the same stack share one path, so its size grows with the number of distinct
+// stacks, not with the number of ranks. Unreachable names the ranks whose agent
 // could not be reached; Ranks every rank that contributed a stack.
 type StackTree struct {
 	Roots       []*StackNode
