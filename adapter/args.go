@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/launch"
+	"github.com/hpcdap/hpcdap/topology"
 )
 
 // LaunchArgs are the launch request's arguments (README, "DAP interface").
@@ -44,6 +45,12 @@ type LaunchArgs struct {
 	// SessionName shares the session under this name: other clients of the same user may
 	// join it (attach with JoinSession).
 	SessionName string `json:"sessionName"`
+	// Fanout is the fan-out of the agents' tree (default 32, at least 2): a job of more
+	// agents than the fan-out is reached through a tree of them.
+	Fanout *int `json:"fanout"`
+	// RanksPerAgent is how many ranks each agent of the local launcher serves (default and
+	// most 64), so that a job on one host can have several agents.
+	RanksPerAgent *int `json:"ranksPerAgent"`
 }
 
 // AttachArgs are the attach request's arguments.
@@ -69,6 +76,8 @@ type AttachArgs struct {
 	// JoinSession joins the running shared session of this name instead of attaching to
 	// processes: the job another client launched or attached.
 	JoinSession string `json:"joinSession"`
+	// Fanout is the fan-out of the agents' tree, as for launch.
+	Fanout *int `json:"fanout"`
 }
 
 // maxSessionName bounds the length of a session name.
@@ -102,12 +111,23 @@ func joinPlan(raw json.RawMessage) (string, pathMap, error) {
 		return "", nil, err
 	}
 	if a.Pid != nil || a.Pids != nil || a.LauncherPid != nil || a.SlurmJob != "" || a.ProcessName != "" ||
-		a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry {
+		a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry || a.Fanout != nil {
 		return "", nil, errors.New(`"joinSession" joins a running job as it is: give none of "pid", "pids", "launcherPid", ` +
-			`"slurmJob", "processName", "sessionName", "stopMode", "ranks" and "stopAtEntry" with it`)
+			`"slurmJob", "processName", "sessionName", "stopMode", "ranks", "stopAtEntry" and "fanout" with it`)
 	}
 	paths, err := parseSubstitutePath(a.SubstitutePath)
 	return a.JoinSession, paths, err
+}
+
+// parseFanout checks the fanout argument; nil gives 0, the default.
+func parseFanout(n *int) (int, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if *n < topology.MinFanout {
+		return 0, fmt.Errorf(`"fanout" must be at least %d (a tree, not a chain), not %d`, topology.MinFanout, *n)
+	}
+	return *n, nil
 }
 
 func parseStopMode(s string) (debugger.StopMode, error) {
@@ -142,6 +162,8 @@ type launchPlan struct {
 	paths       pathMap
 	callTimeout time.Duration
 	sessionName string // shared under this name
+	fanout      int    // the agents' tree (0: the default)
+	perAgent    int    // ranks per local agent (0: launch.RanksPerAgent)
 
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
@@ -263,6 +285,18 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	if p.callTimeout, err = parseCallTimeout(a.CallTimeout); err != nil {
 		return nil, err
 	}
+	if p.fanout, err = parseFanout(a.Fanout); err != nil {
+		return nil, err
+	}
+	if a.RanksPerAgent != nil {
+		if n := *a.RanksPerAgent; n < 1 || n > launch.RanksPerAgent {
+			return nil, fmt.Errorf(`"ranksPerAgent" must be between 1 and %d, not %d`, launch.RanksPerAgent, n)
+		}
+		if p.launcher != "" {
+			return nil, errors.New(`"ranksPerAgent" applies to the local launcher only, not with "launcher"`)
+		}
+		p.perAgent = *a.RanksPerAgent
+	}
 	return p, nil
 }
 
@@ -321,6 +355,7 @@ type attachPlan struct {
 	stopAtEntry bool
 	paths       pathMap
 	sessionName string // shared under this name
+	fanout      int    // the agents' tree (0: the default)
 }
 
 // planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob.
@@ -352,6 +387,9 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		}
 	}
 	if p.mode, err = parseStopMode(a.StopMode); err != nil {
+		return nil, err
+	}
+	if p.fanout, err = parseFanout(a.Fanout); err != nil {
 		return nil, err
 	}
 	switch {

@@ -29,8 +29,9 @@ func (e jobEvents) stale() bool { return e.gen != e.s.jobGen.Load() }
 func (s *Conn) jobConfig() debugger.Config {
 	s.mu.Lock()
 	sh := s.share
+	fanout := s.fanout
 	s.mu.Unlock()
-	return debugger.Config{Ctx: sh.ctx, Events: sh, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit()}
+	return debugger.Config{Ctx: sh.ctx, Events: sh, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit(), Fanout: fanout}
 }
 
 // callLimit is the session's bound on one function call.

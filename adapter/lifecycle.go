@@ -160,6 +160,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	s.sources.paths = plan.paths
 	s.mu.Lock()
 	s.callTimeout = plan.callTimeout
+	s.fanout = plan.fanout
 	s.mu.Unlock()
 	if plan.coreFile != "" {
 		j, err := debugger.OpenCoreJob(s.jobConfig(), plan.coreFile, plan.program)
@@ -210,7 +211,7 @@ func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
 		return nil, false, err
 	}
 	start := (&launch.LocalSpawn{AgentPath: exe, LogDir: logDir, NP: plan.np, Program: plan.program, Args: plan.args,
-		AgentArgs: emulatorAgentArgs(plan), Env: plan.env, Dir: plan.cwd, NoASLR: plan.noASLR}).Start
+		AgentArgs: emulatorAgentArgs(plan), Env: plan.env, Dir: plan.cwd, NoASLR: plan.noASLR, PerAgent: plan.perAgent}).Start
 	title := fmt.Sprintf("Starting %d rank(s) of %s", plan.np, filepath.Base(plan.program))
 	var wl *debugger.WLMJob
 	if plan.launcher != "" {
@@ -265,6 +266,9 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 		return
 	}
 	s.sources.paths = plan.paths
+	s.mu.Lock()
+	s.fanout = plan.fanout
+	s.mu.Unlock()
 	if plan.waitName != "" {
 		if err := s.waitForProcess(&req.Request, plan); err != nil {
 			s.abandonShare(sh)

@@ -77,7 +77,7 @@ func MergeStacks(stacks []*debugger.RankStack, o MergeOptions) ParallelStacksBod
 	sort.SliceStable(stacks, func(a, b int) bool { return stacks[a].Rank.Num < stacks[b].Rank.Num })
 	for _, st := range stacks {
 		frames := st.Frames
-		if st.Err != nil || len(frames) == 0 {
+		if len(frames) == 0 { // an error without frames (a rank behind a lost agent has one)
 			frames = []debugger.TreeFrame{{Name: "<stack unavailable>"}}
 		}
 		if o.MaxFrames > 0 && len(frames) > o.MaxFrames {

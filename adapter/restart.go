@@ -66,6 +66,7 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 	s.sources.paths = plan.paths
 	s.mu.Lock()
 	s.callTimeout = plan.callTimeout
+	s.fanout = plan.fanout
 	s.mu.Unlock()
 
 	nj, inPlace, err := s.launchJob(plan)

@@ -77,6 +77,7 @@ type Agent struct {
 	registerLimit time.Duration
 	started       time.Time
 	srv           *cdti.Server
+	router        *cdti.Router // the tree overlay: relays to the agents below this one
 	done          chan struct{}
 	doneOnce      sync.Once
 	shutOnce      sync.Once
@@ -129,7 +130,8 @@ func New(cfg Config) (*Agent, error) {
 		a.journal = &journal{w: cfg.Journal}
 	}
 	a.output = newOutputHub(a.logf)
-	a.srv = &cdti.Server{Handler: (*handler)(a), Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
+	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token)}
+	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
 	return a, nil
 }
 

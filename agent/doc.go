@@ -87,6 +87,9 @@
 //	                                             current rank, then each new one once
 //	output.subscribe {}                        → {}, then notifications "output" (below)
 //	shutdown         {kill}                    → {}, then the agent ends
+//	tree             {children: [cdti.Route]}  → {}: the agents below this one in the tree overlay,
+//	                                             each {addr, ranks, children}; CDTI for their ranks is
+//	                                             then relayed to them (cdti.Router, see tree.go)
 //
 // A job-control stop (how slurmstepd holds a task at its exec) is kept under the agent: a
 // Control sndSignal or SendSignal to a process in one is reported at once (the back end

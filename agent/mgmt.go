@@ -215,6 +215,13 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		return info, false, nil
 	case "ranks.subscribe":
 		return ranksSubscribeAccepted{}, false, nil
+	case "tree":
+		var p TreeParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, false, err
+		}
+		m.agent.router.SetChildren(p.Children)
+		return struct{}{}, false, nil
 	}
 	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
 }

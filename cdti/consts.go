@@ -102,6 +102,9 @@ const (
 
 	MsgHello    MessageType = 5100 // extension: first message on an agent connection
 	MsgHelloAck MessageType = 5101 // extension: the agent's answer to Hello
+
+	MsgGatherStacks    MessageType = 5102 // extension: merged stacks of a subtree of agents
+	MsgGatherStacksAck MessageType = 5103 // extension: the merged stack tree
 )
 
 var messageTypeNames = map[MessageType]string{
@@ -110,6 +113,7 @@ var messageTypeNames = map[MessageType]string{
 	MsgUpdate: "Update", MsgUpdateAck: "UpdateAck", MsgSetupJob: "SetupJob",
 	MsgSetupJobAck: "SetupJobAck", MsgNotify: "Notify", MsgNotifyAck: "NotifyAck",
 	MsgControl: "Control", MsgControlAck: "ControlAck", MsgHello: "Hello", MsgHelloAck: "HelloAck",
+	MsgGatherStacks: "GatherStacks", MsgGatherStacksAck: "GatherStacksAck",
 }
 
 func (t MessageType) String() string {
@@ -122,7 +126,7 @@ func (t MessageType) String() string {
 // IsAck reports whether messages of type t answer a request (the types a tool waits for).
 func (t MessageType) IsAck() bool {
 	switch t {
-	case MsgErrorAck, MsgAttachAck, MsgDetachAck, MsgQueryAck, MsgUpdateAck, MsgControlAck, MsgHelloAck:
+	case MsgErrorAck, MsgAttachAck, MsgDetachAck, MsgQueryAck, MsgUpdateAck, MsgControlAck, MsgHelloAck, MsgGatherStacksAck:
 		return true
 	}
 	return false
@@ -131,7 +135,7 @@ func (t MessageType) IsAck() bool {
 // ackFor is the reply type of a request type (0 if t is not a request).
 func ackFor(t MessageType) MessageType {
 	switch t {
-	case MsgAttach, MsgDetach, MsgQuery, MsgUpdate, MsgControl, MsgHello:
+	case MsgAttach, MsgDetach, MsgQuery, MsgUpdate, MsgControl, MsgHello, MsgGatherStacks:
 		return t + 1
 	}
 	return 0

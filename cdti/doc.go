@@ -94,6 +94,29 @@
 // UpdateAck). CloseHandler learns when a connection ends: the agent must then drop that tool. A
 // malformed frame closes only its own connection.
 //
+// # Routing through a tree of agents
+//
+// Router is the handler of an agent of the tree overlay. A CDTI message already names its
+// destination: the header's rank, which lives on exactly one node. So no extension is needed to
+// route: an interior agent knows the ranks of every agent below it (Route), answers the
+// messages for its own ranks with its local handler (Conn.HandleWith, exactly as a Server
+// would), and forwards the others unaltered, byte for byte, to the child on the way, over one
+// authenticated connection per upstream connection (a child thus sees one tool per tool, and a
+// tool that leaves releases its ranks everywhere); whatever the child sends back, acks and
+// Notify, goes up unaltered. Sequence ids are the tool's own, unique on its connection, so acks
+// need no rewriting. A message for a rank no agent below serves goes to the local handler,
+// which refuses it as a CNK would (ToolRankNotFound).
+//
+// Faults. When the link to a child breaks, the agents below it drop the tool whose
+// connection went through it (as after any tool's exit: its ranks are released, nothing stays
+// stopped or trapped), so for that tool's connection every rank of the subtree is unreachable
+// from then on. A child that cannot be dialed at all (for a tool that connects afterwards) is
+// bypassed: its children are dialed directly by the nearest live ancestor, and only its own
+// ranks are unreachable. Requests for unreachable ranks, and those outstanding on a broken
+// link, are answered with their own ack type, ReturnCode RequestFailed and errorCode
+// ErrorCodeUnreachable (113, EHOSTUNREACH), so the Client reports "cdti: query rank 2:
+// RequestFailed ..." for exactly those ranks; GatherStacks names them in Unreachable.
+//
 // # Extensions
 //
 // Targets that are not BG/Q need facts the Power-specific commands cannot carry. The extensions
@@ -111,6 +134,15 @@
 //	                                 to the first Hello: the agent's nonce and proof; to the second: the
 //	                                 node name, or ReturnCode ToolAuthorityError = wrong proof (the agent
 //	                                 then closes)
+//	5102  GatherStacks       message max frames u32 @40 (0: 400), 4 bytes padding: the merged main-thread
+//	                                 stacks of every stopped rank served by the agent and every agent below
+//	5103  GatherStacksAck    message counts u32 @40 (contributing rank ranges), @44 (unreachable rank ranges),
+//	                                 @48 (root nodes), pad; from @56 the rank sets as strided ranges
+//	                                 {lo u32, hi u32, stride u32} (lo, lo+stride, …, hi; sorted, spans
+//	                                 disjoint; each list padded to 8), contributing then unreachable; then
+//	                                 the nodes in preorder, each {pc u64, child count u32, range count u32,
+//	                                 ranges}; a tree over 64 KiB is answered RequestFailed with its size as
+//	                                 errorCode
 //	1101  GetTargetInfo      Query   (threadID only)
 //	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
 //	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24
@@ -128,6 +160,13 @@
 //	1205  StopProcess        Update  (threadID only): stop every thread without a signal
 //	1206  StopProcessAck             stopping u32 @8: 1 = a Notify(SIGSTOP, reason 100 Interrupt) follows,
 //	                                 0 = the process is already suspended or a notification is on its way
+//
+// GatherStacks is the one collective operation: it goes down the tree once and comes back
+// reduced. Each agent unwinds the main thread of each of its stopped ranks (as GetTraceback),
+// merges the stacks into a prefix tree from the outermost pc with a rank set at every node
+// (StackTree), merges its children's trees into it, and answers one tree: its
+// size follows the distinct stacks, not the ranks. The ranks of agents that could not be
+// reached are named in Unreachable.
 //
 // A Hello proof is HelloProof(token, role, the peer's nonce, one's own nonce): HMAC-SHA256 keyed
 // by the session token over the role ("hpcdap agent" or "hpcdap tool"), a zero byte and both

@@ -38,6 +38,7 @@ func seedMessages(t testing.TB) [][]byte {
 		&Hello{Header: hdr(10), Nonce: []byte("nonce"), Proof: []byte("proof")}, &HelloAck{Header: hdr(11), Node: "n", Nonce: []byte("nn"), Proof: []byte("p")},
 		&SetupJob{Header: hdr(12), Ranks: []uint32{3}}, &ErrorAck{hdr(13)},
 		&Notify{Header: hdr(14), Kind: NotifyTypeTermination, Exit: 256},
+		&GatherStacks{Header: hdr(15), MaxFrames: 64}, &GatherStacksAck{Header: hdr(16), Tree: seedStackTree()},
 	}
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
@@ -47,6 +48,15 @@ func seedMessages(t testing.TB) [][]byte {
 		seeds = append(seeds, b)
 	}
 	return seeds
+}
+
+func seedStackTree() StackTree {
+	var t StackTree
+	t.Add(0, []uint64{3, 2, 1})
+	t.Add(1, []uint64{4, 2, 1})
+	t.Add(2, []uint64{3, 2, 1})
+	t.Unreachable = RanksOf(5, 6)
+	return t
 }
 
 // FuzzDecodeMessage: framing plus decoding never panic, and a decoded message re-encodes to

@@ -476,7 +476,7 @@ func (c *Conn) serve(r *bufio.Reader) error {
 		if x, ok := c.srv.Handler.(RelayHandler); ok {
 			err = x.Relay(c, b)
 		} else {
-			err = c.handle(b)
+			err = c.handle(c.srv.Handler, b)
 		}
 		if err != nil {
 			return err
@@ -484,8 +484,14 @@ func (c *Conn) serve(r *bufio.Reader) error {
 	}
 }
 
-// handle answers one request. An error closes the connection.
-func (c *Conn) handle(b []byte) error {
+// HandleWith answers one request frame (exactly header.length bytes) with handler, which
+// implements the handler interfaces as Server.Handler does, exactly as the Server answers it
+// when no RelayHandler is set: a relay serves the ranks of its own node this way. An error
+// means the connection must be closed.
+func (c *Conn) HandleWith(handler any, frame []byte) error { return c.handle(handler, frame) }
+
+// handle answers one request with handler hd. An error closes the connection.
+func (c *Conn) handle(hd any, b []byte) error {
 	h, _ := ParseHeader(b)
 	if len(b) < ToolMessageSize {
 		return malformed(h.Type, "%d bytes, shorter than a ToolMessage", len(b))
@@ -493,7 +499,7 @@ func (c *Conn) handle(b []byte) error {
 	c.amu.Lock()
 	c.inRequest = true
 	c.amu.Unlock()
-	reply, err := c.dispatchRecovered(h, b)
+	reply, err := c.dispatchRecovered(hd, h, b)
 	c.amu.Lock()
 	c.inRequest = false
 	after := c.after
@@ -525,7 +531,7 @@ func answer(h Header, ack Message) Message {
 var failedAck = Header{ReturnCode: RequestFailed}
 
 // dispatchRecovered is dispatch, turning a panic into ErrInternal and an ErrorAck.
-func (c *Conn) dispatchRecovered(h Header, b []byte) (reply Message, err error) {
+func (c *Conn) dispatchRecovered(hd any, h Header, b []byte) (reply Message, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.srv.logf("cdti: connection %d from %v: %v request: panic: %v\n%s", c.id, c.nc.RemoteAddr(), h.Type, p, debug.Stack())
@@ -533,14 +539,13 @@ func (c *Conn) dispatchRecovered(h Header, b []byte) (reply Message, err error) 
 			reply, err = nil, fmt.Errorf("%v request: %w: %v", h.Type, ErrInternal, p)
 		}
 	}()
-	return c.dispatch(h, b)
+	return c.dispatch(hd, h, b)
 }
 
-func (c *Conn) dispatch(h Header, b []byte) (Message, error) {
+func (c *Conn) dispatch(hd any, h Header, b []byte) (Message, error) {
 	if h.Service != ServiceToolctl {
 		return &ErrorAck{h.Reply(WrongService)}, nil
 	}
-	hd := c.srv.Handler
 	switch h.Type {
 	case MsgAttach:
 		if x, ok := hd.(AttachHandler); ok {
@@ -582,7 +587,7 @@ func (c *Conn) dispatch(h Header, b []byte) (Message, error) {
 		_, q := hd.(QueryHandler)
 		_, u := hd.(UpdateHandler)
 		if (h.Type == MsgQuery && q) || (h.Type == MsgUpdate && u) {
-			return c.commands(h, b)
+			return c.commands(hd, h, b)
 		}
 	default:
 		if x, ok := hd.(MessageHandler); ok {

@@ -4,9 +4,9 @@ import "errors"
 
 // commands answers a Query or an Update: message-level checks in CNK's order, the commands the
 // framework answers itself, the handler's results, and the ack budget.
-func (c *Conn) commands(h Header, b []byte) (Message, error) {
+func (c *Conn) commands(hd any, h Header, b []byte) (Message, error) {
 	ackType := h.Type + 1
-	if x, ok := c.srv.Handler.(Checker); ok {
+	if x, ok := hd.(Checker); ok {
 		hc := h
 		if rc := x.Check(c, &hc); rc != Success {
 			return commandAck(h, ackType, rc, nil), nil
@@ -69,9 +69,9 @@ func (c *Conn) commands(h Header, b []byte) (Message, error) {
 	var got []Result
 	rc := Success
 	if h.Type == MsgQuery {
-		got, rc = c.srv.Handler.(QueryHandler).Query(c, &Query{Header: h, Commands: run})
+		got, rc = hd.(QueryHandler).Query(c, &Query{Header: h, Commands: run})
 	} else {
-		got, rc = c.srv.Handler.(UpdateHandler).Update(c, &Update{Header: h, Commands: run})
+		got, rc = hd.(UpdateHandler).Update(c, &Update{Header: h, Commands: run})
 	}
 	if rc != Success {
 		return commandAck(h, ackType, rc, nil), nil

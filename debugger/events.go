@@ -80,6 +80,9 @@ type Config struct {
 	Syms   *symbols.Cache
 	// CallTimeout bounds one function call in an expression.
 	CallTimeout time.Duration
+	// Fanout is the fan-out of the agents' tree overlay (0: topology.DefaultFanout; below 2
+	// is refused). A job of more agents than the fan-out is connected through the tree.
+	Fanout int
 }
 
 // recoverPanic, deferred at the top of a goroutine of the job, stops a panic there from

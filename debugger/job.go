@@ -14,6 +14,7 @@ import (
 	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
+	"github.com/hpcdap/hpcdap/topology"
 )
 
 // RankState is where a rank stands (RankStatus, StateOf).
@@ -83,6 +84,7 @@ type Job struct {
 	ranks      []*Rank       // by rank number
 	byNum      map[int]*Rank // rank number → rank
 	nodes      []*node
+	tree       *topology.Tree // the agents' tree overlay, nil when each node is connected directly
 	syms       *symbols.Cache
 	bps        *breakpoints
 	back       backend // live ranks, or a core file (post-mortem)
@@ -139,9 +141,14 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 		syms: cfg.Syms, changed: map[*Rank]bool{}, signalStop: true}
 	j.back = liveBackend{j}
 	j.bps = newBreakpoints(j)
+	tree, err := treeFor(len(g.Endpoints), cfg.Fanout)
+	if err != nil {
+		return nil, err
+	}
 	for i := range g.Endpoints {
 		ep := &g.Endpoints[i]
-		n, infos, err := dialNode(ctx, ep, j.onRankOutput)
+		// With a tree, only the root's CDTI connection is opened.
+		n, infos, err := dialNode(ctx, ep, j.onRankOutput, tree == nil || i == tree.Roots()[0])
 		if err != nil {
 			j.CloseNodes(true)
 			return nil, err
@@ -186,7 +193,12 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 	if max := j.ranks[len(j.ranks)-1].Num + 1; max > j.size {
 		j.size = max
 	}
-	var err error
+	if tree != nil {
+		if err := j.configureTree(ctx, tree); err != nil {
+			j.CloseNodes(true)
+			return nil, err
+		}
+	}
 	if j.focus, err = j.ParseRanks(focus); err != nil {
 		j.CloseNodes(true)
 		return nil, err

@@ -80,16 +80,24 @@ func (h *mgmtHandler) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc
 }
 
 // dialNode connects both planes of one agent and lists its ranks.
-func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outputParams)) (*node, []agentRankInfo, error) {
-	cl, err := cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: toolID, Token: []byte(ep.Token),
-		Timeout: 60 * time.Second})
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)
+// Without withCDTI only the management plane is connected (an agent below the root of the
+// tree overlay, reached through it).
+func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outputParams), withCDTI bool) (*node, []agentRankInfo, error) {
+	var cl *cdti.Client
+	if withCDTI {
+		var err error
+		cl, err = cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: toolID, Token: []byte(ep.Token),
+			Timeout: 60 * time.Second})
+		if err != nil {
+			return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)
+		}
 	}
 	var hello agentHello
 	rpc, err := launch.DialManagement(ctx, ep.Addr, ep.Token, "hpcdap-adapter", &mgmtHandler{onOutput: onOutput}, &hello)
 	if err != nil {
-		cl.Close()
+		if cl != nil {
+			cl.Close()
+		}
 		return nil, nil, fmt.Errorf("connect to agent %s (management): %w", ep.Addr, err)
 	}
 	n := &node{ep: ep, host: ep.Host, client: cl, mgmt: rpc}

@@ -89,16 +89,24 @@ func (j *Job) unwindStacks(ctx context.Context, out []*RankStack) {
 		return
 	}
 	// 1. Agent tracebacks, in parallel over all ranks (pipelined on each node's connection).
+	// With the agent tree, the main threads' tracebacks come merged from one collective.
 	sigs := make([]string, len(out))
 	tbs := make([][]cdti.TraceFrame, len(out))
+	done := j.fromTree(ctx, out, tbs)
 	ForEach(len(out), func(i int) {
 		rs := out[i]
-		tb, err := j.back.traceback(ctx, rs.Rank, rs.Thread.LWP)
-		if err != nil {
-			sigs[i] = fmt.Sprintf("error %d", i) // a group of its own: unwound exactly
+		if done[i] {
 			return
 		}
-		tbs[i] = tb
+		tb := tbs[i]
+		if tb == nil {
+			var err error
+			if tb, err = j.back.traceback(ctx, rs.Rank, rs.Thread.LWP); err != nil {
+				sigs[i] = fmt.Sprintf("error %d", i) // a group of its own: unwound exactly
+				return
+			}
+			tbs[i] = tb
+		}
 		var b strings.Builder
 		for _, f := range tb {
 			fmt.Fprintf(&b, "%x/", f.PC)
@@ -109,6 +117,9 @@ func (j *Job) unwindStacks(ctx context.Context, out []*RankStack) {
 	groups := map[string][]int{}
 	var keys []string
 	for i, sg := range sigs {
+		if done[i] {
+			continue
+		}
 		if _, ok := groups[sg]; !ok {
 			keys = append(keys, sg)
 		}

@@ -62,8 +62,10 @@ type stopInfo struct {
 	bps    []int  // hit breakpoint ids
 }
 
-// readNotifications dispatches one agent's notifications until its connection ends.
-func (j *Job) readNotifications(n *node) {
+// readNotifications dispatches the notifications of one connection (one agent's, or every
+// agent's through the tree) until it ends; nodes are those it serves.
+func (j *Job) readNotifications(nodes []*node) {
+	n := nodes[0]
 	defer j.recoverPanic("notifications of " + n.host)
 	for m := range n.client.Notifications() {
 		r := j.rank(int(m.Rank))
@@ -89,8 +91,10 @@ func (j *Job) readNotifications(n *node) {
 			j.output("important", fmt.Sprintf("lost the agent on %s: %v\n", n.host, err))
 		}
 	}
-	for _, r := range n.ranks {
-		j.onExit(r, cdti.ExitStatus(-1))
+	for _, n := range nodes {
+		for _, r := range n.ranks {
+			j.onExit(r, cdti.ExitStatus(-1))
+		}
 	}
 }
 

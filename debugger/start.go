@@ -16,8 +16,8 @@ import (
 // SIGSTOP as the start signal, and wait until every rank has stopped (at its program's entry
 // point in spawn mode, wherever it runs in attach mode).
 func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
-	for _, n := range j.nodes {
-		go j.readNotifications(n)
+	for _, g := range j.clientGroups() {
+		go j.readNotifications(g)
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex

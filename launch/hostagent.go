@@ -76,12 +76,16 @@ func (a *AgentProcess) logTail(n int) string {
 
 // agentStart describes an agent child to start.
 type agentStart struct {
-	name    string   // what the agent is, for errors ("agent", "launcher agent")
-	exe     string   // the hpcdap binary
-	mode    []string // its arguments after the listener's and the log's
-	env     []string // its environment, without HPCDAP_TOKEN
-	dir     string   // working directory ("" for this process's)
-	noASLR  bool     // no address-space randomisation for the agent and its descendants
+	name   string   // what the agent is, for errors ("agent", "launcher agent")
+	exe    string   // the hpcdap binary
+	mode   []string // its arguments after the listener's and the log's
+	env    []string // its environment, without HPCDAP_TOKEN
+	dir    string   // working directory ("" for this process's)
+	noASLR bool     // no address-space randomisation for the agent and its descendants
+	// token is the session token the agent requires ("": a new one). The agents of one job
+	// share one, so that an agent of the tree overlay proves it to its children as the front
+	// end does.
+	token   string
 	logPath string
 	// output: the agent's stderr is a pipe (AgentProcess.output) that also carries the output
 	// of the ranks it spawns; otherwise what it says there is appended to its log.
@@ -96,7 +100,10 @@ type agentStart struct {
 // until it says where it listens. The agent ends with this process: it then detaches from
 // every process, removing its traps (DESIGN decision 3), so that nothing is left stopped.
 func startAgent(ctx context.Context, s agentStart) (*AgentProcess, error) {
-	token := newToken()
+	token := s.token
+	if token == "" {
+		token = newToken()
+	}
 	args := append([]string{"agent", "--listen", "127.0.0.1:0", "--log", s.logPath}, s.mode...)
 	cmd := exec.Command(s.exe, args...)
 	cmd.Env = append(withoutVars(s.env, "HPCDAP_TOKEN"), "HPCDAP_TOKEN="+token)

@@ -35,20 +35,31 @@ type LocalSpawn struct {
 	Env       []string // the ranks' whole environment ("K=V")
 	Dir       string   // their working directory
 	NoASLR    bool     // no address-space randomisation for the agents and the ranks
+	// PerAgent is how many ranks each agent serves (0: RanksPerAgent, the most), so that a
+	// job on one host can have as many agents as a job on many nodes.
+	PerAgent int
 }
 
 // Start brings the agents up, concurrently, and returns them once every one listens; progress,
 // if not nil, is called as each comes up. On error no agent is left.
 func (l *LocalSpawn) Start(ctx context.Context, progress func(done, total int)) (*Agents, error) {
-	groups := (l.NP + RanksPerAgent - 1) / RanksPerAgent
+	per := l.PerAgent
+	if per == 0 {
+		per = RanksPerAgent
+	}
+	if per < 0 || per > RanksPerAgent {
+		return nil, fmt.Errorf("launch: local spawn: %d ranks per agent (between 1 and %d)", per, RanksPerAgent)
+	}
+	groups := (l.NP + per - 1) / per
+	token := newToken() // one session token for the job's agents
 	eps := make([]AgentEndpoint, groups)
 	errs := make([]error, groups)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	done := 0
 	for g := range groups {
-		first := g * RanksPerAgent
-		count := min(RanksPerAgent, l.NP-first)
+		first := g * per
+		count := min(per, l.NP-first)
 		ranks := make([]int, count)
 		for i := range ranks {
 			ranks[i] = first + i
@@ -57,7 +68,7 @@ func (l *LocalSpawn) Start(ctx context.Context, progress func(done, total int)) 
 			"--job-size", strconv.Itoa(l.NP), "--capture-output", "--", l.Program)
 		mode = append(mode, l.Args...)
 		wg.Go(func() {
-			eps[g], errs[g] = startLocalAgent(ctx, l.AgentPath, l.LogDir, mode, l.Env, l.Dir, l.NoASLR, ranks)
+			eps[g], errs[g] = startLocalAgent(ctx, l.AgentPath, l.LogDir, mode, l.Env, l.Dir, l.NoASLR, ranks, token)
 			mu.Lock()
 			done++
 			if progress != nil {
@@ -98,6 +109,7 @@ func (l *LocalAttach) Start(ctx context.Context, progress func(done, total int))
 	sort.Ints(ranks)
 	g := &Agents{Size: ranks[len(ranks)-1] + 1}
 	total := (len(ranks) + RanksPerAgent - 1) / RanksPerAgent
+	token := newToken() // one session token for the job's agents
 	for i := 0; i < len(ranks); i += RanksPerAgent {
 		group := ranks[i:min(i+RanksPerAgent, len(ranks))]
 		var pairs []string
@@ -105,7 +117,7 @@ func (l *LocalAttach) Start(ctx context.Context, progress func(done, total int))
 			pairs = append(pairs, fmt.Sprintf("%d=%d", r, l.Pids[r]))
 		}
 		ep, err := startLocalAgent(ctx, l.AgentPath, l.LogDir, []string{"--attach", strings.Join(pairs, ",")},
-			os.Environ(), "/", false, group)
+			os.Environ(), "/", false, group, token)
 		if err != nil {
 			g.Kill()
 			return nil, err
@@ -119,7 +131,7 @@ func (l *LocalAttach) Start(ctx context.Context, progress func(done, total int))
 }
 
 // startLocalAgent starts one local agent with mode and describes it as the endpoint of ranks.
-func startLocalAgent(ctx context.Context, exe, logDir string, mode, env []string, dir string, noASLR bool, ranks []int) (AgentEndpoint, error) {
+func startLocalAgent(ctx context.Context, exe, logDir string, mode, env []string, dir string, noASLR bool, ranks []int, token string) (AgentEndpoint, error) {
 	logf, err := os.CreateTemp(logDir, "agent-*.log")
 	if err != nil {
 		return AgentEndpoint{}, fmt.Errorf("launch: agent log: %w", err)
@@ -127,7 +139,7 @@ func startLocalAgent(ctx context.Context, exe, logDir string, mode, env []string
 	logPath := logf.Name()
 	logf.Close()
 	a, err := startAgent(ctx, agentStart{name: "agent", exe: exe, mode: mode, env: env, dir: dir, noASLR: noASLR,
-		logPath: logPath, output: true, logLines: 5, limit: localAgentWait})
+		logPath: logPath, output: true, logLines: 5, limit: localAgentWait, token: token})
 	if err != nil {
 		return AgentEndpoint{}, err
 	}

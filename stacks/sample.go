@@ -19,6 +19,7 @@ import (
 	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
+	"github.com/hpcdap/hpcdap/topology"
 )
 
 // Options are one sampling run.
@@ -29,6 +30,9 @@ type Options struct {
 	After    time.Duration // a launched job runs this long before the first sample
 	Timeout  time.Duration // bound of each phase: bring-up, every stop, every read of the stacks
 	Keep     bool          // leave a launched job running after the samples
+	// Fanout is the fan-out of the agents' tree (0: the default, 32; at least 2): a job of
+	// more agents than that is reached through a tree of them, its stacks merged on the way.
+	Fanout int
 	// AgentPath is the hpcdap binary the agents run ("": this executable).
 	AgentPath string
 	// Diag receives the launched job's output and the engine's notices (nil: discarded).
@@ -49,6 +53,8 @@ func (o *Options) Check() error {
 		return fmt.Errorf("--after %v: must not be negative", o.After)
 	case o.Timeout <= 0:
 		return fmt.Errorf("--timeout %v: must be positive", o.Timeout)
+	case o.Fanout != 0 && o.Fanout < topology.MinFanout:
+		return fmt.Errorf("--fanout %d: must be at least %d (a tree, not a chain)", o.Fanout, topology.MinFanout)
 	}
 	return nil
 }
@@ -105,7 +111,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			t = Target{Pids: map[int]int{0: cmd.Process.Pid}}
 		}
 	}
-	j, err := open(ctx, t, agent, logDir, o.Timeout, diag)
+	j, err := open(ctx, t, agent, logDir, o.Timeout, o.Fanout, diag)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +182,7 @@ func localSource(file string) *adapter.StackSource {
 
 // open attaches to the job of t and holds every rank, through the engine as a DAP attach
 // does (debugger.WLMJob for a launcher or a Slurm step, launch.LocalAttach for pids).
-func open(ctx context.Context, t Target, agent, logDir string, timeout time.Duration, diag io.Writer) (*debugger.Job, error) {
+func open(ctx context.Context, t Target, agent, logDir string, timeout time.Duration, fanout int, diag io.Writer) (*debugger.Job, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	logger := log.New(io.Discard, "", 0)
@@ -199,7 +205,7 @@ func open(ctx context.Context, t Target, agent, logDir string, timeout time.Dura
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	cfg := debugger.Config{Ctx: context.Background(), Events: events{diag}, Syms: symbols.NewCache(nil),
-		CallTimeout: debugger.CallTimeout}
+		CallTimeout: debugger.CallTimeout, Fanout: fanout}
 	j, err := debugger.NewJob(ctx, cfg, g, debugger.StopAll, "")
 	if err != nil {
 		g.Kill()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/stacks"
+	"github.com/hpcdap/hpcdap/topology"
 )
 
 // runStacks is `hpcdap stacks`: the merged stacks of a job, sampled from the command line.
@@ -27,6 +28,7 @@ func runStacks(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", time.Minute, "bound each phase (attach, every stop, every read of the stacks) to `D`")
 	format := fs.String("format", "text", "output `FORMAT`: text, dot (Graphviz) or json (the hpcdap/parallelStacks body)")
 	keep := fs.Bool("keep", false, "leave a launched job running after the samples")
+	fanout := fs.Int("fanout", topology.DefaultFanout, "reach a job of more than `K` agents (nodes) through a K-ary tree of them (at least 2)")
 	agent := fs.String("agent", "", "the hpcdap `EXECUTABLE` the agents run (default: this one)")
 	fs.Usage = func() {
 		w := fs.Output()
@@ -42,7 +44,7 @@ func runStacks(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	o := stacks.Options{Target: stacks.Target{LauncherPid: *pid, SlurmJob: *slurm, Command: fs.Args()},
-		Samples: *samples, Interval: *interval, After: *after, Timeout: *timeout, Keep: *keep, AgentPath: *agent, Diag: stderr}
+		Samples: *samples, Interval: *interval, After: *after, Timeout: *timeout, Keep: *keep, Fanout: *fanout, AgentPath: *agent, Diag: stderr}
 	usageErr := func(err error) error {
 		fmt.Fprintf(stderr, "hpcdap stacks: %v\n", err)
 		return errUsage
@@ -53,6 +55,9 @@ func runStacks(args []string, stdout, stderr io.Writer) error {
 			return usageErr(err)
 		}
 		o.Target.Pids = m
+	}
+	if *fanout < topology.MinFanout { // 0 too: Options would read it as the default
+		return usageErr(fmt.Errorf("--fanout %d: must be at least %d (a tree, not a chain)", *fanout, topology.MinFanout))
 	}
 	if !slices.Contains(stacks.Formats, *format) {
 		return usageErr(fmt.Errorf("--format %q: want one of %s", *format, strings.Join(stacks.Formats, ", ")))

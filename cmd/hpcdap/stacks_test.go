@@ -591,6 +591,8 @@ func TestStacksBadInput(t *testing.T) {
 		{[]string{"--pid", self, "--samples", "0"}, "--samples 0: take at least one sample"},
 		{[]string{"--pid", self, "--interval", "-1s"}, "--interval -1s: must not be negative"},
 		{[]string{"--pid", self, "--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{"--pid", self, "--fanout", "1"}, "--fanout 1: must be at least 2 (a tree, not a chain)"},
+		{[]string{"--pid", self, "--fanout", "0"}, "--fanout 0: must be at least 2 (a tree, not a chain)"},
 		{[]string{"--pid", self, "--format", "svg"}, `--format "svg": want one of text, dot, json`},
 		{[]string{"--pid", "999999999"}, "--pid 999999999: no such process on this host"},
 		{[]string{"--pids", "999999999"}, "--pids: rank 0: pid 999999999: no such process on this host"},

@@ -1,0 +1,178 @@
+package adapter
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hpcdap/hpcdap/rankset"
+)
+
+// TestTreeOfAgents launches 8 ranks on 4 local agents (2 ranks each) at fan-out 2, so that
+// the front end holds the root's connection alone and agents 0 and 1 are interior (0 → 1, 2;
+// 1 → 3). The merged stacks, gathered in one collective reduced on the way up, equal the union
+// of every rank's own stackTrace. After kill -9 of interior agent 1, the next parallel stacks
+// name the ranks behind it (its own, 2-3, and those of agent 3 below it, 6-7, whose agent
+// dropped the debugger's connection through it) and give the others as before.
+func TestTreeOfAgents(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "stacks")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 2, "fanout": 2})
+	d.setBreakpoints(p.src, p.line(t, "leaf-first"))
+	d.call("configurationDone", nil, nil)
+	d.stopped()
+	ranks := d.ranks()
+	before := checkParallelStacks(t, d, ranks)
+	paths := stackPaths(t, before)
+	if len(paths) != 8 {
+		t.Fatalf("merged stacks of %d ranks, want 8", len(paths))
+	}
+
+	// Agent 1 serves ranks 2 and 3: their parent process.
+	agent := parentPid(t, ranks.Ranks[2].Pid)
+	if got := parentPid(t, ranks.Ranks[3].Pid); got != agent {
+		t.Fatalf("ranks 2 and 3 have parents %d and %d, want one agent", agent, got)
+	}
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitForExit(t, agent)
+
+	var after ParallelStacksBody
+	d.call("hpcdap/parallelStacks", map[string]any{}, &after)
+	var lost *StackNode
+	for _, n := range after.Roots {
+		if n.Name == "<agent unreachable>" {
+			lost = n
+		}
+	}
+	if lost == nil || lost.Ranks != "2-3,6-7" {
+		t.Fatalf("after kill -9 of agent 1: unreachable node %+v, want ranks 2-3,6-7; tree %v\noutput:\n%s", lost, stackPaths(t, after), allOutput(d))
+	}
+	for r, path := range stackPaths(t, after) {
+		if r == 2 || r == 3 || r == 6 || r == 7 {
+			continue
+		}
+		if path != paths[r] {
+			t.Errorf("rank %d after the loss: %s, before: %s", r, path, paths[r])
+		}
+	}
+	if out := allOutput(d); !strings.Contains(out, "4 of 8 ranks answered; unreachable (agent lost): 2-3,6-7") {
+		t.Errorf("no k-of-N report naming the lost ranks in the output:\n%s", out)
+	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+}
+
+// TestFanoutArgument refuses a fan-out that makes no tree.
+func TestFanoutArgument(t *testing.T) {
+	t.Parallel()
+	for _, req := range []string{"launch", "attach"} {
+		for _, bad := range []int{1, 0, -4} {
+			d := newDAP(t, viaPipe)
+			d.initialize()
+			args := map[string]any{"program": "/bin/true", "fanout": bad}
+			if req == "attach" {
+				args = map[string]any{"pid": os.Getpid(), "fanout": bad}
+			}
+			msg := d.callErr(req, args)
+			if want := fmt.Sprintf(`"fanout" must be at least 2 (a tree, not a chain), not %d`, bad); !strings.Contains(msg, want) {
+				t.Errorf("%s with fanout %d: %q, want %q", req, bad, msg, want)
+			}
+			d.close()
+		}
+	}
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.initialize()
+	if msg := d.callErr("launch", map[string]any{"program": "/bin/true", "ranksPerAgent": 65}); !strings.Contains(msg, `"ranksPerAgent" must be between 1 and 64, not 65`) {
+		t.Errorf("ranksPerAgent 65: %q", msg)
+	}
+}
+
+// stackPaths reads a parallel-stacks tree back as one line per rank: its frames from the
+// outermost, by name and line.
+func stackPaths(t *testing.T, ps ParallelStacksBody) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	var walk func(n *StackNode, path string)
+	walk = func(n *StackNode, path string) {
+		path += fmt.Sprintf("/%s:%d", n.Name, n.Line)
+		set, err := rankset.Parse(n.Ranks, -1)
+		if err != nil {
+			t.Fatalf("node %s: ranks %q: %v", n.Name, n.Ranks, err)
+		}
+		ends := set
+		for _, c := range n.Children {
+			cs, _ := rankset.Parse(c.Ranks, -1)
+			ends = ends.Minus(cs)
+			walk(c, path)
+		}
+		for _, r := range ends.Ranks() {
+			out[r] = path
+		}
+	}
+	for _, n := range ps.Roots {
+		walk(n, "")
+	}
+	return out
+}
+
+// parentPid reads a process's parent from /proc.
+func parentPid(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
+}
+
+// BenchmarkTreeOfAgents launches np local ranks on agents of 4 ranks each and compares the
+// tree of agents (fan-out 8: np/4 agents below one root) with direct connections (fan-out 64,
+// no tree at np/4 ≤ 64 agents): the time from launch to every rank stopped at a breakpoint,
+// and one hpcdap/parallelStacks request.
+//
+//	go test -run '^$' -bench TreeOfAgents -benchtime 3x ./adapter
+func BenchmarkTreeOfAgents(b *testing.B) {
+	p := compileC(b, "stacks")
+	line := p.line(b, "leaf-first")
+	for _, np := range []int{64, 256} {
+		for _, fanout := range []int{8, 64} {
+			b.Run(fmt.Sprintf("np=%d/agents=%d/fanout=%d", np, np/4, fanout), func(b *testing.B) {
+				var ready, stacks time.Duration
+				for range b.N {
+					d := newDAP(b, viaPipe)
+					d.initialize()
+					t0 := time.Now()
+					d.call("launch", map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 4, "fanout": fanout}, nil)
+					d.event("initialized")
+					d.setBreakpoints(p.src, line)
+					d.call("configurationDone", nil, nil)
+					d.stopped()
+					ready += time.Since(t0)
+					t1 := time.Now()
+					var ps ParallelStacksBody
+					d.call("hpcdap/parallelStacks", map[string]any{}, &ps)
+					stacks += time.Since(t1)
+					if ps.Total != np {
+						b.Fatalf("parallel stacks of %d ranks, want %d", ps.Total, np)
+					}
+					d.close()
+				}
+				b.ReportMetric(float64(ready.Milliseconds())/float64(b.N), "ms-to-all-stopped")
+				b.ReportMetric(float64(stacks.Microseconds())/1000/float64(b.N), "ms-parallel-stacks")
+			})
+		}
+	}
+}

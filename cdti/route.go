@@ -1,0 +1,536 @@
+package cdti
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Route is one agent below a Router in the tree overlay: its address, the ranks it serves
+// itself, and the agents below it.
+type Route struct {
+	Addr     string   `json:"addr"`
+	Ranks    []uint32 `json:"ranks"`
+	Children []Route  `json:"children,omitempty"`
+}
+
+// ErrorCodeUnreachable is the errorCode (EHOSTUNREACH) of the ack a Router sends for a
+// request whose rank's agent cannot be reached; the returnCode is RequestFailed.
+const ErrorCodeUnreachable = 113
+
+// Router is a Server handler for an agent of the tree overlay. A message addressed (by its
+// header's rank) to a rank this agent serves goes to Local, as if Local were the Server's
+// handler; a message to a rank served below goes, unaltered, to the child on the way to it,
+// over a connection of its own per upstream connection (so that a child sees each tool as
+// the agent at the root sees it, and a tool that leaves releases its ranks everywhere), and
+// every message that child sends back (acks and Notify) goes up unaltered.
+//
+// Faults. When a child's connection breaks, the agents below it lose that tool (they see its
+// connection through the lost agent close, and release its ranks as after any tool's exit:
+// nothing stays stopped or trapped); so for the upstream connection it served, every rank of
+// that subtree is unreachable from then on: requests for them, and those outstanding on the
+// link, are answered with their ack type, RequestFailed and ErrorCodeUnreachable, and
+// GatherStacks names them in Unreachable. A child that cannot be dialed (lost before the
+// connection used it, e.g. for a tool that attaches again) is bypassed: the message goes to
+// the next agent on the way, so the lost agent's children are reached from their nearest live
+// ancestor, and only the lost agent's own ranks are unreachable.
+//
+// GatherStacks is the one collective: Router sends it once to each child, asks Local (a
+// StackGatherer) for its own ranks, and answers one merged tree, naming the ranks of agents it
+// could not reach in Unreachable.
+type Router struct {
+	Local   any
+	Token   []byte        // the session token, proved to each child as a tool proves it
+	Timeout time.Duration // bounds a dial and a collective's wait; 0 means 30 s
+
+	mu       sync.Mutex
+	children []Route             // the agents directly below
+	path     map[uint32][]*Route // rank → agents from the child down to the rank's agent
+	links    map[*Conn]map[string]*link
+	cut      map[*Conn]map[string]bool // per upstream connection: agents whose link to it broke
+	lost     map[string]bool           // agents that could not be reached
+}
+
+// StackGatherer is implemented by a Router's Local handler to take part in GatherStacks.
+type StackGatherer interface {
+	GatherStacks(c *Conn, m *GatherStacks) *StackTree
+}
+
+type link struct {
+	nc      net.Conn
+	wmu     sync.Mutex
+	mu      sync.Mutex
+	pending map[uint32]Header      // forwarded requests awaiting their ack
+	collect map[uint32]chan []byte // collectives awaiting their ack
+	dead    bool
+}
+
+func (r *Router) timeout() time.Duration {
+	if r.Timeout > 0 {
+		return r.Timeout
+	}
+	return 30 * time.Second
+}
+
+// SetChildren sets the agents below this one (each with its own subtree), replacing those
+// set before. Connections to agents that stay are kept.
+func (r *Router) SetChildren(children []Route) {
+	path := make(map[uint32][]*Route)
+	var walk func(rt *Route, above []*Route)
+	walk = func(rt *Route, above []*Route) {
+		p := append(append([]*Route(nil), above...), rt)
+		for _, rank := range rt.Ranks {
+			path[rank] = p
+		}
+		for i := range rt.Children {
+			walk(&rt.Children[i], p)
+		}
+	}
+	children = slices.Clone(children)
+	for i := range children {
+		walk(&children[i], nil)
+	}
+	r.mu.Lock()
+	r.children, r.path = children, path
+	r.lost = nil
+	r.mu.Unlock()
+}
+
+// Children returns the agents below this one, as SetChildren set them.
+func (r *Router) Children() []Route {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.children
+}
+
+// Opened passes the event on to Local.
+func (r *Router) Opened(c *Conn) {
+	if x, ok := r.Local.(OpenHandler); ok {
+		x.Opened(c)
+	}
+}
+
+// Closed closes the connections to the children made for c, then tells Local.
+func (r *Router) Closed(c *Conn, err error) {
+	r.mu.Lock()
+	ls := r.links[c]
+	delete(r.links, c)
+	delete(r.cut, c)
+	r.mu.Unlock()
+	for _, l := range ls {
+		l.nc.Close()
+	}
+	if x, ok := r.Local.(CloseHandler); ok {
+		x.Closed(c, err)
+	}
+}
+
+// Relay routes one frame (RelayHandler).
+func (r *Router) Relay(c *Conn, frame []byte) error {
+	h, _ := ParseHeader(frame)
+	if h.Type == MsgGatherStacks {
+		return r.gather(c, h, frame)
+	}
+	r.mu.Lock()
+	p, below := r.path[h.Rank]
+	r.mu.Unlock()
+	if !below || ackFor(h.Type) == 0 {
+		return c.HandleWith(r.Local, frame)
+	}
+	if r.isCut(c, p) {
+		return c.Send(unreachableReply(h))
+	}
+	for _, hop := range p {
+		l, err := r.link(c, hop.Addr)
+		if err != nil {
+			if r.isCut(c, p) {
+				break
+			}
+			continue // bypass a lost agent: its children are reached directly
+		}
+		if l.forward(h, frame) != nil {
+			r.markCut(c, hop.Addr) // the link broke: the tool's attachments below it are gone
+			break
+		}
+		return nil
+	}
+	return c.Send(unreachableReply(h))
+}
+
+// isCut reports whether the way down p crosses an agent whose link to c broke: the tool's
+// attachments below it were dropped with that connection (the agents there released its
+// ranks), so those ranks are unreachable for this tool, though a new tool reaches them.
+func (r *Router) isCut(c *Conn, p []*Route) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, hop := range p {
+		if r.cut[c][hop.Addr] {
+			return true
+		}
+	}
+	return false
+}
+
+// markCut records that c's link to addr broke (and that addr is lost for later tools).
+func (r *Router) markCut(c *Conn, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lost == nil {
+		r.lost = make(map[string]bool)
+	}
+	r.lost[addr] = true
+	if r.cut == nil {
+		r.cut = make(map[*Conn]map[string]bool)
+	}
+	if r.cut[c] == nil {
+		r.cut[c] = make(map[string]bool)
+	}
+	r.cut[c][addr] = true
+}
+
+// subtreeRanks lists the ranks of rt and every agent below it.
+func subtreeRanks(rt *Route) []uint32 {
+	out := slices.Clone(rt.Ranks)
+	for i := range rt.Children {
+		out = append(out, subtreeRanks(&rt.Children[i])...)
+	}
+	return out
+}
+
+// unreachableReply answers request h for a rank whose agent cannot be reached.
+func unreachableReply(h Header) Message {
+	rh := h.Reply(RequestFailed)
+	rh.ErrorCode = ErrorCodeUnreachable
+	switch h.Type {
+	case MsgAttach:
+		return &AttachAck{Header: rh}
+	case MsgDetach:
+		return &DetachAck{Header: rh}
+	case MsgControl:
+		return &ControlAck{Header: rh}
+	case MsgQuery:
+		return &QueryAck{Header: rh}
+	case MsgUpdate:
+		return &UpdateAck{Header: rh}
+	case MsgGatherStacks:
+		return &GatherStacksAck{Header: rh}
+	}
+	return &ErrorAck{rh}
+}
+
+// link returns c's connection to the agent at addr, dialing it on first use.
+func (r *Router) link(c *Conn, addr string) (*link, error) {
+	r.mu.Lock()
+	if r.lost == nil {
+		r.lost = make(map[string]bool)
+	}
+	if r.links == nil {
+		r.links = make(map[*Conn]map[string]*link)
+	}
+	if r.lost[addr] {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("agent %s was lost", addr)
+	}
+	ls := r.links[c]
+	if ls == nil {
+		ls = make(map[string]*link)
+		r.links[c] = ls
+	}
+	if l := ls[addr]; l != nil {
+		r.mu.Unlock()
+		if l.isDead() {
+			r.markCut(c, addr)
+			return nil, fmt.Errorf("agent %s was lost", addr)
+		}
+		return l, nil
+	}
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.Context(), r.timeout())
+	defer cancel()
+	nc, err := dialAgent(ctx, addr, r.Token)
+	if err != nil {
+		r.mu.Lock()
+		r.lost[addr] = true
+		r.mu.Unlock()
+		return nil, err
+	}
+	l := &link{nc: nc, pending: make(map[uint32]Header), collect: make(map[uint32]chan []byte)}
+	r.mu.Lock()
+	if r.links[c] == nil { // c closed meanwhile
+		r.mu.Unlock()
+		nc.Close()
+		return nil, ErrPeerClosed
+	}
+	r.links[c][addr] = l
+	r.mu.Unlock()
+	go r.readLink(c, addr, l)
+	return l, nil
+}
+
+// readLink sends up everything the child sends, but the acks of collectives, until the
+// connection fails; then it answers what was outstanding on it.
+func (r *Router) readLink(c *Conn, addr string, l *link) {
+	br := bufio.NewReaderSize(l.nc, 64<<10)
+	for {
+		b, err := ReadFrame(br)
+		if err != nil {
+			break
+		}
+		h, _ := ParseHeader(b)
+		l.mu.Lock()
+		if ch := l.collect[h.SequenceID]; ch != nil && h.Type == MsgGatherStacksAck {
+			delete(l.collect, h.SequenceID)
+			l.mu.Unlock()
+			ch <- b
+			continue
+		}
+		delete(l.pending, h.SequenceID)
+		l.mu.Unlock()
+		if c.SendEncoded(b) != nil {
+			break
+		}
+	}
+	l.mu.Lock()
+	l.dead = true
+	pending, collect := l.pending, l.collect
+	l.pending, l.collect = nil, nil
+	l.mu.Unlock()
+	l.nc.Close()
+	select {
+	case <-c.Context().Done(): // the tool left: the link closed with it
+		return
+	default:
+	}
+	r.markCut(c, addr)
+	for _, h := range pending {
+		c.Send(unreachableReply(h))
+	}
+	for _, ch := range collect {
+		close(ch)
+	}
+}
+
+func (l *link) isDead() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dead
+}
+
+// forward writes one request on the link, remembering it until its ack.
+func (l *link) forward(h Header, frame []byte) error {
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		return ErrPeerClosed
+	}
+	l.pending[h.SequenceID] = h
+	l.mu.Unlock()
+	if err := l.write(frame); err != nil {
+		l.mu.Lock()
+		delete(l.pending, h.SequenceID) // the caller answers it
+		l.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// write sends one frame, bounded by linkWriteTimeout: a child that stops reading fails its
+// link rather than blocking the relay.
+func (l *link) write(frame []byte) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.nc.SetWriteDeadline(time.Now().Add(linkWriteTimeout))
+	_, err := l.nc.Write(frame)
+	if err != nil {
+		l.nc.Close() // its reader then answers what was outstanding on it
+	}
+	return err
+}
+
+// linkWriteTimeout bounds one write to a child, as Server.WriteTimeout bounds the agent's.
+const linkWriteTimeout = 30 * time.Second
+
+// ask writes a collective request and returns the channel its ack arrives on (closed if the
+// link fails first).
+func (l *link) ask(seq uint32, frame []byte) (chan []byte, error) {
+	ch := make(chan []byte, 1)
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		return nil, ErrPeerClosed
+	}
+	l.collect[seq] = ch
+	l.mu.Unlock()
+	if err := l.write(frame); err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// gather answers GatherStacks: Local's stacks merged with every child's tree.
+func (r *Router) gather(c *Conn, h Header, frame []byte) error {
+	m, err := DecodeMessage(frame)
+	if err != nil {
+		return err
+	}
+	req := m.(*GatherStacks)
+	ack := &GatherStacksAck{Header: h.Reply(Success)}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	merge := func(t *StackTree) {
+		mu.Lock()
+		ack.Tree.Merge(t)
+		mu.Unlock()
+	}
+	var visit func(rt *Route)
+	visit = func(rt *Route) {
+		defer wg.Done()
+		if r.isCut(c, []*Route{rt}) {
+			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
+			return
+		}
+		if t, err := r.gatherFrom(c, rt.Addr, h.SequenceID, frame); err == nil {
+			merge(t)
+			return
+		}
+		if r.isCut(c, []*Route{rt}) { // the link broke during the gather
+			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
+			return
+		}
+		// rt cannot be reached: its own ranks are unreachable, its children are asked directly.
+		merge(&StackTree{Unreachable: RanksOf(rt.Ranks...)})
+		for i := range rt.Children {
+			wg.Add(1)
+			go visit(&rt.Children[i])
+		}
+	}
+	children := r.Children()
+	for i := range children {
+		wg.Add(1)
+		go visit(&children[i])
+	}
+	if x, ok := r.Local.(StackGatherer); ok {
+		if t := x.GatherStacks(c, req); t != nil {
+			merge(t)
+		}
+	}
+	wg.Wait()
+	if ack.size() > MaxFrameSize {
+		rh := h.Reply(RequestFailed)
+		rh.ErrorCode = uint32(ack.size())
+		return c.Send(&GatherStacksAck{Header: rh})
+	}
+	return c.Send(ack)
+}
+
+// gatherFrom asks one child for its subtree's tree.
+func (r *Router) gatherFrom(c *Conn, addr string, seq uint32, frame []byte) (*StackTree, error) {
+	l, err := r.link(c, addr)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := l.ask(seq, frame)
+	if err != nil {
+		r.markCut(c, addr)
+		return nil, err
+	}
+	select {
+	case b, ok := <-ch:
+		if !ok {
+			r.markCut(c, addr)
+			return nil, ErrPeerClosed
+		}
+		m, err := DecodeMessage(b)
+		if err != nil {
+			return nil, err
+		}
+		a, ok := m.(*GatherStacksAck)
+		if !ok || a.ReturnCode != Success {
+			return nil, fmt.Errorf("agent %s: gather stacks: %v", addr, m.Hdr().ReturnCode)
+		}
+		return &a.Tree, nil
+	case <-time.After(r.timeout()):
+		l.nc.Close() // a child that does not answer is treated as lost
+		r.markCut(c, addr)
+		return nil, fmt.Errorf("agent %s: gather stacks: no answer in %v", addr, r.timeout())
+	case <-c.Context().Done():
+		return nil, ErrPeerClosed
+	}
+}
+
+// dialAgent connects to an agent and authenticates as a tool (the Hello exchange of
+// Client.Hello), returning the connection ready for relayed frames.
+func dialAgent(ctx context.Context, addr string, token []byte) (net.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, &OpError{Op: "dial", Object: addr, Err: err}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	fail := func(err error) (net.Conn, error) {
+		nc.Close()
+		return nil, &OpError{Op: "hello", Object: addr, Err: err}
+	}
+	br := bufio.NewReader(nc)
+	exchange := func(m *Hello) (*HelloAck, error) {
+		m.Service, m.Version, m.SequenceID = ServiceToolctl, ProtocolVersion, 1
+		b, err := Encode(m)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := nc.Write(b); err != nil {
+			return nil, err
+		}
+		rb, err := ReadFrame(br)
+		if err != nil {
+			return nil, err
+		}
+		a, err := DecodeMessage(rb)
+		if err != nil {
+			return nil, err
+		}
+		ack, ok := a.(*HelloAck)
+		if !ok || ack.ReturnCode != Success {
+			return nil, fmt.Errorf("%w: the agent refused the Hello (%v)", ErrAuthentication, a.Hdr().ReturnCode)
+		}
+		return ack, nil
+	}
+	mine := NewNonce()
+	ch, err := exchange(&Hello{ExtVersion: ExtensionVersion, Nonce: mine})
+	if err != nil {
+		return fail(err)
+	}
+	if len(ch.Nonce) != NonceSize || !hmac.Equal(ch.Proof, HelloProof(token, HelloRoleAgent, mine, ch.Nonce)) {
+		return fail(fmt.Errorf("%w: the agent did not prove the session token", ErrAuthentication))
+	}
+	if _, err := exchange(&Hello{ExtVersion: ExtensionVersion, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)}); err != nil {
+		return fail(err)
+	}
+	if br.Buffered() > 0 {
+		return fail(errors.New("the agent sent a message before the tool's first request"))
+	}
+	nc.SetDeadline(time.Time{})
+	return nc, nil
+}
+
+// GatherStacks asks the agent (through the tree, every agent below it) for the merged
+// main-thread stacks of its stopped ranks (extension). Ranks of agents that could not be
+// reached are in the tree's Unreachable.
+func (c *Client) GatherStacks(ctx context.Context, maxFrames int) (*StackTree, error) {
+	if maxFrames < 0 || maxFrames > MaxTracebackFrames {
+		return nil, &OpError{Op: "gather stacks", Object: c.remote, Err: fmt.Errorf("%d frames (limit %d)", maxFrames, MaxTracebackFrames)}
+	}
+	reply, err := c.roundTrip(ctx, &GatherStacks{MaxFrames: uint32(maxFrames)})
+	if err != nil {
+		return nil, &OpError{Op: "gather stacks", Object: c.remote, Err: err}
+	}
+	return &reply.(*GatherStacksAck).Tree, nil
+}

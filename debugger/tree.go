@@ -1,0 +1,152 @@
+package debugger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/rankset"
+	"github.com/hpcdap/hpcdap/topology"
+)
+
+// The tree overlay of agents. A job of more agents than the fan-out (Config.Fanout, default
+// topology.DefaultFanout) puts them in a k-ary tree (package topology) over the agents in
+// the order the launcher gave them: the front end tells each agent, on its management plane,
+// the agents below it with their ranks (the management call "tree"), and holds one CDTI
+// connection, to the root. Every node's CDTI then goes through that connection and is routed
+// by rank, unaltered, through the interior agents (cdti.Router); notifications come back the
+// same way. Collectives go down once: parallel stacks are one GatherStacks, merged on the way
+// up. A job of at most fan-out agents keeps one connection per agent, as before the tree.
+
+// treeFor returns the tree over n agents at the fan-out cfg asks for, or nil when the agents
+// are connected directly (n at most the fan-out).
+func treeFor(n, fanout int) (*topology.Tree, error) {
+	if fanout == 0 {
+		fanout = topology.DefaultFanout
+	}
+	t, err := topology.New(n, fanout)
+	if err != nil {
+		return nil, err
+	}
+	if n <= fanout {
+		return nil, nil
+	}
+	return t, nil
+}
+
+// configureTree tells every agent its children and shares the root's connection with every
+// node. nodes[i] is agent i of t.
+func (j *Job) configureTree(ctx context.Context, t *topology.Tree) error {
+	var route func(i int) cdti.Route
+	route = func(i int) cdti.Route {
+		n := j.nodes[i]
+		rt := cdti.Route{Addr: n.ep.Addr}
+		for _, r := range n.ranks {
+			rt.Ranks = append(rt.Ranks, uint32(r.Num))
+		}
+		for _, c := range t.Children(i) {
+			rt.Children = append(rt.Children, route(c))
+		}
+		return rt
+	}
+	errs := make([]error, len(j.nodes))
+	ForEach(len(j.nodes), func(i int) {
+		if !t.Interior(i) {
+			return
+		}
+		n := j.nodes[i]
+		params := map[string]any{"children": route(i).Children}
+		if err := n.mgmt.Call(ctx, "tree", params, nil); err != nil {
+			errs[i] = fmt.Errorf("agent %s (%s): tree: %w", n.ep.Addr, n.host, err)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	root := j.nodes[t.Roots()[0]]
+	for _, n := range j.nodes {
+		n.client = root.client
+	}
+	j.tree = t
+	return nil
+}
+
+// clientGroups returns the job's nodes grouped by the CDTI connection they share: one group
+// per node without a tree, one group with it.
+func (j *Job) clientGroups() [][]*node {
+	var groups [][]*node
+	at := map[*cdti.Client]int{}
+	for _, n := range j.nodes {
+		i, ok := at[n.client]
+		if !ok {
+			i = len(groups)
+			at[n.client] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], n)
+	}
+	return groups
+}
+
+// treeTracebacks gathers the main-thread tracebacks of every stopped rank in one collective
+// through the tree: pcs by rank, innermost first, and the ranks whose agent could not be
+// reached. Without a tree it returns nil.
+func (j *Job) treeTracebacks(ctx context.Context) (map[int][]uint64, rankset.Set, error) {
+	if j.tree == nil {
+		return nil, rankset.Set{}, nil
+	}
+	t, err := j.nodes[0].client.GatherStacks(ctx, 0)
+	if err != nil {
+		return nil, rankset.Set{}, err
+	}
+	out := make(map[int][]uint64)
+	for r, pcs := range t.Paths() {
+		out[int(r)] = pcs
+	}
+	var lost rankset.Set
+	for _, r := range t.Unreachable.Ranks() {
+		lost = lost.Add(int(r))
+	}
+	return out, lost, nil
+}
+
+// unreachableFrame is the one frame of a rank whose agent the tree could not reach.
+const unreachableFrame = "<agent unreachable>"
+
+// fromTree fills in, from one GatherStacks, the agent tracebacks of the main threads among
+// stacks; tbs[i] stays nil for the others. Ranks behind a lost agent get the one frame
+// unreachableFrame and are reported, k of N, as an important output.
+func (j *Job) fromTree(ctx context.Context, stacks []*RankStack, tbs [][]cdti.TraceFrame) (done []bool) {
+	pcs, lost, err := j.treeTracebacks(ctx)
+	done = make([]bool, len(stacks))
+	if pcs == nil && err == nil {
+		return done
+	}
+	if err != nil {
+		j.output("important", fmt.Sprintf("parallel stacks through the agent tree: %v; asking rank by rank\n", err))
+		return done
+	}
+	var lostHere rankset.Set
+	for i, rs := range stacks {
+		if lost.Contains(rs.Rank.Num) {
+			rs.Frames = []TreeFrame{{Name: unreachableFrame}}
+			rs.Err = fmt.Errorf("rank %d: its agent cannot be reached", rs.Rank.Num)
+			done[i] = true
+			lostHere = lostHere.Add(rs.Rank.Num)
+			continue
+		}
+		if p, ok := pcs[rs.Rank.Num]; ok && rs.Thread.LWP == rs.Rank.Pid {
+			tb := make([]cdti.TraceFrame, len(p))
+			for k, pc := range p {
+				tb[k].PC = pc
+			}
+			tbs[i] = tb
+		}
+	}
+	if !lostHere.Empty() {
+		j.output("important", fmt.Sprintf("parallel stacks: %d of %d ranks answered; unreachable (agent lost): %s\n",
+			len(j.ranks)-lostHere.Len(), len(j.ranks), lostHere))
+	}
+	return done
+}
