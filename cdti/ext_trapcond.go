@@ -1,0 +1,81 @@
+package cdti
+
+import "fmt"
+
+// Extension command types of trap conditions (see SetTrapCondition).
+const (
+	TypeSetTrapCondition    CommandType = 1207
+	TypeSetTrapConditionAck CommandType = 1208
+)
+
+// MaxTrapConditionSize bounds the site description of a SetTrapCondition.
+const MaxTrapConditionSize = 16384
+
+// setTrapConditionSize: thread id uint32 @0, address u64 @8, bias u64 @16, length u32 @24,
+// site description @32.
+const setTrapConditionSize = 32
+
+// SetTrapCondition gives the agent what to decide itself at a breakpoint the tool planted:
+// Site is an opaque site description (package bpcode: a condition, a hit condition, a log
+// message), Bias the load bias of the binary it was compiled for. At a hit of the trap at
+// Address the agent evaluates the condition in the trapped thread and counts the hit; a hit
+// that does not stop (a false condition, a hit condition not met, a log point, whose message
+// the agent sends as the process's output) is stepped over without a Notify. An empty Site
+// removes the condition: every hit is reported again. The condition goes when the trap does.
+// A real CNK answers CmdInval: the tool decides every hit itself.
+//
+// A condition that cannot be evaluated at a hit (a pointer into unmapped memory) stops: the
+// Notify of that hit carries the reason SignalConditionError instead of SignalBreakpoint.
+type SetTrapCondition struct {
+	ThreadID uint32
+	Address  uint64
+	Bias     uint64
+	Site     []byte
+}
+
+func (c *SetTrapCondition) CommandType() CommandType { return TypeSetTrapCondition }
+func (c *SetTrapCondition) Thread() uint32           { return c.ThreadID }
+func (c *SetTrapCondition) EncodedSize() int         { return setTrapConditionSize + len(c.Site) }
+func (c *SetTrapCondition) AckSize() int             { return 8 }
+func (c *SetTrapCondition) Encode(b []byte) {
+	be.PutUint32(b, c.ThreadID)
+	be.PutUint64(b[8:], c.Address)
+	be.PutUint64(b[16:], c.Bias)
+	be.PutUint32(b[24:], uint32(len(c.Site)))
+	copy(b[setTrapConditionSize:], c.Site)
+}
+
+func decSetTrapCondition(b []byte) (Command, error) {
+	if err := need(TypeSetTrapCondition, b, setTrapConditionSize); err != nil {
+		return nil, err
+	}
+	n := be.Uint32(b[24:])
+	if n > MaxTrapConditionSize {
+		return nil, fmt.Errorf("%v: %d bytes of site, at most %d", TypeSetTrapCondition, n, MaxTrapConditionSize)
+	}
+	if err := need(TypeSetTrapCondition, b, setTrapConditionSize+int(n)); err != nil {
+		return nil, err
+	}
+	c := &SetTrapCondition{ThreadID: be.Uint32(b), Address: be.Uint64(b[8:]), Bias: be.Uint64(b[16:])}
+	if n > 0 {
+		c.Site = append([]byte(nil), b[setTrapConditionSize:setTrapConditionSize+int(n)]...)
+	}
+	return c, nil
+}
+
+// SignalConditionError is the extension reason of a breakpoint Notify whose trap condition
+// could not be evaluated by the agent: the tool evaluates it itself to say why, and stops.
+const SignalConditionError NotifySignalReason = 101
+
+// SetTrapConditionAck answers SetTrapCondition.
+type SetTrapConditionAck struct{ ThreadID uint32 }
+
+func (a *SetTrapConditionAck) CommandType() CommandType { return TypeSetTrapConditionAck }
+func (a *SetTrapConditionAck) Thread() uint32           { return a.ThreadID }
+func (a *SetTrapConditionAck) EncodedSize() int         { return 8 }
+func (a *SetTrapConditionAck) Encode(b []byte)          { be.PutUint32(b, a.ThreadID) }
+
+func init() {
+	register(TypeSetTrapCondition, "SetTrapCondition", MsgUpdate, true, decSetTrapCondition,
+		threadDecoder(TypeSetTrapConditionAck, func(t uint32) Ack { return &SetTrapConditionAck{t} }))
+}
