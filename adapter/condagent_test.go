@@ -318,3 +318,79 @@ func TestConditionManyThreads(t *testing.T) {
 		t.Errorf("stops %v, want %v", seen, want)
 	}
 }
+
+// logPointRun runs condhits with a log point at c-global (a condition and a hit condition too)
+// and returns the lines it printed.
+func logPointRun(t *testing.T, p *program, msg, cond, hit string) ([]string, string) {
+	t.Helper()
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	var resp SetBreakpointsResponseBodyExt
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src}, "breakpoints": []map[string]any{
+		{"line": p.line(t, "c-global"), "condition": cond, "hitCondition": hit, "logMessage": msg}}}, &resp)
+	if len(resp.Breakpoints) != 1 || !resp.Breakpoints[0].Verified {
+		t.Fatalf("log point: %+v", resp)
+	}
+	d.call("configurationDone", nil, nil)
+	d.event("terminated")
+	out := allOutput(d)
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "probe ") {
+			lines = append(lines, l)
+		}
+	}
+	if n := len(d.c.Events("stopped")); n != 0 {
+		t.Errorf("a log point stopped %d times", n)
+	}
+	return lines, out
+}
+
+// TestLogPointMatchesDprintf: a log point with a condition and a hit count, formatted by the
+// agent, prints the lines gdb's dprintf prints with the same condition and ignore count.
+func TestLogPointMatchesDprintf(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "condhits")
+	needTool(t, "gdb")
+	script := filepath.Join(p.dir, "dprintf.gdb")
+	os.WriteFile(script, []byte(fmt.Sprintf("set pagination off\n"+
+		"dprintf condhits.c:%d,\"probe i=%%d k=%%d small=%%d u=%%u g=%%ld\\n\", i, k, s.small, u, gcount\n"+
+		"condition $bpnum i %% 7 == 0\nignore $bpnum 1\nrun\n", p.line(t, "c-global"))), 0o644)
+	gout, err := exec.Command("gdb", "-batch", "-nx", "-x", script, p.bin).CombinedOutput()
+	var want []string
+	for _, l := range strings.Split(string(gout), "\n") {
+		if strings.HasPrefix(l, "probe ") {
+			want = append(want, l)
+		}
+	}
+	if len(want) < 5 {
+		t.Fatalf("gdb dprintf (%v):\n%s", err, gout)
+	}
+	got, out := logPointRun(t, p, "probe i={i} k={k} small={s.small} u={u} g={gcount}", "i % 7 == 0", "2")
+	if !slices.Equal(got, want) {
+		t.Errorf("log lines:\n got %q\nwant %q (gdb dprintf)", got, want)
+	}
+	if strings.Contains(out, "evaluated by the debugger") {
+		t.Errorf("the log point was left to the front end:\n%s", out)
+	}
+}
+
+// TestLogPointAgentMatchesFrontEnd prints chars and unsigned values from the agent and from
+// the front end (agents answering CmdInval): the same lines.
+func TestLogPointAgentMatchesFrontEnd(t *testing.T) {
+	p := compileC(t, "condhits")
+	const msg = "probe c={c} tag={s.tag} u={u} neg={-i} x={i * 3 - 100}"
+	agentLines, out := logPointRun(t, p, msg, "i < 40", "% 3")
+	if strings.Contains(out, "evaluated by the debugger") || len(agentLines) != 13 {
+		t.Fatalf("agent: %d lines %q\n%s", len(agentLines), agentLines, out)
+	}
+	t.Setenv("HPCDAP_AGENT_NO_TRAP_CONDITIONS", "1")
+	frontLines, frontOut := logPointRun(t, p, msg, "i < 40", "% 3")
+	if !strings.Contains(frontOut, "does not evaluate breakpoint conditions") {
+		t.Errorf("the log point was never offered to the agent:\n%s", frontOut)
+	}
+	if !slices.Equal(agentLines, frontLines) {
+		t.Errorf("agent:\n%q\nfront end:\n%q", agentLines, frontLines)
+	}
+}

@@ -39,8 +39,9 @@ func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) c
 		p.a.logf("agent: rank %d: trap condition at %#x: %v", p.rank, c.Address, err)
 		return fail(cdti.CmdParmErr, tid)
 	}
-	if len(site.Log) > 0 {
-		return fail(cdti.CmdParmErr, tid) // log messages are printed by the tool
+	if len(site.Log) > 0 && !p.a.capturingOutput() {
+		// A log message goes out with the ranks' output: without its capture the tool prints it.
+		return fail(cdti.CmdParmErr, tid)
 	}
 	if p.conds == nil {
 		p.conds = make(map[uint64]*trapCond)
@@ -70,8 +71,20 @@ func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond) (stop, failed boo
 		return false, false
 	}
 	c.hits++
-	return c.site.HitOp.Holds(c.hits, c.site.HitN), false
+	if !c.site.HitOp.Holds(c.hits, c.site.HitN) {
+		return false, false
+	}
+	if len(c.site.Log) > 0 {
+		// A log point: its message goes out with the rank's output (stream "log"), and the
+		// hit never stops.
+		p.a.output.publish(OutputParams{Rank: int(p.rank), Stream: LogStream, Text: c.site.Message(m, c.bias)})
+		return false, false
+	}
+	return true, false
 }
+
+// LogStream is the output stream of log-point messages the agent formats (SetTrapCondition).
+const LogStream = "log"
 
 // trapMachine is a trapped thread as a bpcode.Machine: its general registers by DWARF number
 // (read once) and its process's memory as the program sees it (traps shadowed).

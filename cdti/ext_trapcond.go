@@ -20,7 +20,9 @@ const setTrapConditionSize = 32
 // message), Bias the load bias of the binary it was compiled for. At a hit of the trap at
 // Address the agent evaluates the condition in the trapped thread and counts the hit; a hit
 // that does not stop (a false condition, a hit condition not met, a log point, whose message
-// the agent sends as the process's output) is stepped over without a Notify. An empty Site
+// the agent sends as the process's output, stream "log" of the management plane's output
+// notifications; refused with CmdParmErr where the agent does not capture the output) is
+// stepped over without a Notify. An empty Site
 // removes the condition: every hit is reported again. The condition goes when the trap does.
 // A real CNK answers CmdInval: the tool decides every hit itself.
 //

@@ -23,6 +23,7 @@ type compiledSite struct {
 	err  error
 	cond string
 	hit  hitCondition
+	log  string // the log message's parts, printed
 }
 
 type siteKey struct {
@@ -84,7 +85,7 @@ func (b *breakpoints) agentSite(r *Rank, mods []*symbols.Module, a uint64, want 
 		return nil, 0, 0
 	}
 	bp := want[0]
-	if bp.Kind == bpEntry || bp.log != nil || (bp.cond == "" && bp.hit == nil) {
+	if bp.Kind == bpEntry || (bp.log != nil && !r.node.output) || (bp.cond == "" && bp.hit == nil && bp.log == nil) {
 		return nil, 0, 0
 	}
 	for _, m := range mods {
@@ -102,22 +103,38 @@ func (b *breakpoints) agentSite(r *Rank, mods []*symbols.Module, a uint64, want 
 	return nil, 0, 0
 }
 
-// compile compiles bp's site for one binary and address, once for each condition; the first
-// failure is said in the console. b.mu is held.
+// compile compiles bp's site for one binary and address, once for each condition, hit
+// condition and log message; the first failure is said in the console. b.mu is held.
 func (b *breakpoints) compile(bp *Breakpoint, bin *symbols.Binary, addr uint64) *compiledSite {
 	k := siteKey{bin, addr}
 	var hit hitCondition
 	if bp.hit != nil {
 		hit = *bp.hit
 	}
-	if cs := bp.compiled[k]; cs != nil && cs.cond == bp.cond && cs.hit == hit {
+	logKey := fmt.Sprint(bp.log)
+	if cs := bp.compiled[k]; cs != nil && cs.cond == bp.cond && cs.hit == hit && cs.log == logKey {
 		return cs
 	}
-	cs := &compiledSite{cond: bp.cond, hit: hit}
+	cs := &compiledSite{cond: bp.cond, hit: hit, log: logKey}
 	site := &bpcode.Site{}
 	site.HitOp, site.HitN = bp.hit.hitOp()
+	what := ""
 	if bp.cond != "" {
-		site.Cond, cs.err = bin.CompileCondition(bp.cond, addr)
+		if site.Cond, cs.err = bin.CompileCondition(bp.cond, addr); cs.err != nil {
+			what = fmt.Sprintf("condition %q", bp.cond)
+		}
+	}
+	for _, part := range bp.log {
+		if cs.err != nil {
+			break
+		}
+		lp := bpcode.LogPart{Text: part.text}
+		if part.hasExpr {
+			if lp.Expr, lp.Format, cs.err = bin.CompileValue(part.expr, addr); cs.err != nil {
+				what = fmt.Sprintf("log message expression {%s}", part.expr)
+			}
+		}
+		site.Log = append(site.Log, lp)
 	}
 	if cs.err == nil {
 		cs.site = site.Encode()
@@ -128,8 +145,8 @@ func (b *breakpoints) compile(bp *Breakpoint, bin *symbols.Binary, addr uint64) 
 	bp.compiled[k] = cs
 	if cs.err != nil && !bp.fallbackSaid {
 		bp.fallbackSaid = true
-		b.j.output("console", fmt.Sprintf("breakpoint %d: condition %q is evaluated by the debugger at each hit, not next to the process: %v\n",
-			bp.ID, bp.cond, cs.err))
+		b.j.output("console", fmt.Sprintf("breakpoint %d: %s is evaluated by the debugger at each hit, not next to the process: %v\n",
+			bp.ID, what, cs.err))
 	}
 	return cs
 }

@@ -50,23 +50,7 @@ func (b *Binary) CompileCondition(expr string, pc uint64) (prog *bpcode.Program,
 			prog, err = nil, fmt.Errorf("compile %q: internal error: %v: %w", expr, r, ErrNotCompiled)
 		}
 	}()
-	fn := b.FunctionAt(pc)
-	if fn == nil {
-		return nil, fmt.Errorf("no function at %#x: %w", pc, ErrNotCompiled)
-	}
-	lang := fn.Language()
-	if lang != LangC && lang != LangCPlusPlus {
-		return nil, fmt.Errorf("%s code: %w", lang, ErrNotCompiled)
-	}
-	c := &compiler{b: b, fn: fn, pc: pc, lang: lang}
-	root, err := fn.scopeTree()
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range root.chainAt(pc) {
-		c.chain = append([]*scope{s}, c.chain...)
-	}
-	n, err := parseExpr(expr, false, func(name string) bool { _, ok := b.types[name]; return ok })
+	c, n, err := b.compilerAt(expr, pc)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +62,70 @@ func (b *Binary) CompileCondition(expr string, pc uint64) (prog *bpcode.Program,
 		return nil, err
 	}
 	return c.bld.Program(b.Arch.ByteOrder == binary.BigEndian)
+}
+
+// CompileValue compiles an expression of a log message for evaluation in the agent at pc, as
+// CompileCondition does, with the format its value is printed in: integers (decimal), chars
+// (number and quoted character) and booleans. Other types (floating-point, pointers,
+// enumerations, aggregates) are left to the front end's printing: an error wrapping
+// ErrNotCompiled.
+func (b *Binary) CompileValue(expr string, pc uint64) (prog *bpcode.Program, f bpcode.Format, err error) {
+	c, n, err := b.compilerAt(expr, pc)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			prog, err = nil, fmt.Errorf("compile %q: internal error: %v: %w", expr, r, ErrNotCompiled)
+		}
+	}()
+	v, err := c.expr(n)
+	if err != nil {
+		return nil, 0, err
+	}
+	k, s := classify(v.t)
+	switch {
+	case k != scInt || s.Kind == KindEnum:
+		return nil, 0, notCompiled("printing a value of type %s", typeLabel(v.t))
+	case s.Kind == KindChar:
+		f = bpcode.FmtChar
+	case s.Kind == KindBool:
+		f = bpcode.FmtBool
+	case signed(s):
+		f = bpcode.FmtSigned
+	default:
+		f = bpcode.FmtUnsigned
+	}
+	if _, err := c.rvalue(v); err != nil {
+		return nil, 0, err
+	}
+	prog, err = c.bld.Program(b.Arch.ByteOrder == binary.BigEndian)
+	return prog, f, err
+}
+
+// compilerAt parses expr and prepares a compiler for the function at pc.
+func (b *Binary) compilerAt(expr string, pc uint64) (*compiler, *node, error) {
+	fn := b.FunctionAt(pc)
+	if fn == nil {
+		return nil, nil, fmt.Errorf("no function at %#x: %w", pc, ErrNotCompiled)
+	}
+	lang := fn.Language()
+	if lang != LangC && lang != LangCPlusPlus {
+		return nil, nil, fmt.Errorf("%s code: %w", lang, ErrNotCompiled)
+	}
+	c := &compiler{b: b, fn: fn, pc: pc, lang: lang}
+	root, err := fn.scopeTree()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range root.chainAt(pc) {
+		c.chain = append([]*scope{s}, c.chain...)
+	}
+	n, err := parseExpr(expr, false, func(name string) bool { _, ok := b.types[name]; return ok })
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, n, nil
 }
 
 // compiler turns an expression tree into bpcode.
