@@ -41,6 +41,12 @@ var condCases = []condCase{
 // the hits where gdb stopped, in order, as "mark i".
 func gdbCondHits(t *testing.T, p *program, cases []condCase, env ...string) []string {
 	t.Helper()
+	return gdbCondHitsExpr(t, p, cases, "i", env...)
+}
+
+// gdbCondHitsExpr is gdbCondHits printing the integer variable v at each stop.
+func gdbCondHitsExpr(t *testing.T, p *program, cases []condCase, v string, env ...string) []string {
+	t.Helper()
 	needTool(t, "gdb")
 	var sb strings.Builder
 	sb.WriteString("set pagination off\nset confirm off\n")
@@ -49,7 +55,7 @@ func gdbCondHits(t *testing.T, p *program, cases []condCase, env ...string) []st
 		if c.ignore > 0 {
 			fmt.Fprintf(&sb, "ignore $bpnum %d\n", c.ignore)
 		}
-		fmt.Fprintf(&sb, "commands\nsilent\nprintf \"HIT %s %%d\\n\", i\ncontinue\nend\n", c.mark)
+		fmt.Fprintf(&sb, "commands\nsilent\nprintf \"HIT %s %%d\\n\", %s\ncontinue\nend\n", c.mark, v)
 	}
 	sb.WriteString("run\n")
 	script := filepath.Join(p.dir, "cond.gdb")
@@ -67,7 +73,7 @@ func gdbCondHits(t *testing.T, p *program, cases []condCase, env ...string) []st
 		}
 	}
 	if !strings.Contains(string(out), "total ") {
-		t.Fatalf("gdb did not run condhits to its end (%v):\n%s", err, out)
+		t.Fatalf("gdb did not run the program to its end (%v):\n%s", err, out)
 	}
 	return hits
 }
@@ -75,6 +81,12 @@ func gdbCondHits(t *testing.T, p *program, cases []condCase, env ...string) []st
 // dapCondHits runs condhits through the adapter with the cases as conditional breakpoints
 // and returns the stops, in order, as "mark i", and the output.
 func dapCondHits(t *testing.T, p *program, cases []condCase) ([]string, string) {
+	t.Helper()
+	return dapCondHitsExpr(t, p, cases, "i")
+}
+
+// dapCondHitsExpr is dapCondHits reading the variable v at each stop.
+func dapCondHitsExpr(t *testing.T, p *program, cases []condCase, v string) ([]string, string) {
 	t.Helper()
 	d := newDAP(t, viaPipe)
 	defer d.close()
@@ -112,7 +124,7 @@ func dapCondHits(t *testing.T, p *program, cases []condCase) ([]string, string) 
 		}
 		frames := d.stackTrace(st.ThreadId)
 		var ev dap.EvaluateResponseBody
-		d.call("evaluate", map[string]any{"expression": "i", "frameId": frames[0].Id, "context": "watch"}, &ev)
+		d.call("evaluate", map[string]any{"expression": v, "frameId": frames[0].Id, "context": "watch"}, &ev)
 		mark := "?"
 		if len(st.HitBreakpointIds) == 1 {
 			mark = marks[st.HitBreakpointIds[0]]
@@ -392,5 +404,31 @@ func TestLogPointAgentMatchesFrontEnd(t *testing.T) {
 	}
 	if !slices.Equal(agentLines, frontLines) {
 		t.Errorf("agent:\n%q\nfront end:\n%q", agentLines, frontLines)
+	}
+}
+
+// TestAgentConditionsCPlusPlus: conditions over a member through this, bool and char values
+// (C++'s char literal and true), a struct argument and a local array, decided by the agents,
+// stop where gdb stops.
+func TestAgentConditionsCPlusPlus(t *testing.T) {
+	t.Parallel()
+	p := compileCXX(t, "condcpp")
+	cases := []condCase{
+		{mark: "cpp-first", cond: "this->count == 3 || this->total > 900 && this->total < 1000"},
+		{mark: "cpp-body", cond: "flag == true && ch == 'a' && n > 10"},
+		{mark: "cpp-last", cond: "v.x + v.y > 8 && arr[n % 4] == 2"},
+	}
+	want := gdbCondHitsExpr(t, p, cases, "n")
+	for _, c := range cases {
+		if !slices.ContainsFunc(want, func(h string) bool { return strings.HasPrefix(h, c.mark+" ") }) {
+			t.Fatalf("gdb never stops at %s (%s): the case tests nothing", c.mark, c.cond)
+		}
+	}
+	got, out := dapCondHitsExpr(t, p, cases, "n")
+	if !slices.Equal(got, want) {
+		t.Errorf("stops:\n got %v\nwant %v (gdb)", got, want)
+	}
+	if strings.Contains(out, "evaluated by the debugger") {
+		t.Errorf("a condition was left to the front end:\n%s", out)
 	}
 }
