@@ -432,3 +432,46 @@ func TestAgentConditionsCPlusPlus(t *testing.T) {
 		t.Errorf("a condition was left to the front end:\n%s", out)
 	}
 }
+
+// hitCountAcrossChange stops at c-first from the 7th even i on, then changes the condition
+// to multiples of 3 (same place: the hit count carries on) and returns the first two stops.
+func hitCountAcrossChange(t *testing.T, p *program) []string {
+	t.Helper()
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	set := func(cond string) {
+		d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src}, "breakpoints": []map[string]any{
+			{"line": p.line(t, "c-first"), "condition": cond, "hitCondition": ">= 7"}}}, nil)
+	}
+	set("i % 2 == 0")
+	d.call("configurationDone", nil, nil)
+	var stops []string
+	for k := 0; k < 2; k++ {
+		st := d.stopped()
+		frames := d.stackTrace(st.ThreadId)
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": "i", "frameId": frames[0].Id, "context": "watch"}, &ev)
+		stops = append(stops, ev.Result)
+		if k == 0 {
+			set("i % 3 == 0")
+		}
+		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	}
+	return stops
+}
+
+// TestHitCountAcrossConditionChange: the hits an agent counted come back to the front end when
+// the condition changes, and the new condition counts on from them, as the front end itself
+// counts (agents answering CmdInval): 7th even i = 12, then the 8th hit, i = 15.
+func TestHitCountAcrossConditionChange(t *testing.T) {
+	p := compileC(t, "condhits")
+	want := []string{"12", "15"}
+	if got := hitCountAcrossChange(t, p); !slices.Equal(got, want) {
+		t.Errorf("agent: stops at i = %v, want %v", got, want)
+	}
+	t.Setenv("HPCDAP_AGENT_NO_TRAP_CONDITIONS", "1")
+	if got := hitCountAcrossChange(t, p); !slices.Equal(got, want) {
+		t.Errorf("front end: stops at i = %v, want %v", got, want)
+	}
+}

@@ -28,11 +28,15 @@ func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) c
 	if b == nil || !b.owners[t.id] {
 		return fail(cdti.CmdParmErr, tid)
 	}
+	var hits uint64 // the count of the condition replaced or removed
+	if old := p.conds[c.Address]; old != nil && old.owner == t.id {
+		hits = old.hits
+	}
 	if len(c.Site) == 0 {
 		if old := p.conds[c.Address]; old != nil && old.owner == t.id {
 			delete(p.conds, c.Address)
 		}
-		return ok(&cdti.SetTrapConditionAck{ThreadID: tid})
+		return ok(&cdti.SetTrapConditionAck{ThreadID: tid, Hits: hits})
 	}
 	site, err := bpcode.DecodeSite(c.Site)
 	if err != nil {
@@ -46,8 +50,12 @@ func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) c
 	if p.conds == nil {
 		p.conds = make(map[uint64]*trapCond)
 	}
-	p.conds[c.Address] = &trapCond{owner: t.id, site: site, bias: c.Bias}
-	return ok(&cdti.SetTrapConditionAck{ThreadID: tid})
+	start := c.Hits
+	if start == cdti.TrapHitsCarryOn {
+		start = hits
+	}
+	p.conds[c.Address] = &trapCond{owner: t.id, site: site, bias: c.Bias, hits: start}
+	return ok(&cdti.SetTrapConditionAck{ThreadID: tid, Hits: hits})
 }
 
 // decide applies c at a hit of trap b by th: whether the hit is reported, and whether because

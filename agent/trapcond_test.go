@@ -53,7 +53,7 @@ func TestTrapConditionDecidedInAgent(t *testing.T) {
 // the third on, as a hit condition ">= 3" asks: the stops are at i = 4, 6, 8.
 func TestTrapConditionHitCount(t *testing.T) {
 	h := newHarness(t, "")
-	h.spawn(1, progBin, "loop", "10")
+	h.spawn(1, progBin, "loop", "14")
 	tt, _ := startStopped(t, h, 1)
 	hit := testenv.NMSymbol(t, progBin, "hit")
 	tt.setBreak(0, hit)
@@ -78,12 +78,27 @@ func TestTrapConditionHitCount(t *testing.T) {
 			t.Errorf("stopped with i = %d, want %d", i, want)
 		}
 	}
-	// Removing the condition: every hit is reported again (i = 9).
-	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: hit})
+	// Replacing it, carrying on from its count (5: i = 0, 2, 4, 6, 8): the hit condition
+	// ">= 7" of the new one (every hit holds) is met at the 7th, i = 10.
+	every := (&bpcode.Site{HitOp: bpcode.HitGE, HitN: 7}).Encode()
+	rs := tt.update(0, &cdti.SetTrapCondition{Address: hit, Site: every, Hits: cdti.TrapHitsCarryOn})
+	if ack, ok := rs[0].Ack.(*cdti.SetTrapConditionAck); rs[0].Code != cdti.CmdSuccess || !ok || ack.Hits != 5 {
+		t.Errorf("replace: %v %+v, want the replaced count 5", rs[0].Code, rs[0].Ack)
+	}
+	// Removing it hands its count back (7: i = 9 and 10 counted too); every hit is reported again.
 	tt.cont(0)
 	tt.signalNotify()
-	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 9 {
-		t.Errorf("after the condition was removed: stopped with i = %d, want 9", i)
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 10 {
+		t.Errorf("after the replacement: stopped with i = %d, want 10", i)
+	}
+	rs = tt.update(0, &cdti.SetTrapCondition{Address: hit})
+	if ack, ok := rs[0].Ack.(*cdti.SetTrapConditionAck); !ok || ack.Hits != 7 {
+		t.Errorf("remove: %+v, want the count 7", rs[0].Ack)
+	}
+	tt.cont(0)
+	tt.signalNotify()
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 11 {
+		t.Errorf("after the condition was removed: stopped with i = %d, want 11", i)
 	}
 }
 

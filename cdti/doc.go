@@ -128,9 +128,10 @@
 //	1205  StopProcess        Update  (threadID only): stop every thread without a signal
 //	1206  StopProcessAck             stopping u32 @8: 1 = a Notify(SIGSTOP, reason 100 Interrupt) follows,
 //	                                 0 = the process is already suspended or a notification is on its way
-//	1207  SetTrapCondition   Update  address u64 @8, load bias u64 @16, site length u32 @24 (≤ 16384, 0: remove),
-//	                                 site @32: what the agent decides at the trap (package bpcode's encoding)
-//	1208  SetTrapConditionAck        (threadID only)
+//	1207  SetTrapCondition   Update  address u64 @8, load bias u64 @16, hits so far u64 @24, site length u32 @32
+//	                                 (≤ 16384, 0: remove), site @40: what the agent decides at the trap
+//	                                 (package bpcode's encoding)
+//	1208  SetTrapConditionAck        hits u64 @8: the count of the condition replaced or removed
 //
 // A Hello proof is HelloProof(token, role, the peer's nonce, one's own nonce): HMAC-SHA256 keyed
 // by the session token over the role ("hpcdap agent" or "hpcdap tool"), a zero byte and both

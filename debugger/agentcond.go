@@ -33,10 +33,11 @@ type siteKey struct {
 
 // condCmd is one SetTrapCondition of a plan: site nil removes the agent's condition.
 type condCmd struct {
-	addr uint64
-	bias uint64
-	site []byte
-	bp   int // the breakpoint it decides (0 when removing)
+	addr    uint64
+	bias    uint64
+	site    []byte
+	bp      int  // the breakpoint it decides (0 when removing)
+	carryOn bool // it replaces the agent's condition of the same breakpoint: count on from it
 }
 
 // checkConditionSyntax returns why a breakpoint's condition or a log message's expression is
@@ -172,18 +173,45 @@ func (b *breakpoints) planConds(p *trapPlan, mods []*symbols.Module, sites map[u
 		if site == nil && sent == "" {
 			continue
 		}
-		p.conds = append(p.conds, condCmd{addr: a, bias: bias, site: site, bp: id})
+		p.conds = append(p.conds, condCmd{addr: a, bias: bias, site: site, bp: id,
+			carryOn: site != nil && s != nil && s.sentCond != "" && s.condBP == id})
 	}
 }
 
-// condResult records the answer to one SetTrapCondition of r. b.mu is held.
-func (b *breakpoints) condResult(r *Rank, sites map[uint64]*site, c *cdti.SetTrapCondition, bp int, code cdti.CmdReturnCode, err error) {
+// hitCount is a breakpoint's count of hits on one rank, as an agent hands it back.
+type hitCount struct {
+	bp   int
+	hits int
+}
+
+// setHits records hit counts an agent handed back. j.mu must not be held.
+func (j *Job) setHits(r *Rank, counts []hitCount) {
+	if len(counts) == 0 {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, c := range counts {
+		r.hits[c.bp] = c.hits
+	}
+}
+
+// condResult records the answer to one SetTrapCondition of r, and returns the hit count of
+// the agent's condition it replaced, if any. b.mu is held.
+func (b *breakpoints) condResult(r *Rank, sites map[uint64]*site, c *cdti.SetTrapCondition, bp int, code cdti.CmdReturnCode,
+	ack *cdti.SetTrapConditionAck, err error) (hitCount, bool) {
 	s := sites[c.Address]
 	switch {
 	case err == nil && code == cdti.CmdSuccess:
+		var back hitCount
+		had := false
 		if s != nil {
+			if s.sentCond != "" && s.condBP != 0 && s.condBP != bp && ack != nil {
+				back, had = hitCount{s.condBP, int(ack.Hits)}, true
+			}
 			s.sentCond, s.condBP = string(c.Site), bp
 		}
+		return back, had
 	case err == nil && code == cdti.CmdInval:
 		if s != nil {
 			s.sentCond, s.condBP = "", 0
@@ -201,6 +229,7 @@ func (b *breakpoints) condResult(r *Rank, sites map[uint64]*site, c *cdti.SetTra
 		}
 		b.j.logf("rank %d: trap condition at %#x: %s", r.Num, c.Address, why)
 	}
+	return hitCount{}, false
 }
 
 // clearAgentCond takes the agent's condition off the trap at addr of r, for a step that
@@ -212,11 +241,16 @@ func (b *breakpoints) clearAgentCond(ctx context.Context, r *Rank, addr uint64) 
 		b.mu.Unlock()
 		return false
 	}
+	bp := s.condBP
 	s.sentCond, s.condBP = "", 0
 	b.mu.Unlock()
 	res, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SetTrapCondition{Address: addr})
 	if err != nil || res[0].Code != cdti.CmdSuccess {
 		b.j.logf("rank %d: remove the trap condition at %#x: %v %v", r.Num, addr, err, res)
+		return true
+	}
+	if ack, ok := res[0].Ack.(*cdti.SetTrapConditionAck); ok && bp != 0 {
+		b.j.setHits(r, []hitCount{{bp, int(ack.Hits)}}) // the front end counts on from here
 	}
 	return true
 }

@@ -193,13 +193,22 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 		}
 	}
 	for _, c := range p.conds {
-		cmds = append(cmds, &cdti.SetTrapCondition{Address: c.addr, Bias: c.bias, Site: c.site})
+		// The agent counts on from the front end's count of the breakpoint's hits.
+		b.j.mu.Lock()
+		hits := uint64(r.hits[c.bp])
+		b.j.mu.Unlock()
+		if c.carryOn {
+			hits = cdti.TrapHitsCarryOn
+		}
+		cmds = append(cmds, &cdti.SetTrapCondition{Address: c.addr, Bias: c.bias, Hits: hits, Site: c.site})
 	}
 	var res []cdti.Result
 	var err error
 	if len(cmds) > 0 {
 		res, err = r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
 	}
+	var counts []hitCount // hit counts the agent hands back, recorded once b.mu is released
+	defer func() { b.j.setHits(r, counts) }()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sites := b.sites[r]
@@ -241,7 +250,13 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 			} else if err == nil {
 				err = errors.New("not answered")
 			}
-			b.condResult(r, sites, c, condBPOf(p.conds, c.Address), code, err)
+			var ack *cdti.SetTrapConditionAck
+			if i < len(res) {
+				ack, _ = res[i].Ack.(*cdti.SetTrapConditionAck)
+			}
+			if hc, ok := b.condResult(r, sites, c, condBPOf(p.conds, c.Address), code, ack, err); ok {
+				counts = append(counts, hc)
+			}
 		case *cdti.ResetBreakpoint:
 			if !ok {
 				b.j.logf("rank %d: remove the trap at %#x: %s", r.Num, c.Addr, why)
