@@ -475,3 +475,22 @@ func TestHitCountAcrossConditionChange(t *testing.T) {
 		t.Errorf("front end: stops at i = %v, want %v", got, want)
 	}
 }
+
+// TestConditionFortranFallsBack: the agents' compiler takes C and C++; a Fortran condition is
+// decided by the front end, which says so once, and stops where gdb stops.
+func TestConditionFortranFallsBack(t *testing.T) {
+	t.Parallel()
+	p := compileWith(t, "gfortran", "condfort", ".f90")
+	cases := []condCase{{mark: "f-probe", cond: "i > 5 .and. i /= 7 .and. i < 10"}}
+	want := gdbCondHits(t, p, cases)
+	if len(want) != 3 {
+		t.Fatalf("gdb stops %v, want i = 6, 8, 9", want)
+	}
+	got, out := dapCondHits(t, p, cases)
+	if !slices.Equal(got, want) {
+		t.Errorf("stops:\n got %v\nwant %v (gdb)", got, want)
+	}
+	if n := strings.Count(out, "is evaluated by the debugger at each hit"); n != 1 {
+		t.Errorf("the fallback was said %d times, want once:\n%s", n, out)
+	}
+}
