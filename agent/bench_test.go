@@ -156,18 +156,20 @@ func BenchmarkAttach64Processes(b *testing.B) {
 
 // BenchmarkFalseConditionHit: hit is called b.N times under a trap whose condition (hit's
 // argument == -1) never holds, decided by the agent: no Notify, nothing over TCP until the
-// process ends. "entry": the trap on hit's first instruction, which the agent emulates (one
-// ptrace stop per hit); "body": the trap on its third instruction, which it steps over (two
-// stops per hit: the trap and the step).
+// process ends. "entry": the trap on hit's first instruction (push %rbp) and "frame": on its
+// third (the store of its argument to its frame), which the agent emulates (one ptrace stop per
+// hit); "stepped": on its fourth (a RIP-relative load), which it steps over (two stops per
+// hit: the trap and the single step).
 func BenchmarkFalseConditionHit(b *testing.B) {
-	for _, where := range []string{"entry", "body"} {
+	for _, where := range []string{"entry", "frame", "stepped"} {
 		b.Run(where, func(b *testing.B) {
 			h := newHarness(b, "")
 			h.spawn(1, progBin, "loop", strconv.Itoa(b.N))
 			tt, _ := startStopped(b, h, 1)
 			addr := testenv.NMSymbol(b, progBin, "hit")
-			if where == "body" {
-				addr = nextInstruction(b, progBin, "hit", nextInstruction(b, progBin, "hit", addr))
+			skip := map[string]int{"entry": 0, "frame": 2, "stepped": 3}[where]
+			for range skip {
+				addr = nextInstruction(b, progBin, "hit", addr)
 			}
 			tt.setBreak(0, addr)
 			var bld bpcode.Builder
