@@ -103,8 +103,8 @@ var pushRegs = [16]int{amd64.OffRAX, amd64.OffRCX, amd64.OffRDX, amd64.OffRBX, a
 	amd64.OffRBP, amd64.OffRSI, amd64.OffRDI, amd64.OffR8, amd64.OffR9, amd64.OffR10, amd64.OffR11,
 	amd64.OffR12, amd64.OffR13, amd64.OffR14, amd64.OffR15}
 
-// emulation is the effect of one emulated instruction: new registers and, for a push, 8 bytes
-// to store at the new stack pointer.
+// emulation is the effect of one emulated instruction: new registers and the bytes it stores
+// (a push, a store to a frame slot) or the slot it loads a register from.
 type emulation struct {
 	regs      []byte
 	store     uint64 // address of the bytes stored (0: none)
@@ -118,10 +118,11 @@ type emulation struct {
 }
 
 // emulate computes the effect of the instruction code (at the PC in regs) for the few
-// instructions that begin functions: push of a 64-bit register, mov %rsp,%rbp, endbr64 and
-// nop. They change no flags and touch no memory but the stack slot of a push, so continuing
-// from a breakpoint planted on one of them needs no single step (see proc.emulateOver).
-// ok is false for any other instruction.
+// instructions that begin functions (push of a 64-bit register, mov %rsp,%rbp, endbr64, nop)
+// and the moves between a register and a frame slot that begin the lines of unoptimized code
+// (see frameMove). They change no flags and touch no memory but one stack or frame slot, so
+// continuing from a breakpoint planted on one of them needs no single step (see
+// proc.emulateOver). ok is false for any other instruction.
 func (m *machine) emulate(code, regs []byte) (e emulation, ok bool) {
 	out := append([]byte(nil), regs...)
 	pc := amd64.Reg(regs, amd64.OffRIP)

@@ -343,10 +343,11 @@ func (p *proc) pause(tids []int, fn func() cdti.CmdReturnCode) cdti.CmdReturnCod
 
 // emulateOver moves th past the original instruction of the breakpoint it stands on without
 // running it, when that instruction is one the machine can emulate exactly (a function's
-// first instructions: push, mov %rsp,%rbp, endbr64). It saves a single step, its stop and the
-// lifting of the trap, which is half the cost of continuing from a breakpoint. It is not used
-// with a signal to deliver (the handler must run first) or with a watchpoint armed on the
-// thread (an emulated push would not trigger it).
+// first instructions: push, mov %rsp,%rbp, endbr64; moves to and from frame slots). It saves
+// a single step, its stop and the lifting of the trap, which is half the cost of continuing
+// from a breakpoint. It is not used with a signal to deliver (the handler must run first) or
+// with a watchpoint armed on the thread (an emulated access would not trigger it); a load
+// whose slot cannot be read is left to the processor, which faults as it should.
 func (p *proc) emulateOver(th *pthread, b *breakpoint) bool {
 	if p.mach == nil || th.sig != 0 || th.watch[0] != nil || th.watch[1] != nil {
 		return false
