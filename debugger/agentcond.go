@@ -40,7 +40,7 @@ type condCmd struct {
 	carryOn bool // it replaces the agent's condition of the same breakpoint: count on from it
 }
 
-// checkConditionSyntax returns why a breakpoint's condition or a log message's expression is
+// syntaxError returns why a breakpoint's condition or a log message's expression is
 // not an expression ("" when they parse), for a refusal at set time.
 func (m BPMeta) syntaxError() string {
 	if m.cond != "" {
