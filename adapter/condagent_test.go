@@ -480,7 +480,8 @@ func TestHitCountAcrossConditionChange(t *testing.T) {
 // decided by the front end, which says so once, and stops where gdb stops.
 func TestConditionFortranFallsBack(t *testing.T) {
 	t.Parallel()
-	p := compileWith(t, "gfortran", "condfort", ".f90")
+	// -J: the module file goes to a directory of the test's, not the package's.
+	p := compileWith(t, "gfortran", "condfort", ".f90", "-J", t.TempDir())
 	cases := []condCase{{mark: "f-probe", cond: "i > 5 .and. i /= 7 .and. i < 10"}}
 	want := gdbCondHits(t, p, cases)
 	if len(want) != 3 {
