@@ -59,6 +59,9 @@ type Config struct {
 	// RegisterTimeout bounds how long Register retries to reach the front end; 0 means 2 min,
 	// longer than a front end waits for its agents.
 	RegisterTimeout time.Duration
+	// NoTrapConditions makes the agent answer SetTrapCondition with CmdInval, as a BG/Q CNK
+	// does: the front end then decides every breakpoint hit itself.
+	NoTrapConditions bool
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
@@ -75,6 +78,7 @@ type Agent struct {
 	journal   *journal
 	// registerLimit is Config.RegisterTimeout.
 	registerLimit time.Duration
+	noTrapConds   bool // Config.NoTrapConditions
 	started       time.Time
 	srv           *cdti.Server
 	router        *cdti.Router // the tree overlay: relays to the agents below this one
@@ -124,7 +128,7 @@ func New(cfg Config) (*Agent, error) {
 		token: cfg.Token, backend: cfg.Backend, jobID: cfg.JobID, node: node, version: cfg.Version,
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
-		killOnExit: cfg.KillOnExit, registerLimit: cfg.RegisterTimeout,
+		killOnExit: cfg.KillOnExit, registerLimit: cfg.RegisterTimeout, noTrapConds: cfg.NoTrapConditions,
 	}
 	if cfg.Journal != nil {
 		a.journal = &journal{w: cfg.Journal}

@@ -103,19 +103,26 @@ var pushRegs = [16]int{amd64.OffRAX, amd64.OffRCX, amd64.OffRDX, amd64.OffRBX, a
 	amd64.OffRBP, amd64.OffRSI, amd64.OffRDI, amd64.OffR8, amd64.OffR9, amd64.OffR10, amd64.OffR11,
 	amd64.OffR12, amd64.OffR13, amd64.OffR14, amd64.OffR15}
 
-// emulation is the effect of one emulated instruction: new registers and, for a push, 8 bytes
-// to store at the new stack pointer.
+// emulation is the effect of one emulated instruction: new registers and the bytes it stores
+// (a push, a store to a frame slot) or the slot it loads a register from.
 type emulation struct {
-	regs  []byte
-	store uint64 // address of the 8 bytes pushed (0: none)
-	value [8]byte
+	regs      []byte
+	store     uint64 // address of the bytes stored (0: none)
+	value     [8]byte
+	storeSize int // bytes of value stored (0: 8)
+	// A load: loadSize bytes at load go into the register at loadReg, zero-extended (a 32-bit
+	// load clears the upper half, as the processor does).
+	load     uint64
+	loadSize int
+	loadReg  int
 }
 
 // emulate computes the effect of the instruction code (at the PC in regs) for the few
-// instructions that begin functions: push of a 64-bit register, mov %rsp,%rbp, endbr64 and
-// nop. They change no flags and touch no memory but the stack slot of a push, so continuing
-// from a breakpoint planted on one of them needs no single step (see proc.emulateOver).
-// ok is false for any other instruction.
+// instructions that begin functions (push of a 64-bit register, mov %rsp,%rbp, endbr64, nop)
+// and the moves between a register and a frame slot that begin the lines of unoptimized code
+// (see frameMove). They change no flags and touch no memory but one stack or frame slot, so
+// continuing from a breakpoint planted on one of them needs no single step (see
+// proc.emulateOver). ok is false for any other instruction.
 func (m *machine) emulate(code, regs []byte) (e emulation, ok bool) {
 	out := append([]byte(nil), regs...)
 	pc := amd64.Reg(regs, amd64.OffRIP)
@@ -135,7 +142,11 @@ func (m *machine) emulate(code, regs []byte) (e emulation, ok bool) {
 	case len(code) >= 1 && code[0] == 0x90:
 		n = 1
 	default:
-		return emulation{}, false
+		k, ok := m.frameMove(code, regs, &e)
+		if !ok {
+			return emulation{}, false
+		}
+		n = k
 	}
 	amd64.SetReg(out, amd64.OffRIP, pc+uint64(n))
 	e.regs = out
@@ -150,4 +161,53 @@ func (m *machine) push(regs []byte, off int, value *[8]byte) uint64 {
 	amd64.SetReg(regs, amd64.OffRSP, sp)
 	le.PutUint64(value[:], v)
 	return sp
+}
+
+// frameMove decodes a move between a register and a frame slot, mov r32/r64 to or from
+// disp8/disp32(%rbp) (89 or 8b, REX.W for 64 bits, REX.R for r8-r15): the loads and stores of
+// locals and arguments that unoptimized code begins its lines with. It fills e with the
+// access and returns the instruction's length.
+func (m *machine) frameMove(code, regs []byte, e *emulation) (int, bool) {
+	i, size, hi := 0, 4, 0
+	if len(code) > 0 && code[0]&0xf0 == 0x40 {
+		rex := code[0]
+		if rex&0x3 != 0 { // REX.X or REX.B: another base or an index
+			return 0, false
+		}
+		if rex&0x8 != 0 {
+			size = 8
+		}
+		if rex&0x4 != 0 {
+			hi = 8
+		}
+		i = 1
+	}
+	if len(code) < i+3 || (code[i] != 0x89 && code[i] != 0x8b) {
+		return 0, false
+	}
+	modrm := code[i+1]
+	mod, reg, rm := modrm>>6, int(modrm>>3&7)+hi, modrm&7
+	if rm != 5 || (mod != 1 && mod != 2) { // (%rbp)+disp only
+		return 0, false
+	}
+	var disp int64
+	n := i + 2
+	if mod == 1 {
+		disp = int64(int8(code[n]))
+		n++
+	} else {
+		if len(code) < n+4 {
+			return 0, false
+		}
+		disp = int64(int32(le.Uint32(code[n:])))
+		n += 4
+	}
+	addr := amd64.Reg(regs, amd64.OffRBP) + uint64(disp)
+	if code[i] == 0x89 {
+		e.store, e.storeSize = addr, size
+		le.PutUint64(e.value[:], amd64.Reg(regs, pushRegs[reg]))
+	} else {
+		e.load, e.loadSize, e.loadReg = addr, size, pushRegs[reg]
+	}
+	return n, true
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/bpcode"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 )
@@ -150,5 +151,45 @@ func BenchmarkAttach64Processes(b *testing.B) {
 		if st := procStatus(b, pid, "TracerPid"); st != "0" {
 			b.Errorf("pid %d still traced", pid)
 		}
+	}
+}
+
+// BenchmarkFalseConditionHit: hit is called b.N times under a trap whose condition (hit's
+// argument == -1) never holds, decided by the agent: no Notify, nothing over TCP until the
+// process ends. "entry": the trap on hit's first instruction (push %rbp) and "frame": on its
+// third (the store of its argument to its frame), which the agent emulates (one ptrace stop per
+// hit); "stepped": on its fourth (a RIP-relative load), which it steps over (two stops per
+// hit: the trap and the single step).
+func BenchmarkFalseConditionHit(b *testing.B) {
+	for _, where := range []string{"entry", "frame", "stepped"} {
+		b.Run(where, func(b *testing.B) {
+			h := newHarness(b, "")
+			h.spawn(1, progBin, "loop", strconv.Itoa(b.N))
+			tt, _ := startStopped(b, h, 1)
+			addr := testenv.NMSymbol(b, progBin, "hit")
+			skip := map[string]int{"entry": 0, "frame": 2, "stepped": 3}[where]
+			for range skip {
+				addr = nextInstruction(b, progBin, "hit", addr)
+			}
+			tt.setBreak(0, addr)
+			var bld bpcode.Builder
+			bld.Reg(5)
+			bld.Const(^uint64(0))
+			bld.Emit(bpcode.OpEq)
+			p, err := bld.Program(false)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tt.mustUpdate(0, &cdti.SetTrapCondition{Address: addr, Site: (&bpcode.Site{Cond: p}).Encode()})
+			b.ResetTimer()
+			start := time.Now()
+			tt.cont(0)
+			if n := tt.notify(); n.Kind != cdti.NotifyTypeTermination {
+				b.Fatalf("notification %+v before the end", n)
+			}
+			el := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/el.Seconds(), "hits/s")
+		})
 	}
 }

@@ -273,3 +273,88 @@ func TestSetRegisterSet(t *testing.T) {
 	}
 	out.waitFor(t, "iterations 3 counter 1003")
 }
+
+// Continuing from breakpoints on hit()'s store of its argument to its frame and on the load
+// of it back, which the agent emulates instead of stepping: 50 calls, each trap reported and
+// continued, and the program's result proves each store and load happened exactly once.
+func TestContinueOverFrameMoves(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "50")
+	tt, _ := startStopped(t, h, 1)
+	entry := testenv.NMSymbol(t, progBin, "hit")
+	store := nextInstruction(t, progBin, "hit", nextInstruction(t, progBin, "hit", entry))
+	load := nextInstruction(t, progBin, "hit", nextInstruction(t, progBin, "hit", store))
+	for _, a := range []uint64{store, load} {
+		code := tt.memory(0, a, 8)
+		var m machine
+		regs := make([]byte, amd64.OffRIP+8)
+		amd64.SetReg(regs, amd64.OffRIP, a)
+		if _, ok := m.emulate(code, regs); !ok {
+			t.Fatalf("% x at %#x is not emulated", code[:4], a)
+		}
+		tt.setBreak(0, a)
+	}
+	tt.cont(0)
+	hits := 0
+	for {
+		n := tt.notify()
+		if n.Kind == cdti.NotifyTypeTermination {
+			break
+		}
+		if a := n.Signal.InstAddress; a != store && a != load {
+			t.Fatalf("%+v", n)
+		}
+		hits++
+		tt.cont(0)
+	}
+	if hits != 100 {
+		t.Errorf("%d hits, want 100", hits)
+	}
+	out.waitFor(t, "iterations 50 counter 1225")
+}
+
+// TestEmulateFrameMove decodes the moves between registers and frame slots that the agent
+// emulates, and leaves alone those it must not (another base, RIP-relative, an index).
+func TestEmulateFrameMove(t *testing.T) {
+	var m machine
+	regs := make([]byte, amd64.OffRIP+8)
+	amd64.SetReg(regs, amd64.OffRBP, 0x7ffe1000)
+	amd64.SetReg(regs, amd64.OffRDI, 0x1122334455667788)
+	amd64.SetReg(regs, amd64.OffRIP, 0x401000)
+	amd64.SetReg(regs, amd64.OffR9, 0x99)
+	for _, c := range []struct {
+		code        []byte
+		n           int
+		store, load uint64
+		size, reg   int
+	}{
+		{[]byte{0x48, 0x89, 0x7d, 0xf8}, 4, 0x7ffe0ff8, 0, 8, amd64.OffRDI},                  // mov %rdi,-0x8(%rbp)
+		{[]byte{0x89, 0x7d, 0xfc}, 3, 0x7ffe0ffc, 0, 4, amd64.OffRDI},                        // mov %edi,-0x4(%rbp)
+		{[]byte{0x8b, 0x45, 0xfc}, 3, 0, 0x7ffe0ffc, 4, amd64.OffRAX},                        // mov -0x4(%rbp),%eax
+		{[]byte{0x48, 0x8b, 0x45, 0xf8}, 4, 0, 0x7ffe0ff8, 8, amd64.OffRAX},                  // mov -0x8(%rbp),%rax
+		{[]byte{0x4c, 0x89, 0x8d, 0x00, 0xff, 0xff, 0xff}, 7, 0x7ffe0f00, 0, 8, amd64.OffR9}, // mov %r9,-0x100(%rbp)
+	} {
+		e, ok := m.emulate(append(c.code, 0, 0, 0, 0), regs)
+		if !ok || amd64.Reg(e.regs, amd64.OffRIP) != 0x401000+uint64(c.n) || e.store != c.store || e.load != c.load {
+			t.Errorf("% x: %v %+v", c.code, ok, e)
+			continue
+		}
+		if c.store != 0 && (e.storeSize != c.size || le.Uint64(e.value[:]) != amd64.Reg(regs, c.reg)) {
+			t.Errorf("% x: store of %d bytes %#x", c.code, e.storeSize, e.value)
+		}
+		if c.load != 0 && (e.loadSize != c.size || e.loadReg != c.reg) {
+			t.Errorf("% x: load of %d bytes into %d", c.code, e.loadSize, e.loadReg)
+		}
+	}
+	for _, code := range [][]byte{
+		{0x48, 0x8b, 0x15, 0xab, 0x2e, 0x00, 0x00}, // mov 0x2eab(%rip),%rdx
+		{0x48, 0x89, 0x45},                         // truncated: no displacement
+		{0x41, 0x89, 0x45, 0xf8},                   // REX.B: %r13 as the base
+		{0x89, 0x44, 0x24, 0x08},                   // mov %eax,0x8(%rsp): a SIB byte
+		{0x66, 0x89, 0x45, 0xf8},                   // a 16-bit store
+	} {
+		if e, ok := m.emulate(code, regs); ok {
+			t.Errorf("% x emulated: %+v", code, e)
+		}
+	}
+}

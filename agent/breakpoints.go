@@ -86,6 +86,9 @@ func (p *proc) resetBreakpoint(addr uint64, owner uint32) bool {
 		return false
 	}
 	delete(b.owners, owner)
+	if c := p.conds[addr]; c != nil && c.owner == owner {
+		delete(p.conds, addr)
+	}
 	if len(b.owners) > 0 {
 		return true
 	}
@@ -116,6 +119,7 @@ func (p *proc) dropHits(addr uint64) {
 // removeTrap restores the original bytes and forgets the trap.
 func (p *proc) removeTrap(b *breakpoint) {
 	delete(p.bps, b.addr)
+	delete(p.conds, b.addr)
 	if b.lifted || p.exited || p.tp == nil {
 		p.a.journal.clear(p.pid, b.addr)
 		return

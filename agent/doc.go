@@ -225,10 +225,20 @@
 // byte (else CmdParmErr) and removes only the requesting tool's trap. The agent keeps a
 // per-process table (several tools may share an address). Continuing or stepping from a
 // planted address executes the original instruction transparently: a function's first
-// instructions (push of a register, mov %rsp,%rbp, endbr64, nop) are emulated in the
-// registers and stack, and any other instruction is single-stepped with the trap lifted and
-// every other thread stopped, then the trap is put back. A hit whose breakpoint was removed
-// while the thread was on its way is undone (the thread re-executes the restored instruction).
+// instructions (push of a register, mov %rsp,%rbp, endbr64, nop) and moves between a
+// register and a frame slot (mov to or from disp(%rbp)) are emulated in the registers and
+// memory, and any other instruction is single-stepped with the trap lifted and every other
+// thread stopped, then the trap is put back. A hit whose breakpoint was removed while the
+// thread was on its way is undone (the thread re-executes the restored instruction).
+//
+// Trap conditions (SetTrapCondition): at a hit of a tool's trap that carries one, the agent
+// evaluates the bpcode condition in the trapped thread (its registers by DWARF number, the
+// process's memory with traps shadowed), counts the hits where it holds against the hit
+// condition, sends a log point's message with the rank's output (stream "log"), and reports a
+// Notify only for a hit that stops; a condition it cannot evaluate stops with the reason
+// SignalConditionError. A hit that does not stop goes on like a hit of an internal trap: no
+// other thread is stopped unless its instruction must be single-stepped. Config.NoTrapConditions
+// answers CmdInval instead, as a CNK does.
 // Limit: a step over a planted system call instruction that blocks keeps the other threads
 // stopped until it returns.
 //

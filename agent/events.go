@@ -95,6 +95,16 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 					return // an internal trap nobody asked to hear about: stepped over
 				}
 				n.reason, n.inst = cdti.SignalBreakpoint, addr
+				if c := p.conds[addr]; c != nil {
+					stop, failed := p.decide(th, b, c)
+					if !stop {
+						th.sig = 0
+						return // decided here: stepped over like an internal trap
+					}
+					if failed {
+						n.reason = cdti.SignalConditionError
+					}
+				}
 				toolTrap = true
 			} else if p.trapRemoved(addr) {
 				// A breakpoint that was removed after this thread hit it: execute the
@@ -176,6 +186,7 @@ func (p *proc) onExec(ev target.Event) {
 		}
 	}
 	clear(p.bps)
+	clear(p.conds)
 	p.startBP, p.startSig = 0, 0
 	p.propWatch = nil
 	th := p.thread(ev.Tid)

@@ -210,7 +210,7 @@ func (s *outputSub) run() {
 			if len(batch) == 0 {
 				break
 			}
-			for _, ev := range batch {
+			for _, ev := range coalesceLog(batch) {
 				if err := s.conn.Notify(context.Background(), OutputMethod, ev); err != nil {
 					s.stop()
 					return
@@ -327,4 +327,19 @@ func decodeOutput(b []byte, final bool) (text string, rest []byte) {
 		b = b[size:]
 	}
 	return string(out), rest
+}
+
+// coalesceLog joins adjacent log-point messages of one rank into one event, so that a burst of
+// log-point hits goes out as few notifications.
+func coalesceLog(batch []OutputParams) []OutputParams {
+	out := batch[:0:0]
+	for _, ev := range batch {
+		if n := len(out); n > 0 && ev.Stream == LogStream && out[n-1].Stream == LogStream &&
+			out[n-1].Rank == ev.Rank && len(out[n-1].Text) < outputReadSize {
+			out[n-1].Text += ev.Text
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out
 }

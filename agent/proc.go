@@ -57,9 +57,10 @@ type proc struct {
 	// or a tool step is under way from one): no thread runs unless a tool steps it.
 	suspended bool
 	bps       map[uint64]*breakpoint
-	propWatch []watchSpec // watchpoints applied to every thread (WatchPropagate)
-	stepOver  *stepOverOp // a thread executing the original instruction under a lifted trap
-	capture   int         // tid whose next event an injection waits for (0: none)
+	conds     map[uint64]*trapCond // what the agent decides at a tool's trap (SetTrapCondition)
+	propWatch []watchSpec          // watchpoints applied to every thread (WatchPropagate)
+	stepOver  *stepOverOp          // a thread executing the original instruction under a lifted trap
+	capture   int                  // tid whose next event an injection waits for (0: none)
 	captured  *target.Event
 	pins      map[int]int // threads a command keeps stopped
 	prefs     prefs

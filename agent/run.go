@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/hpcdap/hpcdap/amd64"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/procimage"
@@ -342,15 +343,16 @@ func (p *proc) pause(tids []int, fn func() cdti.CmdReturnCode) cdti.CmdReturnCod
 
 // emulateOver moves th past the original instruction of the breakpoint it stands on without
 // running it, when that instruction is one the machine can emulate exactly (a function's
-// first instructions: push, mov %rsp,%rbp, endbr64). It saves a single step, its stop and the
-// lifting of the trap, which is half the cost of continuing from a breakpoint. It is not used
-// with a signal to deliver (the handler must run first) or with a watchpoint armed on the
-// thread (an emulated push would not trigger it).
+// first instructions: push, mov %rsp,%rbp, endbr64; moves to and from frame slots). It saves
+// a single step, its stop and the lifting of the trap, which is half the cost of continuing
+// from a breakpoint. It is not used with a signal to deliver (the handler must run first) or
+// with a watchpoint armed on the thread (an emulated access would not trigger it); a load
+// whose slot cannot be read is left to the processor, which faults as it should.
 func (p *proc) emulateOver(th *pthread, b *breakpoint) bool {
 	if p.mach == nil || th.sig != 0 || th.watch[0] != nil || th.watch[1] != nil {
 		return false
 	}
-	code := make([]byte, 4)
+	code := make([]byte, 8)
 	n, _ := programMemory{p}.ReadMemory(b.addr, code)
 	regs, err := p.tp.Registers(th.tid, target.RegsGeneral)
 	if err != nil || p.mach.pc(regs) != b.addr {
@@ -360,8 +362,19 @@ func (p *proc) emulateOver(th *pthread, b *breakpoint) bool {
 	if !ok {
 		return false
 	}
+	if e.load != 0 {
+		var v [8]byte
+		if k, err := (programMemory{p}).ReadMemory(e.load, v[:e.loadSize]); err != nil || k != e.loadSize {
+			return false // the processor would fault: let it, for real
+		}
+		amd64.SetReg(e.regs, e.loadReg, le.Uint64(v[:]))
+	}
 	if e.store != 0 {
-		if k, err := p.tp.WriteMemory(e.store, e.value[:]); err != nil || k != len(e.value) {
+		size := e.storeSize
+		if size == 0 {
+			size = len(e.value)
+		}
+		if k, err := p.tp.WriteMemory(e.store, e.value[:size]); err != nil || k != size {
 			return false
 		}
 	}

@@ -125,6 +125,8 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 		return p.setRegisterSet(th, c), nil
 	case *cdti.CallFunction:
 		return p.callFunction(th, c), nil
+	case *cdti.SetTrapCondition:
+		return p.setTrapCondition(t, tid, c), nil
 	}
 	if r, handled := p.powerUpdate(th, c); handled {
 		return r, nil

@@ -160,6 +160,10 @@
 //	1205  StopProcess        Update  (threadID only): stop every thread without a signal
 //	1206  StopProcessAck             stopping u32 @8: 1 = a Notify(SIGSTOP, reason 100 Interrupt) follows,
 //	                                 0 = the process is already suspended or a notification is on its way
+//	1207  SetTrapCondition   Update  address u64 @8, load bias u64 @16, hits so far u64 @24, site length u32 @32
+//	                                 (≤ 16384, 0: remove), site @40: what the agent decides at the trap
+//	                                 (package bpcode's encoding)
+//	1208  SetTrapConditionAck        hits u64 @8: the count of the condition replaced or removed
 //
 // GatherStacks is the one collective operation: it goes down the tree once and comes back
 // reduced. Each agent unwinds the main thread of each of its stopped ranks (as GetTraceback),
@@ -193,6 +197,14 @@
 // the tool left it and no Notify is sent for the call. On Power, entry is the code address
 // (ELFv2: the global entry point, also put in r12) and toc, when not 0, the ELFv1 TOC pointer
 // for r2. A BG/Q CNK answers CmdInval: a tool then cannot call functions.
+//
+// SetTrapCondition moves a breakpoint's decision next to the process: the agent evaluates the
+// site's condition (a bpcode program over the trapped thread's registers and the process's
+// memory) at every hit of the tool's trap at the address, counts the hits where it holds
+// against the hit condition, formats a log point's message and sends it as the process's
+// output, and reports a Notify only for a hit that stops. A condition the agent cannot
+// evaluate (a bad pointer) stops with the extension reason SignalConditionError (101). A real
+// CNK answers CmdInval: the tool then decides every hit itself.
 //
 // Breakpoint instructions on targets that are not Power. SetBreakpoint.Instruction and
 // ResetBreakpoint.Instruction are 32-bit fields sized for Power's fixed-width instructions. On

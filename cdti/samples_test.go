@@ -90,6 +90,7 @@ func commandSamples() []cmdSample {
 			Args: []CallArg{{CallInt, 7}, {CallFloat64, 0x4004000000000000}, {CallData, 0}}, Data: []byte("abc\x00")},
 			32 + 3*16 + 4, 32},
 		{&StopProcess{ThreadID: 54}, 8, 16},
+		{&SetTrapCondition{ThreadID: 55, Address: 0x401136, Bias: 0x555555554000, Hits: 7, Site: data}, 40 + len(data), 16},
 	}
 }
 
@@ -152,5 +153,6 @@ func ackSamples() []ackSample {
 		{&CallFunctionAck{ThreadID: 44, Outcome: CallSignaled, Signal: 11, Value: 0, PC: 0x401140}, 32},
 		{&StopProcessAck{ThreadID: 44, Stopping: true}, 16},
 		{&StopProcessAck{ThreadID: 45}, 16},
+		{&SetTrapConditionAck{ThreadID: 46, Hits: 12}, 16},
 	}
 }

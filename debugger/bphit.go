@@ -12,8 +12,10 @@ import (
 
 // hit decides what a breakpoint notification at addr means for rank r: whether to stop, and
 // why. Conditions are evaluated in the stopped thread's innermost frame; hit counts are kept
-// per rank; log points print and never stop.
-func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
+// per rank; log points print and never stop. A hit the agent decided (its trap condition
+// held) stops as it is; one whose condition the agent could not evaluate is evaluated here,
+// which says why and stops.
+func (b *breakpoints) hit(r *Rank, tid int, addr uint64, how hitSource) (bool, stopInfo) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	mods, _ := r.sym.modules(ctx, false)
@@ -53,7 +55,7 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 			go b.sync(context.Background(), []*Rank{r})
 			return true, stopInfo{reason: "entry", tid: tid}
 		}
-		if !b.metaHolds(ctx, r, tid, bp) {
+		if (how != hitTrap || !b.agentDecided(r, addr, bp)) && !b.metaHolds(ctx, r, tid, bp) {
 			continue
 		}
 		stop = true
@@ -67,6 +69,15 @@ func (b *breakpoints) hit(r *Rank, tid int, addr uint64) (bool, stopInfo) {
 	}
 	return stop, info
 }
+
+// hitSource says how a breakpoint hit came to the front end.
+type hitSource int
+
+const (
+	hitTrap    hitSource = iota // the agent reported the trap (and decided it, if it holds a condition)
+	hitCondErr                  // the agent reported the trap: its condition could not be evaluated
+	hitStep                     // a step of the front end's arrived at the breakpoint's address
+)
 
 // metaHolds applies a hit breakpoint's condition, hit condition and log message, the same for
 // every kind: it reports whether the hit stops the rank.

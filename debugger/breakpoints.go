@@ -52,6 +52,9 @@ type Breakpoint struct {
 	Actual   symbols.Location // where it really stops, for the response
 	Planted  int              // ranks it is planted on
 	Failures map[int]string   // rank → why planting failed
+
+	compiled     map[siteKey]*compiledSite // the site compiled for agents, per binary and address
+	fallbackSaid bool                      // the console was told the condition is evaluated here
 }
 
 // samePlace reports whether bp and o are the same breakpoint requested again: a request that
@@ -176,6 +179,9 @@ func (j *Job) SetBreakpoints(ctx context.Context, set BPSet, requested []BPReque
 	var list, fresh []*Breakpoint
 	used := map[*Breakpoint]bool{}
 	for i, rq := range requested {
+		if rq.Invalid == "" {
+			rq.Invalid = rq.Meta.syntaxError()
+		}
 		if refuse != "" || rq.Invalid != "" {
 			bp := *rq.At
 			bp.Refused = refuse

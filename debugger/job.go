@@ -379,8 +379,11 @@ func (j *Job) onRankOutput(p outputParams) {
 		return
 	}
 	cat := "stdout"
-	if p.Stream == "stderr" {
+	switch p.Stream {
+	case "stderr":
 		cat = "stderr"
+	case "log": // log-point messages the agent formatted
+		cat = "console"
 	}
 	j.sendRankOutput(cat, p.Rank, text)
 }

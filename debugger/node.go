@@ -33,6 +33,9 @@ type node struct {
 	mgmt   *jsonrpc2.Conn
 	ranks  []*Rank
 	output bool // the agent forwards each rank's output on the management plane
+	// noTrapConds: the agent answered SetTrapCondition with CmdInval (a BG/Q CNK): the
+	// front end decides every breakpoint hit of its ranks.
+	noTrapConds atomic.Bool
 }
 
 // agentRankInfo is the management plane's description of one rank (agent.RankInfo).

@@ -3,6 +3,7 @@ package debugger
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,6 +24,10 @@ type site struct {
 	// stale: nobody wants it, but its removal failed (the original instruction could not be
 	// read, or the reset was refused): the trap is still planted, and the next sync removes it.
 	stale bool
+	// sentCond is the site the agent decides at this trap (cdti.SetTrapCondition), for the
+	// user breakpoint condBP; "" when every hit is reported.
+	sentCond string
+	condBP   int
 }
 
 // rankTrap is the trap instruction of r and its byte order.
@@ -63,6 +68,7 @@ type trapPlan struct {
 	adds    []uint64
 	removes []uint64
 	origs   map[uint64][]byte // the original instruction under each of removes, from the agent
+	conds   []condCmd         // what the agent decides at the traps kept (after adds)
 }
 
 // sync makes what is planted in each of ranks match the breakpoints, node by node: the plans
@@ -133,10 +139,11 @@ func (b *breakpoints) plan(ctx context.Context, r *Rank) *trapPlan {
 			}
 		}
 	}
-	if len(p.adds) == 0 && len(p.removes) == 0 {
+	slices.Sort(p.adds)
+	b.planConds(p, mods, sites)
+	if len(p.adds) == 0 && len(p.removes) == 0 && len(p.conds) == 0 {
 		return nil
 	}
-	slices.Sort(p.adds)
 	slices.Sort(p.removes)
 	return p
 }
@@ -185,11 +192,23 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 			unread = append(unread, a)
 		}
 	}
+	for _, c := range p.conds {
+		// The agent counts on from the front end's count of the breakpoint's hits.
+		b.j.mu.Lock()
+		hits := uint64(r.hits[c.bp])
+		b.j.mu.Unlock()
+		if c.carryOn {
+			hits = cdti.TrapHitsCarryOn
+		}
+		cmds = append(cmds, &cdti.SetTrapCondition{Address: c.addr, Bias: c.bias, Hits: hits, Site: c.site})
+	}
 	var res []cdti.Result
 	var err error
 	if len(cmds) > 0 {
 		res, err = r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
 	}
+	var counts []hitCount // hit counts the agent hands back, recorded once b.mu is released
+	defer func() { b.j.setHits(r, counts) }()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sites := b.sites[r]
@@ -224,6 +243,20 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 			} else {
 				sites[c.Addr] = &site{user: true}
 			}
+		case *cdti.SetTrapCondition:
+			code := cdti.CmdSuccess
+			if i < len(res) {
+				code = res[i].Code
+			} else if err == nil {
+				err = errors.New("not answered")
+			}
+			var ack *cdti.SetTrapConditionAck
+			if i < len(res) {
+				ack, _ = res[i].Ack.(*cdti.SetTrapConditionAck)
+			}
+			if hc, ok := b.condResult(r, sites, c, condBPOf(p.conds, c.Address), code, ack, err); ok {
+				counts = append(counts, hc)
+			}
 		case *cdti.ResetBreakpoint:
 			if !ok {
 				b.j.logf("rank %d: remove the trap at %#x: %s", r.Num, c.Addr, why)
@@ -252,6 +285,7 @@ func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error
 	if s := sites[addr]; s != nil {
 		s.temp++
 		b.mu.Unlock()
+		b.clearAgentCond(ctx, r, addr) // the step needs every hit reported
 		return nil
 	}
 	b.mu.Unlock()
@@ -277,6 +311,7 @@ func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error
 // one query for their original instructions and one command list.
 func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addrs ...uint64) {
 	var gone []uint64
+	resync := false
 	b.mu.Lock()
 	for _, a := range addrs {
 		s := b.sites[r][a]
@@ -284,6 +319,9 @@ func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addrs ...uint64) 
 			continue
 		}
 		s.temp--
+		if s.temp == 0 && s.user {
+			resync = true // the agent may decide this trap's hits again
+		}
 		if s.temp > 0 || s.user {
 			continue
 		}
@@ -292,6 +330,9 @@ func (b *breakpoints) removeTemp(ctx context.Context, r *Rank, addrs ...uint64) 
 		gone = append(gone, a)
 	}
 	b.mu.Unlock()
+	if resync {
+		defer b.sync(ctx, []*Rank{r})
+	}
 	if len(gone) == 0 {
 		return
 	}
@@ -307,4 +348,14 @@ func (b *breakpoints) isUserSite(r *Rank, addr uint64) bool {
 	defer b.mu.Unlock()
 	s := b.sites[r][addr]
 	return s != nil && s.user
+}
+
+// condBP returns the breakpoint a plan's condition command at addr decides.
+func condBPOf(conds []condCmd, addr uint64) int {
+	for _, c := range conds {
+		if c.addr == addr {
+			return c.bp
+		}
+	}
+	return 0
 }

@@ -156,8 +156,12 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 		j.onLibraryEvent(r)
 		j.passOn(r, tid)
 		return
-	case sig == int(syscall.SIGTRAP) && ns.Reason == cdti.SignalBreakpoint:
-		stop, info2 := j.bps.hit(r, tid, ns.InstAddress)
+	case sig == int(syscall.SIGTRAP) && (ns.Reason == cdti.SignalBreakpoint || ns.Reason == cdti.SignalConditionError):
+		how := hitTrap
+		if ns.Reason == cdti.SignalConditionError {
+			how = hitCondErr
+		}
+		stop, info2 := j.bps.hit(r, tid, ns.InstAddress, how)
 		if !stop {
 			j.passOn(r, tid)
 			return

@@ -109,7 +109,7 @@ func (st *stepper) perform(ctx context.Context) (int, error) {
 		if p.pc != startPC && st.j.bps.isUserSite(st.r, p.pc) {
 			// The step reached a breakpoint: gdb reports the breakpoint (if its condition
 			// holds) and ends the step there.
-			if stop, info := st.j.bps.hit(st.r, st.lwp, p.pc); stop && info.reason != "exception" {
+			if stop, info := st.j.bps.hit(st.r, st.lwp, p.pc, hitStep); stop && info.reason != "exception" {
 				st.end = &info
 				return st.lwp, nil
 			}

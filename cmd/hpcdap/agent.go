@@ -37,6 +37,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	launcher := fs.Bool("launcher", false, "spawn mode: the program is a job's launcher (mpirun, srun, mpiexec.hydra): spawned without HPCDAP_RANK and HPCDAP_NP, reported by the management calls ranks and launcher as the launcher")
 	killOnExit := fs.Bool("kill-on-exit", false, "kill what the agent spawned, instead of letting it run, when the front end's last connection closes, on SIGTERM/SIGINT/SIGHUP, or when the agent's parent dies")
 	supervise := fs.Bool("supervise", false, "attach mode: run the agent as a child worker and, if the worker is killed outright (SIGKILL), put back the original instructions of the breakpoints it left planted, so that the processes run on instead of dying of SIGTRAP")
+	noTrapConds := fs.Bool("no-trap-conditions", os.Getenv("HPCDAP_AGENT_NO_TRAP_CONDITIONS") != "",
+		"answer SetTrapCondition with CmdInval, as a BG/Q CNK does, so that the front end decides every breakpoint hit (default from HPCDAP_AGENT_NO_TRAP_CONDITIONS)")
 	followExec := fs.String("follow-exec", "", "follow the forks of the launcher given after -- and serve as ranks the processes that exec `PROGRAM` (rank from PMI_RANK), each held at its exec (for MPICH hydra)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS... | --launcher -- LAUNCHER ARGS... | --follow-exec PROGRAM -- LAUNCHER ARGS...)")
@@ -141,7 +143,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	a, err := agent.New(agent.Config{Token: token, Backend: backend, JobID: *jobID, Version: buildVersion(),
-		StagingDir: *staging, Logger: logger, KillOnExit: *killOnExit, Journal: journal})
+		StagingDir: *staging, Logger: logger, KillOnExit: *killOnExit, Journal: journal,
+		NoTrapConditions: *noTrapConds})
 	if err != nil {
 		return err
 	}

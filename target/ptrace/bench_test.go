@@ -3,6 +3,8 @@
 package ptrace
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
 )
@@ -59,6 +62,51 @@ func BenchmarkBreakpointCycle(b *testing.B) {
 			b.Fatalf("event %+v", ev)
 		}
 		p.WriteMemory(addr, trap)
+		p.Resume(pid, 0)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+}
+
+// BenchmarkStopResumeCycle: the floor of a breakpoint hit that does not stop, one ptrace stop
+// and one resume: the hit is reported, the trapped instruction (target_fn's first: push %rbp,
+// or endbr64) is emulated with one register read, one register write and (for the push) one
+// memory write, as the agent does when it can, and the thread resumed. No single step.
+func BenchmarkStopResumeCycle(b *testing.B) {
+	tr := newTracer(b)
+	p := spawn(b, tr, "count", "-1")
+	pid := p.Info().Pid
+	addr := symAddr(b, pid, progPath, "target_fn")
+	orig := make([]byte, 4)
+	p.ReadMemory(addr, orig)
+	push := orig[0] == 0x55
+	if !push && !bytes.Equal(orig, []byte{0xf3, 0x0f, 0x1e, 0xfa}) {
+		b.Skipf("target_fn starts with % x, neither push %%rbp nor endbr64", orig)
+	}
+	p.WriteMemory(addr, []byte{0xcc})
+	p.Resume(pid, 0)
+	le := binary.LittleEndian
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev := <-p.Events()
+		if ev.Trap != target.TrapBreakpoint {
+			b.Fatalf("event %+v", ev)
+		}
+		regs, err := p.Registers(pid, target.RegsGeneral)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if push {
+			sp := le.Uint64(regs[amd64.OffRSP:]) - 8
+			p.WriteMemory(sp, regs[amd64.OffRBP:amd64.OffRBP+8])
+			le.PutUint64(regs[amd64.OffRSP:], sp)
+			le.PutUint64(regs[amd64.OffRIP:], addr+1)
+		} else {
+			le.PutUint64(regs[amd64.OffRIP:], addr+4)
+		}
+		if err := p.SetRegisters(pid, target.RegsGeneral, regs); err != nil {
+			b.Fatal(err)
+		}
 		p.Resume(pid, 0)
 	}
 	b.StopTimer()

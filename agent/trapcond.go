@@ -1,0 +1,144 @@
+package agent
+
+import (
+	"fmt"
+
+	"github.com/hpcdap/hpcdap/arch"
+	"github.com/hpcdap/hpcdap/bpcode"
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/target"
+)
+
+// trapCond is what the agent decides itself at one of a tool's traps (SetTrapCondition): the
+// site's condition, evaluated in the trapped thread, and its hit count.
+type trapCond struct {
+	owner uint32 // the tool that set it
+	site  *bpcode.Site
+	bias  uint64
+	hits  uint64 // hits whose condition held
+}
+
+// setTrapCondition answers SetTrapCondition: the trap at the address must be one t planted;
+// an empty site removes the condition.
+func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) cdti.Result {
+	if p.a.noTrapConds {
+		return fail(cdti.CmdInval, tid)
+	}
+	b := p.bps[c.Address]
+	if b == nil || !b.owners[t.id] {
+		return fail(cdti.CmdParmErr, tid)
+	}
+	var hits uint64 // the count of the condition replaced or removed
+	if old := p.conds[c.Address]; old != nil && old.owner == t.id {
+		hits = old.hits
+	}
+	if len(c.Site) == 0 {
+		if old := p.conds[c.Address]; old != nil && old.owner == t.id {
+			delete(p.conds, c.Address)
+		}
+		return ok(&cdti.SetTrapConditionAck{ThreadID: tid, Hits: hits})
+	}
+	site, err := bpcode.DecodeSite(c.Site)
+	if err != nil {
+		p.a.logf("agent: rank %d: trap condition at %#x: %v", p.rank, c.Address, err)
+		return fail(cdti.CmdParmErr, tid)
+	}
+	if len(site.Log) > 0 && !p.a.capturingOutput() {
+		// A log message goes out with the ranks' output: without its capture the tool prints it.
+		return fail(cdti.CmdParmErr, tid)
+	}
+	if p.conds == nil {
+		p.conds = make(map[uint64]*trapCond)
+	}
+	start := c.Hits
+	if start == cdti.TrapHitsCarryOn {
+		start = hits
+	}
+	p.conds[c.Address] = &trapCond{owner: t.id, site: site, bias: c.Bias, hits: start}
+	return ok(&cdti.SetTrapConditionAck{ThreadID: tid, Hits: hits})
+}
+
+// decide applies c at a hit of trap b by th: whether the hit is reported, and whether because
+// the condition could not be evaluated. A trap another tool shares, or a condition set by a
+// tool that no longer holds control, reports every hit as it would without a condition.
+func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond) (stop, failed bool) {
+	if p.holder == nil || p.holder.id != c.owner {
+		return true, false
+	}
+	for o := range b.owners {
+		if o != c.owner && o != internalOwner {
+			return true, false
+		}
+	}
+	m := &trapMachine{p: p, tid: th.tid}
+	ok, err := c.site.Condition(m, c.bias)
+	if err != nil {
+		return true, true
+	}
+	if !ok {
+		return false, false
+	}
+	c.hits++
+	if !c.site.HitOp.Holds(c.hits, c.site.HitN) {
+		return false, false
+	}
+	if len(c.site.Log) > 0 {
+		// A log point: its message goes out with the rank's output (stream "log"), and the
+		// hit never stops.
+		p.a.output.publish(OutputParams{Rank: int(p.rank), Stream: LogStream, Text: c.site.Message(m, c.bias)})
+		return false, false
+	}
+	return true, false
+}
+
+// LogStream is the output stream of log-point messages the agent formats (SetTrapCondition).
+const LogStream = "log"
+
+// trapMachine is a trapped thread as a bpcode.Machine: its general registers by DWARF number
+// (read once) and its process's memory as the program sees it (traps shadowed).
+type trapMachine struct {
+	p    *proc
+	tid  int
+	arch *arch.Arch
+	gp   []byte
+}
+
+func (m *trapMachine) Register(n int) (uint64, error) {
+	if m.gp == nil {
+		a, err := arch.For(m.p.info.Machine, m.p.info.ByteOrder)
+		if err != nil {
+			return 0, err
+		}
+		gp, err := m.p.tp.Registers(m.tid, target.RegsGeneral)
+		if err != nil {
+			return 0, err
+		}
+		m.arch, m.gp = a, gp
+	}
+	r, ok := m.arch.Register(n)
+	if !ok || r.Set != arch.General || r.Off+r.Size > len(m.gp) {
+		return 0, fmt.Errorf("not a general register")
+	}
+	if n == m.arch.PCReg {
+		return m.p.threadPC(m.p.threads[m.tid]), nil // the breakpoint's address, not past the trap
+	}
+	raw := m.gp[r.Off : r.Off+r.Size]
+	switch r.Size {
+	case 8:
+		return m.p.info.ByteOrder.Uint64(raw), nil
+	case 4:
+		return uint64(m.p.info.ByteOrder.Uint32(raw)), nil
+	case 2:
+		return uint64(m.p.info.ByteOrder.Uint16(raw)), nil
+	}
+	return 0, fmt.Errorf("register of %d bytes", r.Size)
+}
+
+func (m *trapMachine) ReadMemory(addr uint64, buf []byte) error {
+	n, err := m.p.tp.ReadMemory(addr, buf)
+	if err != nil || n != len(buf) {
+		return errOrShort(err)
+	}
+	m.p.shadowRead(addr, buf)
+	return nil
+}

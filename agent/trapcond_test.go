@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/hpcdap/hpcdap/amd64"
+	"github.com/hpcdap/hpcdap/bpcode"
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
+)
+
+// rdiSite is a site whose condition compares hit's argument (rdi, DWARF register 5) with v
+// by op, and whose hit condition is hit n.
+func rdiSite(t *testing.T, op bpcode.Op, v uint64, hit bpcode.HitOp, n uint64) []byte {
+	t.Helper()
+	var b bpcode.Builder
+	b.Reg(5)
+	b.Const(v)
+	b.Emit(op)
+	p, err := b.Program(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return (&bpcode.Site{Cond: p, HitOp: hit, HitN: n}).Encode()
+}
+
+// TestTrapConditionDecidedInAgent runs hit 20 times under a trap whose condition holds for
+// i == 7 only: one Notify comes, for that call, and the process then runs to its end with
+// no other.
+func TestTrapConditionDecidedInAgent(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "20")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: hit, Site: rdiSite(t, bpcode.OpEq, 7, bpcode.HitAny, 0)})
+	tt.cont(0)
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalBreakpoint || n.InstAddress != hit {
+		t.Fatalf("notify %+v, want the breakpoint at hit %#x", n, hit)
+	}
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 7 {
+		t.Errorf("stopped with i = %d, want 7", i)
+	}
+	tt.cont(0)
+	if st := tt.waitTermination(0); st != 0 {
+		t.Errorf("exit status %v", st)
+	}
+	out.waitFor(t, "iterations 20 counter 190")
+}
+
+// TestTrapConditionHitCount counts the hits whose condition holds (even i) and stops from
+// the third on, as a hit condition ">= 3" asks: the stops are at i = 4, 6, 8.
+func TestTrapConditionHitCount(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "loop", "14")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	var b bpcode.Builder
+	b.Reg(5)
+	b.Const(1)
+	b.Emit(bpcode.OpAnd)
+	b.Emit(bpcode.OpLNot)
+	p, err := b.Program(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := (&bpcode.Site{Cond: p, HitOp: bpcode.HitGE, HitN: 3}).Encode()
+	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: hit, Site: site})
+	for _, want := range []uint64{4, 6, 8} {
+		tt.cont(0)
+		n := tt.signalNotify()
+		if n.Reason != cdti.SignalBreakpoint {
+			t.Fatalf("notify %+v", n)
+		}
+		if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != want {
+			t.Errorf("stopped with i = %d, want %d", i, want)
+		}
+	}
+	// Replacing it, carrying on from its count (5: i = 0, 2, 4, 6, 8): the hit condition
+	// ">= 7" of the new one (every hit holds) is met at the 7th, i = 10.
+	every := (&bpcode.Site{HitOp: bpcode.HitGE, HitN: 7}).Encode()
+	rs := tt.update(0, &cdti.SetTrapCondition{Address: hit, Site: every, Hits: cdti.TrapHitsCarryOn})
+	if ack, ok := rs[0].Ack.(*cdti.SetTrapConditionAck); rs[0].Code != cdti.CmdSuccess || !ok || ack.Hits != 5 {
+		t.Errorf("replace: %v %+v, want the replaced count 5", rs[0].Code, rs[0].Ack)
+	}
+	// Removing it hands its count back (7: i = 9 and 10 counted too); every hit is reported again.
+	tt.cont(0)
+	tt.signalNotify()
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 10 {
+		t.Errorf("after the replacement: stopped with i = %d, want 10", i)
+	}
+	rs = tt.update(0, &cdti.SetTrapCondition{Address: hit})
+	if ack, ok := rs[0].Ack.(*cdti.SetTrapConditionAck); !ok || ack.Hits != 7 {
+		t.Errorf("remove: %+v, want the count 7", rs[0].Ack)
+	}
+	tt.cont(0)
+	tt.signalNotify()
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 11 {
+		t.Errorf("after the condition was removed: stopped with i = %d, want 11", i)
+	}
+}
+
+// TestTrapConditionError reads through a null pointer: the hit stops with the reason
+// SignalConditionError.
+func TestTrapConditionError(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "loop", "3")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	var b bpcode.Builder
+	b.Const(8)
+	b.Sized(bpcode.OpLoad, 8)
+	p, _ := b.Program(false)
+	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: hit, Site: (&bpcode.Site{Cond: p}).Encode()})
+	tt.cont(0)
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalConditionError || n.InstAddress != hit {
+		t.Fatalf("notify %+v, want a condition error at hit %#x", n, hit)
+	}
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 0 {
+		t.Errorf("stopped with i = %d, want the first call", i)
+	}
+}
+
+// TestTrapConditionRefused: no trap there, a malformed site, a log message and an agent
+// configured as a CNK are refused, and the trap keeps reporting every hit.
+func TestTrapConditionRefused(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "loop", "3")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	good := rdiSite(t, bpcode.OpEq, 2, bpcode.HitAny, 0)
+	if rs := tt.update(0, &cdti.SetTrapCondition{Address: hit, Site: good}); rs[0].Code != cdti.CmdParmErr {
+		t.Errorf("condition without a trap: %v, want CmdParmErr", rs[0].Code)
+	}
+	tt.setBreak(0, hit)
+	if rs := tt.update(0, &cdti.SetTrapCondition{Address: hit, Site: []byte{1, 2, 3}}); rs[0].Code != cdti.CmdParmErr {
+		t.Errorf("malformed site: %v, want CmdParmErr", rs[0].Code)
+	}
+	var v bpcode.Builder
+	v.Reg(5)
+	vp, _ := v.Program(false)
+	logSite := (&bpcode.Site{Log: []bpcode.LogPart{{Text: "i=", Format: bpcode.FmtSigned, Expr: vp}}}).Encode()
+	if rs := tt.update(0, &cdti.SetTrapCondition{Address: hit, Site: logSite}); rs[0].Code != cdti.CmdParmErr {
+		t.Errorf("log message: %v, want CmdParmErr", rs[0].Code)
+	}
+	h.a.noTrapConds = true
+	if rs := tt.update(0, &cdti.SetTrapCondition{Address: hit, Site: good}); rs[0].Code != cdti.CmdInval {
+		t.Errorf("agent configured as a CNK: %v, want CmdInval", rs[0].Code)
+	}
+	tt.cont(0)
+	if n := tt.signalNotify(); n.Reason != cdti.SignalBreakpoint || binary64(tt.regs(0, 0), amd64.OffRDI) != 0 {
+		t.Errorf("first hit not reported: %+v", n)
+	}
+}

@@ -1,0 +1,432 @@
+package symbols
+
+import (
+	"debug/dwarf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/hpcdap/hpcdap/arch"
+	"github.com/hpcdap/hpcdap/bpcode"
+	"github.com/hpcdap/hpcdap/symbols/dwbuf"
+	"github.com/hpcdap/hpcdap/symbols/dwop"
+)
+
+// ErrNotCompiled wraps the reason an expression cannot be compiled for an agent: the front
+// end then evaluates it itself.
+var ErrNotCompiled = errors.New("cannot be evaluated by the agent")
+
+// CheckSyntax reports a syntax error in an expression, in C or, failing that, Fortran syntax;
+// names are not looked up.
+func CheckSyntax(expr string) error {
+	var first error
+	for _, fortran := range []bool{false, true} {
+		for _, types := range []bool{false, true} {
+			_, err := parseExpr(expr, fortran, func(string) bool { return types })
+			if err == nil {
+				return nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// CompileCondition compiles a breakpoint condition for evaluation in the agent at the
+// binary's link-time address pc: locals and parameters by their DWARF location at pc, the
+// binary's globals (relative to its load bias), pointer dereference, array indexing, struct
+// and union members, arithmetic, comparisons, logical and bit operators, and integer,
+// character and floating-point literals of C and C++. What it cannot compile (other
+// operators, Fortran, registers other than general ones, bit fields, values the DWARF
+// locates only by a computation) is an error wrapping ErrNotCompiled.
+func (b *Binary) CompileCondition(expr string, pc uint64) (prog *bpcode.Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			prog, err = nil, fmt.Errorf("compile %q: internal error: %v: %w", expr, r, ErrNotCompiled)
+		}
+	}()
+	c, n, err := b.compilerAt(expr, pc)
+	if err != nil {
+		return nil, err
+	}
+	v, err := c.expr(n)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.truth(v); err != nil {
+		return nil, err
+	}
+	return c.bld.Program(b.Arch.ByteOrder == binary.BigEndian)
+}
+
+// CompileValue compiles an expression of a log message for evaluation in the agent at pc, as
+// CompileCondition does, with the format its value is printed in: integers (decimal), chars
+// (number and quoted character) and booleans. Other types (floating-point, pointers,
+// enumerations, aggregates) are left to the front end's printing: an error wrapping
+// ErrNotCompiled.
+func (b *Binary) CompileValue(expr string, pc uint64) (prog *bpcode.Program, f bpcode.Format, err error) {
+	c, n, err := b.compilerAt(expr, pc)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			prog, err = nil, fmt.Errorf("compile %q: internal error: %v: %w", expr, r, ErrNotCompiled)
+		}
+	}()
+	v, err := c.expr(n)
+	if err != nil {
+		return nil, 0, err
+	}
+	k, s := classify(v.t)
+	switch {
+	case k != scInt || s.Kind == KindEnum:
+		return nil, 0, notCompiled("printing a value of type %s", typeLabel(v.t))
+	case s.Kind == KindChar:
+		f = bpcode.FmtChar
+	case s.Kind == KindBool:
+		f = bpcode.FmtBool
+	case signed(s):
+		f = bpcode.FmtSigned
+	default:
+		f = bpcode.FmtUnsigned
+	}
+	if _, err := c.rvalue(v); err != nil {
+		return nil, 0, err
+	}
+	prog, err = c.bld.Program(b.Arch.ByteOrder == binary.BigEndian)
+	return prog, f, err
+}
+
+// compilerAt parses expr and prepares a compiler for the function at pc.
+func (b *Binary) compilerAt(expr string, pc uint64) (*compiler, *node, error) {
+	fn := b.FunctionAt(pc)
+	if fn == nil {
+		return nil, nil, fmt.Errorf("no function at %#x: %w", pc, ErrNotCompiled)
+	}
+	lang := fn.Language()
+	if lang != LangC && lang != LangCPlusPlus {
+		return nil, nil, fmt.Errorf("%s code: %w", lang, ErrNotCompiled)
+	}
+	c := &compiler{b: b, fn: fn, pc: pc, lang: lang}
+	root, err := fn.scopeTree()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range root.chainAt(pc) {
+		c.chain = append([]*scope{s}, c.chain...)
+	}
+	n, err := parseExpr(expr, false, func(name string) bool { _, ok := b.types[name]; return ok })
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, n, nil
+}
+
+// compiler turns an expression tree into bpcode.
+type compiler struct {
+	b     *Binary
+	fn    *Function
+	pc    uint64
+	lang  Language
+	chain []*scope // innermost first, up to the function
+	bld   bpcode.Builder
+}
+
+// cv is a compiled operand: where its code left it.
+type cv struct {
+	t   *Type
+	loc int // locWord: the value is on the stack; locMem: its address is; locReg: in register reg
+	reg int
+}
+
+const (
+	locWord = iota
+	locMem
+	locReg
+)
+
+func notCompiled(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, ErrNotCompiled)...)
+}
+
+func (c *compiler) intType(size int64, signed bool) *Type {
+	k, name := KindInt, "int"
+	if !signed {
+		k, name = KindUint, "unsigned int"
+	}
+	if size == 8 {
+		name = strings.Replace(name, "int", "long", 1)
+	}
+	return &Type{Kind: k, Name: name, Size: size, Lang: c.lang}
+}
+
+var doubleType = &Type{Kind: KindFloat, Name: "double", Size: 8}
+
+func (c *compiler) expr(n *node) (cv, error) {
+	switch n.op {
+	case "int":
+		return c.intLit(n.text)
+	case "char":
+		s, err := strconv.Unquote("'" + n.text + "'")
+		if err != nil || len(s) != 1 {
+			return cv{}, notCompiled("character constant '%s'", n.text)
+		}
+		c.bld.Const(uint64(int64(int8(s[0]))))
+		if c.lang == LangCPlusPlus {
+			return cv{t: &Type{Kind: KindChar, Name: "char", Size: 1, Encoding: ateSignedChar}}, nil
+		}
+		return cv{t: c.intType(4, true)}, nil
+	case "float":
+		text := strings.TrimRight(n.text, "fFlL")
+		bits := 64
+		switch n.text[len(n.text)-1] {
+		case 'f', 'F':
+			bits = 32 // a float constant: rounded to float, then compared as a double
+		case 'l', 'L':
+			return cv{}, notCompiled("a long double constant")
+		}
+		f, err := strconv.ParseFloat(text, bits)
+		if err != nil {
+			return cv{}, notCompiled("number %q", n.text)
+		}
+		c.bld.Const(math.Float64bits(f))
+		return cv{t: doubleType}, nil
+	case "ident":
+		if c.lang == LangCPlusPlus && (n.text == "true" || n.text == "false") {
+			c.bld.Const(boolWord(n.text == "true"))
+			return cv{t: c.intType(4, true)}, nil
+		}
+		return c.ident(n.text)
+	case "unary":
+		return c.unary(n)
+	case "binary":
+		return c.binary(n)
+	case "index":
+		return c.index(n)
+	case "member", "arrow":
+		return c.member(n)
+	}
+	return cv{}, notCompiled("%s", describeNode(n))
+}
+
+func boolWord(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func describeNode(n *node) string {
+	switch n.op {
+	case "call":
+		return "a function call"
+	case "assign":
+		return "an assignment"
+	case "reg":
+		return "a register"
+	case "cast":
+		return "a cast"
+	}
+	return "operator " + n.op
+}
+
+// intLit compiles an integer literal with C's rules for its type.
+func (c *compiler) intLit(text string) (cv, error) {
+	s := strings.ToLower(text)
+	unsigned := false
+	long := false
+	for len(s) > 0 && (s[len(s)-1] == 'u' || s[len(s)-1] == 'l') {
+		if s[len(s)-1] == 'u' {
+			unsigned = true
+		} else {
+			long = true
+		}
+		s = s[:len(s)-1]
+	}
+	v, err := strconv.ParseUint(s, 0, 64)
+	if err != nil && strings.HasPrefix(s, "0") && len(s) > 1 && s[1] >= '0' && s[1] <= '9' {
+		v, err = strconv.ParseUint(s[1:], 8, 64)
+	}
+	if err != nil {
+		return cv{}, notCompiled("number %q", text)
+	}
+	decimal := !strings.HasPrefix(s, "0") || s == "0"
+	var t *Type
+	switch {
+	case !long && !unsigned && v <= math.MaxInt32:
+		t = c.intType(4, true)
+	case !long && (unsigned || !decimal) && v <= math.MaxUint32:
+		t = c.intType(4, false)
+	case !unsigned && v <= math.MaxInt64:
+		t = c.intType(8, true)
+	default:
+		t = c.intType(8, false)
+	}
+	c.bld.Const(v)
+	return cv{t: t}, nil
+}
+
+// ident compiles a variable: a local or parameter visible at pc, then a global of the binary.
+func (c *compiler) ident(name string) (cv, error) {
+	for _, s := range c.chain {
+		for i := len(s.vars) - 1; i >= 0; i-- {
+			if d := s.vars[i]; d.name == name {
+				if d.noLocation {
+					return cv{}, notCompiled("%s has no location", name)
+				}
+				if d.external {
+					return c.global(name)
+				}
+				return c.variable(name, d.off)
+			}
+		}
+	}
+	return c.global(name)
+}
+
+func (c *compiler) global(name string) (cv, error) {
+	refs := c.b.globals[name]
+	var pick *dieRef
+	for i, r := range refs {
+		if r.cu == c.fn.cu {
+			pick = &refs[i]
+			break
+		}
+		if r.ext && pick == nil {
+			pick = &refs[i]
+		}
+	}
+	if pick == nil {
+		if len(c.b.FunctionsNamed(name)) > 0 {
+			return cv{}, notCompiled("function %s", name)
+		}
+		return cv{}, notCompiled("no symbol %q in this binary", name)
+	}
+	return c.variable(name, pick.off)
+}
+
+// variable compiles the location of the variable DIE at off.
+func (c *compiler) variable(name string, off dwarf.Offset) (cv, error) {
+	b := c.b
+	e, err := b.entryAt(off)
+	if err != nil {
+		return cv{}, err
+	}
+	t, err := b.declType(off)
+	if err != nil {
+		return cv{}, err
+	}
+	if t.IsDynamic() {
+		return cv{}, notCompiled("%s has a dynamic type", name)
+	}
+	fld := e.AttrField(dwarf.AttrLocation)
+	if fld == nil {
+		return cv{}, notCompiled("%s has no location", name)
+	}
+	expr, err := b.locationExpr(b.cuForOffset(off), fld, c.pc)
+	if err != nil {
+		return cv{}, err
+	}
+	if expr == nil {
+		return cv{}, notCompiled("%s is optimized out at %#x", name, c.pc)
+	}
+	return c.location(name, expr, t)
+}
+
+// location compiles a one-operation location expression: an address, a register, or a
+// register or the frame base plus an offset.
+func (c *compiler) location(name string, expr []byte, t *Type) (cv, error) {
+	r := dwbuf.New(expr, 0, c.b.Arch.ByteOrder)
+	op := r.U8()
+	switch {
+	case op == dwop.OpAddr:
+		a := r.Addr(c.b.Arch.PtrSize)
+		c.bld.Emit(bpcode.OpBias)
+		c.bld.Const(a)
+		c.bld.Emit(bpcode.OpAdd)
+	case op >= dwop.OpReg0 && op <= dwop.OpReg31, op == dwop.OpRegx:
+		n := int(op - dwop.OpReg0)
+		if op == dwop.OpRegx {
+			n = int(r.Uleb())
+		}
+		if r.Err != nil || r.Off != len(expr) {
+			return cv{}, notCompiled("location of %s", name)
+		}
+		if reg, ok := c.b.Arch.Register(n); !ok || reg.Set != arch.General {
+			return cv{}, notCompiled("%s lives in a register that is not a general one", name)
+		}
+		return cv{t: t, loc: locReg, reg: n}, nil
+	case op >= dwop.OpBreg0 && op <= dwop.OpBreg31, op == dwop.OpBregx:
+		n := int(op - dwop.OpBreg0)
+		if op == dwop.OpBregx {
+			n = int(r.Uleb())
+		}
+		off := r.Sleb()
+		c.bld.Reg(n)
+		c.bld.Const(uint64(off))
+		c.bld.Emit(bpcode.OpAdd)
+	case op == dwop.OpFbreg:
+		off := r.Sleb()
+		if err := c.frameBase(); err != nil {
+			return cv{}, err
+		}
+		c.bld.Const(uint64(off))
+		c.bld.Emit(bpcode.OpAdd)
+	default:
+		return cv{}, notCompiled("location of %s (%s)", name, dwop.OpName(op))
+	}
+	if r.Err != nil || r.Off != len(expr) {
+		return cv{}, notCompiled("location of %s (%s)", name,
+			dwop.Disassemble(expr, c.b.Arch.ByteOrder, c.b.Arch.PtrSize))
+	}
+	return cv{t: t, loc: locMem}, nil
+}
+
+// frameBase compiles DW_AT_frame_base of the function at pc: the CFA (from the call frame
+// information at pc, a register plus an offset) or a register plus an offset.
+func (c *compiler) frameBase() error {
+	ent, err := c.b.entryAt(c.fn.off)
+	if err != nil {
+		return err
+	}
+	expr, err := c.b.locationExpr(c.fn.cu, ent.AttrField(dwarf.AttrFrameBase), c.pc)
+	if err != nil || expr == nil {
+		return notCompiled("frame base of %s", c.fn.Name)
+	}
+	r := dwbuf.New(expr, 0, c.b.Arch.ByteOrder)
+	op := r.U8()
+	switch {
+	case op == dwop.OpCallFrameCFA && len(expr) == 1:
+		fde := c.b.frames.Lookup(c.pc)
+		if fde == nil {
+			return notCompiled("no call frame information at %#x", c.pc)
+		}
+		row, err := fde.RowAt(c.pc)
+		if err != nil || row.CFA.Expr != nil {
+			return notCompiled("CFA at %#x", c.pc)
+		}
+		c.bld.Reg(int(row.CFA.Reg))
+		c.bld.Const(uint64(row.CFA.Offset))
+		c.bld.Emit(bpcode.OpAdd)
+		return nil
+	case op >= dwop.OpBreg0 && op <= dwop.OpBreg31:
+		off := r.Sleb()
+		if r.Err != nil || r.Off != len(expr) {
+			break
+		}
+		c.bld.Reg(int(op - dwop.OpBreg0))
+		c.bld.Const(uint64(off))
+		c.bld.Emit(bpcode.OpAdd)
+		return nil
+	case op >= dwop.OpReg0 && op <= dwop.OpReg31 && len(expr) == 1:
+		c.bld.Reg(int(op - dwop.OpReg0))
+		return nil
+	}
+	return notCompiled("frame base of %s (%s)", c.fn.Name, dwop.Disassemble(expr, c.b.Arch.ByteOrder, c.b.Arch.PtrSize))
+}
