@@ -49,6 +49,9 @@ type AttachArgs struct {
 	Pids        map[string]int `json:"pids"`
 	LauncherPid *int           `json:"launcherPid"`
 	SlurmJob    string         `json:"slurmJob"`
+	// PMIxNamespace attaches the job of that PMIx namespace, whose launcher (or node daemon)
+	// runs on this host.
+	PMIxNamespace string `json:"pmixNamespace"`
 	// ProcessName attaches the one process of this host that runs this program (an
 	// executable's base name, or with a slash its path); with WaitFor, the first one that
 	// starts after the request, waited for up to Timeout seconds (default 30).
@@ -259,6 +262,7 @@ type attachPlan struct {
 	pids        map[int]int // rank → pid
 	launcherPid int         // a running mpirun, mpiexec.hydra or srun of this host
 	slurmJob    string      // a Slurm job step "J.S"
+	nspace      string      // with launcherPid: the PMIx namespace of its job
 	waitName    string      // wait for a process that runs this program to start
 	waitTimeout time.Duration
 	program     string
@@ -268,20 +272,21 @@ type attachPlan struct {
 	paths       pathMap
 }
 
-// planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob.
+// planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob,
+// pmixNamespace and processName.
 func planAttach(raw json.RawMessage) (*attachPlan, error) {
 	var a AttachArgs
 	if err := decodeArgs(raw, &a); err != nil {
 		return nil, err
 	}
 	given := 0
-	for _, set := range []bool{a.Pid != nil, a.Pids != nil, a.LauncherPid != nil, a.SlurmJob != "", a.ProcessName != ""} {
+	for _, set := range []bool{a.Pid != nil, a.Pids != nil, a.LauncherPid != nil, a.SlurmJob != "", a.PMIxNamespace != "", a.ProcessName != ""} {
 		if set {
 			given++
 		}
 	}
 	if given != 1 {
-		return nil, errors.New(`give exactly one of "pid", "pids", "launcherPid", "slurmJob" and "processName"`)
+		return nil, errors.New(`give exactly one of "pid", "pids", "launcherPid", "slurmJob", "pmixNamespace" and "processName"`)
 	}
 	if a.WaitFor && a.ProcessName == "" {
 		return nil, errors.New(`"waitFor" waits for a process by "processName": give one`)
@@ -303,6 +308,12 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 			return nil, fmt.Errorf("launcherPid %d: no such process on this host", *a.LauncherPid)
 		}
 		p.launcherPid = *a.LauncherPid
+	case a.PMIxNamespace != "":
+		pid, err := launch.PMIxServerOf(a.PMIxNamespace)
+		if err != nil {
+			return nil, err
+		}
+		p.launcherPid, p.nspace = pid, a.PMIxNamespace
 	case a.SlurmJob != "":
 		if !slurmStep.MatchString(a.SlurmJob) {
 			return nil, fmt.Errorf(`slurmJob %q: want a job step "JOBID.STEPID" such as "1234.0" (squeue --steps lists them)`, a.SlurmJob)

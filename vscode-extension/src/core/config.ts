@@ -21,7 +21,7 @@ export const maxLocalRanks = 4096;
 export const minCallTimeout = 0.001;
 export const maxCallTimeout = 3600;
 /** The attach targets, of which a configuration names exactly one. */
-export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob', 'processName'] as const;
+export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob', 'pmixNamespace', 'processName'] as const;
 
 /** A debug configuration as launch.json holds it (after variable substitution). */
 export type DebugConfig = Record<string, unknown>;
@@ -156,9 +156,9 @@ function checkLaunch(c: DebugConfig, err: (m: string) => void): void {
 function checkAttach(c: DebugConfig, err: (m: string) => void): void {
   const given = attachTargets.filter((k) => c[k] !== undefined);
   if (given.length === 0) {
-    err('attach needs one of "pid", "pids", "launcherPid", "slurmJob" or "processName"');
+    err('attach needs one of "pid", "pids", "launcherPid", "slurmJob", "pmixNamespace" or "processName"');
   } else if (given.length > 1) {
-    err(`attach takes exactly one of "pid", "pids", "launcherPid", "slurmJob" and "processName", not ${given.map((k) => `"${k}"`).join(' and ')}`);
+    err(`attach takes exactly one of "pid", "pids", "launcherPid", "slurmJob", "pmixNamespace" and "processName", not ${given.map((k) => `"${k}"`).join(' and ')}`);
   }
   if (c.processName !== undefined && (typeof c.processName !== 'string' || c.processName.trim() === '')) {
     err(`"processName" must be a program's name or path, not ${describe(c.processName)}`);
@@ -224,6 +224,13 @@ function checkAttach(c: DebugConfig, err: (m: string) => void): void {
       err(`"slurmJob" must be a job step "JOBID.STEPID" such as "42.0", not ${describe(c.slurmJob)}`);
     } else {
       c.slurmJob = c.slurmJob.trim();
+    }
+  }
+  if (c.pmixNamespace !== undefined) {
+    if (typeof c.pmixNamespace !== 'string' || c.pmixNamespace.trim() === '') {
+      err(`"pmixNamespace" must be a PMIx namespace such as "prterun-node1-4242@1", not ${describe(c.pmixNamespace)}`);
+    } else {
+      c.pmixNamespace = c.pmixNamespace.trim();
     }
   }
   if (c.program !== undefined && (typeof c.program !== 'string' || c.program.trim() === '')) {
