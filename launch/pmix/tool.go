@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -169,6 +170,9 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		select {
 		case r, ok := <-reqs:
 			if !ok {
+				// The front end is gone, and with it the reader of this process's standard
+				// error: a write there must fail, not kill the tool that keeps the job.
+				signal.Ignore(syscall.SIGPIPE)
 				s.releaseHeld()
 				s.outliveFrontEnd()
 				s.endLauncher()
