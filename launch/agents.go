@@ -400,6 +400,10 @@ func (a *App) startAgentDaemons(ctx context.Context, s *Session, m *Manifest, ar
 			a.fe.progressf("launch: %s: agents started by the launcher as PMIx debugger daemons, one per node", a.ID())
 			return d, nil
 		}
+		var gone *jobGoneError
+		if errors.As(err, &gone) {
+			return nil, err
+		}
 		a.fe.progressf("launch: %s: agents started by this front end instead: %v", a.ID(), err)
 	}
 	return s.ExecToolDaemon(ctx, m, argv, DaemonOptions{Env: env, Args: perHost, Hosts: hosts})

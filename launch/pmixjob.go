@@ -29,6 +29,7 @@ type pmixJob struct {
 	launcherPid int
 	hold        Hold
 	procs       []Proc
+	output      string // the launcher's output file, for error messages
 	jobNodes
 
 	mu       sync.Mutex
@@ -131,24 +132,41 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 		return nil, fmt.Errorf("launch: %s through PMIx: %w%s", name, err, outputTail(spec.Output))
 	}
 	j := newPMIxJob(fe, t, name, ready)
-	if gone := goneRanks(j.procs); len(gone) > 0 {
-		// A rank that died before its hold ends the job: PRRTE then reports the job ready
-		// with what is left of the table.
-		status := ""
-		select {
-		case <-t.Ended():
-			if st, err := t.Status(); err == nil {
-				status = fmt.Sprintf("; the job ended with status %d", st)
-			}
-		case <-time.After(2 * time.Second):
-		}
+	j.output = spec.Output
+	if err := j.goneError(); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("launch: %s: ranks ended before the launcher held them: %s%s%s", j.id,
-			strings.Join(gone, ", "), status, outputTail(spec.Output))
+		return nil, err
 	}
 	fe.progressf("launch: %s: %d ranks in the PMIx proc table of %s, held %v", j.id, len(j.procs), j.nspace, j.hold)
 	return j, nil
 }
+
+// goneError says which ranks of the job ended before the launcher held them, nil when none
+// did. A rank that died before its hold ends the job: PRRTE then reports the job ready with
+// what is left of the table, or all of it, its ranks ending a moment later.
+func (j *pmixJob) goneError() error {
+	gone := goneRanks(j.procs)
+	if len(gone) == 0 {
+		return nil
+	}
+	status := ""
+	select {
+	case <-j.tool.Ended():
+		if st, err := j.tool.Status(); err == nil {
+			status = fmt.Sprintf("; the job ended with status %d", st)
+		}
+	case <-time.After(2 * time.Second):
+	}
+	return &jobGoneError{fmt.Errorf("launch: %s: ranks ended before the launcher held them: %s%s%s", j.id,
+		strings.Join(gone, ", "), status, outputTail(j.output))}
+}
+
+// jobGoneError is the error of a job whose ranks ended before it could be debugged: nothing
+// to fall back to.
+type jobGoneError struct{ err error }
+
+func (e *jobGoneError) Error() string { return e.err.Error() }
+func (e *jobGoneError) Unwrap() error { return e.err }
 
 // goneRanks names the ranks of a proc table read at the hold that have no process (pid 0)
 // or whose process on this host has ended, with their hosts.
@@ -297,6 +315,9 @@ func (j *pmixJob) spawnDaemons(ctx context.Context, hosts, argv, env []string, l
 	f.Close()
 	ns, err := j.tool.SpawnDaemons(ctx, argv, env)
 	if err != nil {
+		if gerr := j.goneError(); gerr != nil {
+			return nil, gerr
+		}
 		return nil, fmt.Errorf("launch: %s: start the agents as PMIx debugger daemons: %w", j.id, err)
 	}
 	d := &DaemonSet{Hosts: hosts, LogPath: logPath, done: make(chan struct{}), ended: map[string]string{}}
