@@ -59,6 +59,9 @@ type AttachArgs struct {
 	Pids        map[string]int `json:"pids"`
 	LauncherPid *int           `json:"launcherPid"`
 	SlurmJob    string         `json:"slurmJob"`
+	// PMIxNamespace attaches the job of that PMIx namespace, whose launcher (or node daemon)
+	// runs on this host.
+	PMIxNamespace string `json:"pmixNamespace"`
 	// ProcessName attaches the one process of this host that runs this program (an
 	// executable's base name, or with a slash its path); with WaitFor, the first one that
 	// starts after the request, waited for up to Timeout seconds (default 30).
@@ -110,10 +113,10 @@ func joinPlan(raw json.RawMessage) (string, pathMap, error) {
 	if err := checkSessionName("joinSession", a.JoinSession); err != nil {
 		return "", nil, err
 	}
-	if a.Pid != nil || a.Pids != nil || a.LauncherPid != nil || a.SlurmJob != "" || a.ProcessName != "" ||
-		a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry || a.Fanout != nil {
+	if a.Pid != nil || a.Pids != nil || a.LauncherPid != nil || a.SlurmJob != "" || a.PMIxNamespace != "" ||
+		a.ProcessName != "" || a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry || a.Fanout != nil {
 		return "", nil, errors.New(`"joinSession" joins a running job as it is: give none of "pid", "pids", "launcherPid", ` +
-			`"slurmJob", "processName", "sessionName", "stopMode", "ranks", "stopAtEntry" and "fanout" with it`)
+			`"slurmJob", "pmixNamespace", "processName", "sessionName", "stopMode", "ranks", "stopAtEntry" and "fanout" with it`)
 	}
 	paths, err := parseSubstitutePath(a.SubstitutePath)
 	return a.JoinSession, paths, err
@@ -347,6 +350,7 @@ type attachPlan struct {
 	pids        map[int]int // rank → pid
 	launcherPid int         // a running mpirun, mpiexec.hydra or srun of this host
 	slurmJob    string      // a Slurm job step "J.S"
+	nspace      string      // with launcherPid: the PMIx namespace of its job
 	waitName    string      // wait for a process that runs this program to start
 	waitTimeout time.Duration
 	program     string
@@ -358,20 +362,21 @@ type attachPlan struct {
 	fanout      int    // the agents' tree (0: the default)
 }
 
-// planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob.
+// planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob,
+// pmixNamespace and processName.
 func planAttach(raw json.RawMessage) (*attachPlan, error) {
 	var a AttachArgs
 	if err := decodeArgs(raw, &a); err != nil {
 		return nil, err
 	}
 	given := 0
-	for _, set := range []bool{a.Pid != nil, a.Pids != nil, a.LauncherPid != nil, a.SlurmJob != "", a.ProcessName != ""} {
+	for _, set := range []bool{a.Pid != nil, a.Pids != nil, a.LauncherPid != nil, a.SlurmJob != "", a.PMIxNamespace != "", a.ProcessName != ""} {
 		if set {
 			given++
 		}
 	}
 	if given != 1 {
-		return nil, errors.New(`give exactly one of "pid", "pids", "launcherPid", "slurmJob" and "processName"`)
+		return nil, errors.New(`give exactly one of "pid", "pids", "launcherPid", "slurmJob", "pmixNamespace" and "processName"`)
 	}
 	if a.WaitFor && a.ProcessName == "" {
 		return nil, errors.New(`"waitFor" waits for a process by "processName": give one`)
@@ -401,6 +406,12 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 			return nil, fmt.Errorf("launcherPid %d: no such process on this host", *a.LauncherPid)
 		}
 		p.launcherPid = *a.LauncherPid
+	case a.PMIxNamespace != "":
+		pid, err := launch.PMIxServerOf(a.PMIxNamespace)
+		if err != nil {
+			return nil, err
+		}
+		p.launcherPid, p.nspace = pid, a.PMIxNamespace
 	case a.SlurmJob != "":
 		if !slurmStep.MatchString(a.SlurmJob) {
 			return nil, fmt.Errorf(`slurmJob %q: want a job step "JOBID.STEPID" such as "1234.0" (squeue --steps lists them)`, a.SlurmJob)

@@ -126,3 +126,20 @@ func TestAttachPauseTerminate(t *testing.T) {
 		t.Errorf("the attached process survived disconnect with terminateDebuggee")
 	}
 }
+
+// An attach by a PMIx namespace that no process of this host is in, or given beside another
+// target, fails at once saying why, and the session may attach again.
+func TestAttachPMIxNamespaceBadInput(t *testing.T) {
+	t.Parallel()
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.initialize()
+	const ns = "hpcdap-test-no-such-namespace@1"
+	if msg := d.callErr("attach", map[string]any{"pmixNamespace": ns}); !strings.Contains(msg, "PMIx namespace "+ns+": no process of this host is in it") {
+		t.Errorf("attach to an unknown namespace: %q", msg)
+	}
+	if msg := d.callErr("attach", map[string]any{"pmixNamespace": ns, "launcherPid": 1}); !strings.Contains(msg, `"pmixNamespace"`) ||
+		!strings.Contains(msg, "exactly one of") {
+		t.Errorf("attach with two targets: %q", msg)
+	}
+}

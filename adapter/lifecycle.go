@@ -288,11 +288,14 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 			title := fmt.Sprintf("Attaching to %d process(es)", len(plan.pids))
 			var wl *debugger.WLMJob
 			if plan.launcherPid != 0 || plan.slurmJob != "" {
-				wl = &debugger.WLMJob{Req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob},
+				wl = &debugger.WLMJob{Req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob, PMIxNamespace: plan.nspace},
 					AgentExe: exe, LogDir: logDir, Logger: s.srv.cfg.Log, Timeout: wlmPhaseTimeout, Phase: s.launchPhase}
 				start = wl.Start
-				if title = fmt.Sprintf("Attaching to the job of launcher pid %d", plan.launcherPid); plan.slurmJob != "" {
+				switch title = fmt.Sprintf("Attaching to the job of launcher pid %d", plan.launcherPid); {
+				case plan.slurmJob != "":
 					title = "Attaching to Slurm job step " + plan.slurmJob
+				case plan.nspace != "":
+					title = fmt.Sprintf("Attaching to PMIx namespace %s (launcher pid %d)", plan.nspace, plan.launcherPid)
 				}
 			}
 			var j *debugger.Job

@@ -53,6 +53,11 @@ type Config struct {
 	// With a back end that offers it (target/ptrace), spawned processes are also killed by
 	// the kernel if the agent dies outright.
 	KillOnExit bool
+	// EndWithFrontEnd makes the agent end, detaching from every process, when the front
+	// end's last connection closes: for an agent whose life the front end's does not bound
+	// otherwise (a launcher's debugger daemon, not the front end's child). KillOnExit, when
+	// also set, kills instead.
+	EndWithFrontEnd bool
 	// Journal, when set, receives a record of every trap before it is planted and after it
 	// is removed (see journal.go), for a supervisor that undoes them if the agent dies.
 	Journal io.Writer
@@ -96,7 +101,8 @@ type Agent struct {
 	capturing bool
 
 	killOnExit bool
-	life       lifeline     // front-end connections, for KillOnExit
+	endWithFE  bool         // EndWithFrontEnd
+	life       lifeline     // front-end connections, for KillOnExit and EndWithFrontEnd
 	launcher   *launcherRec // the launcher process (SpawnSpec.Launcher, FollowExec), or nil
 	rankSubs   rankSubs     // management connections told of each new rank (ranks.subscribe)
 	gone       []GoneRank   // ranks AttachLiveRanks found gone (guarded by mu)
@@ -128,7 +134,8 @@ func New(cfg Config) (*Agent, error) {
 		token: cfg.Token, backend: cfg.Backend, jobID: cfg.JobID, node: node, version: cfg.Version,
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
-		killOnExit: cfg.KillOnExit, registerLimit: cfg.RegisterTimeout, noTrapConds: cfg.NoTrapConditions,
+		killOnExit: cfg.KillOnExit, endWithFE: cfg.EndWithFrontEnd, registerLimit: cfg.RegisterTimeout,
+		noTrapConds: cfg.NoTrapConditions,
 	}
 	if cfg.Journal != nil {
 		a.journal = &journal{w: cfg.Journal}

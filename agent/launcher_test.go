@@ -93,13 +93,19 @@ func TestNoLauncher(t *testing.T) {
 // newKillHarness is a harness whose agent has KillOnExit set.
 func newKillHarness(t *testing.T, kill bool) *harness {
 	t.Helper()
+	return newLifeHarness(t, kill, false)
+}
+
+// newLifeHarness is newKillHarness with EndWithFrontEnd set to end.
+func newLifeHarness(t *testing.T, kill, end bool) *harness {
+	t.Helper()
 	needPrograms(t)
 	tr, err := ptrace.NewTracer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := &harness{t: t, tracer: tr, logBuf: &syncBuffer{}}
-	a, err := New(Config{Token: testToken, Backend: tr, Node: "testnode", KillOnExit: kill,
+	a, err := New(Config{Token: testToken, Backend: tr, Node: "testnode", KillOnExit: kill, EndWithFrontEnd: end,
 		Logger: log.New(h.logBuf, "", log.Lmicroseconds)})
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +204,34 @@ func TestKillOnFrontEndLoss(t *testing.T) {
 			waitDead(t, pid)
 		})
 	}
+}
+
+// EndWithFrontEnd: when the front end's last connection closes, the agent ends and lets the
+// process it controlled run on, untraced.
+func TestEndWithFrontEnd(t *testing.T) {
+	h := newLifeHarness(t, false, true)
+	out := newOutFile(t)
+	if err := h.a.SpawnRanks(SpawnSpec{Argv: []string{progBin, "run"}, Stdio: []*os.File{nil, out.f, out.f}, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pid := h.rankPid(0)
+	tt := h.dial(1)
+	tt.attach(0, 99, "fe")
+	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
+	tt.signalNotify()
+	tt.cont(0)
+	out.waitFor(t, "pid ")
+	tt.c.Close()
+	select {
+	case <-h.a.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("agent did not end when the front end left")
+	}
+	waitRunning(t, pid)
+	if tr, _ := testenv.ProcStatus(pid, "TracerPid"); tr != "0" {
+		t.Errorf("process %d still traced by %s after the agent ended", pid, tr)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
 }
 
 // The built binary with --kill-on-exit: SIGTERM, the death of its parent and SIGKILL of the

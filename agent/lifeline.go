@@ -40,15 +40,19 @@ func (a *Agent) frontEndOpened() {
 }
 
 // frontEndClosed records the end of an authenticated front-end connection; with KillOnExit,
-// the last one ends the agent, killing what it spawned.
+// the last one ends the agent, killing what it spawned, with EndWithFrontEnd detaching.
 func (a *Agent) frontEndClosed() {
 	a.life.mu.Lock()
 	a.life.open--
-	lost := a.killOnExit && a.life.open == 0 && a.life.seen && !a.life.ending
+	lost := (a.killOnExit || a.endWithFE) && a.life.open == 0 && a.life.seen && !a.life.ending
 	a.life.mu.Unlock()
-	if lost {
+	switch {
+	case lost && a.killOnExit:
 		a.logf("agent: the front end's last connection closed: killing what the agent spawned (--kill-on-exit)")
 		go a.Shutdown(true)
+	case lost:
+		a.logf("agent: the front end's last connection closed: detaching from every process (--end-with-front-end)")
+		go a.Shutdown(false)
 	}
 }
 

@@ -306,8 +306,7 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	}
 	t0 := time.Now()
 	a.fe.progressf("launch: %s: starting agents on %d node(s)", a.ID(), len(place.Hosts))
-	d, err := s.ExecToolDaemon(ctx, m, argv, DaemonOptions{Env: []string{"HPCDAP_TOKEN=" + token}, Args: perHost,
-		Hosts: place.HostNames()})
+	d, err := a.startAgentDaemons(ctx, s, m, argv, []string{"HPCDAP_TOKEN=" + token}, perHost, place.HostNames())
 	if err != nil {
 		return nil, err
 	}
@@ -388,6 +387,26 @@ wait:
 		return g, fmt.Errorf("launch: %s: every node agent registered, but%s", a.ID(), goneText(gone))
 	}
 	return g, nil
+}
+
+// startAgentDaemons starts the agents: as debugger daemons of a launcher that can start them
+// on the job's nodes itself (they read their node's ranks from it), else through the workload
+// manager with each host's ranks in perHost. Which way is said in a progress line.
+func (a *App) startAgentDaemons(ctx context.Context, s *Session, m *Manifest, argv, env []string,
+	perHost func(string) []string, hosts []string) (*DaemonSet, error) {
+	if ds, ok := a.job.(daemonSpawner); ok {
+		d, err := s.cospawnAgents(ctx, m, argv, env, ds)
+		if err == nil {
+			a.fe.progressf("launch: %s: agents started by the launcher as PMIx debugger daemons, one per node", a.ID())
+			return d, nil
+		}
+		var gone *jobGoneError
+		if errors.As(err, &gone) {
+			return nil, err
+		}
+		a.fe.progressf("launch: %s: agents started by this front end instead: %v", a.ID(), err)
+	}
+	return s.ExecToolDaemon(ctx, m, argv, DaemonOptions{Env: env, Args: perHost, Hosts: hosts})
 }
 
 // endedAgents names the nodes whose agent ended without registering, with their ranks and

@@ -22,6 +22,9 @@ type DaemonSet struct {
 	// terminate, when set, asks the daemons themselves to end (for a Slurm step: scancel
 	// --signal=TERM, since srun itself ends a step with SIGKILL).
 	terminate func() error
+	// signal, when set, signals the daemons (those a launcher started as debugger daemons,
+	// which are not this process's children).
+	signal func(syscall.Signal)
 	// endedFrom, when set, reads from the log which hosts' daemons have ended (the tasks of
 	// one srun step); otherwise each command is one host's daemon.
 	endedFrom func(log string) map[string]string
@@ -114,6 +117,9 @@ func (d *DaemonSet) Wait(ctx context.Context) error {
 // Signal sends sig to the daemon processes (for srun: to srun, which forwards most signals to
 // its tasks).
 func (d *DaemonSet) Signal(sig syscall.Signal) {
+	if d.signal != nil {
+		d.signal(sig)
+	}
 	for _, c := range d.cmds {
 		if c.Process != nil {
 			c.Process.Signal(sig)
@@ -127,6 +133,16 @@ func (d *DaemonSet) Stop(grace time.Duration) {
 	case <-d.done:
 		return
 	default:
+	}
+	if d.signal != nil {
+		// A launcher's debugger daemons (agents told to end over the management plane) are
+		// left to end by themselves first: PRRTE ends the job they debug with them when they
+		// are signalled.
+		select {
+		case <-d.done:
+			return
+		case <-time.After(grace):
+		}
 	}
 	if d.terminate != nil {
 		// Signalling srun itself while its job ends can kill it before slurmstepd has
@@ -151,6 +167,15 @@ func (d *DaemonSet) Stop(grace time.Duration) {
 		if c.Process != nil {
 			c.Process.Kill()
 		}
+	}
+	if d.signal != nil {
+		// Not children: their end is learnt from whoever started them, which may not say.
+		d.signal(syscall.SIGKILL)
+		select {
+		case <-d.done:
+		case <-time.After(grace):
+		}
+		return
 	}
 	<-d.done
 }

@@ -92,9 +92,10 @@ func (localWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, erro
 	if err != nil {
 		return nil, fmt.Errorf("launch: attach to launcher pid %d: %w", ref.LauncherPid, err)
 	}
-	if _, family, _ := launcherPath(exe); family == "prrte" || family == "openmpi" {
+	_, family, _ := launcherPath(exe)
+	if family == "prrte" || family == "openmpi" {
 		if o := probeLauncher(ctx, exe, family); !o.mpir && o.pmix != "" {
-			pj, err := attachPMIx(ctx, fe, ref.LauncherPid, exe)
+			pj, err := attachPMIx(ctx, fe, ref.LauncherPid, exe, ref.Nspace)
 			if err != nil {
 				return nil, err
 			}
@@ -104,6 +105,9 @@ func (localWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, erro
 			}
 			return pj, nil
 		}
+	}
+	if ref.Nspace != "" {
+		return nil, fmt.Errorf("launch: attach to PMIx namespace %s: launcher pid %d (%s) is not a PMIx launcher", ref.Nspace, ref.LauncherPid, exe)
 	}
 	j, err := attachMPIR(ctx, fe, ref.LauncherPid)
 	if err != nil {

@@ -1,11 +1,13 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,7 @@ type pmixJob struct {
 	launcherPid int
 	hold        Hold
 	procs       []Proc
+	output      string // the launcher's output file, for error messages
 	jobNodes
 
 	mu       sync.Mutex
@@ -129,24 +132,41 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 		return nil, fmt.Errorf("launch: %s through PMIx: %w%s", name, err, outputTail(spec.Output))
 	}
 	j := newPMIxJob(fe, t, name, ready)
-	if gone := goneRanks(j.procs); len(gone) > 0 {
-		// A rank that died before its hold ends the job: PRRTE then reports the job ready
-		// with what is left of the table.
-		status := ""
-		select {
-		case <-t.Ended():
-			if st, err := t.Status(); err == nil {
-				status = fmt.Sprintf("; the job ended with status %d", st)
-			}
-		case <-time.After(2 * time.Second):
-		}
+	j.output = spec.Output
+	if err := j.goneError(); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("launch: %s: ranks ended before the launcher held them: %s%s%s", j.id,
-			strings.Join(gone, ", "), status, outputTail(spec.Output))
+		return nil, err
 	}
 	fe.progressf("launch: %s: %d ranks in the PMIx proc table of %s, held %v", j.id, len(j.procs), j.nspace, j.hold)
 	return j, nil
 }
+
+// goneError says which ranks of the job ended before the launcher held them, nil when none
+// did. A rank that died before its hold ends the job: PRRTE then reports the job ready with
+// what is left of the table, or all of it, its ranks ending a moment later.
+func (j *pmixJob) goneError() error {
+	gone := goneRanks(j.procs)
+	if len(gone) == 0 {
+		return nil
+	}
+	status := ""
+	select {
+	case <-j.tool.Ended():
+		if st, err := j.tool.Status(); err == nil {
+			status = fmt.Sprintf("; the job ended with status %d", st)
+		}
+	case <-time.After(2 * time.Second):
+	}
+	return &jobGoneError{fmt.Errorf("launch: %s: ranks ended before the launcher held them: %s%s%s", j.id,
+		strings.Join(gone, ", "), status, outputTail(j.output))}
+}
+
+// jobGoneError is the error of a job whose ranks ended before it could be debugged: nothing
+// to fall back to.
+type jobGoneError struct{ err error }
+
+func (e *jobGoneError) Error() string { return e.err.Error() }
+func (e *jobGoneError) Unwrap() error { return e.err }
 
 // goneRanks names the ranks of a proc table read at the hold that have no process (pid 0)
 // or whose process on this host has ended, with their hosts.
@@ -165,15 +185,15 @@ func goneRanks(procs []Proc) []string {
 }
 
 // attachPMIx connects a PMIx tool process to a running launcher of this host and reads the
-// rank table of its job. The ranks are not held.
-func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe string) (*pmixJob, error) {
+// rank table of its job nspace ("": its one application job). The ranks are not held.
+func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe, nspace string) (*pmixJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
 	defer cancel()
 	t, err := startTool(ctx, fe, os.Environ(), "", launcherTmpDir(pid), false)
 	if err != nil {
 		return nil, fmt.Errorf("launch: attach to %s pid %d (no MPIR; PMIx): %w", filepath.Base(exe), pid, err)
 	}
-	ready, err := t.Attach(ctx, pid, "")
+	ready, err := t.Attach(ctx, pid, nspace)
 	if err != nil {
 		t.Close()
 		return nil, fmt.Errorf("launch: attach to %s pid %d through PMIx: %w", filepath.Base(exe), pid, err)
@@ -185,6 +205,68 @@ func attachPMIx(ctx context.Context, fe *Frontend, pid int, exe string) (*pmixJo
 	j.released = true
 	fe.progressf("launch: %s: attached through PMIx, %d ranks in the proc table of %s", j.id, len(j.procs), j.nspace)
 	return j, nil
+}
+
+// PMIxServerOf returns the pid of the PMIx server of this host that serves the job nspace —
+// the launcher, or on a node of a job that spans several its node daemon — whose rendezvous
+// files a tool attaches by: the parent of the job's processes here, which carry
+// PMIX_NAMESPACE=nspace in their environment.
+func PMIxServerOf(nspace string) (int, error) {
+	if nspace == "" || strings.ContainsAny(nspace, "\x00\n") {
+		return 0, fmt.Errorf("launch: PMIx namespace %q: not a namespace", nspace)
+	}
+	want := []byte("\x00PMIX_NAMESPACE=" + nspace + "\x00")
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("launch: PMIx namespace %s: %w", nspace, err)
+	}
+	servers := map[int][]int{} // server → its processes of the job
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + d.Name() + "/environ")
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), want) {
+			continue
+		}
+		if ppid, ok := parentOf(pid); ok {
+			servers[ppid] = append(servers[ppid], pid)
+		}
+	}
+	switch len(servers) {
+	case 0:
+		return 0, fmt.Errorf("launch: PMIx namespace %s: no process of this host is in it", nspace)
+	case 1:
+		for s := range servers {
+			return s, nil
+		}
+	}
+	var list []string
+	for s, procs := range servers {
+		list = append(list, fmt.Sprintf("%d (parent of %v)", s, procs))
+	}
+	sort.Strings(list)
+	return 0, fmt.Errorf("launch: PMIx namespace %s: its processes here have several parents, none of them its one server: %s",
+		nspace, strings.Join(list, ", "))
+}
+
+// parentOf reads pid's parent from /proc.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
 }
 
 // launcherTmpDir is the directory under which a running launcher keeps its PMIx rendezvous
@@ -212,6 +294,45 @@ func newPMIxJob(fe *Frontend, t *pmix.Tool, name string, r pmix.Ready) *pmixJob 
 		j.procs = append(j.procs, Proc{Rank: p.Rank, Host: p.Host, Pid: p.Pid, Executable: p.Executable})
 	}
 	return j
+}
+
+// daemonSpawner is a job whose launcher may start tool daemons itself, one on each node of
+// the job (a PMIx launcher's debugger daemons), where the workload manager's Start would.
+type daemonSpawner interface {
+	// spawnDaemons starts argv with the extra environment env on each of hosts (the job's
+	// nodes), their output going to logPath; an error says why the launcher did not.
+	spawnDaemons(ctx context.Context, hosts, argv, env []string, logPath string) (*DaemonSet, error)
+}
+
+// spawnDaemons has the launcher start argv as the job's debugger daemons. The set ends when the
+// launcher reports their job's end (or the tool process is gone); it is signalled through the
+// launcher.
+func (j *pmixJob) spawnDaemons(ctx context.Context, hosts, argv, env []string, logPath string) (*DaemonSet, error) {
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("launch: daemon log: %w", err)
+	}
+	f.Close()
+	ns, err := j.tool.SpawnDaemons(ctx, argv, env)
+	if err != nil {
+		if gerr := j.goneError(); gerr != nil {
+			return nil, gerr
+		}
+		return nil, fmt.Errorf("launch: %s: start the agents as PMIx debugger daemons: %w", j.id, err)
+	}
+	d := &DaemonSet{Hosts: hosts, LogPath: logPath, done: make(chan struct{}), ended: map[string]string{}}
+	d.signal = func(sig syscall.Signal) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := j.tool.SignalDaemons(ctx, ns, sig); err != nil {
+			j.fe.logf("launch: %s: signal %v to the debugger daemons %s: %v", j.id, sig, ns, err)
+		}
+	}
+	go func() {
+		<-j.tool.DaemonsEnded()
+		close(d.done)
+	}()
+	return d, nil
 }
 
 // The Job methods of a PMIx job.

@@ -236,24 +236,10 @@ type DaemonOptions struct {
 // ExecToolDaemon ships m (if not nil) and starts one daemon per node: argv, whose first word is
 // looked up in the session's bin/ when it was shipped there, with the session environment.
 func (s *Session) ExecToolDaemon(ctx context.Context, m *Manifest, argv []string, opts DaemonOptions) (*DaemonSet, error) {
-	if len(argv) == 0 {
-		return nil, errors.New("launch: tool daemon: empty argv")
+	exe, err := s.daemonExe(ctx, m, argv)
+	if err != nil {
+		return nil, err
 	}
-	if m != nil {
-		if _, err := s.Ship(ctx, m); err != nil {
-			return nil, err
-		}
-	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, errors.New("launch: tool daemon: session closed")
-	}
-	exe := argv[0]
-	if _, ok := s.shipped["bin/"+filepath.Base(exe)]; ok {
-		exe = s.Dir + "/bin/" + filepath.Base(exe)
-	}
-	s.mu.Unlock()
 	hosts := opts.Hosts
 	if hosts == nil {
 		hosts = s.Hosts
@@ -274,6 +260,56 @@ func (s *Session) ExecToolDaemon(ctx context.Context, m *Manifest, argv []string
 	ctx, cancel := context.WithTimeout(ctx, s.app.fe.opts.Timeout)
 	defer cancel()
 	d, err := s.app.job.Start(ctx, hosts, full, env)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.daemons = append(s.daemons, d)
+	s.mu.Unlock()
+	return d, nil
+}
+
+// daemonExe ships m (if not nil) and returns the path of argv's program: in the session's
+// bin/ when it was shipped there.
+func (s *Session) daemonExe(ctx context.Context, m *Manifest, argv []string) (string, error) {
+	if len(argv) == 0 {
+		return "", errors.New("launch: tool daemon: empty argv")
+	}
+	if m != nil {
+		if _, err := s.Ship(ctx, m); err != nil {
+			return "", err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", errors.New("launch: tool daemon: session closed")
+	}
+	exe := argv[0]
+	if _, ok := s.shipped["bin/"+filepath.Base(exe)]; ok {
+		exe = s.Dir + "/bin/" + filepath.Base(exe)
+	}
+	return exe, nil
+}
+
+// cospawnAgents ships m (if not nil) and has the job's launcher start the agent argv (`hpcdap
+// agent ...` without --attach) on each node of the job as a debugger daemon (`hpcdap
+// pmix-daemon`, which adds the node's ranks and execs the agent), with the session
+// environment and env. Their output goes to a log file of the front end.
+func (s *Session) cospawnAgents(ctx context.Context, m *Manifest, argv, env []string, cs daemonSpawner) (*DaemonSet, error) {
+	exe, err := s.daemonExe(ctx, m, argv)
+	if err != nil {
+		return nil, err
+	}
+	logPath, err := s.app.fe.workFile("daemons-*.log")
+	if err != nil {
+		return nil, err
+	}
+	// Not the front end's children, the agents end by themselves when it is gone.
+	full := append(append([]string{exe, "pmix-daemon", "--log", logPath, "--", exe}, argv[1:]...), "--end-with-front-end")
+	ctx, cancel := context.WithTimeout(ctx, s.app.fe.opts.Timeout)
+	defer cancel()
+	d, err := cs.spawnDaemons(ctx, s.Hosts, full, mergeEnv(s.Env(), env), logPath)
 	if err != nil {
 		return nil, err
 	}

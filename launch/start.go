@@ -33,6 +33,9 @@ type Request struct {
 	// Attach: exactly one, instead of a program.
 	LauncherPid int    // a running mpirun, mpiexec.hydra or srun on this host
 	SlurmJob    string // a Slurm job step "J.S"
+	// PMIxNamespace names the job of a running PMIx launcher of this host (PMIxServerOf
+	// finds it); with LauncherPid, that launcher's job of this namespace.
+	PMIxNamespace string
 }
 
 // WLMFor names the workload manager a request needs: "slurm" for srun or a Slurm step, else
@@ -79,11 +82,17 @@ func Start(ctx context.Context, fe *Frontend, req Request) (*App, *Agents, error
 	var app *App
 	var err error
 	switch {
-	case req.LauncherPid != 0 || req.SlurmJob != "":
-		if req.LauncherPid != 0 && req.SlurmJob != "" {
-			return nil, nil, errors.New("launch: give one of a launcher pid and a Slurm job step, not both")
+	case req.LauncherPid != 0 || req.SlurmJob != "" || req.PMIxNamespace != "":
+		if req.LauncherPid != 0 && req.SlurmJob != "" || req.PMIxNamespace != "" && req.SlurmJob != "" {
+			return nil, nil, errors.New("launch: give one of a launcher pid, a PMIx namespace and a Slurm job step")
 		}
-		app, err = fe.Attach(ctx, JobRef{LauncherPid: req.LauncherPid, SlurmJob: req.SlurmJob})
+		pid := req.LauncherPid
+		if pid == 0 && req.PMIxNamespace != "" {
+			if pid, err = PMIxServerOf(req.PMIxNamespace); err != nil {
+				return nil, nil, err
+			}
+		}
+		app, err = fe.Attach(ctx, JobRef{LauncherPid: pid, SlurmJob: req.SlurmJob, Nspace: req.PMIxNamespace})
 	default:
 		if req.Launcher == "" {
 			return nil, nil, errors.New("launch: no launcher")

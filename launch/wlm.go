@@ -81,6 +81,9 @@ type LaunchSpec struct {
 type JobRef struct {
 	LauncherPid int    // a running mpirun, mpiexec.hydra or srun on this host
 	SlurmJob    string // a Slurm job step "J.S"
+	// Nspace, with LauncherPid, names the job of a PMIx launcher to attach to ("": its one
+	// application job).
+	Nspace string
 }
 
 // NodeResult is the outcome of a command run on one node.

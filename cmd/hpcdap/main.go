@@ -52,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	name := args[0]
 	cs := commands()
 	// Hidden: started by the front end, not by users.
-	cs = append(cs, command{"pmix-tool", "", runPMIxTool})
+	cs = append(cs, command{"pmix-tool", "", runPMIxTool}, command{"pmix-daemon", "", runPMIxDaemon})
 	for _, c := range cs {
 		if c.name != name {
 			continue

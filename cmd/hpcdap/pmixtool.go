@@ -1,10 +1,16 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/hpcdap/hpcdap/launch/pmix"
+	"golang.org/x/sys/unix"
 )
 
 // runPMIxTool serves one job's PMIx tool for the front end (hidden: the front end starts it):
@@ -14,4 +20,50 @@ func runPMIxTool(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	return pmix.ServeTool(os.Stdin, os.NewFile(3, "events"))
+}
+
+// runPMIxDaemon is `hpcdap pmix-daemon [--log FILE] -- AGENT ARGV...` (hidden: a PMIx launcher
+// starts it as a debugger daemon on each node of a job, at the front end's request). It reads
+// the job's ranks on this node from the launcher's PMIx server and becomes the node's agent:
+// it execs AGENT ARGV with `--attach RANK=PID,...` added, so that the launcher's daemon is the
+// agent itself. With --log its standard output and error, and so the agent's, go to FILE.
+func runPMIxDaemon(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("pmix-daemon", stderr)
+	logFile := fs.String("log", "", "append this daemon's and its agent's output to `FILE`")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	argv := fs.Args()
+	if len(argv) == 0 || !strings.HasPrefix(argv[0], "/") {
+		fmt.Fprintln(stderr, "hpcdap pmix-daemon: give the agent's command line, its program an absolute path, after --")
+		return errUsage
+	}
+	if *logFile != "" {
+		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("pmix-daemon: log: %w", err)
+		}
+		for _, fd := range []int{1, 2} {
+			if err := unix.Dup2(int(f.Fd()), fd); err != nil {
+				return fmt.Errorf("pmix-daemon: log %s: %w", *logFile, err)
+			}
+		}
+		f.Close()
+	}
+	host, _ := os.Hostname()
+	target, procs, err := pmix.DaemonProcs()
+	if err != nil {
+		return fmt.Errorf("pmix-daemon on %s: %w", host, err)
+	}
+	if len(procs) == 0 {
+		return fmt.Errorf("pmix-daemon on %s: job %s has no process on this node", host, target)
+	}
+	pairs := make([]string, len(procs))
+	for i, p := range procs {
+		pairs[i] = strconv.Itoa(p.Rank) + "=" + strconv.Itoa(p.Pid)
+	}
+	argv = append(argv, "--attach", strings.Join(pairs, ","))
+	fmt.Fprintf(os.Stderr, "pmix-daemon on %s: job %s: ranks %s\n", host, target, strings.Join(pairs, ","))
+	err = syscall.Exec(argv[0], argv, os.Environ())
+	return errors.Join(fmt.Errorf("pmix-daemon: exec %s", argv[0]), err)
 }

@@ -38,6 +38,8 @@ type Tool struct {
 	status      int
 	statusErr   error
 	closed      bool
+	daemonsEnd  chan struct{} // closed when the daemons' job ends, or the tool exits
+	daemonsOnce sync.Once
 }
 
 // StartTool runs "exe pmix-tool" with env (nil: this process's environment), the tool's standard
@@ -65,10 +67,11 @@ func StartTool(ctx context.Context, exe string, env []string, stdout, stderr *os
 		return nil, fmt.Errorf("pmix: start tool %s: %w", exe, err)
 	}
 	t := &Tool{
-		reqs:   reqW,
-		stderr: &tailWriter{},
-		exited: make(chan struct{}),
-		ended:  make(chan struct{}),
+		reqs:       reqW,
+		stderr:     &tailWriter{},
+		exited:     make(chan struct{}),
+		ended:      make(chan struct{}),
+		daemonsEnd: make(chan struct{}),
 	}
 	cmd := exec.Command(exe, "pmix-tool")
 	cmd.Env = env
@@ -190,6 +193,8 @@ func (t *Tool) readEvents(r *os.File, errs *stderrCopier) {
 			t.mu.Unlock()
 		case EvEnd:
 			t.finish(ev.Status, nil)
+		case EvDaemonsEnd:
+			t.daemonsOnce.Do(func() { close(t.daemonsEnd) })
 		case EvLost:
 			// After the job's end this changes nothing; before it, the end will not be seen.
 			t.finish(0, errors.New("pmix: the connection to the launcher was lost before the job ended"))
@@ -210,6 +215,7 @@ func (t *Tool) readEvents(r *os.File, errs *stderrCopier) {
 	t.waitErr = fmt.Errorf("pmix: tool process %d %s%s", t.cmd.Process.Pid, exitText(err), t.stderr.tailText())
 	close(t.exited)
 	t.finish(0, t.waitErr)
+	t.daemonsOnce.Do(func() { close(t.daemonsEnd) })
 }
 
 // exitText says how a process ended.
@@ -343,6 +349,29 @@ func (t *Tool) ready(ctx context.Context, req Request) (Ready, error) {
 	t.mu.Unlock()
 	return Ready{LauncherPid: ev.LauncherPid, Nspace: ev.Nspace, Hold: ev.Hold, Procs: ev.Procs, Version: ev.Version}, nil
 }
+
+// SpawnDaemons has the launcher start argv (its first word an absolute path) with env as the
+// job's debugger daemons, one on each node of the job, and returns their job's nspace.
+func (t *Tool) SpawnDaemons(ctx context.Context, argv, env []string) (string, error) {
+	if len(argv) == 0 {
+		return "", errors.New("pmix: daemons: empty argv")
+	}
+	ev, err := t.request(ctx, Request{Op: OpDaemons, Program: argv[0], ProgramArgs: argv[1:], Env: env}, EvDaemons)
+	if err != nil {
+		return "", err
+	}
+	return ev.Nspace, nil
+}
+
+// SignalDaemons sends sig to every debugger daemon of the job (nspace, from SpawnDaemons).
+func (t *Tool) SignalDaemons(ctx context.Context, nspace string, sig syscall.Signal) error {
+	_, err := t.request(ctx, Request{Op: OpKill, Nspace: nspace, Signal: int(sig)}, EvKilled)
+	return err
+}
+
+// DaemonsEnded is closed when the job of the debugger daemons has ended, or when the tool can
+// no longer tell (it exited).
+func (t *Tool) DaemonsEnded() <-chan struct{} { return t.daemonsEnd }
 
 // Release lets the held job run.
 func (t *Tool) Release(ctx context.Context) error {

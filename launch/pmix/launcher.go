@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // launch runs the indirect flow: start the launcher through PMIx_Spawn so that it calls back,
@@ -51,7 +53,7 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 	if len(env) == 0 {
 		env = os.Environ()
 	}
-	if err := s.spawnLauncher(r, env, uri); err != nil {
+	if err := withStderrOnStdout(func() error { return s.spawnLauncher(r, env, uri) }); err != nil {
 		return err
 	}
 	s.emit(Event{Ev: EvLauncher, LauncherPid: s.launcherPid, Nspace: s.launcherNs})
@@ -257,6 +259,26 @@ func (s *server) spawnLauncher(r Request, env []string, uri string) error {
 		s.launcherExit <- "exited"
 	}(s.launcherPid)
 	return nil
+}
+
+// withStderrOnStdout runs spawn (which forks the launcher) with this process's standard error
+// on its standard output when that is a file (the job's output file), so that the launcher
+// and what it starts inherit the file, not the pipe to the front end, whose end would kill
+// them with SIGPIPE at their next message.
+func withStderrOnStdout(spawn func() error) error {
+	if st, err := os.Stdout.Stat(); err != nil || !st.Mode().IsRegular() {
+		return spawn()
+	}
+	saved, err := syscall.Dup(2)
+	if err != nil {
+		return spawn()
+	}
+	defer syscall.Close(saved)
+	if err := unix.Dup2(1, 2); err != nil {
+		return spawn()
+	}
+	defer unix.Dup2(saved, 2)
+	return spawn()
 }
 
 // cstrings returns a NULL-terminated C array of C strings and its destructor.

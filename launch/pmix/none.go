@@ -14,3 +14,9 @@ const Built = false
 func ServeTool(stdin io.Reader, events *os.File) error {
 	return ErrNotBuilt
 }
+
+// DaemonProcs would read a debugger daemon's target and local processes; without libpmix it
+// fails at once.
+func DaemonProcs() (string, []Proc, error) {
+	return "", nil, ErrNotBuilt
+}

@@ -242,7 +242,8 @@ static int query(const char *key, const char *nspace, pmix_info_t **results, siz
 	return rc;
 }
 
-int hp_proctable(const char *nspace, hp_proc **procs, size_t *nprocs)
+/* proctable reads the proc table key (global or local) of nspace. */
+static int proctable(const char *key, const char *nspace, hp_proc **procs, size_t *nprocs)
 {
 	pmix_info_t *res = NULL;
 	size_t nres = 0, i;
@@ -250,7 +251,7 @@ int hp_proctable(const char *nspace, hp_proc **procs, size_t *nprocs)
 
 	*procs = NULL;
 	*nprocs = 0;
-	rc = query(PMIX_QUERY_PROC_TABLE, nspace, &res, &nres);
+	rc = query(key, nspace, &res, &nres);
 	if (rc != PMIX_SUCCESS) {
 		return rc;
 	}
@@ -260,7 +261,7 @@ int hp_proctable(const char *nspace, hp_proc **procs, size_t *nprocs)
 		pmix_proc_info_t *pi;
 		size_t j;
 
-		if (!PMIX_CHECK_KEY(&res[i], PMIX_QUERY_PROC_TABLE) || res[i].value.type != PMIX_DATA_ARRAY) {
+		if (!PMIX_CHECK_KEY(&res[i], key) || res[i].value.type != PMIX_DATA_ARRAY) {
 			continue;
 		}
 		d = res[i].value.data.darray;
@@ -282,6 +283,11 @@ int hp_proctable(const char *nspace, hp_proc **procs, size_t *nprocs)
 	}
 	PMIX_INFO_FREE(res, nres);
 	return rc;
+}
+
+int hp_proctable(const char *nspace, hp_proc **procs, size_t *nprocs)
+{
+	return proctable(PMIX_QUERY_PROC_TABLE, nspace, procs, nprocs);
 }
 
 void hp_free_procs(hp_proc *procs, size_t n)
@@ -368,4 +374,98 @@ int hp_iof_pull(const char *nspace)
 	                   iofhandler, NULL, NULL);
 	PMIX_INFO_FREE(info, 1);
 	return rc < 0 ? rc : PMIX_SUCCESS;
+}
+
+/* hp_query_string answers a query for key without qualifiers whose answer is a string (the
+ * comma-separated attributes of PMIX_QUERY_SPAWN_SUPPORT, PMIX_QUERY_DEBUG_SUPPORT). */
+int hp_query_string(const char *key, char **out)
+{
+	pmix_info_t *res = NULL;
+	size_t nres = 0, i;
+	pmix_status_t rc;
+
+	rc = query(key, NULL, &res, &nres);
+	if (rc != PMIX_SUCCESS) {
+		return rc;
+	}
+	rc = PMIX_ERR_NOT_FOUND;
+	for (i = 0; i < nres; i++) {
+		if (PMIX_CHECK_KEY(&res[i], key) && res[i].value.type == PMIX_STRING) {
+			*out = strdup(res[i].value.data.string ? res[i].value.data.string : "");
+			rc = PMIX_SUCCESS;
+			break;
+		}
+	}
+	PMIX_INFO_FREE(res, nres);
+	return rc;
+}
+
+/* hp_spawn_daemons asks the server to start cmd as debugger daemons of the job target, one on
+ * each node of the job, and to report their job's end. */
+int hp_spawn_daemons(const char *cmd, char **argv, char **env, const char *cwd, const char *target,
+                     char *nspace, size_t nslen)
+{
+	pmix_app_t *app;
+	pmix_info_t *info;
+	pmix_proc_t tgt;
+	pmix_nspace_t ns;
+	pmix_status_t rc;
+	uint16_t per = 1;
+	bool t = true;
+
+	PMIX_APP_CREATE(app, 1);
+	app->cmd = strdup(cmd);
+	app->argv = argv_copy(argv);
+	app->env = argv_copy(env);
+	if (cwd != NULL && cwd[0] != 0) {
+		app->cwd = strdup(cwd);
+	}
+	app->maxprocs = 0;
+	PMIX_LOAD_PROCID(&tgt, target, PMIX_RANK_WILDCARD);
+	PMIX_INFO_CREATE(info, 4);
+	PMIX_INFO_LOAD(&info[0], PMIX_DEBUGGER_DAEMONS, &t, PMIX_BOOL);
+	PMIX_INFO_LOAD(&info[1], PMIX_DEBUG_TARGET, &tgt, PMIX_PROC);
+	PMIX_INFO_LOAD(&info[2], PMIX_DEBUG_DAEMONS_PER_NODE, &per, PMIX_UINT16);
+	PMIX_INFO_LOAD(&info[3], PMIX_NOTIFY_COMPLETION, &t, PMIX_BOOL);
+	rc = PMIx_Spawn(info, 4, app, 1, ns);
+	PMIX_INFO_FREE(info, 4);
+	PMIX_APP_FREE(app, 1);
+	if (rc == PMIX_SUCCESS) {
+		strncpy(nspace, ns, nslen - 1);
+		nspace[nslen - 1] = 0;
+	}
+	return rc;
+}
+
+/* hp_daemon_procs runs in a debugger daemon the launcher started: it connects to the local
+ * server with the connection information the launcher gave it, reads the job it is to debug
+ * (PMIX_DEBUG_TARGET) and that job's processes on this node, and disconnects. */
+int hp_daemon_procs(char *target, size_t tlen, hp_proc **procs, size_t *nprocs)
+{
+	pmix_proc_t p;
+	pmix_value_t *val = NULL;
+	pmix_status_t rc;
+
+	*procs = NULL;
+	*nprocs = 0;
+	rc = PMIx_tool_init(&me, NULL, 0);
+	if (rc != PMIX_SUCCESS) {
+		return rc;
+	}
+	PMIX_LOAD_PROCID(&p, me.nspace, PMIX_RANK_WILDCARD);
+	rc = PMIx_Get(&p, PMIX_DEBUG_TARGET, NULL, 0, &val);
+	if (rc == PMIX_SUCCESS) {
+		if (val->type == PMIX_PROC && val->data.proc != NULL) {
+			strncpy(target, val->data.proc->nspace, tlen - 1);
+			target[tlen - 1] = 0;
+		} else {
+			rc = PMIX_ERR_TYPE_MISMATCH;
+		}
+		PMIX_VALUE_RELEASE(val);
+	}
+	if (rc == PMIX_SUCCESS) {
+		rc = proctable(PMIX_QUERY_LOCAL_PROC_TABLE, target, procs, nprocs);
+	}
+	PMIx_tool_finalize();
+	return rc;
 }

@@ -28,5 +28,9 @@ int hp_signal(const char *nspace, int sig);
 const char *hp_error_string(int status);
 const char *hp_version(void);
 int hp_iof_pull(const char *nspace);
+int hp_query_string(const char *key, char **out);
+int hp_spawn_daemons(const char *cmd, char **argv, char **env, const char *cwd, const char *target,
+                     char *nspace, size_t nslen);
+int hp_daemon_procs(char *target, size_t tlen, hp_proc **procs, size_t *nprocs);
 
 #endif

@@ -21,6 +21,10 @@ const (
 	OpRelease = "release" // let a held job run
 	OpKill    = "kill"    // signal every rank of the job
 	OpDetach  = "detach"  // leave the job running, finalise and exit
+	// OpDaemons has the launcher start Program (with ProgramArgs, Env, Dir) as the job's
+	// debugger daemons, one on each node of the job (PMIX_DEBUGGER_DAEMONS); a launcher
+	// that does not offer them is an error saying so.
+	OpDaemons = "daemons"
 )
 
 // Hold points a launch can request.
@@ -40,6 +44,9 @@ const (
 	EvEnd      = "end"      // the application job ended; Status is its exit status
 	EvLost     = "lost"     // the connection to the launcher was lost
 	EvError    = "error"    // a request failed; Error says which call and what PMIx said
+	EvDaemons  = "daemons"  // reply to OpDaemons: the daemons' job (Nspace) was spawned
+	// EvDaemonsEnd: the daemons' job ended (Nspace, Status), or the tool can no longer tell.
+	EvDaemonsEnd = "daemonsEnd"
 )
 
 // Request is one line on the tool's standard input.

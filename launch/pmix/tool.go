@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -100,6 +102,7 @@ type server struct {
 	launcherNs   string
 	launcherPid  int
 	appNs        string
+	daemonNs     string // the debugger daemons' job, once spawned
 	hold         string // the hold the job is at, "" once released
 	procs        []Proc
 	lost         bool
@@ -167,6 +170,9 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		select {
 		case r, ok := <-reqs:
 			if !ok {
+				// The front end is gone, and with it the reader of this process's standard
+				// error: a write there must fail, not kill the tool that keeps the job.
+				signal.Ignore(syscall.SIGPIPE)
 				s.releaseHeld()
 				s.outliveFrontEnd()
 				s.endLauncher()
@@ -263,11 +269,15 @@ func (s *server) serve(r Request, reqs <-chan Request) {
 		} else if err = s.release(); err == nil {
 			s.emit(Event{Ev: EvReleased, Seq: r.Seq, Nspace: s.appNs})
 		}
+	case OpDaemons:
+		err = s.spawnDaemons(r)
 	case OpKill:
 		if s.appNs == "" {
 			err = errors.New("pmix: kill: no job")
-		} else if err = s.kill(r.Signal); err == nil {
-			s.emit(Event{Ev: EvKilled, Seq: r.Seq, Nspace: s.appNs})
+		} else if ns := firstOf(r.Nspace, s.appNs); ns != s.appNs && ns != s.daemonNs {
+			err = fmt.Errorf("pmix: kill: %s is not a job of this tool", ns)
+		} else if err = s.signal(ns, r.Signal); err == nil {
+			s.emit(Event{Ev: EvKilled, Seq: r.Seq, Nspace: ns})
 		}
 	default:
 		err = fmt.Errorf("pmix: request: unknown op %q", r.Op)
@@ -291,6 +301,14 @@ func (s *server) handle(ev pmixEvent) {
 		}
 	case codeJobEnd:
 		ns := firstOf(ev.affected, ev.nspace, ev.source)
+		if ns != "" && ns == s.daemonNs {
+			status := ev.term
+			if ev.haveExit {
+				status = ev.exitCode
+			}
+			s.emit(Event{Ev: EvDaemonsEnd, Nspace: ns, Status: status})
+			return
+		}
 		if ns == "" || ns == s.launcherNs || (s.appNs != "" && ns != s.appNs) {
 			return
 		}
@@ -378,6 +396,64 @@ func (s *server) readyEvent(seq uint64) error {
 	return nil
 }
 
+// daemonSupport says why the launcher cannot start debugger daemons for the job, "" when its
+// debug support lists PMIX_DEBUG_TARGET (PRRTE's lists it, but not PMIX_DEBUGGER_DAEMONS,
+// which it honours) or its debug or spawn support lists PMIX_DEBUGGER_DAEMONS.
+func (s *server) daemonSupport() string {
+	var said []string
+	for _, key := range []string{"pmix.qry.debug", "pmix.qry.spawn"} {
+		ckey := C.CString(key)
+		var out *C.char
+		rc := C.hp_query_string(ckey, &out)
+		C.free(unsafe.Pointer(ckey))
+		if rc != 0 {
+			said = append(said, pmixError("PMIx_Query_info "+key, rc).Error())
+			continue
+		}
+		list := C.GoString(out)
+		C.free(unsafe.Pointer(out))
+		for _, a := range strings.Split(list, ",") {
+			if a = strings.TrimSpace(a); a == C.PMIX_DEBUGGER_DAEMONS || a == C.PMIX_DEBUG_TARGET && key == "pmix.qry.debug" {
+				return ""
+			}
+		}
+		said = append(said, key+": "+list)
+	}
+	return "neither its debug support lists " + C.PMIX_DEBUG_TARGET + " nor its spawn support " + C.PMIX_DEBUGGER_DAEMONS +
+		" (" + strings.Join(said, "; ") + ")"
+}
+
+// spawnDaemons has the launcher start the job's debugger daemons.
+func (s *server) spawnDaemons(r Request) error {
+	switch {
+	case s.appNs == "":
+		return errors.New("pmix: daemons: no job")
+	case s.daemonNs != "":
+		return fmt.Errorf("pmix: daemons: the daemons of %s run already (%s)", s.appNs, s.daemonNs)
+	case !filepath.IsAbs(r.Program):
+		return fmt.Errorf("pmix: daemons: program %q is not an absolute path", r.Program)
+	}
+	if why := s.daemonSupport(); why != "" {
+		return fmt.Errorf("pmix: daemons: the launcher cannot start debugger daemons: %s", why)
+	}
+	argv := append([]string{r.Program}, r.ProgramArgs...)
+	cprog, cdir, ctarget := C.CString(r.Program), C.CString(r.Dir), C.CString(s.appNs)
+	defer C.free(unsafe.Pointer(cprog))
+	defer C.free(unsafe.Pointer(cdir))
+	defer C.free(unsafe.Pointer(ctarget))
+	cargv, freeArgv := cstrings(argv)
+	defer freeArgv()
+	cenv, freeEnv := cstrings(r.Env)
+	defer freeEnv()
+	var ns [256]C.char
+	if rc := C.hp_spawn_daemons(cprog, cargv, cenv, cdir, ctarget, &ns[0], C.size_t(len(ns))); rc != 0 {
+		return pmixError(fmt.Sprintf("PMIx_Spawn %s as debugger daemons of %s", filepath.Base(r.Program), s.appNs), rc)
+	}
+	s.daemonNs = C.GoString(&ns[0])
+	s.emit(Event{Ev: EvDaemons, Seq: r.Seq, Nspace: s.daemonNs})
+	return nil
+}
+
 func (s *server) procTable(nspace string) ([]Proc, error) {
 	cns := C.CString(nspace)
 	defer C.free(unsafe.Pointer(cns))
@@ -444,14 +520,17 @@ func (s *server) continueRanks() error {
 	return errors.Join(errs...)
 }
 
-func (s *server) kill(sig int) error {
+func (s *server) kill(sig int) error { return s.signal(s.appNs, sig) }
+
+// signal sends sig to every process of the job nspace through the launcher.
+func (s *server) signal(nspace string, sig int) error {
 	if sig <= 0 {
 		return fmt.Errorf("pmix: kill: bad signal %d", sig)
 	}
-	cns := C.CString(s.appNs)
+	cns := C.CString(nspace)
 	defer C.free(unsafe.Pointer(cns))
 	if rc := C.hp_signal(cns, C.int(sig)); rc != 0 {
-		return pmixError(fmt.Sprintf("PMIx_Job_control signal %d to %s", sig, s.appNs), rc)
+		return pmixError(fmt.Sprintf("PMIx_Job_control signal %d to %s", sig, nspace), rc)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ export const maxLocalRanks = 4096;
 export const minCallTimeout = 0.001;
 export const maxCallTimeout = 3600;
 /** The attach targets, of which a configuration names exactly one. */
-export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob', 'processName', 'joinSession'] as const;
+export const attachTargets = ['pid', 'pids', 'launcherPid', 'slurmJob', 'pmixNamespace', 'processName', 'joinSession'] as const;
 /** What a session name may be, as the adapter checks sessionName and joinSession. */
 export const sessionNamePattern = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -163,9 +163,9 @@ function checkLaunch(c: DebugConfig, err: (m: string) => void): void {
 function checkAttach(c: DebugConfig, err: (m: string) => void): void {
   const given = attachTargets.filter((k) => c[k] !== undefined);
   if (given.length === 0) {
-    err('attach needs one of "pid", "pids", "launcherPid", "slurmJob", "processName" or "joinSession"');
+    err('attach needs one of "pid", "pids", "launcherPid", "slurmJob", "pmixNamespace", "processName" or "joinSession"');
   } else if (given.length > 1) {
-    err(`attach takes exactly one of "pid", "pids", "launcherPid", "slurmJob", "processName" and "joinSession", not ${given.map((k) => `"${k}"`).join(' and ')}`);
+    err(`attach takes exactly one of "pid", "pids", "launcherPid", "slurmJob", "pmixNamespace", "processName" and "joinSession", not ${given.map((k) => `"${k}"`).join(' and ')}`);
   }
   if (c.joinSession !== undefined) {
     const extra = ['sessionName', 'stopMode', 'ranks', 'stopAtEntry'].filter((k) => c[k] !== undefined);
@@ -237,6 +237,13 @@ function checkAttach(c: DebugConfig, err: (m: string) => void): void {
       err(`"slurmJob" must be a job step "JOBID.STEPID" such as "42.0", not ${describe(c.slurmJob)}`);
     } else {
       c.slurmJob = c.slurmJob.trim();
+    }
+  }
+  if (c.pmixNamespace !== undefined) {
+    if (typeof c.pmixNamespace !== 'string' || c.pmixNamespace.trim() === '') {
+      err(`"pmixNamespace" must be a PMIx namespace such as "prterun-node1-4242@1", not ${describe(c.pmixNamespace)}`);
+    } else {
+      c.pmixNamespace = c.pmixNamespace.trim();
     }
   }
   if (c.program !== undefined && (typeof c.program !== 'string' || c.program.trim() === '')) {

@@ -74,7 +74,10 @@ test('launch: ranks are checked against np', () => {
 });
 
 test('attach: exactly one target', () => {
-  rejects(attach({}), /needs one of "pid", "pids", "launcherPid", "slurmJob", "processName" or "joinSession"/);
+  rejects(attach({}), /needs one of "pid", "pids", "launcherPid", "slurmJob", "pmixNamespace", "processName" or "joinSession"/);
+  rejects(attach({ pmixNamespace: 'prterun-n1-42@1', launcherPid: 5 }), /not "launcherPid" and "pmixNamespace"/);
+  rejects(attach({ pmixNamespace: ' ' }), /"pmixNamespace" must be a PMIx namespace/);
+  assert.equal(checkConfig(attach({ pmixNamespace: ' prterun-n1-42@1 ' })).config?.pmixNamespace, 'prterun-n1-42@1');
   assert.deepEqual(checkConfig(attach({ processName: 'solver', waitFor: true, timeout: 5 })).errors, []);
   rejects(attach({ processName: 'solver', pid: 4 }), /exactly one of .* not "pid" and "processName"/);
   rejects(attach({ pid: 4, waitFor: true }), /"waitFor" waits for a process by "processName"/);
