@@ -237,6 +237,10 @@ func TestSharedSessionTwoClients(t *testing.T) {
 	if ts := a.c.Events("terminated"); len(ts) != 1 {
 		t.Errorf("A got %d terminated events", len(ts))
 	}
+	// The job ended by itself, A still connected: the session is no more, its name free.
+	if ss := a.sessions(); len(ss) != 0 {
+		t.Errorf("hpcdap/sessions after the job ended: %+v", ss)
+	}
 }
 
 // TestSharedSessionEndsForAll: three clients share a job of 2 ranks that runs without end. The
@@ -518,5 +522,71 @@ func TestSharedSessionRestartKeepsName(t *testing.T) {
 	}
 	if ss := b.sessions(); len(ss) != 1 || ss[0].Name != "again" || ss[0].Clients != 2 {
 		t.Errorf("hpcdap/sessions after the restart: %+v", ss)
+	}
+}
+
+// TestConcurrentStepsTwoClients: two clients of one job in stop mode all step different ranks,
+// standing on different lines, at the same moment. Each step would take the other's rank to
+// run free: one sets out, the other is answered (its rank runs by then), and the job stops
+// again. Repeated, since the requests must meet for the race to show.
+func TestConcurrentStepsTwoClients(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "rounds")
+	for round := range 5 {
+		addr := serveShared(t, false, false)
+		a := dialShared(t, addr)
+		name := "steps" + strconv.Itoa(round)
+		a.launch(map[string]any{"program": p.bin, "np": 2, "env": map[string]any{"ROUNDS": "100000000"}, "sessionName": name})
+		a.call("hpcdap/focus", map[string]any{"ranks": "0"}, nil)
+		a.setBreakpoints(p.src, p.line(t, "first"))
+		a.call("hpcdap/focus", map[string]any{"ranks": "0-1"}, nil)
+		a.call("configurationDone", nil, nil)
+		ast := a.stopped()
+		a.setBreakpoints(p.src)
+		b := dialShared(t, addr)
+		b.join(name)
+		b.call("configurationDone", nil, nil)
+		other := 0
+		for _, r := range a.ranks().Ranks {
+			if r.ThreadID != ast.ThreadId {
+				other = r.ThreadID
+			}
+		}
+		done := make(chan *dapclient.Message, 2)
+		for _, q := range []struct {
+			d   *dapSession
+			tid int
+		}{{a, ast.ThreadId}, {b, other}} {
+			go func() {
+				m, err := q.d.c.Request("next", map[string]any{"threadId": q.tid})
+				if err != nil {
+					m = &dapclient.Message{Message: err.Error()}
+				}
+				done <- m
+			}()
+		}
+		ok := 0
+		for range 2 {
+			select {
+			case m := <-done:
+				if m.Success {
+					ok++
+				} else if !strings.Contains(m.Message, "is running") && !strings.Contains(m.Message, "stepping") {
+					t.Errorf("round %d: a next failed with %q, want success or \"… is running\"", round, m.Message)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("round %d: a next got no answer in 60 s", round)
+			}
+		}
+		if ok == 0 {
+			t.Errorf("round %d: neither step set out", round)
+		}
+		if st := a.stopped(); st.Reason != "step" {
+			t.Errorf("round %d: the job stopped with %+v, want a step's end", round, st)
+		}
+		a.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+		b.event("terminated")
+		a.close()
+		b.close()
 	}
 }

@@ -101,6 +101,7 @@ type Job struct {
 	collect    *collector
 	stops      int // all-stops begun: a continue overtaken by one leaves its ranks stopped
 	steps      *stepGroup
+	stepMu     sync.Mutex     // held while a step sets out: one at a time (Job.startSteps)
 	entryWait  map[*Rank]bool // stopAtEntry: ranks not yet at main
 	viewRank   *Rank          // the rank whose stack the client read last
 	changed    map[*Rank]bool

@@ -46,6 +46,11 @@ func (j *Job) StartSteps(ctx context.Context, t *Thread, kind StepKind, instr, s
 
 // startSteps is StartSteps; a step in with a target enters only that call of the line.
 func (j *Job) startSteps(ctx context.Context, t *Thread, kind StepKind, instr, single bool, target *StepTarget) error {
+	// One step sets out at a time (clients sharing the job may ask at once): a step looks at
+	// the other ranks, takes some into its group and runs the rest free, which another step
+	// setting out beside it would be doing too.
+	j.stepMu.Lock()
+	defer j.stepMu.Unlock()
 	// No notification of t's rank is half handled while the step looks at the rank and sets
 	// out (in stop mode thread, a thread that stopped meanwhile is held, and its rank running
 	// again, before the step sees it).
@@ -176,7 +181,11 @@ func (j *Job) startSteps(ctx context.Context, t *Thread, kind StepKind, instr, s
 		}
 	}
 	if len(free) > 0 {
-		// Unless the step has ended meanwhile (the epoch): they then stay stopped with the job.
+		// t's rank is on its way: its event lock goes before the free ranks' are taken, one
+		// rank's at a time, as every continue takes them. Unless the step has ended meanwhile
+		// (the epoch), they run; else they stay stopped with the job.
+		t.Rank.evMu.Unlock()
+		locked = false
 		if _, err := j.continueRanksIn(free, nil, epoch); err != nil {
 			j.logf("step: run ranks free: %v", err)
 		}
