@@ -86,6 +86,9 @@ func (sh *share) reserve() error {
 	if sh.name == "" {
 		return nil
 	}
+	if sh.uid < 0 {
+		return fmt.Errorf("sessionName %q: the user of this connection is not known, and a session is shared with its user only", sh.name)
+	}
 	srv := sh.srv
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -152,6 +155,9 @@ func (sh *share) info() SessionInfo {
 
 // sessionsOf lists the shared sessions whose job runs and that the user uid may join, by name.
 func (srv *Server) sessionsOf(uid int) []SessionInfo {
+	if uid < 0 {
+		return []SessionInfo{} // a peer of unknown user owns nothing
+	}
 	srv.mu.Lock()
 	var list []*share
 	for _, sh := range srv.named {
@@ -163,7 +169,7 @@ func (srv *Server) sessionsOf(uid int) []SessionInfo {
 	out := []SessionInfo{}
 	for _, sh := range list {
 		sh.mu.Lock()
-		live := sh.job != nil && !sh.ended
+		live := sh.job != nil && !sh.ended && !sh.terminated
 		sh.mu.Unlock()
 		if live {
 			out = append(out, sh.info())
@@ -191,7 +197,7 @@ func (s *Conn) join(name string) (*share, *debugger.Job, error) {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if sh.job == nil || sh.ended {
+	if sh.job == nil || sh.ended || sh.terminated {
 		return nil, nil, fmt.Errorf("joinSession %q: the session's job has not started yet or has ended", name)
 	}
 	sh.members = append(sh.members, s.events())
@@ -312,7 +318,8 @@ func (sh *share) Exited(code int) {
 	}
 }
 
-// Terminated reports the job's end, once.
+// Terminated reports the job's end, once. The session is then over for joining and listing,
+// and its name free for a new one, though clients may still be connected to it.
 func (sh *share) Terminated() {
 	sh.mu.Lock()
 	told := sh.terminated
@@ -321,6 +328,7 @@ func (sh *share) Terminated() {
 	if told {
 		return
 	}
+	sh.unregister()
 	for _, m := range sh.each() {
 		m.Terminated()
 	}
