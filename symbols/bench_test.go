@@ -231,3 +231,35 @@ func BenchmarkGDBLoadLibc(b *testing.B) {
 	}
 	b.ReportMetric(float64(rss)/1024, "maxrss-MB")
 }
+
+// BenchmarkLoadLibcIndexCache is BenchmarkLoadLibc with the persistent index cache: "cold"
+// builds the index and writes the entry (a first session), "warm" reads it (every later one).
+func BenchmarkLoadLibcIndexCache(b *testing.B) {
+	for _, warm := range []bool{false, true} {
+		name := "cold"
+		if warm {
+			name = "warm"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "cache")
+			if warm {
+				if _, err := Open(libcPath, &Options{IndexCacheDir: dir}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := 0; i < b.N; i++ {
+				if !warm {
+					os.RemoveAll(dir)
+				}
+				bin, err := Open(libcPath, &Options{IndexCacheDir: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if bin.Stats().IndexCached != warm {
+					b.Fatalf("index cached: %v", bin.Stats().IndexCached)
+				}
+				bin.Close()
+			}
+		})
+	}
+}
