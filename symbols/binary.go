@@ -187,16 +187,34 @@ func newBinary(path string, osf *os.File, f *elf.File, dirs []string, store inde
 	if dbg != nil {
 		defer dbg.Close()
 	}
-	b.syms = loadSymbols([]*elf.File{dbg, f}, b.opd, arch.Name == "ppc64le")
-	b.stats.Symbols = len(b.syms.syms)
-
-	if err := b.loadFrames(f, dbg); err != nil {
-		return nil, fmt.Errorf("symbols: open %s: %w", path, err)
-	}
+	// The ELF symbols and the call frame information are read beside the DWARF: neither
+	// needs the other, and the DWARF takes longest.
+	side := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				side <- fmt.Errorf("symbols: open %s: malformed object: %v", path, r)
+			}
+		}()
+		b.syms = loadSymbols([]*elf.File{dbg, f}, b.opd, arch.Name == "ppc64le")
+		b.stats.Symbols = len(b.syms.syms)
+		if err := b.loadFrames(f, dbg); err != nil {
+			side <- fmt.Errorf("symbols: open %s: %w", path, err)
+			return
+		}
+		side <- nil
+	}()
+	var dwErr error
 	if hasDWARF(dwf) {
 		if err := b.loadDWARF(dwf, store); err != nil {
-			return nil, fmt.Errorf("symbols: open %s: DWARF: %w", path, err)
+			dwErr = fmt.Errorf("symbols: open %s: DWARF: %w", path, err)
 		}
+	}
+	if err := <-side; err != nil {
+		return nil, err
+	}
+	if dwErr != nil {
+		return nil, dwErr
 	}
 	return b, nil
 }
