@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 )
 
 // The benchmarks use a generated program: benchFiles compile units with benchFuncs
