@@ -16,17 +16,55 @@ import (
 // naming both functions, and the thread stays where it was.
 func TestGotoSkipsALine(t *testing.T) {
 	p := compileC(t, "jump", "-O0")
-	skipped, to, end := p.line(t, "jump-skipped"), p.line(t, "jump-to"), p.line(t, "jump-end")
+	out, err := exec.Command(needTool(t, "gdb"), append(jumpCommands(p, "run"), p.bin)...).CombinedOutput()
+	checkGoto(t, p, gdbJumpResult(t, out, err), map[string]any{"program": p.bin})
+}
 
-	out, err := exec.Command(needTool(t, "gdb"), "-nx", "-batch",
-		"-ex", fmt.Sprintf("break jump.c:%d", skipped), "-ex", fmt.Sprintf("break jump.c:%d", end),
-		"-ex", "run", "-ex", fmt.Sprintf("jump jump.c:%d", to), "-ex", "print a", p.bin).CombinedOutput()
+// TestGotoPower is TestGotoSkipsALine on Power programs under QEMU (big-endian ELFv1 and
+// ppc64le), gdb-multiarch on a second QEMU the oracle: the pc is set through the architecture's
+// own pc register.
+func TestGotoPower(t *testing.T) {
+	for _, tg := range powerTargets {
+		t.Run(tg.emulator, func(t *testing.T) {
+			emulator := modernQEMU(t, tg.emulator)
+			p := compilePowerC(t, tg, "jump")
+			_, out := emulatedOracle(t, p, emulator, nil, append(jumpCommandsEx(p, "continue"), "python print('ORACLE {}')")...)
+			checkGoto(t, p, gdbJumpResult(t, []byte(out), nil), map[string]any{"program": p.bin, "emulator": tg.emulator})
+		})
+	}
+}
+
+// jumpCommandsEx are gdb's commands for the oracle: stop before the skipped line, jump to the
+// next one, print a at the end (start: "run", or "continue" on a stub).
+func jumpCommandsEx(p *program, start string) []string {
+	return []string{fmt.Sprintf("break jump.c:%d", p.marks["jump-skipped"]), fmt.Sprintf("break jump.c:%d", p.marks["jump-end"]),
+		start, fmt.Sprintf("jump jump.c:%d", p.marks["jump-to"]), "print a"}
+}
+
+// jumpCommands are jumpCommandsEx as gdb -batch arguments.
+func jumpCommands(p *program, start string) []string {
+	args := []string{"-nx", "-batch"}
+	for _, c := range jumpCommandsEx(p, start) {
+		args = append(args, "-ex", c)
+	}
+	return args
+}
+
+// gdbJumpResult is the value gdb printed for a after its jump.
+func gdbJumpResult(t *testing.T, out []byte, err error) string {
+	t.Helper()
 	m := regexp.MustCompile(`(?m)^\$1 = (-?\d+)$`).FindSubmatch(out)
 	if m == nil {
 		t.Fatalf("gdb: %v\n%s", err, out)
 	}
-	want := string(m[1])
+	return string(m[1])
+}
 
+// checkGoto runs the DAP side of the goto tests: launched with args, stopped before the
+// skipped line, a goto into another function refused, a goto to the next line, and a at the
+// end compared with want (gdb's).
+func checkGoto(t *testing.T, p *program, want string, args map[string]any) {
+	skipped, to, end := p.line(t, "jump-skipped"), p.line(t, "jump-to"), p.line(t, "jump-end")
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	var caps dap.Capabilities
@@ -34,7 +72,7 @@ func TestGotoSkipsALine(t *testing.T) {
 	if !caps.SupportsGotoTargetsRequest {
 		t.Fatal("supportsGotoTargetsRequest not advertised")
 	}
-	d.call("launch", map[string]any{"program": p.bin}, nil)
+	d.call("launch", args, nil)
 	d.event("initialized")
 	d.setBreakpoints(p.src, skipped, end)
 	d.call("configurationDone", nil, nil)
