@@ -263,7 +263,11 @@ func (b *Binary) loadDWARF(f *elf.File, store indexStore) error {
 	layout := dwarfLayout(f)
 	if store.dir != "" {
 		if snap := b.cachedIndex(store, id, layout); snap != nil {
-			if err := b.openDWARF(f, snap.sections); err == nil && b.restoreIndex(snap.scans) == nil {
+			// The units decode while debug/dwarf reads the unit headers and abbreviations.
+			decoded := make(chan error, 1)
+			go func() { decoded <- snap.decodeScans() }()
+			err := b.openDWARF(f, snap.sections)
+			if derr := <-decoded; err == nil && derr == nil && b.restoreIndex(snap.scans) == nil {
 				b.stats.IndexCached = true
 				return nil
 			}

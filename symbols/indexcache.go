@@ -52,7 +52,7 @@ func (b *Binary) compressedSections(layout []sectionFact) map[string][]byte {
 	return out
 }
 
-// cachedIndex returns the cache's entry for this binary, or nil when there is none or it is
+// cachedIndex returns the cache's entry for this binary (its units not decoded yet), or nil when there is none or it is
 // not this file's: another build-id, other section headers (a foreign or stale file), or a
 // compressed section missing.
 func (b *Binary) cachedIndex(store indexStore, id string, layout []sectionFact) *indexSnapshot {
@@ -60,7 +60,7 @@ func (b *Binary) cachedIndex(store indexStore, id string, layout []sectionFact) 
 	if data == nil {
 		return nil
 	}
-	snap, err := decodeIndex(data)
+	snap, err := decodeIndexHead(data)
 	if err != nil || !bytes.Equal(snap.buildID, b.BuildID) || len(snap.layout) != len(layout) {
 		return nil
 	}

@@ -27,6 +27,7 @@ type indexSnapshot struct {
 	layout   []sectionFact
 	sections map[string][]byte
 	scans    []*cuScan
+	units    []byte // the encoded units, until decodeScans
 }
 
 // sectionFact identifies one DWARF section as the file holds it.
@@ -145,10 +146,24 @@ func encodeScan(w *encoder, r *cuScan) {
 }
 
 // decodeIndex reads a snapshot written by encodeIndex; its strings and sections share data's
-// memory, which must not change afterwards. Any damage (a short file, a bad
-// checksum, another format version, counts or lengths beyond the data) is an error; the
-// compile units it returns have no Binary yet.
+// memory, which must not change afterwards. Any damage (a short file, a bad checksum, another
+// format version, counts or lengths beyond the data) is an error; the compile units it
+// returns have no Binary yet.
 func decodeIndex(data []byte) (*indexSnapshot, error) {
+	s, err := decodeIndexHead(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.decodeScans(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// decodeIndexHead checks a snapshot's header and checksum and reads what identifies the file
+// and the cached sections, leaving the units for decodeScans (which may run beside the
+// opening of the DWARF those sections hold).
+func decodeIndexHead(data []byte) (*indexSnapshot, error) {
 	const head = len(indexMagic) + 16
 	if len(data) < head || string(data[:len(indexMagic)]) != indexMagic {
 		return nil, errors.New("index cache: not an index file")
@@ -175,6 +190,16 @@ func decodeIndex(data []byte) (*indexSnapshot, error) {
 		name := r.str()
 		s.sections[name] = r.bytes()
 	}
+	if r.err != nil {
+		return nil, fmt.Errorf("index cache: %w", r.err)
+	}
+	s.units = r.b
+	return s, nil
+}
+
+// decodeScans reads the compile units' index that decodeIndexHead left.
+func (s *indexSnapshot) decodeScans() error {
+	r := decoder{b: s.units}
 	for i, n := 0, r.count(20); i < n && r.err == nil; i++ {
 		s.scans = append(s.scans, decodeScan(&r))
 	}
@@ -182,9 +207,9 @@ func decodeIndex(data []byte) (*indexSnapshot, error) {
 		r.err = fmt.Errorf("%d bytes after the last unit", len(r.b))
 	}
 	if r.err != nil {
-		return nil, fmt.Errorf("index cache: %w", r.err)
+		return fmt.Errorf("index cache: %w", r.err)
 	}
-	return s, nil
+	return nil
 }
 
 func decodeScan(r *decoder) *cuScan {
