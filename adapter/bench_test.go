@@ -13,7 +13,7 @@ import (
 
 // Benchmarks (go test -run '^$' -bench . ./adapter):
 //
-//	BenchmarkRequestLatency   stackTrace, scopes, variables, evaluate and completions at one stop, hpcdap
+//	BenchmarkRequestLatency   threads, stackTrace, scopes, variables, evaluate and completions at one stop, hpcdap
 //	                          beside lldb-vscode-15 on the same program; p50/p99 per request.
 //	BenchmarkLaunchToStop     launch → every rank stopped at a breakpoint, for 1, 16, 64 ranks.
 //	BenchmarkMemoryPerRank    the adapter's heap per rank of a stopped job with its stacks read.
@@ -63,6 +63,8 @@ func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l
 	}
 	for i := 0; i < b.N; i++ {
 		switch which {
+		case "threads":
+			call("threads", nil)
 		case "stackTrace":
 			call("stackTrace", map[string]any{"threadId": tid})
 		case "scopes":
@@ -80,7 +82,7 @@ func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l
 func BenchmarkRequestLatency(b *testing.B) {
 	p := compileC(b, "stacks")
 	line := p.line(b, "leaf-write")
-	for _, req := range []string{"stackTrace", "scopes", "variables", "evaluate", "completions"} {
+	for _, req := range []string{"threads", "stackTrace", "scopes", "variables", "evaluate", "completions"} {
 		b.Run("hpcdap/"+req, func(b *testing.B) {
 			d := newDAP(b, viaStdio)
 			defer d.close()
@@ -104,6 +106,30 @@ func BenchmarkRequestLatency(b *testing.B) {
 			lp.c.Call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
 		})
 	}
+}
+
+// BenchmarkThreadsAfterStop times the first threads request of each stop (the one a client
+// sends when a thread stops, which reads the rank's thread list), one process stepped an
+// instruction at a time.
+//
+//	go test ./adapter -run '^$' -bench ThreadsAfterStop -benchtime 300x
+func BenchmarkThreadsAfterStop(b *testing.B) {
+	p := compileC(b, "stacks")
+	d := newDAP(b, viaStdio)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(b, "leaf-write"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	var l latency
+	b.ResetTimer()
+	for range b.N {
+		d.call("stepIn", map[string]any{"threadId": st.ThreadId, "granularity": "instruction"}, nil)
+		d.stopped()
+		l.time(func() { d.call("threads", nil, nil) })
+	}
+	b.StopTimer()
+	l.report(b)
 }
 
 func BenchmarkLaunchToStop(b *testing.B) {

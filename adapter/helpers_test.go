@@ -236,15 +236,7 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 	})
 	switch tr {
 	case viaPipe:
-		srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: logger, LogDir: logDir, Symbols: testSymbols})
-		a, b := net.Pipe()
-		done := make(chan struct{})
-		go func() { srv.ServeConn(a); close(done) }()
-		c := dapclient.New(b, b)
-		return &dapSession{t: t, c: c, end: func() {
-			b.Close()
-			waitOrFail(t, done, "session end")
-		}}
+		return pipeSession(t, NewServer(Config{AgentPath: hpcdapBinary(t), Log: logger, LogDir: logDir, Symbols: testSymbols}))
 	case viaTCP:
 		srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: logger, LogDir: logDir, Symbols: testSymbols})
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -288,6 +280,18 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 	}
 	t.Fatalf("unknown transport %q", tr)
 	return nil
+}
+
+// pipeSession is a DAP session with srv over an in-process pipe.
+func pipeSession(t testing.TB, srv *Server) *dapSession {
+	a, b := net.Pipe()
+	done := make(chan struct{})
+	go func() { srv.ServeConn(a); close(done) }()
+	c := dapclient.New(b, b)
+	return &dapSession{t: t, c: c, end: func() {
+		b.Close()
+		waitOrFail(t, done, "session end")
+	}}
 }
 
 func waitOrFail(t testing.TB, ch <-chan struct{}, what string) {

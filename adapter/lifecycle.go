@@ -24,6 +24,7 @@ func capabilities() Capabilities {
 	c.SupportsEvaluateForHovers = true
 	c.SupportsCompletionsRequest = true
 	c.SupportsStepInTargetsRequest = true
+	c.SupportsGotoTargetsRequest = true
 	c.SupportsCancelRequest = true
 	c.SupportsRestartRequest = true
 	c.SupportsSetVariable = true

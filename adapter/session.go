@@ -270,6 +270,10 @@ func (s *Conn) dispatch(m dap.Message) (keep bool) {
 		s.onNextRequest(req)
 	case *dap.StepInRequest: // Required
 		s.onStepInRequest(req)
+	case *dap.GotoTargetsRequest: // Optional (capability 'supportsGotoTargetsRequest')
+		s.onGotoTargetsRequest(req)
+	case *dap.GotoRequest:
+		s.onGotoRequest(req)
 	case *dap.StepInTargetsRequest: // Optional (capability 'supportsStepInTargetsRequest')
 		s.onStepInTargetsRequest(req)
 	case *dap.StepOutRequest: // Required

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -180,5 +181,44 @@ func TestThreadNamesAndTLSAgainstGDB(t *testing.T) {
 		if v.role != want {
 			t.Errorf("LWP %d: named %s, want %s", lwp, v.role, want)
 		}
+	}
+}
+
+// TestThreadNamesOfLaterThreads: the threads request at a stop after the first names the
+// threads created since, by their start routines and pthread_t, while the main thread keeps
+// its name (thread names are not read again for threads already named).
+func TestThreadNamesOfLaterThreads(t *testing.T) {
+	p := compileC(t, "tlsthreads", "-pthread")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "stopAtEntry": true})
+	d.setBreakpoints(p.src, p.line(t, "all-ready"))
+	d.call("configurationDone", nil, nil)
+	d.stopped()
+	var first dap.ThreadsResponseBody
+	d.call("threads", nil, &first)
+	if len(first.Threads) != 1 || dapThreadName.FindStringSubmatch(first.Threads[0].Name) == nil {
+		t.Fatalf("threads at main: %+v, want the main thread named with its pthread_t", first.Threads)
+	}
+	d.call("continue", map[string]any{"threadId": first.Threads[0].Id}, nil)
+	if st := d.stopped(); st.Reason != "breakpoint" {
+		t.Fatalf("stopped %+v", st)
+	}
+	var later dap.ThreadsResponseBody
+	d.call("threads", nil, &later)
+	roles := map[string]int{}
+	for _, th := range later.Threads {
+		m := dapThreadName.FindStringSubmatch(th.Name)
+		if m == nil {
+			t.Errorf("thread %d named %q, want %q", th.Id, th.Name, "rank 0 · ROLE (LWP N) 0xPTHREAD")
+			continue
+		}
+		roles[m[1]]++
+		if th.Id == first.Threads[0].Id && th.Name != first.Threads[0].Name {
+			t.Errorf("main thread renamed from %q to %q", first.Threads[0].Name, th.Name)
+		}
+	}
+	if want := map[string]int{"main": 1, "worker": 4, "helper": 4}; !reflect.DeepEqual(roles, want) {
+		t.Errorf("thread roles %v, want %v", roles, want)
 	}
 }

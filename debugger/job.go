@@ -56,8 +56,9 @@ type Rank struct {
 	stepHold    bool // a step waits to suspend the rank: a notification to pass on suspends it instead
 	gen         int  // bumped at every resume: frames and variables of older stops are stale
 	stepper     *stepper
-	threads     []*Thread // leader first, then by LWP
-	threadsGen  int       // gen the thread list was read at (-1: never)
+	threads     []*Thread           // leader first, then by LWP
+	threadsGen  int                 // gen the thread list was read at (-1: never)
+	labels      map[int]threadLabel // the thread library's label of each LWP, once it has one
 	hits        map[int]int
 	started     chan struct{} // closed at the first stop after launch or attach
 	startOnce   sync.Once

@@ -77,12 +77,26 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	if err != nil {
 		return
 	}
-	labels := r.sym.threadLabels(ctx)
+	// A thread's pthread_t and start routine do not change while it lives: the thread
+	// library's list is read again only when a thread it has not labelled is there.
+	j.mu.Lock()
+	labels := r.labels
+	for _, e := range list {
+		if labels[int(e.TID)].pthread == 0 {
+			labels = nil
+			break
+		}
+	}
+	j.mu.Unlock()
+	if labels == nil {
+		labels = r.sym.threadLabels(ctx)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if r.gen != gen {
 		return
 	}
+	r.labels = labels
 	alive := map[int]bool{}
 	for _, e := range list {
 		lwp := int(e.TID)

@@ -204,7 +204,8 @@ func open(ctx context.Context, t Target, agent, logDir string, timeout time.Dura
 		}
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	cfg := debugger.Config{Ctx: context.Background(), Events: events{diag}, Syms: symbols.NewCache(nil),
+	cfg := debugger.Config{Ctx: context.Background(), Events: events{diag},
+		Syms:        symbols.NewCache(&symbols.Options{IndexCacheDir: symbols.DefaultIndexCacheDir()}),
 		CallTimeout: debugger.CallTimeout, Fanout: fanout}
 	j, err := debugger.NewJob(ctx, cfg, g, debugger.StopAll, "")
 	if err != nil {

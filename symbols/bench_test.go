@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // The benchmarks use a generated program: benchFiles compile units with benchFuncs
@@ -192,6 +193,7 @@ const libcPath = "/lib/x86_64-linux-gnu/libc.so.6"
 func BenchmarkLoadLibc(b *testing.B) {
 	b.ReportAllocs()
 	var heap uint64
+	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
 		runtime.GC()
 		var before, after runtime.MemStats
@@ -210,6 +212,7 @@ func BenchmarkLoadLibc(b *testing.B) {
 		bin.Close()
 	}
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MB")
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkGDBLoadLibc is gdb's side of BenchmarkLoadLibc.
@@ -230,4 +233,46 @@ func BenchmarkGDBLoadLibc(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(rss)/1024, "maxrss-MB")
+}
+
+// BenchmarkLoadLibcIndexCache is BenchmarkLoadLibc with the persistent index cache: "cold"
+// builds the index and writes the entry (a first session), "warm" reads it (every later one).
+func BenchmarkLoadLibcIndexCache(b *testing.B) {
+	for _, warm := range []bool{false, true} {
+		name := "cold"
+		if warm {
+			name = "warm"
+		}
+		b.Run(name, func(b *testing.B) {
+			dir := filepath.Join(b.TempDir(), "cache")
+			if warm {
+				if _, err := Open(libcPath, &Options{IndexCacheDir: dir}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				if !warm {
+					os.RemoveAll(dir)
+				}
+				bin, err := Open(libcPath, &Options{IndexCacheDir: dir})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if bin.Stats().IndexCached != warm {
+					b.Fatalf("index cached: %v", bin.Stats().IndexCached)
+				}
+				bin.Close()
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
+
+// cpuTime is the CPU time (user and system) this process has used: on a loaded machine it
+// tells more than the wall clock.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -19,6 +19,9 @@ var DefaultDebugDirs = []string{"/usr/lib/debug"}
 type Options struct {
 	// DebugDirs replaces DefaultDebugDirs when non-nil.
 	DebugDirs []string
+	// IndexCacheDir is the directory of the persistent index cache (DefaultIndexCacheDir
+	// gives the user's); "" reads every binary's DWARF afresh.
+	IndexCacheDir string
 }
 
 // Binary is one ELF executable or shared object with its debugging information, independent
@@ -74,12 +77,17 @@ type LoadStats struct {
 	DIEs         int
 	Symbols      int
 	FDEs         int
+	// IndexBuilds counts the walks over every DIE (0 or 1); IndexCached is true when the
+	// index came from the persistent cache instead.
+	IndexBuilds int
+	IndexCached bool
 }
 
 // dwarfSections holds the raw DWARF sections the package decodes itself (debug/dwarf handles
 // the rest).
 type dwarfSections struct {
 	info, loc, loclists, addr, rnglists, strOffsets []byte
+	all                                             map[string][]byte // every section read, by name
 }
 
 // dieRef names a DIE inside the binary.
@@ -119,7 +127,7 @@ func Open(path string, opts *Options) (*Binary, error) {
 		osf.Close()
 		return nil, fmt.Errorf("symbols: open %s: %w", path, err)
 	}
-	b, err := newBinary(path, osf, f, dirs)
+	b, err := newBinary(path, osf, f, dirs, indexStore{dir: opts.IndexCacheDir})
 	if err != nil {
 		osf.Close()
 		return nil, err
@@ -127,7 +135,7 @@ func Open(path string, opts *Options) (*Binary, error) {
 	return b, nil
 }
 
-func newBinary(path string, osf *os.File, f *elf.File, dirs []string) (b *Binary, err error) {
+func newBinary(path string, osf *os.File, f *elf.File, dirs []string, store indexStore) (b *Binary, err error) {
 	defer func() {
 		// debug/dwarf and debug/elf are not hardened against malformed input; a panic from
 		// them on a corrupt file becomes an error.
@@ -179,16 +187,34 @@ func newBinary(path string, osf *os.File, f *elf.File, dirs []string) (b *Binary
 	if dbg != nil {
 		defer dbg.Close()
 	}
-	b.syms = loadSymbols([]*elf.File{dbg, f}, b.opd, arch.Name == "ppc64le")
-	b.stats.Symbols = len(b.syms.syms)
-
-	if err := b.loadFrames(f, dbg); err != nil {
-		return nil, fmt.Errorf("symbols: open %s: %w", path, err)
-	}
-	if hasDWARF(dwf) {
-		if err := b.loadDWARF(dwf); err != nil {
-			return nil, fmt.Errorf("symbols: open %s: DWARF: %w", path, err)
+	// The ELF symbols and the call frame information are read beside the DWARF: neither
+	// needs the other, and the DWARF takes longest.
+	side := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				side <- fmt.Errorf("symbols: open %s: malformed object: %v", path, r)
+			}
+		}()
+		b.syms = loadSymbols([]*elf.File{dbg, f}, b.opd, arch.Name == "ppc64le")
+		b.stats.Symbols = len(b.syms.syms)
+		if err := b.loadFrames(f, dbg); err != nil {
+			side <- fmt.Errorf("symbols: open %s: %w", path, err)
+			return
 		}
+		side <- nil
+	}()
+	var dwErr error
+	if hasDWARF(dwf) {
+		if err := b.loadDWARF(dwf, store); err != nil {
+			dwErr = fmt.Errorf("symbols: open %s: DWARF: %w", path, err)
+		}
+	}
+	if err := <-side; err != nil {
+		return nil, err
+	}
+	if dwErr != nil {
+		return nil, dwErr
 	}
 	return b, nil
 }
@@ -226,9 +252,49 @@ func (b *Binary) loadFrames(f, dbg *elf.File) error {
 	return nil
 }
 
-// loadDWARF reads the DWARF sections and indexes compile units, functions, globals and types.
-func (b *Binary) loadDWARF(f *elf.File) error {
+// loadDWARF reads the DWARF sections and indexes compile units, functions, globals and types,
+// or takes the index (and the decompressed sections) from the persistent cache when it holds
+// this file's, and stores it there after building it.
+func (b *Binary) loadDWARF(f *elf.File, store indexStore) error {
+	id := b.BuildIDString()
+	if id == "" {
+		store.dir = "" // without a build-id nothing says that a cache entry is this file's
+	}
+	layout := dwarfLayout(f)
+	if store.dir != "" {
+		if snap := b.cachedIndex(store, id, layout); snap != nil {
+			// The units decode while debug/dwarf reads the unit headers and abbreviations.
+			decoded := make(chan error, 1)
+			go func() { decoded <- snap.decodeScans() }()
+			err := b.openDWARF(f, snap.sections)
+			if derr := <-decoded; err == nil && derr == nil && b.restoreIndex(snap.scans) == nil {
+				b.stats.IndexCached = true
+				return nil
+			}
+			// A damaged entry: build the index from the file and replace it.
+		}
+	}
+	if err := b.openDWARF(f, nil); err != nil {
+		return err
+	}
+	scans, err := b.index()
+	if err != nil {
+		return err
+	}
+	if store.dir != "" {
+		store.store(id, encodeIndex(&indexSnapshot{buildID: b.BuildID, layout: layout,
+			sections: b.compressedSections(layout), scans: scans}))
+	}
+	return nil
+}
+
+// openDWARF reads the DWARF sections of f (those in cached first, decompressed already) into
+// the standard library's reader.
+func (b *Binary) openDWARF(f *elf.File, cached map[string][]byte) error {
 	get := func(n string) []byte {
+		if d, ok := cached[n]; ok {
+			return d
+		}
 		d, _ := sectionData(f, n)
 		return d
 	}
@@ -252,8 +318,14 @@ func (b *Binary) loadDWARF(f *elf.File) error {
 	}
 	b.dw = d
 	b.secs = dwarfSections{info: info, loc: get(".debug_loc"), loclists: get(".debug_loclists"),
-		addr: get(".debug_addr"), rnglists: get(".debug_rnglists"), strOffsets: get(".debug_str_offsets")}
-	return b.index()
+		addr: get(".debug_addr"), rnglists: get(".debug_rnglists"), strOffsets: get(".debug_str_offsets"),
+		all: map[string][]byte{}}
+	for _, n := range dwarfSectionNames {
+		if d := get(n); d != nil {
+			b.secs.all[n] = d
+		}
+	}
+	return nil
 }
 
 // Close releases the object file. Methods that need code bytes fail afterwards.

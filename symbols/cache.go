@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -21,9 +22,10 @@ type Cache struct {
 }
 
 type cacheEntry struct {
-	once sync.Once
-	bin  *Binary
-	err  error
+	once   sync.Once
+	bin    *Binary
+	err    error
+	loaded atomic.Bool // bin and err are set
 }
 
 // fileKey identifies a file on disk independent of the path used to reach it.
@@ -70,7 +72,10 @@ func (c *Cache) Open(path string) (*Binary, error) {
 		c.byFile[key] = e
 		c.mu.Unlock()
 	}
-	e.once.Do(func() { e.bin, e.err = Open(path, c.opts) })
+	e.once.Do(func() {
+		e.bin, e.err = Open(path, c.opts)
+		e.loaded.Store(true)
+	})
 	return e.bin, e.err
 }
 

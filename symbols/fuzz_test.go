@@ -3,6 +3,7 @@ package symbols
 import (
 	"debug/elf"
 	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,4 +152,54 @@ func FuzzDemangle(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { demangle(s) })
+}
+
+// FuzzIndexCache decodes arbitrary bytes as the body of a persistent index cache entry (the
+// header and checksum made valid, so that the fuzzer reaches the decoder) and restores what
+// decodes into a binary, as an open with a damaged or hostile entry would: errors, never
+// panics or huge allocations.
+func FuzzIndexCache(f *testing.F) {
+	dir := f.TempDir()
+	exe := filepath.Join(dir, "seed")
+	if err := os.WriteFile(exe, fuzzSeedBinary(f, "-g", "-O2"), 0o755); err != nil {
+		f.Fatal(err)
+	}
+	cache := filepath.Join(dir, "cache")
+	b, err := Open(exe, &Options{IndexCacheDir: cache})
+	if err != nil {
+		f.Fatal(err)
+	}
+	seed := indexStore{dir: cache}.load(b.BuildIDString())
+	if seed == nil {
+		f.Fatal("no cache entry written for the seed binary")
+	}
+	b.Close()
+	const head = len(indexMagic) + 16
+	f.Add(seed[head:])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		data := make([]byte, head, head+len(body))
+		copy(data, indexMagic)
+		binary.LittleEndian.PutUint32(data[len(indexMagic):], indexFormatVersion)
+		binary.LittleEndian.PutUint32(data[len(indexMagic)+4:], crc32.Checksum(body, crcTable))
+		binary.LittleEndian.PutUint64(data[len(indexMagic)+8:], uint64(len(body)))
+		snap, err := decodeIndex(append(data, body...))
+		if err != nil {
+			return
+		}
+		bin, err := Open(exe, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bin.Close()
+		if bin.restoreIndex(snap.scans) == nil {
+			for _, fn := range bin.Functions() {
+				bin.LineForPC(fn.Entry)
+				bin.FunctionBreakpoints(fn.Name)
+			}
+			for _, file := range bin.SourceFiles() {
+				bin.LineBreakpoints(file, 10)
+			}
+		}
+	})
 }

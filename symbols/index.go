@@ -164,18 +164,14 @@ func unitHeaders(info []byte, order interface {
 }
 
 // index walks every DIE once, in parallel over compile units, and builds the tables used by
-// lookups.
-func (b *Binary) index() error {
+// lookups. It returns what each unit contributed, for the persistent cache.
+func (b *Binary) index() ([]*cuScan, error) {
 	hdrs, err := unitHeaders(b.secs.info, b.Arch.ByteOrder)
 	if err != nil && len(hdrs) == 0 {
-		return err
+		return nil, err
 	}
-	// debug/dwarf caches each DWARF 5 unit's base offsets on the first Seek into it; doing
-	// that once here, before any concurrent reader, keeps later readers read-only.
-	warm := b.dw.Reader()
-	for _, h := range hdrs {
-		warm.Seek(dwarf.Offset(h.dieOff))
-	}
+	b.warmUnits(hdrs)
+	b.stats.IndexBuilds++
 	results := make([]*cuScan, len(hdrs))
 	workers := runtime.GOMAXPROCS(0)
 	if workers > len(hdrs) {
@@ -200,9 +196,27 @@ func (b *Binary) index() error {
 	wg.Wait()
 	for i, e := range errs {
 		if e != nil {
-			return fmt.Errorf("unit at %#x: %w", hdrs[i].start, e)
+			return nil, fmt.Errorf("unit at %#x: %w", hdrs[i].start, e)
 		}
 	}
+	b.merge(results)
+	b.indexFiles()
+	return results, nil
+}
+
+// warmUnits seeks once into every unit: debug/dwarf caches each DWARF 5 unit's base offsets
+// on the first Seek into it, and doing that before any concurrent reader keeps later readers
+// read-only.
+func (b *Binary) warmUnits(hdrs []unitHeader) {
+	warm := b.dw.Reader()
+	for _, h := range hdrs {
+		warm.Seek(dwarf.Offset(h.dieOff))
+	}
+}
+
+// merge builds the binary's tables from what its units contributed.
+func (b *Binary) merge(results []*cuScan) {
+	b.cus, b.funcs, b.franges, b.cranges, b.stats.DIEs = nil, nil, nil, nil, 0
 	b.globals = map[string][]dieRef{}
 	b.types = map[string][]dieRef{}
 	b.enumerators = map[string][]dieRef{}
@@ -290,8 +304,6 @@ func (b *Binary) index() error {
 	b.stats.CompileUnits = len(b.cus)
 	b.stats.Functions = len(b.funcs)
 	b.stats.Globals = len(b.globals)
-	b.indexFiles()
-	return nil
 }
 
 // nameOfDIE returns the (qualified, where known) name of a DIE, following

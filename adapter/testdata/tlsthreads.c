@@ -41,7 +41,7 @@ int main(void)
 		pthread_create(&t[i], NULL, i % 2 ? helper : worker, (void *)i);
 	for (int i = 0; i < NWORKERS; i++)
 		sem_wait(&ready);
-	tlsarr[1] = -1;
+	tlsarr[1] = -1; /* MARK:all-ready */
 	printf("ready\n");
 	fflush(stdout);
 	park();

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/hpcdap/hpcdap/adapter"
+	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // stdio joins the process's standard input and output into one DAP stream.
@@ -61,7 +62,7 @@ func runDAP(args []string, stdout, stderr io.Writer) error {
 	if !ok {
 		return fmt.Errorf("standard output is not a file")
 	}
-	srv := adapter.NewServer(adapter.Config{AgentPath: *agent, Log: logger})
+	srv := adapter.NewServer(adapter.Config{AgentPath: *agent, Log: logger, SymbolOptions: symbolOptions()})
 	srv.ServeConn(stdio{in: os.Stdin, out: out})
 	return nil
 }
@@ -109,7 +110,8 @@ func runServe(args []string, stdout, stderr io.Writer) error {
 	if f, ok := stdout.(*os.File); ok {
 		f.Sync()
 	}
-	srv := adapter.NewServer(adapter.Config{AgentPath: *agent, Log: logger, AnyUser: *anyUser})
+	srv := adapter.NewServer(adapter.Config{AgentPath: *agent, Log: logger, AnyUser: *anyUser,
+		SymbolOptions: symbolOptions()})
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -136,4 +138,10 @@ func listSessions(addr string, stdout io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, s.Kind, s.Ranks, s.Clients, s.Since, s.Program)
 	}
 	return tw.Flush()
+}
+
+// symbolOptions puts the symbol index cache where the user's environment says
+// (HPCDAP_SYMBOL_CACHE, XDG_CACHE_HOME, the home directory), or turns it off.
+func symbolOptions() *symbols.Options {
+	return &symbols.Options{IndexCacheDir: symbols.DefaultIndexCacheDir()}
 }
