@@ -43,7 +43,10 @@ const ErrorCodeUnreachable = 113
 //
 // GatherStacks is the one collective: Router sends it once to each child, asks Local (a
 // StackGatherer) for its own ranks, and answers one merged tree, naming the ranks of agents it
-// could not reach in Unreachable.
+// could not reach in Unreachable. A child that does not answer in time (collectiveWait, which
+// shrinks on the way down so that each agent answers before its parent stops waiting) has its
+// subtree's ranks named in Unreachable for that gather only: its link is kept, so a slow agent
+// cuts nothing off.
 type Router struct {
 	Local   any
 	Token   []byte        // the session token, proved to each child as a tool proves it
@@ -284,10 +287,13 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 		}
 		h, _ := ParseHeader(b)
 		l.mu.Lock()
-		if ch := l.collect[h.SequenceID]; ch != nil && h.Type == MsgGatherStacksAck {
+		if h.Type == MsgGatherStacksAck { // only a Router asks a child for one: it is ours
+			ch := l.collect[h.SequenceID]
 			delete(l.collect, h.SequenceID)
 			l.mu.Unlock()
-			ch <- b
+			if ch != nil {
+				ch <- b
+			} // else it came after the collective stopped waiting for it
 			continue
 		}
 		delete(l.pending, h.SequenceID)
@@ -395,8 +401,13 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
 			return
 		}
-		if t, err := r.gatherFrom(c, rt.Addr, h.SequenceID, frame); err == nil {
+		t, err := r.gatherFrom(c, rt.Addr, height(rt), h.SequenceID, frame)
+		if err == nil {
 			merge(t)
+			return
+		}
+		if _, slow := err.(errSlow); slow { // this time only: the subtree stays reachable
+			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
 			return
 		}
 		if r.isCut(c, []*Route{rt}) { // the link broke during the gather
@@ -429,8 +440,29 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 	return c.Send(ack)
 }
 
-// gatherFrom asks one child for its subtree's tree.
-func (r *Router) gatherFrom(c *Conn, addr string, seq uint32, frame []byte) (*StackTree, error) {
+// errSlow is gatherFrom's error for a child that did not answer in time but is still linked.
+type errSlow struct{ error }
+
+// collectiveWait is how long a Router waits for a collective's answer from a child whose
+// subtree is height agents deep (a leaf: 1): the fraction height/(height+1) of the timeout.
+// It shrinks on the way down, so an agent's wait ends before its parent's and the agent
+// answers in time with what its own slow children did not send.
+func collectiveWait(timeout time.Duration, height int) time.Duration {
+	return timeout * time.Duration(height) / time.Duration(height+1)
+}
+
+// height is the number of agents on the longest way down from rt (rt alone: 1).
+func height(rt *Route) int {
+	h := 0
+	for i := range rt.Children {
+		h = max(h, height(&rt.Children[i]))
+	}
+	return h + 1
+}
+
+// gatherFrom asks one child, whose subtree is height agents deep, for its subtree's tree.
+func (r *Router) gatherFrom(c *Conn, addr string, height int, seq uint32, frame []byte) (*StackTree, error) {
+	wait := collectiveWait(r.timeout(), height)
 	l, err := r.link(c, addr)
 	if err != nil {
 		return nil, err
@@ -455,10 +487,15 @@ func (r *Router) gatherFrom(c *Conn, addr string, seq uint32, frame []byte) (*St
 			return nil, fmt.Errorf("agent %s: gather stacks: %v", addr, m.Hdr().ReturnCode)
 		}
 		return &a.Tree, nil
-	case <-time.After(r.timeout()):
-		l.nc.Close() // a child that does not answer is treated as lost
-		r.markCut(c, addr)
-		return nil, fmt.Errorf("agent %s: gather stacks: no answer in %v", addr, r.timeout())
+	case <-time.After(wait):
+		// A slow child is not a lost one: the link (and with it the tool's attachments in
+		// that subtree) stays, only this collective stops waiting; its late ack is dropped.
+		l.mu.Lock()
+		if l.collect != nil {
+			delete(l.collect, seq)
+		}
+		l.mu.Unlock()
+		return nil, errSlow{fmt.Errorf("agent %s: gather stacks: no answer in %v", addr, wait)}
 	case <-c.Context().Done():
 		return nil, ErrPeerClosed
 	}
