@@ -36,7 +36,9 @@ const ErrorCodeUnreachable = 113
 // nothing stays stopped or trapped); so for the upstream connection it served, every rank of
 // that subtree is unreachable from then on: requests for them, and those outstanding on the
 // link, are answered with their ack type, RequestFailed and ErrorCodeUnreachable, and
-// GatherStacks names them in Unreachable. A child that cannot be dialed (lost before the
+// GatherStacks names them in Unreachable. The tool hears of the loss at once: a Notify of kind
+// NotifyTypeUnreachable for each rank of the subtree (Lost: their number), sent up before
+// those answers. A child that cannot be dialed (lost before the
 // connection used it, e.g. for a tool that attaches again) is bypassed: the message goes to
 // the next agent on the way, so the lost agent's children are reached from their nearest live
 // ancestor, and only the lost agent's own ranks are unreachable.
@@ -58,6 +60,7 @@ type Router struct {
 	links    map[*Conn]map[string]*link
 	cut      map[*Conn]map[string]bool // per upstream connection: agents whose link to it broke
 	lost     map[string]bool           // agents that could not be reached
+	notifyMu sync.Mutex                // keeps one loss's notifications together
 }
 
 // StackGatherer is implemented by a Router's Local handler to take part in GatherStacks.
@@ -197,6 +200,37 @@ func (r *Router) markCut(c *Conn, addr string) {
 	r.cut[c][addr] = true
 }
 
+// notifyLost tells c's tool that the ranks of addr's subtree are cut off: one Notify of kind
+// NotifyTypeUnreachable per rank, each carrying their number, the losses of different links
+// not interleaved.
+func (r *Router) notifyLost(c *Conn, addr string) {
+	r.mu.Lock()
+	var ranks []uint32
+	var find func(rts []Route) bool
+	find = func(rts []Route) bool {
+		for i := range rts {
+			if rts[i].Addr == addr {
+				ranks = subtreeRanks(&rts[i])
+				return true
+			}
+			if find(rts[i].Children) {
+				return true
+			}
+		}
+		return false
+	}
+	find(r.children)
+	r.mu.Unlock()
+	r.notifyMu.Lock()
+	defer r.notifyMu.Unlock()
+	for _, rank := range ranks {
+		n := &Notify{Header: Header{Rank: rank}, Kind: NotifyTypeUnreachable, Lost: uint32(len(ranks))}
+		if c.Notify(n) != nil {
+			return
+		}
+	}
+}
+
 // subtreeRanks lists the ranks of rt and every agent below it.
 func subtreeRanks(rt *Route) []uint32 {
 	out := slices.Clone(rt.Ranks)
@@ -314,6 +348,7 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 	default:
 	}
 	r.markCut(c, addr)
+	r.notifyLost(c, addr)
 	for _, h := range pending {
 		c.Send(unreachableReply(h))
 	}

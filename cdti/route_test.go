@@ -255,6 +255,22 @@ func TestRouterLostInteriorAgent(t *testing.T) {
 	if _, err := c.Traceback(ctx, 4, 0, 0); err != nil {
 		t.Fatalf("rank 4 of the live subtree: %v", err)
 	}
+	// The root told the tool, unasked, which ranks it lost, each notification counting them.
+	var told []uint32
+	for len(told) < 6 {
+		select {
+		case m := <-c.Notifications():
+			if m.Kind != NotifyTypeUnreachable || m.Lost != 6 {
+				t.Fatalf("notification %v (lost %d) for rank %d, want unreachable of 6", m.Kind, m.Lost, m.Rank)
+			}
+			told = append(told, m.Rank)
+		case <-ctx.Done():
+			t.Fatalf("told of ranks %v lost, want 2,3,6,7,8,9", told)
+		}
+	}
+	if want := RanksOf(2, 3, 6, 7, 8, 9); !RanksOf(told...).Equal(want) {
+		t.Fatalf("told of ranks %v lost, want %v", told, want)
+	}
 
 	late := dialRoot(t, root)
 	tree, err = late.GatherStacks(ctx, 0)
