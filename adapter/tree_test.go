@@ -15,9 +15,10 @@ import (
 // TestTreeOfAgents launches 8 ranks on 4 local agents (2 ranks each) at fan-out 2, so that
 // the front end holds the root's connection alone and agents 0 and 1 are interior (0 → 1, 2;
 // 1 → 3). The merged stacks, gathered in one collective reduced on the way up, equal the union
-// of every rank's own stackTrace. After kill -9 of interior agent 1, the next parallel stacks
-// name the ranks behind it (its own, 2-3, and those of agent 3 below it, 6-7, whose agent
-// dropped the debugger's connection through it) and give the others as before.
+// of every rank's own stackTrace. After kill -9 of interior agent 1, the ranks behind it (its
+// own, 2-3, and those of agent 3 below it, 6-7) are reported lost once and ended; parallel
+// stacks give the others as before, a continue succeeds for them, and their next all-stop
+// and the end of the session do not wait for the lost ones.
 func TestTreeOfAgents(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "stacks")
@@ -44,27 +45,64 @@ func TestTreeOfAgents(t *testing.T) {
 	}
 	waitForExit(t, agent)
 
+	// The root tells the engine which ranks it lost: agent 1's own and those of agent 3 below
+	// it, which dropped the debugger's connection through it. They are ended as lost.
+	waitOutput(t, d, "lost 4 of 8 ranks (an agent on the way to them is gone): 2-3,6-7")
+	lost := map[int]bool{2: true, 3: true, 6: true, 7: true}
+	waitFor(t, "ranks 2-3,6-7 exited", func() bool {
+		for _, r := range d.ranks().Ranks {
+			if lost[r.Rank] != (r.State == "exited") {
+				return false
+			}
+		}
+		return true
+	})
 	var after ParallelStacksBody
 	d.call("hpcdap/parallelStacks", map[string]any{}, &after)
-	var lost *StackNode
-	for _, n := range after.Roots {
-		if n.Name == "<agent unreachable>" {
-			lost = n
+	got := stackPaths(t, after)
+	for r := range 8 {
+		if lost[r] {
+			if _, ok := got[r]; ok {
+				t.Errorf("lost rank %d in the parallel stacks", r)
+			}
+		} else if got[r] != paths[r] {
+			t.Errorf("rank %d after the loss: %s, before: %s", r, got[r], paths[r])
 		}
 	}
-	if lost == nil || lost.Ranks != "2-3,6-7" {
-		t.Fatalf("after kill -9 of agent 1: unreachable node %+v, want ranks 2-3,6-7; tree %v\noutput:\n%s", lost, stackPaths(t, after), allOutput(d))
+
+	// A continue lets the others go, and the all-stop of their next hit waits for them alone;
+	// the lost ranks stay ended.
+	var cont struct {
+		AllThreadsContinued bool `json:"allThreadsContinued"`
 	}
-	for r, path := range stackPaths(t, after) {
-		if r == 2 || r == 3 || r == 6 || r == 7 {
-			continue
-		}
-		if path != paths[r] {
-			t.Errorf("rank %d after the loss: %s, before: %s", r, path, paths[r])
+	d.call("continue", map[string]any{"threadId": ranks.Ranks[0].ThreadID}, &cont)
+	st := d.stopped()
+	for _, r := range d.ranks().Ranks {
+		if want := map[bool]string{true: "exited", false: "stopped"}[lost[r.Rank]]; r.State != want {
+			t.Errorf("after the continue (stop %s): rank %d %s, want %s", st.Reason, r.Rank, r.State, want)
 		}
 	}
-	if out := allOutput(d); !strings.Contains(out, "4 of 8 ranks answered; unreachable (agent lost): 2-3,6-7") {
-		t.Errorf("no k-of-N report naming the lost ranks in the output:\n%s", out)
+	for stops := 0; ; stops++ { // each rank hits the breakpoint twice: continue to the end
+		if stops > 8 {
+			t.Fatalf("still stopping after %d continues; ranks %+v", stops, d.ranks().Ranks)
+		}
+		d.call("continue", map[string]any{"threadId": ranks.Ranks[0].ThreadID}, nil)
+		m, err := d.c.WaitAny([]string{"stopped", "terminated"}, time.Minute, focusStop)
+		if err != nil {
+			t.Fatalf("%v; ranks %+v\noutput:\n%s", err, d.ranks().Ranks, allOutput(d))
+		}
+		if m.Event == "terminated" {
+			break
+		}
+	}
+	out := allOutput(d)
+	if strings.Count(out, "lost 4 of 8") != 1 {
+		t.Errorf("the loss is not reported once:\n%s", out)
+	}
+	for r := range lost {
+		if strings.Contains(out, fmt.Sprintf("rank %d could not be stopped", r)) {
+			t.Errorf("an all-stop waited for lost rank %d:\n%s", r, out)
+		}
 	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
 }

@@ -210,9 +210,16 @@ const (
 	NotifyTypeSignal      NotifyKind = 0
 	NotifyTypeTermination NotifyKind = 1
 	NotifyTypeControl     NotifyKind = 2
+	// NotifyTypeUnreachable (extension) tells a tool that a Router lost its way to the
+	// header's rank: the link to an agent on the way broke, the tool's attachments below it
+	// were dropped, and the rank is unreachable for the tool's connection from then on.
+	NotifyTypeUnreachable NotifyKind = 100
 )
 
 func (v NotifyKind) String() string {
+	if v == NotifyTypeUnreachable {
+		return "NotifyMessageType_Unreachable"
+	}
 	return enumName([]string{"NotifyMessageType_Signal", "NotifyMessageType_Termination",
 		"NotifyMessageType_Control"}, int64(v), "NotifyMessageType")
 }

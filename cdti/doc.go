@@ -115,7 +115,10 @@
 // ranks are unreachable. Requests for unreachable ranks, and those outstanding on a broken
 // link, are answered with their own ack type, ReturnCode RequestFailed and errorCode
 // ErrorCodeUnreachable (113, EHOSTUNREACH), so the Client reports "cdti: query rank 2:
-// RequestFailed ..." for exactly those ranks; GatherStacks names them in Unreachable.
+// RequestFailed ..." for exactly those ranks; GatherStacks names them in Unreachable. When
+// the link breaks, the Router also tells the tool, unasked, which ranks it lost: one Notify of
+// kind NotifyTypeUnreachable (extension) per rank of the subtree, each carrying in Lost the
+// number of ranks of that loss, sent together before the answers to what was outstanding.
 //
 // # Extensions
 //

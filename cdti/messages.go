@@ -351,8 +351,9 @@ func decSetupJob(h Header, b []byte) (Message, error) {
 	return m, nil
 }
 
-// Notify is an unsolicited event: a signal stopped the process, the process ended, or control
-// authority changed. Kind selects which of Signal, Exit or Control is meaningful. Header.ToolID
+// Notify is an unsolicited event: a signal stopped the process, the process ended, control
+// authority changed, or (extension, from a Router) the rank became unreachable. Kind selects
+// which of Signal, Exit, Control or Lost is meaningful. Header.ToolID
 // is the recipient.
 type Notify struct {
 	Header
@@ -360,6 +361,7 @@ type Notify struct {
 	Signal  NotifySignal  // Kind == NotifyTypeSignal
 	Exit    ExitStatus    // Kind == NotifyTypeTermination: a POSIX wait status (@48)
 	Control NotifyControl // Kind == NotifyTypeControl
+	Lost    uint32        // Kind == NotifyTypeUnreachable: how many ranks the loss cut off (@48)
 	Raw     [64]byte      // the union bytes, for a Kind this package does not know
 }
 
@@ -409,6 +411,8 @@ func (m *Notify) encodeBody(b []byte) {
 		be.PutUint64(u[56:], s.Spec.GPR3)
 	case NotifyTypeTermination:
 		be.PutUint32(u, uint32(m.Exit))
+	case NotifyTypeUnreachable:
+		be.PutUint32(u, m.Lost)
 	case NotifyTypeControl:
 		c := &m.Control
 		be.PutUint32(u, c.ToolID)
@@ -435,6 +439,8 @@ func decNotify(h Header, b []byte) (Message, error) {
 				GPR3: be.Uint64(u[56:])}}
 	case NotifyTypeTermination:
 		m.Exit = ExitStatus(be.Uint32(u))
+	case NotifyTypeUnreachable:
+		m.Lost = be.Uint32(u)
 	case NotifyTypeControl:
 		m.Control = NotifyControl{ToolID: be.Uint32(u), Priority: u[12], Reason: NotifyControlReason(be.Uint32(u[16:]))}
 		copy(m.Control.Tag[:], u[4:12])

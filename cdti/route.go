@@ -36,14 +36,19 @@ const ErrorCodeUnreachable = 113
 // nothing stays stopped or trapped); so for the upstream connection it served, every rank of
 // that subtree is unreachable from then on: requests for them, and those outstanding on the
 // link, are answered with their ack type, RequestFailed and ErrorCodeUnreachable, and
-// GatherStacks names them in Unreachable. A child that cannot be dialed (lost before the
+// GatherStacks names them in Unreachable. The tool hears of the loss at once: a Notify of kind
+// NotifyTypeUnreachable for each rank of the subtree (Lost: their number), sent up before
+// those answers. A child that cannot be dialed (lost before the
 // connection used it, e.g. for a tool that attaches again) is bypassed: the message goes to
 // the next agent on the way, so the lost agent's children are reached from their nearest live
 // ancestor, and only the lost agent's own ranks are unreachable.
 //
 // GatherStacks is the one collective: Router sends it once to each child, asks Local (a
 // StackGatherer) for its own ranks, and answers one merged tree, naming the ranks of agents it
-// could not reach in Unreachable.
+// could not reach in Unreachable. A child that does not answer in time (collectiveWait, which
+// shrinks on the way down so that each agent answers before its parent stops waiting) has its
+// subtree's ranks named in Unreachable for that gather only: its link is kept, so a slow agent
+// cuts nothing off.
 type Router struct {
 	Local   any
 	Token   []byte        // the session token, proved to each child as a tool proves it
@@ -55,6 +60,7 @@ type Router struct {
 	links    map[*Conn]map[string]*link
 	cut      map[*Conn]map[string]bool // per upstream connection: agents whose link to it broke
 	lost     map[string]bool           // agents that could not be reached
+	notifyMu sync.Mutex                // keeps one loss's notifications together
 }
 
 // StackGatherer is implemented by a Router's Local handler to take part in GatherStacks.
@@ -194,6 +200,37 @@ func (r *Router) markCut(c *Conn, addr string) {
 	r.cut[c][addr] = true
 }
 
+// notifyLost tells c's tool that the ranks of addr's subtree are cut off: one Notify of kind
+// NotifyTypeUnreachable per rank, each carrying their number, the losses of different links
+// not interleaved.
+func (r *Router) notifyLost(c *Conn, addr string) {
+	r.mu.Lock()
+	var ranks []uint32
+	var find func(rts []Route) bool
+	find = func(rts []Route) bool {
+		for i := range rts {
+			if rts[i].Addr == addr {
+				ranks = subtreeRanks(&rts[i])
+				return true
+			}
+			if find(rts[i].Children) {
+				return true
+			}
+		}
+		return false
+	}
+	find(r.children)
+	r.mu.Unlock()
+	r.notifyMu.Lock()
+	defer r.notifyMu.Unlock()
+	for _, rank := range ranks {
+		n := &Notify{Header: Header{Rank: rank}, Kind: NotifyTypeUnreachable, Lost: uint32(len(ranks))}
+		if c.Notify(n) != nil {
+			return
+		}
+	}
+}
+
 // subtreeRanks lists the ranks of rt and every agent below it.
 func subtreeRanks(rt *Route) []uint32 {
 	out := slices.Clone(rt.Ranks)
@@ -284,10 +321,13 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 		}
 		h, _ := ParseHeader(b)
 		l.mu.Lock()
-		if ch := l.collect[h.SequenceID]; ch != nil && h.Type == MsgGatherStacksAck {
+		if h.Type == MsgGatherStacksAck { // only a Router asks a child for one: it is ours
+			ch := l.collect[h.SequenceID]
 			delete(l.collect, h.SequenceID)
 			l.mu.Unlock()
-			ch <- b
+			if ch != nil {
+				ch <- b
+			} // else it came after the collective stopped waiting for it
 			continue
 		}
 		delete(l.pending, h.SequenceID)
@@ -308,6 +348,7 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 	default:
 	}
 	r.markCut(c, addr)
+	r.notifyLost(c, addr)
 	for _, h := range pending {
 		c.Send(unreachableReply(h))
 	}
@@ -395,8 +436,13 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
 			return
 		}
-		if t, err := r.gatherFrom(c, rt.Addr, h.SequenceID, frame); err == nil {
+		t, err := r.gatherFrom(c, rt.Addr, height(rt), h.SequenceID, frame)
+		if err == nil {
 			merge(t)
+			return
+		}
+		if _, slow := err.(errSlow); slow { // this time only: the subtree stays reachable
+			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
 			return
 		}
 		if r.isCut(c, []*Route{rt}) { // the link broke during the gather
@@ -429,8 +475,29 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 	return c.Send(ack)
 }
 
-// gatherFrom asks one child for its subtree's tree.
-func (r *Router) gatherFrom(c *Conn, addr string, seq uint32, frame []byte) (*StackTree, error) {
+// errSlow is gatherFrom's error for a child that did not answer in time but is still linked.
+type errSlow struct{ error }
+
+// collectiveWait is how long a Router waits for a collective's answer from a child whose
+// subtree is height agents deep (a leaf: 1): the fraction height/(height+1) of the timeout.
+// It shrinks on the way down, so an agent's wait ends before its parent's and the agent
+// answers in time with what its own slow children did not send.
+func collectiveWait(timeout time.Duration, height int) time.Duration {
+	return timeout * time.Duration(height) / time.Duration(height+1)
+}
+
+// height is the number of agents on the longest way down from rt (rt alone: 1).
+func height(rt *Route) int {
+	h := 0
+	for i := range rt.Children {
+		h = max(h, height(&rt.Children[i]))
+	}
+	return h + 1
+}
+
+// gatherFrom asks one child, whose subtree is height agents deep, for its subtree's tree.
+func (r *Router) gatherFrom(c *Conn, addr string, height int, seq uint32, frame []byte) (*StackTree, error) {
+	wait := collectiveWait(r.timeout(), height)
 	l, err := r.link(c, addr)
 	if err != nil {
 		return nil, err
@@ -455,10 +522,15 @@ func (r *Router) gatherFrom(c *Conn, addr string, seq uint32, frame []byte) (*St
 			return nil, fmt.Errorf("agent %s: gather stacks: %v", addr, m.Hdr().ReturnCode)
 		}
 		return &a.Tree, nil
-	case <-time.After(r.timeout()):
-		l.nc.Close() // a child that does not answer is treated as lost
-		r.markCut(c, addr)
-		return nil, fmt.Errorf("agent %s: gather stacks: no answer in %v", addr, r.timeout())
+	case <-time.After(wait):
+		// A slow child is not a lost one: the link (and with it the tool's attachments in
+		// that subtree) stays, only this collective stops waiting; its late ack is dropped.
+		l.mu.Lock()
+		if l.collect != nil {
+			delete(l.collect, seq)
+		}
+		l.mu.Unlock()
+		return nil, errSlow{fmt.Errorf("agent %s: gather stacks: no answer in %v", addr, wait)}
 	case <-c.Context().Done():
 		return nil, ErrPeerClosed
 	}

@@ -8,7 +8,8 @@ import (
 	"net"
 	"slices"
 	"strings"
-
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -254,6 +255,22 @@ func TestRouterLostInteriorAgent(t *testing.T) {
 	if _, err := c.Traceback(ctx, 4, 0, 0); err != nil {
 		t.Fatalf("rank 4 of the live subtree: %v", err)
 	}
+	// The root told the tool, unasked, which ranks it lost, each notification counting them.
+	var told []uint32
+	for len(told) < 6 {
+		select {
+		case m := <-c.Notifications():
+			if m.Kind != NotifyTypeUnreachable || m.Lost != 6 {
+				t.Fatalf("notification %v (lost %d) for rank %d, want unreachable of 6", m.Kind, m.Lost, m.Rank)
+			}
+			told = append(told, m.Rank)
+		case <-ctx.Done():
+			t.Fatalf("told of ranks %v lost, want 2,3,6,7,8,9", told)
+		}
+	}
+	if want := RanksOf(2, 3, 6, 7, 8, 9); !RanksOf(told...).Equal(want) {
+		t.Fatalf("told of ranks %v lost, want %v", told, want)
+	}
 
 	late := dialRoot(t, root)
 	tree, err = late.GatherStacks(ctx, 0)
@@ -273,6 +290,51 @@ func TestRouterLostInteriorAgent(t *testing.T) {
 	}
 	if _, err := late.Traceback(ctx, 3, 0, 0); err == nil {
 		t.Fatal("new tool: rank 3 of the lost agent answered")
+	}
+}
+
+// TestRouterSlowAgentCutsNothing: a leaf agent two levels down that answers a gather late is
+// named unreachable for that gather alone; its parent's branch stays linked, its ranks and
+// its siblings' answer later requests, and the next gather merges every rank.
+func TestRouterSlowAgentCutsNothing(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	var slowed atomic.Bool
+	_, root := simTreeOf(t, 7, 2, 2, func(index int, r uint32) []uint64 {
+		if index == 3 && r == 6 && !slowed.Swap(true) {
+			<-release // agent 3 answers its first gather only once the tool has its tree
+		}
+		return stackOf(index, r)
+	})
+	c := dialRoot(t, root)
+	ctx := testCtx(t)
+	tree, err := c.GatherStacks(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RanksOf(6, 7); !tree.Unreachable.Equal(want) {
+		t.Errorf("unreachable %v, want only the slow agent's %v", tree.Unreachable, want)
+	}
+	if want := RanksOf(0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13); !tree.Ranks.Equal(want) {
+		t.Errorf("merged ranks %v, want %v", tree.Ranks, want)
+	}
+	for _, r := range []uint32{2, 8} { // agent 1 (the slow one's parent) and agent 4 (its sibling)
+		if _, err := c.Traceback(ctx, r, 0, 0); err != nil {
+			t.Errorf("rank %d after the slow gather: %v", r, err)
+		}
+	}
+	unblock()
+	tree, err = c.GatherStacks(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree.Unreachable.Count() != 0 || tree.Ranks.Count() != 14 {
+		t.Errorf("next gather: unreachable %v, merged %v; want all 14 ranks merged", tree.Unreachable, tree.Ranks)
+	}
+	if _, err := c.Traceback(ctx, 7, 0, 0); err != nil {
+		t.Errorf("rank 7 of the slow agent: %v", err)
 	}
 }
 

@@ -68,6 +68,13 @@ func (j *Job) continueRank(r *Rank) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.ContinueProcess{})
+	if unreachable(err) {
+		// Cut off by a lost agent: the rank runs on outside the session; its loss's
+		// notification names it, and ends it unless this does first.
+		j.logf("rank %d: continue: %v", r.Num, err)
+		go j.onExit(r, cdti.ExitStatus(-1))
+		return nil
+	}
 	if err != nil {
 		j.logf("rank %d: continue: %v", r.Num, err)
 		return fmt.Errorf("continue rank %d: %w", r.Num, err)

@@ -67,12 +67,17 @@ type stopInfo struct {
 func (j *Job) readNotifications(nodes []*node) {
 	n := nodes[0]
 	defer j.recoverPanic("notifications of " + n.host)
+	var cut lostRanks
 	for m := range n.client.Notifications() {
 		r := j.rank(int(m.Rank))
 		if r == nil {
 			continue
 		}
 		switch m.Kind {
+		case cdti.NotifyTypeUnreachable:
+			if lost := cut.add(r, m.Lost); lost != nil {
+				j.onLost(lost)
+			}
 		case cdti.NotifyTypeSignal:
 			go j.onSignal(r, m)
 		case cdti.NotifyTypeTermination:
@@ -461,6 +466,11 @@ func (j *Job) sendStop(r *Rank) {
 		return
 	}
 	j.logf("rank %d: stop not sent: %v", r.Num, err)
+	if unreachable(err) {
+		// Cut off by a lost agent: ended as lost (which also ends the wait for it).
+		j.onExit(r, cdti.ExitStatus(-1))
+		return
+	}
 	j.mu.Lock()
 	running := r.state == RankRunning
 	r.pauseReq = false

@@ -19,6 +19,59 @@ import (
 // same way. Collectives go down once: parallel stacks are one GatherStacks, merged on the way
 // up. A job of at most fan-out agents keeps one connection per agent, as before the tree.
 
+// A Router that loses its link to an agent tells the front end, one notification per rank,
+// which ranks it cut off (cdti.NotifyTypeUnreachable, each counting the ranks of the loss): the
+// agents below dropped the session's connection and let those ranks run on as after a detach.
+// The engine then ends them as the ranks of a lost agent's own connection are ended: they are
+// lost (exited, without a code) and out of run control, so that a continue lets the others go
+// and an all-stop does not wait for them. A request that meets the loss first (its answer
+// ErrorCodeUnreachable) ends its rank the same way.
+
+// lostRanks collects the notifications of the losses on one connection until each is whole.
+type lostRanks map[uint32][]*Rank // by the number of ranks of the loss
+
+// add records one notification, of a loss of n ranks, and returns that loss's ranks once
+// all n have been told.
+func (l *lostRanks) add(r *Rank, n uint32) []*Rank {
+	if *l == nil {
+		*l = make(lostRanks)
+	}
+	rs := append((*l)[n], r)
+	if uint32(len(rs)) < n {
+		(*l)[n] = rs
+		return nil
+	}
+	delete(*l, n)
+	return rs
+}
+
+// onLost ends ranks that a lost agent cut off from the session: one important line names
+// those not already ended, k of N, and each is ended as after its agent's connection closed.
+func (j *Job) onLost(ranks []*Rank) {
+	var set rankset.Set
+	j.mu.Lock()
+	for _, r := range ranks {
+		if r.state != RankExited {
+			set = set.Add(r.Num)
+		}
+	}
+	j.mu.Unlock()
+	if set.Empty() {
+		return
+	}
+	j.output("important", fmt.Sprintf("lost %d of %d ranks (an agent on the way to them is gone): %s; they run on outside the session\n",
+		set.Len(), len(j.ranks), set))
+	for _, r := range ranks {
+		go j.onExit(r, cdti.ExitStatus(-1))
+	}
+}
+
+// unreachable reports whether err is a Router's answer for a rank it lost the way to.
+func unreachable(err error) bool {
+	var rc *cdti.ReturnCodeError
+	return errors.As(err, &rc) && rc.ErrorCode == cdti.ErrorCodeUnreachable
+}
+
 // treeFor returns the tree over n agents at the fan-out cfg asks for, or nil when the agents
 // are connected directly (n at most the fan-out).
 func treeFor(n, fanout int) (*topology.Tree, error) {
