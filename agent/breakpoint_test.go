@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"debug/elf"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -356,5 +358,41 @@ func TestEmulateFrameMove(t *testing.T) {
 		if e, ok := m.emulate(code, regs); ok {
 			t.Errorf("% x emulated: %+v", code, e)
 		}
+	}
+}
+
+// TestEmulatedMoveFaultsAsItWould: continuing from a breakpoint on a move between a register
+// and a frame slot that the process may not access (a null %rbp, a const object) must fault as
+// the instruction would, not carry on with an emulated access the debugger's own rights allow.
+func TestEmulatedMoveFaultsAsItWould(t *testing.T) {
+	testenv.NeedTool(t, "gcc", "gcc")
+	bin := filepath.Join(t.TempDir(), "slotfault")
+	if out, err := exec.Command("gcc", "-g", "-O0", "-no-pie", "-o", bin, "testdata/slotfault.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	for _, c := range []struct{ arg, at string }{{"null", "slot_null_load"}, {"rodata", "slot_rodata_store"}} {
+		t.Run(c.arg, func(t *testing.T) {
+			h := newHarness(t, "")
+			out := h.spawn(1, bin, c.arg)
+			tt, _ := startStopped(t, h, 1, int(syscall.SIGSEGV))
+			a := testenv.NMSymbol(t, bin, c.at)
+			code := tt.memory(0, a, 8)
+			regs := make([]byte, amd64.OffRIP+8)
+			amd64.SetReg(regs, amd64.OffRIP, a)
+			var m machine
+			if _, ok := m.emulate(code, regs); !ok {
+				t.Fatalf("% x at %s is not an instruction the agent emulates: the test tests nothing", code[:4], c.at)
+			}
+			tt.setBreak(0, a)
+			tt.cont(0)
+			if n := tt.notify(); n.Kind != cdti.NotifyTypeSignal || n.Signal.InstAddress != a {
+				t.Fatalf("first notification %+v, want the breakpoint at %#x", n, a)
+			}
+			tt.cont(0)
+			n := tt.notify()
+			if n.Kind != cdti.NotifyTypeSignal || n.Signal.Signal != uint32(syscall.SIGSEGV) || n.Signal.InstAddress != a {
+				t.Errorf("continuing from %s: %+v, want SIGSEGV at %#x (output %q)", c.at, n, a, out.String())
+			}
+		})
 	}
 }

@@ -346,8 +346,7 @@ func (p *proc) pause(tids []int, fn func() cdti.CmdReturnCode) cdti.CmdReturnCod
 // first instructions: push, mov %rsp,%rbp, endbr64; moves to and from frame slots). It saves
 // a single step, its stop and the lifting of the trap, which is half the cost of continuing
 // from a breakpoint. It is not used with a signal to deliver (the handler must run first) or
-// with a watchpoint armed on the thread (an emulated access would not trigger it); a load
-// whose slot cannot be read is left to the processor, which faults as it should.
+// with a watchpoint armed on the thread (an emulated access would not trigger it).
 func (p *proc) emulateOver(th *pthread, b *breakpoint) bool {
 	if p.mach == nil || th.sig != 0 || th.watch[0] != nil || th.watch[1] != nil {
 		return false
@@ -362,19 +361,26 @@ func (p *proc) emulateOver(th *pthread, b *breakpoint) bool {
 	if !ok {
 		return false
 	}
-	if e.load != 0 {
+	// The access is made with the process's own rights: one that would fault in the process
+	// (a null or unmapped slot, a read-only page, a guard page) is left to the processor, which
+	// faults as it should.
+	pm, strict := p.tp.(target.MemoryAsProcess)
+	if (e.loads || e.stores) && !strict {
+		return false
+	}
+	if e.loads {
 		var v [8]byte
-		if k, err := (programMemory{p}).ReadMemory(e.load, v[:e.loadSize]); err != nil || k != e.loadSize {
-			return false // the processor would fault: let it, for real
+		if k, err := pm.ReadMemoryAsProcess(e.load, v[:e.loadSize]); err != nil || k != e.loadSize {
+			return false
 		}
 		amd64.SetReg(e.regs, e.loadReg, le.Uint64(v[:]))
 	}
-	if e.store != 0 {
+	if e.stores {
 		size := e.storeSize
 		if size == 0 {
 			size = len(e.value)
 		}
-		if k, err := p.tp.WriteMemory(e.store, e.value[:size]); err != nil || k != size {
+		if k, err := pm.WriteMemoryAsProcess(e.store, e.value[:size]); err != nil || k != size {
 			return false
 		}
 	}

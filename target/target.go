@@ -107,6 +107,15 @@ type Event struct {
 	Child  int      // for EventFork: the new process's pid
 }
 
+// MemoryAsProcess is implemented by back ends that can also access a process's memory with
+// the process's own rights: a page it may not read or write fails as the access would fault in
+// the process (where ReadMemory and WriteMemory, a debugger's accesses, reach read-only and
+// unreadable pages too). An agent emulating one of the process's instructions uses it.
+type MemoryAsProcess interface {
+	ReadMemoryAsProcess(addr uint64, b []byte) (int, error)
+	WriteMemoryAsProcess(addr uint64, b []byte) (int, error)
+}
+
 // Process is one controlled process. Every method that names a thread requires that thread to
 // be stopped unless its documentation says otherwise. Implementations are safe for use by
 // several goroutines.

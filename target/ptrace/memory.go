@@ -75,6 +75,54 @@ func (p *process) WriteMemory(addr uint64, b []byte) (int, error) {
 	return n, p.memFail("write memory", addr+uint64(n), err)
 }
 
+// ReadMemoryAsProcess reads len(b) bytes at addr as the process itself could
+// (process_vm_readv alone): a page the process may not read fails (target.MemoryAsProcess).
+func (p *process) ReadMemoryAsProcess(addr uint64, b []byte) (int, error) {
+	return p.vmAccess(false, addr, b)
+}
+
+// WriteMemoryAsProcess writes b at addr as the process itself could (process_vm_writev): a
+// read-only or unmapped page fails, and exactly len(b) bytes change (target.MemoryAsProcess).
+func (p *process) WriteMemoryAsProcess(addr uint64, b []byte) (int, error) {
+	return p.vmAccess(true, addr, b)
+}
+
+func (p *process) vmAccess(write bool, addr uint64, b []byte) (int, error) {
+	op := "read memory as the process"
+	if write {
+		op = "write memory as the process"
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if err := p.usable(); err != nil {
+		return 0, wrapErr(op, p.memObj(addr), nil, err)
+	}
+	if addr > maxAddr || uint64(len(b)) > maxAddr-addr {
+		return 0, p.memFail(op, addr, unix.EFAULT)
+	}
+	local := []unix.Iovec{{Base: &b[0]}}
+	local[0].SetLen(len(b))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
+	var n int
+	var err error
+	if write {
+		n, err = unix.ProcessVMWritev(p.pid, local, remote, 0)
+	} else {
+		n, err = unix.ProcessVMReadv(p.pid, local, remote, 0)
+	}
+	if n < 0 {
+		n = 0
+	}
+	if n == len(b) {
+		return n, nil
+	}
+	if err == nil {
+		err = unix.EFAULT
+	}
+	return n, p.memFail(op, addr+uint64(n), err)
+}
+
 func (p *process) memObj(addr uint64) string { return fmt.Sprintf("pid %d at %#x", p.pid, addr) }
 
 func (p *process) memFail(op string, addr uint64, err error) error {
