@@ -495,3 +495,17 @@ func TestConditionFortranFallsBack(t *testing.T) {
 		t.Errorf("the fallback was said %d times, want once:\n%s", n, out)
 	}
 }
+
+// TestHitCountOfInlinedBreakpoint: a breakpoint on a line of an inlined function has a location
+// at each call site; its hit condition counts the hits of all of them together, as gdb's
+// ignore count does, not each location's apart.
+func TestHitCountOfInlinedBreakpoint(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "inlined")
+	cases := []condCase{{mark: "twice", cond: "v >= 0", hit: "5", ignore: 4}}
+	want := gdbCondHitsExpr(t, p, cases, "v")
+	got, out := dapCondHitsExpr(t, p, cases, "v")
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("stops at v = %v, gdb %v\n%s", got, want, out)
+	}
+}

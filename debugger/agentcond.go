@@ -89,6 +89,11 @@ func (b *breakpoints) agentSite(r *Rank, mods []*symbols.Module, a uint64, want 
 	if bp.Kind == bpEntry || (bp.log != nil && !r.node.output) || (bp.cond == "" && bp.hit == nil && bp.log == nil) {
 		return nil, 0, 0
 	}
+	if bp.hit != nil && len(bp.addrsFor(mods)) > 1 {
+		// Hits are counted per breakpoint, and an agent counts per address: a breakpoint of
+		// several locations (inlined code, templates) with a hit condition is counted here.
+		return nil, 0, 0
+	}
 	for _, m := range mods {
 		for _, l := range bp.locs[m.Bin] {
 			if l.Addr+m.Bias != a {
