@@ -220,7 +220,7 @@ func PMIxServerOf(nspace string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("launch: PMIx namespace %s: %w", nspace, err)
 	}
-	servers := map[int][]int{} // server → its processes of the job
+	parents := map[int]int{} // process of the job → its parent
 	for _, d := range dirs {
 		pid, err := strconv.Atoi(d.Name())
 		if err != nil {
@@ -231,6 +231,14 @@ func PMIxServerOf(nspace string) (int, error) {
 			continue
 		}
 		if ppid, ok := parentOf(pid); ok {
+			parents[pid] = ppid
+		}
+	}
+	// A process whose parent is in the namespace too is a rank's child (system(), a wrapper
+	// script): it inherited the variable. The server is the parent outside the namespace.
+	servers := map[int][]int{} // server → its processes of the job
+	for pid, ppid := range parents {
+		if _, inJob := parents[ppid]; !inJob {
 			servers[ppid] = append(servers[ppid], pid)
 		}
 	}
