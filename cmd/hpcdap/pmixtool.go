@@ -39,16 +39,18 @@ func runPMIxDaemon(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	if *logFile != "" {
-		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-		if err != nil {
-			return fmt.Errorf("pmix-daemon: log: %w", err)
-		}
-		for _, fd := range []int{1, 2} {
-			if err := unix.Dup2(int(f.Fd()), fd); err != nil {
-				return fmt.Errorf("pmix-daemon: log %s: %w", *logFile, err)
+		// The file is the front end's, on its host: a daemon on another node, where it does
+		// not exist, keeps the standard error the launcher forwards instead of failing.
+		if f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err != nil {
+			fmt.Fprintf(stderr, "pmix-daemon: log %s: %v (output stays on the launcher's)\n", *logFile, err)
+		} else {
+			for _, fd := range []int{1, 2} {
+				if err := unix.Dup2(int(f.Fd()), fd); err != nil {
+					return fmt.Errorf("pmix-daemon: log %s: %w", *logFile, err)
+				}
 			}
+			f.Close()
 		}
-		f.Close()
 	}
 	host, _ := os.Hostname()
 	target, procs, err := pmix.DaemonProcs()
