@@ -173,3 +173,67 @@ func TestRegisterToImpostor(t *testing.T) {
 		}
 	}
 }
+
+// TestEndWithFrontEndThatNeverCame: an agent that ends with its front end (as PMIx debugger
+// daemons do) registers, and the front end dies before it connects: the agent ends after its
+// RegisterTimeout instead of waiting for the job to end.
+func TestEndWithFrontEndThatNeverCame(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	registered := make(chan bool, 1)
+	go func() {
+		nc, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		r := bufio.NewReader(nc)
+		var call struct {
+			ID     *int `json:"id"`
+			Params struct {
+				Nonce []byte `json:"nonce"`
+			} `json:"params"`
+		}
+		if newBoundedCodec(true).ReadObject(r, &call) != nil || call.ID == nil {
+			return
+		}
+		mine := cdti.NewNonce()
+		newBoundedCodec(true).WriteObject(nc, map[string]any{"jsonrpc": "2.0", "id": *call.ID,
+			"result": ChallengeResult{Nonce: mine, Proof: cdti.HelloProof([]byte(testToken), cdti.HelloRoleTool, call.Params.Nonce, mine)}})
+		var note struct {
+			Method string `json:"method"`
+		}
+		registered <- newBoundedCodec(true).ReadObject(r, &note) == nil && note.Method == RegisterMethod
+		// ...and the front end is gone before it connects to the agent.
+	}()
+	tr, err := ptrace.NewTracer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	a, err := New(Config{Token: testToken, Backend: tr, EndWithFrontEnd: true, RegisterTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(false)
+	own, err := ListenToward(l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	go a.Serve(context.Background(), own)
+	if err := a.Register(context.Background(), l.Addr().String(), own.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if !<-registered {
+		t.Fatal("the front end got no registration")
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent still runs 30 s after registering with a front end that never connected")
+	}
+}

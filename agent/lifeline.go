@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hpcdap/hpcdap/target"
 	"github.com/hpcdap/hpcdap/target/ptrace"
@@ -54,6 +55,21 @@ func (a *Agent) frontEndClosed() {
 		a.logf("agent: the front end's last connection closed: detaching from every process (--end-with-front-end)")
 		go a.Shutdown(false)
 	}
+}
+
+// expectFrontEnd ends an agent that ends with its front end (EndWithFrontEnd) when no front
+// end has connected within limit of its registration: a front end that died in between would
+// otherwise leave it waiting, and its ranks' launcher with it, until the job ends.
+func (a *Agent) expectFrontEnd(limit time.Duration) {
+	time.AfterFunc(limit, func() {
+		a.life.mu.Lock()
+		gone := !a.life.seen && !a.life.ending
+		a.life.mu.Unlock()
+		if gone {
+			a.logf("agent: no front end connected within %v of the registration: detaching from every process (--end-with-front-end)", limit)
+			a.Shutdown(false)
+		}
+	})
 }
 
 // explicitShutdown marks a shutdown asked for on the management plane, so that the closing of

@@ -77,6 +77,9 @@ func (a *Agent) Register(ctx context.Context, frontEnd string, listen net.Addr) 
 	for attempt := 1; ; attempt++ {
 		err := a.registerOnce(ctx, frontEnd, tcp)
 		if err == nil {
+			if a.endWithFE {
+				a.expectFrontEnd(limit)
+			}
 			return nil
 		}
 		a.logf("agent: register with %s: %v", frontEnd, err)
