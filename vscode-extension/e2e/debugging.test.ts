@@ -218,7 +218,9 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
         await page.keyboard.press('Escape');
 
         // Step over, continue and pause again, from the debug toolbar and the Ranks view: every
-        // rank stops after the step, runs after the continue, and stops at the pause.
+        // rank stops after the step (the ranks on the stepped thread's line stepped with it, the
+        // others, paused elsewhere, ran free and stopped with the job), runs after the continue,
+        // and stops at the pause.
         await wb.collapseView('Watch');
         await wb.collapseView('Parallel Stacks');
         await wb.expandView('Ranks');
@@ -226,7 +228,11 @@ test('debugging a 4-rank job: Call Stack, Ranks, Parallel Stacks, jump to a fram
           rows.length === 4 && rows.every((row, r) => row.label === `rank ${r}` && row.description.startsWith(`stopped (${reason})`));
         await page.locator('.debug-toolbar .action-label[aria-label^="Step Over"]').click();
         await wb.unhover();
-        await wb.waitForTreeRows('Ranks', allStopped('step'), 'four ranks stopped after a step');
+        const steppedAndStopped = (rows: { label: string; description: string }[]) =>
+          rows.length === 4 &&
+          rows.every((row, r) => row.label === `rank ${r}` && /^stopped \((step|pause)\)/.test(row.description)) &&
+          rows.some((row) => row.description.startsWith('stopped (step)'));
+        await wb.waitForTreeRows('Ranks', steppedAndStopped, 'four ranks stopped after a step, one of them by it');
         await page.locator('.debug-toolbar .action-label[aria-label^="Continue"]').click();
         await wb.unhover();
         await wb.waitForTreeRows('Ranks', allRanks('running'), 'four running ranks after continue');
