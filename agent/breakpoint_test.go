@@ -228,19 +228,7 @@ func TestContinueOverStore(t *testing.T) {
 	tt, _ := startStopped(t, h, 1)
 	store := objdumpStore(t, progBin, "hit", "counter")
 	tt.setBreak(0, store)
-	tt.cont(0)
-	hits := 0
-	for {
-		n := tt.notify()
-		if n.Kind == cdti.NotifyTypeTermination {
-			break
-		}
-		if n.Signal.InstAddress != store {
-			t.Fatalf("%+v", n)
-		}
-		hits++
-		tt.cont(0)
-	}
+	hits := countHits(t, tt, store)
 	if hits != 50 {
 		t.Errorf("%d hits, want 50", hits)
 	}
@@ -296,19 +284,7 @@ func TestContinueOverFrameMoves(t *testing.T) {
 		}
 		tt.setBreak(0, a)
 	}
-	tt.cont(0)
-	hits := 0
-	for {
-		n := tt.notify()
-		if n.Kind == cdti.NotifyTypeTermination {
-			break
-		}
-		if a := n.Signal.InstAddress; a != store && a != load {
-			t.Fatalf("%+v", n)
-		}
-		hits++
-		tt.cont(0)
-	}
+	hits := countHits(t, tt, store, load)
 	if hits != 100 {
 		t.Errorf("%d hits, want 100", hits)
 	}

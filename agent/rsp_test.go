@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -486,9 +487,9 @@ func rspTrace() io.Writer {
 	return nil
 }
 
-// countHits continues rank 0 until it exits, checking that every stop is the breakpoint at
-// addr, and returns the number of hits.
-func countHits(t testing.TB, tt *testTool, addr uint64) int {
+// countHits continues rank 0 until it exits, checking that every stop is a breakpoint at one
+// of addrs, and returns the number of hits.
+func countHits(t testing.TB, tt *testTool, addrs ...uint64) int {
 	t.Helper()
 	tt.cont(0)
 	hits := 0
@@ -500,7 +501,7 @@ func countHits(t testing.TB, tt *testTool, addr uint64) int {
 			}
 			return hits
 		}
-		if n.Kind != cdti.NotifyTypeSignal || n.Signal.Reason != cdti.SignalBreakpoint || n.Signal.InstAddress != addr {
+		if n.Kind != cdti.NotifyTypeSignal || n.Signal.Reason != cdti.SignalBreakpoint || !slices.Contains(addrs, n.Signal.InstAddress) {
 			t.Fatalf("after %d hits: %+v", hits, n)
 		}
 		hits++

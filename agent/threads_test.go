@@ -361,19 +361,7 @@ func TestExecFollowed(t *testing.T) {
 		t.Errorf("exec stop at %#x, want the new ld.so entry %#x", n.InstAddress, want)
 	}
 	tt.setBreak(0, hit)
-	tt.cont(0)
-	hits := 0
-	for {
-		n := tt.notify()
-		if n.Kind == cdti.NotifyTypeTermination {
-			break
-		}
-		if n.Signal.InstAddress != hit {
-			t.Fatalf("%+v", n)
-		}
-		hits++
-		tt.cont(0)
-	}
+	hits := countHits(t, tt, hit)
 	if hits != 2 {
 		t.Errorf("%d hits after exec, want 2", hits)
 	}
