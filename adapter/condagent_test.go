@@ -164,13 +164,7 @@ func TestConditionsFallBackOnRefusingAgent(t *testing.T) {
 	p := compileC(t, "condhits")
 	cases := condCases[:4]
 	want := gdbCondHits(t, p, cases)
-	got, out := dapCondHits(t, p, cases)
-	if !slices.Equal(got, want) {
-		t.Errorf("stops:\n got %v\nwant %v (gdb)", got, want)
-	}
-	if n := strings.Count(out, "does not evaluate breakpoint conditions"); n != 1 {
-		t.Errorf("the fallback was said %d times, want once:\n%s", n, out)
-	}
+	stopsAsGDBSaidOnce(t, p, cases, want, "does not evaluate breakpoint conditions")
 }
 
 // TestConditionNotCompiledFallsBack uses a condition the agent's compiler does not take (a
@@ -180,13 +174,10 @@ func TestConditionNotCompiledFallsBack(t *testing.T) {
 	p := compileC(t, "condhits")
 	cases := []condCase{{mark: "c-first", cond: "(signed char)(i * 9) == 27 || (short)(i * 3000) < -20000"}}
 	want := gdbCondHits(t, p, cases)
-	got, out := dapCondHits(t, p, cases)
-	if !slices.Equal(got, want) || len(want) < 2 {
-		t.Errorf("stops:\n got %v\nwant %v (gdb)", got, want)
+	if len(want) < 2 {
+		t.Fatalf("gdb stops %v: the test wants two at least", want)
 	}
-	if n := strings.Count(out, "is evaluated by the debugger at each hit"); n != 1 {
-		t.Errorf("the fallback was said %d times, want once:\n%s", n, out)
-	}
+	stopsAsGDBSaidOnce(t, p, cases, want, "is evaluated by the debugger at each hit")
 }
 
 // TestConditionSyntaxErrorRefused checks that a condition that is no expression is refused
@@ -487,13 +478,7 @@ func TestConditionFortranFallsBack(t *testing.T) {
 	if len(want) != 3 {
 		t.Fatalf("gdb stops %v, want i = 6, 8, 9", want)
 	}
-	got, out := dapCondHits(t, p, cases)
-	if !slices.Equal(got, want) {
-		t.Errorf("stops:\n got %v\nwant %v (gdb)", got, want)
-	}
-	if n := strings.Count(out, "is evaluated by the debugger at each hit"); n != 1 {
-		t.Errorf("the fallback was said %d times, want once:\n%s", n, out)
-	}
+	stopsAsGDBSaidOnce(t, p, cases, want, "is evaluated by the debugger at each hit")
 }
 
 // TestHitCountOfInlinedBreakpoint: a breakpoint on a line of an inlined function has a location
@@ -507,5 +492,18 @@ func TestHitCountOfInlinedBreakpoint(t *testing.T) {
 	got, out := dapCondHitsExpr(t, p, cases, "v")
 	if len(want) == 0 || !slices.Equal(got, want) {
 		t.Errorf("stops at v = %v, gdb %v\n%s", got, want, out)
+	}
+}
+
+// stopsAsGDBSaidOnce runs cases through a DAP session and fails unless it stops where gdb did
+// (want) and its console says the fallback message said exactly once.
+func stopsAsGDBSaidOnce(t *testing.T, p *program, cases []condCase, want []string, said string) {
+	t.Helper()
+	got, out := dapCondHits(t, p, cases)
+	if !slices.Equal(got, want) {
+		t.Errorf("stops:\n got %v\nwant %v (gdb)", got, want)
+	}
+	if n := strings.Count(out, said); n != 1 {
+		t.Errorf("the fallback was said %d times, want once:\n%s", n, out)
 	}
 }
