@@ -107,13 +107,11 @@ var pushRegs = [16]int{amd64.OffRAX, amd64.OffRCX, amd64.OffRDX, amd64.OffRBX, a
 // (a push, a store to a frame slot) or the slot it loads a register from.
 type emulation struct {
 	regs      []byte
-	stores    bool   // the instruction stores value at store
 	store     uint64 // address of the bytes stored (any: 0 too, which must fault)
 	value     [8]byte
-	storeSize int // bytes of value stored (0: 8)
-	// A load (loads): loadSize bytes at load go into the register at loadReg, zero-extended
-	// (a 32-bit load clears the upper half, as the processor does).
-	loads    bool
+	storeSize int // bytes of value stored (0: none)
+	// A load: loadSize bytes (0: none) at load go into the register at loadReg,
+	// zero-extended (a 32-bit load clears the upper half, as the processor does).
 	load     uint64
 	loadSize int
 	loadReg  int
@@ -132,10 +130,10 @@ func (m *machine) emulate(code, regs []byte) (e emulation, ok bool) {
 	switch {
 	case len(code) >= 1 && code[0] >= 0x50 && code[0] <= 0x57:
 		n = 1
-		e.store, e.stores = m.push(out, pushRegs[code[0]-0x50], &e.value), true
+		e.store, e.storeSize = m.push(out, pushRegs[code[0]-0x50], &e.value), 8
 	case len(code) >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57:
 		n = 2
-		e.store, e.stores = m.push(out, pushRegs[8+code[1]-0x50], &e.value), true
+		e.store, e.storeSize = m.push(out, pushRegs[8+code[1]-0x50], &e.value), 8
 	case len(code) >= 3 && code[0] == 0x48 && code[1] == 0x89 && code[2] == 0xe5:
 		n = 3
 		amd64.SetReg(out, amd64.OffRBP, amd64.Reg(regs, amd64.OffRSP))
@@ -206,10 +204,10 @@ func (m *machine) frameMove(code, regs []byte, e *emulation) (int, bool) {
 	}
 	addr := amd64.Reg(regs, amd64.OffRBP) + uint64(disp)
 	if code[i] == 0x89 {
-		e.store, e.storeSize, e.stores = addr, size, true
+		e.store, e.storeSize = addr, size
 		le.PutUint64(e.value[:], amd64.Reg(regs, pushRegs[reg]))
 	} else {
-		e.load, e.loadSize, e.loadReg, e.loads = addr, size, pushRegs[reg], true
+		e.load, e.loadSize, e.loadReg = addr, size, pushRegs[reg]
 	}
 	return n, true
 }

@@ -365,22 +365,18 @@ func (p *proc) emulateOver(th *pthread, b *breakpoint) bool {
 	// (a null or unmapped slot, a read-only page, a guard page) is left to the processor, which
 	// faults as it should.
 	pm, strict := p.tp.(target.MemoryAsProcess)
-	if (e.loads || e.stores) && !strict {
+	if (e.loadSize > 0 || e.storeSize > 0) && !strict {
 		return false
 	}
-	if e.loads {
+	if e.loadSize > 0 {
 		var v [8]byte
 		if k, err := pm.ReadMemoryAsProcess(e.load, v[:e.loadSize]); err != nil || k != e.loadSize {
 			return false
 		}
 		amd64.SetReg(e.regs, e.loadReg, le.Uint64(v[:]))
 	}
-	if e.stores {
-		size := e.storeSize
-		if size == 0 {
-			size = len(e.value)
-		}
-		if k, err := pm.WriteMemoryAsProcess(e.store, e.value[:size]); err != nil || k != size {
+	if e.storeSize > 0 {
+		if k, err := pm.WriteMemoryAsProcess(e.store, e.value[:e.storeSize]); err != nil || k != e.storeSize {
 			return false
 		}
 	}

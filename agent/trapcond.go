@@ -29,11 +29,13 @@ func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) c
 		return fail(cdti.CmdParmErr, tid)
 	}
 	var hits uint64 // the count of the condition replaced or removed
-	if old := p.conds[c.Address]; old != nil && old.owner == t.id {
+	old := p.conds[c.Address]
+	mine := old != nil && old.owner == t.id
+	if mine {
 		hits = old.hits
 	}
 	if len(c.Site) == 0 {
-		if old := p.conds[c.Address]; old != nil && old.owner == t.id {
+		if mine {
 			delete(p.conds, c.Address)
 		}
 		return ok(&cdti.SetTrapConditionAck{ThreadID: tid, Hits: hits})
@@ -135,10 +137,9 @@ func (m *trapMachine) Register(n int) (uint64, error) {
 }
 
 func (m *trapMachine) ReadMemory(addr uint64, buf []byte) error {
-	n, err := m.p.tp.ReadMemory(addr, buf)
+	n, err := programMemory{m.p}.ReadMemory(addr, buf)
 	if err != nil || n != len(buf) {
 		return errOrShort(err)
 	}
-	m.p.shadowRead(addr, buf)
 	return nil
 }

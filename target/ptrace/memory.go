@@ -98,8 +98,21 @@ func (p *process) vmAccess(write bool, addr uint64, b []byte) (int, error) {
 	if err := p.usable(); err != nil {
 		return 0, wrapErr(op, p.memObj(addr), nil, err)
 	}
+	n, err := p.vm(write, addr, b)
+	if n == len(b) {
+		return n, nil
+	}
+	if err == nil {
+		err = unix.EFAULT
+	}
+	return n, p.memFail(op, addr+uint64(n), err)
+}
+
+// vm reads or writes b at addr with process_vm_readv or process_vm_writev, which apply the
+// process's own page protections, and returns the bytes done before any error.
+func (p *process) vm(write bool, addr uint64, b []byte) (int, error) {
 	if addr > maxAddr || uint64(len(b)) > maxAddr-addr {
-		return 0, p.memFail(op, addr, unix.EFAULT)
+		return 0, unix.EFAULT
 	}
 	local := []unix.Iovec{{Base: &b[0]}}
 	local[0].SetLen(len(b))
@@ -111,16 +124,7 @@ func (p *process) vmAccess(write bool, addr uint64, b []byte) (int, error) {
 	} else {
 		n, err = unix.ProcessVMReadv(p.pid, local, remote, 0)
 	}
-	if n < 0 {
-		n = 0
-	}
-	if n == len(b) {
-		return n, nil
-	}
-	if err == nil {
-		err = unix.EFAULT
-	}
-	return n, p.memFail(op, addr+uint64(n), err)
+	return max(n, 0), err
 }
 
 func (p *process) memObj(addr uint64) string { return fmt.Sprintf("pid %d at %#x", p.pid, addr) }
@@ -145,13 +149,7 @@ func (p *process) readMem(addr uint64, b []byte) (int, error) {
 	if addr > maxAddr || uint64(len(b)) > maxAddr-addr {
 		return 0, unix.EFAULT
 	}
-	local := []unix.Iovec{{Base: &b[0]}}
-	local[0].SetLen(len(b))
-	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(b)}}
-	n, err := unix.ProcessVMReadv(p.pid, local, remote, 0)
-	if n < 0 {
-		n = 0
-	}
+	n, err := p.vm(false, addr, b)
 	if n == len(b) {
 		return n, nil
 	}
