@@ -34,6 +34,14 @@ func familyOf(base string) string {
 	return ""
 }
 
+// IsLauncher reports whether an executable (a name or a path) is one of the parallel
+// launchers known here, by its base name.
+func IsLauncher(path string) bool {
+	base := filepath.Base(path)
+	_, known := launcherNames[base]
+	return known || familyOf(base) != ""
+}
+
 // CheckLauncher validates a launcher name other than the local one: a known launcher name (or
 // a path to one) that can be found.
 func CheckLauncher(name string) error {

@@ -87,3 +87,16 @@ func TestPMIxStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestIsLauncher: what `hpcdap stacks -- CMD` attaches through its launcher, by the names the
+// launch request knows.
+func TestIsLauncher(t *testing.T) {
+	for name, want := range map[string]bool{
+		"mpirun": true, "/usr/bin/mpirun.openmpi": true, "prterun": true, "prte": true, "prun": true,
+		"mpiexec.hydra": true, "srun": true, "./app": false, "/usr/bin/sleep": false, "mpirunner": false,
+	} {
+		if got := IsLauncher(name); got != want {
+			t.Errorf("IsLauncher(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -105,7 +104,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if !o.Keep {
 			defer endCommand(cmd, o.Timeout)
 		}
-		if isLauncher(t.Command[0]) {
+		if launch.IsLauncher(t.Command[0]) {
 			t = Target{LauncherPid: cmd.Process.Pid}
 		} else {
 			t = Target{Pids: map[int]int{0: cmd.Process.Pid}}
@@ -233,18 +232,6 @@ func open(ctx context.Context, t Target, agent, logDir string, timeout time.Dura
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return j, nil
-}
-
-// isLauncher says whether a command runs a parallel job's launcher (attached through it)
-// rather than the one program to sample.
-func isLauncher(path string) bool {
-	base := filepath.Base(path)
-	for _, l := range []string{"mpirun", "mpiexec", "srun", "prterun", "prun", "orterun"} {
-		if base == l || strings.HasPrefix(base, l+".") {
-			return true
-		}
-	}
-	return false
 }
 
 // startCommand runs a job's command line, its output to diag, in a process group of its own,
