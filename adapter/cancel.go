@@ -3,7 +3,6 @@ package adapter
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/google/go-dap"
 )
@@ -83,8 +82,5 @@ func (s *Conn) cancelledBeforeStart(seq int) bool {
 // sendCancelled is the answer to a request ended by a cancel request: DAP's "cancelled",
 // without showUser (the user asked for it).
 func (s *Conn) sendCancelled(r *dap.Request) {
-	e := &dap.ErrorResponse{Response: dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"},
-		Command: r.Command, RequestSeq: r.Seq, Success: false, Message: "cancelled"}}
-	e.Body.Error = &dap.ErrorMessage{Id: errCancelled, Format: fmt.Sprintf("%s: cancelled", r.Command)}
-	s.send(e)
+	s.sendError(r, errCancelled, r.Command+": cancelled")
 }

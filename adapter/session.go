@@ -365,12 +365,16 @@ func (s *Conn) sendError(r *dap.Request, id int, msg string) {
 }
 
 func (s *Conn) sendErrorRaw(seq int, command string, id int, msg string) {
+	message := msg
+	if id == errCancelled {
+		message = "cancelled" // DAP's word for a request that a cancel request ended
+	}
 	e := &dap.ErrorResponse{Response: dap.Response{ProtocolMessage: dap.ProtocolMessage{Type: "response"},
-		Command: command, RequestSeq: seq, Success: false, Message: msg}}
+		Command: command, RequestSeq: seq, Success: false, Message: message}}
 	// A thread whose rank runs, or a handle of a stop that is over, is a race of the protocol
 	// (a client reads a stack or expands a variable just as the user resumes), not a failure
-	// the user must be told about.
-	show := s.inPlaceSeq.Load() != int64(seq) && id != errRunning && id != errStale
+	// the user must be told about; nor is a cancel the user asked for.
+	show := s.inPlaceSeq.Load() != int64(seq) && id != errRunning && id != errStale && id != errCancelled
 	e.Body.Error = &dap.ErrorMessage{Id: id, Format: msg, ShowUser: show}
 	s.send(e)
 }
