@@ -11,20 +11,9 @@ import (
 // debugging information records (or a suffix of it). A line in another function, or in no
 // function, is refused: the frame would not match the code. It returns the line gone to.
 func (j *Job) Goto(ctx context.Context, t *Thread, file string, line int) (int, error) {
-	j.mu.Lock()
-	stopped := t.Rank.state == RankStopped
-	j.mu.Unlock()
-	if !stopped {
-		return 0, fmt.Errorf("rank %d is not stopped", t.Rank.Num)
-	}
-	ts, err := t.Rank.sym.stack(ctx, t.LWP)
+	ts, m, pc, err := j.stoppedAt(ctx, t)
 	if err != nil {
 		return 0, err
-	}
-	pc, _ := ts.regs.PC()
-	m := ts.proc.ModuleAt(pc)
-	if m == nil {
-		return 0, fmt.Errorf("no module holds pc %#x", pc)
 	}
 	fn := m.Bin.FunctionAt(pc - m.Bias)
 	if fn == nil {

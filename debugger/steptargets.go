@@ -22,26 +22,36 @@ type StepTarget struct {
 // maxLineScan bounds the instructions read to find the calls of one line.
 const maxLineScan = 1 << 14
 
+// stoppedAt reads where stopped thread t stands: its stack, the module and pc of its innermost
+// frame. A rank that is not stopped is a notStoppedError.
+func (j *Job) stoppedAt(ctx context.Context, t *Thread) (*ThreadStack, *symbols.Module, uint64, error) {
+	j.mu.Lock()
+	state := t.Rank.state
+	j.mu.Unlock()
+	if state != RankStopped {
+		return nil, nil, 0, &notStoppedError{t.Rank.Num, state}
+	}
+	ts, err := t.Rank.sym.stack(ctx, t.LWP)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	pc, _ := ts.regs.PC()
+	m := ts.proc.ModuleAt(pc)
+	if m == nil {
+		return nil, nil, 0, fmt.Errorf("no module holds pc %#x", pc)
+	}
+	return ts, m, pc, nil
+}
+
 // StepInTargets returns the calls of thread t's current line at or after its pc, in address
 // order (the order in which a straight-line statement makes them): the functions a step in
 // may enter, as `f(g(1), h(2))` calls g, h and f.
 func (j *Job) StepInTargets(ctx context.Context, t *Thread) ([]StepTarget, error) {
-	j.mu.Lock()
-	stopped := t.Rank.state == RankStopped
-	j.mu.Unlock()
-	if !stopped {
-		return nil, fmt.Errorf("rank %d is not stopped", t.Rank.Num)
-	}
-	ts, err := t.Rank.sym.stack(ctx, t.LWP)
+	ts, m, pc, err := j.stoppedAt(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	pc, _ := ts.regs.PC()
 	p := ts.proc
-	m := p.ModuleAt(pc)
-	if m == nil {
-		return nil, fmt.Errorf("no module holds pc %#x", pc)
-	}
 	fn := m.Bin.FunctionAt(pc - m.Bias)
 	line, ok := m.Bin.LineForPC(pc - m.Bias)
 	if fn == nil || !ok || line.Line == 0 {
