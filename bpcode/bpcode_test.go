@@ -208,3 +208,15 @@ func FuzzDecodeEval(f *testing.F) {
 		}
 	})
 }
+
+// TestFormatChar: a char in an agent's log point prints as the front end and gdb print it.
+func TestFormatChar(t *testing.T) {
+	for v, want := range map[uint64]string{
+		'a': `97 'a'`, 0: `0 '\000'`, '\r': `13 '\r'`, '\a': `7 '\a'`, '\v': `11 '\v'`, '\'': `39 '\''`,
+		'\\': `92 '\\'`, 0x7f: `127 '\177'`, ^uint64(0): `-1 '\377'`,
+	} {
+		if got := FormatValue(FmtChar, v); got != want {
+			t.Errorf("FormatValue(FmtChar, %#x) = %s, want %s", v, got, want)
+		}
+	}
+}

@@ -242,22 +242,41 @@ func FormatValue(f Format, v uint64) string {
 	return ""
 }
 
-// charLit quotes a character as C does.
+// charLit quotes a character as C does, as the front end prints a char (EscapeChar).
 func charLit(c byte) string {
+	return "'" + EscapeChar(c, '\'', new(bool)) + "'"
+}
+
+// EscapeChar renders one byte as gdb's print_wchar does in the C locale: printable ASCII as
+// itself (quote and backslash escaped), common controls as \n etc., the rest as 3-digit
+// octal; a hex digit right after an octal escape is escaped too (needEscape carries that
+// from one byte of a string to the next).
+func EscapeChar(c byte, quote byte, needEscape *bool) string {
+	esc := *needEscape
+	*needEscape = false
 	switch c {
-	case '\'':
-		return `'\''`
-	case '\\':
-		return `'\\'`
-	case 0:
-		return `'\000'`
+	case '\a':
+		return `\a`
+	case '\b':
+		return `\b`
+	case '\f':
+		return `\f`
 	case '\n':
-		return `'\n'`
+		return `\n`
+	case '\r':
+		return `\r`
 	case '\t':
-		return `'\t'`
+		return `\t`
+	case '\v':
+		return `\v`
 	}
-	if c < 0x20 || c >= 0x7f {
-		return fmt.Sprintf(`'\%03o'`, c)
+	isHex := (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
+	if c >= 0x20 && c < 0x7f && !(esc && isHex) {
+		if c == quote || c == '\\' {
+			return `\` + string(rune(c))
+		}
+		return string(rune(c))
 	}
-	return "'" + string(rune(c)) + "'"
+	*needEscape = true
+	return fmt.Sprintf(`\%03o`, c)
 }

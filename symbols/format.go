@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hpcdap/hpcdap/bpcode"
 )
 
 // FormatOptions control how values are rendered. The zero value means gdb's defaults.
@@ -202,7 +204,7 @@ func (f *formatter) scalar(v *Value, s *Type, b []byte, fortran bool) {
 		}
 	case KindChar:
 		if fortran {
-			f.w("'" + escapeChar(b[0], '\'', new(bool)) + "'")
+			f.w("'" + bpcode.EscapeChar(b[0], '\'', new(bool)) + "'")
 			return
 		}
 		n, _ := v.Int()
@@ -216,7 +218,7 @@ func (f *formatter) scalar(v *Value, s *Type, b []byte, fortran bool) {
 		if s.Encoding == ateUTF {
 			prefix = "u8"
 		}
-		f.w(" " + prefix + "'" + escapeChar(b[len(b)-1], '\'', new(bool)) + "'")
+		f.w(" " + prefix + "'" + bpcode.EscapeChar(b[len(b)-1], '\'', new(bool)) + "'")
 	case KindInt:
 		n, _ := v.Int()
 		f.w(strconv.FormatInt(n, 10))
@@ -395,7 +397,7 @@ func (f *formatter) printstr(b []byte, quote byte, cTerm, force bool) {
 			if last != start {
 				f.w(", ")
 			}
-			f.w("'" + escapeChar(g.c, quote, &needEscape) + "'")
+			f.w("'" + bpcode.EscapeChar(g.c, quote, &needEscape) + "'")
 			f.w(fmt.Sprintf(" <repeats %d times>", g.rep))
 			last = repeat
 			continue
@@ -407,7 +409,7 @@ func (f *formatter) printstr(b []byte, quote byte, cTerm, force bool) {
 			f.sb.WriteByte(quote)
 		}
 		for k := 0; k < g.rep; k++ {
-			f.w(escapeChar(g.c, quote, &needEscape))
+			f.w(bpcode.EscapeChar(g.c, quote, &needEscape))
 		}
 		last = single
 	}
@@ -417,39 +419,6 @@ func (f *formatter) printstr(b []byte, quote byte, cTerm, force bool) {
 	if force || !finished {
 		f.w("...")
 	}
-}
-
-// escapeChar renders one byte as gdb's print_wchar does in the C locale: printable ASCII as
-// itself (quote and backslash escaped), common controls as \n etc., the rest as 3-digit
-// octal; a hex digit right after an octal escape is escaped too.
-func escapeChar(c byte, quote byte, needEscape *bool) string {
-	esc := *needEscape
-	*needEscape = false
-	switch c {
-	case '\a':
-		return `\a`
-	case '\b':
-		return `\b`
-	case '\f':
-		return `\f`
-	case '\n':
-		return `\n`
-	case '\r':
-		return `\r`
-	case '\t':
-		return `\t`
-	case '\v':
-		return `\v`
-	}
-	isHex := (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-	if c >= 0x20 && c < 0x7f && !(esc && isHex) {
-		if c == quote || c == '\\' {
-			return `\` + string(rune(c))
-		}
-		return string(rune(c))
-	}
-	*needEscape = true
-	return fmt.Sprintf(`\%03o`, c)
 }
 
 // cStruct prints a C/C++ struct, class or union: "{a = 1, <Base> = {...}, static s = 2}".
