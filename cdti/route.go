@@ -441,11 +441,9 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 			merge(t)
 			return
 		}
-		if _, slow := err.(errSlow); slow { // this time only: the subtree stays reachable
-			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
-			return
-		}
-		if r.isCut(c, []*Route{rt}) { // the link broke during the gather
+		// Too slow this time (the subtree stays reachable), or the link broke during the
+		// gather: the whole subtree did not answer.
+		if _, slow := err.(errSlow); slow || r.isCut(c, []*Route{rt}) {
 			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
 			return
 		}
