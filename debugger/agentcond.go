@@ -58,25 +58,12 @@ func (m BPMeta) syntaxError() string {
 	return ""
 }
 
-// hitOp converts a hit condition to the agent's.
+// hitOp is a hit condition as the agent takes it (nil: every hit counts).
 func (h *hitCondition) hitOp() (bpcode.HitOp, uint64) {
 	if h == nil {
 		return bpcode.HitAny, 0
 	}
-	n := uint64(h.n)
-	switch h.op {
-	case ">":
-		return bpcode.HitGT, n
-	case "==", "=":
-		return bpcode.HitEQ, n
-	case "<":
-		return bpcode.HitLT, n
-	case "<=":
-		return bpcode.HitLE, n
-	case "%":
-		return bpcode.HitMod, n
-	}
-	return bpcode.HitGE, n
+	return h.op, uint64(h.n)
 }
 
 // agentSite works out what r's agent should decide at address a, wanted by the breakpoints

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hpcdap/hpcdap/bpcode"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -107,48 +108,40 @@ func (b *breakpoints) metaHolds(ctx context.Context, r *Rank, tid int, bp *Break
 	return true
 }
 
-// hitCondition is a parsed hit condition: op is "" (from the nth hit on), ">=", ">", "==",
-// "=", "<", "<=" or "%" (every nth hit).
+// hitCondition is a parsed hit condition, in the agents' terms (bpcode.HitOp), so that the
+// front end and an agent decide a hit alike.
 type hitCondition struct {
-	op string
+	op bpcode.HitOp
 	n  int
 }
 
+// hitOps maps the spellings of a hit condition's operator to the agents' ("N" alone: HitGE).
+var hitOps = []struct {
+	text string
+	op   bpcode.HitOp
+}{{">=", bpcode.HitGE}, {"<=", bpcode.HitLE}, {"==", bpcode.HitEQ}, {">", bpcode.HitGT}, {"<", bpcode.HitLT},
+	{"%", bpcode.HitMod}, {"=", bpcode.HitEQ}}
+
 // parseHitCondition checks a hit condition: "N" (stop from the Nth hit on), ">= N", "> N",
 // "== N", "< N", "<= N", "% N" (every Nth hit).
-func parseHitCondition(s string) (op string, n int, err error) {
+func parseHitCondition(s string) (op bpcode.HitOp, n int, err error) {
 	s = strings.TrimSpace(s)
-	for _, o := range []string{">=", "<=", "==", ">", "<", "%", "="} {
-		if rest, ok := strings.CutPrefix(s, o); ok {
-			op, s = o, strings.TrimSpace(rest)
+	op = bpcode.HitGE
+	for _, o := range hitOps {
+		if rest, ok := strings.CutPrefix(s, o.text); ok {
+			op, s = o.op, strings.TrimSpace(rest)
 			break
 		}
 	}
 	n, err = strconv.Atoi(s)
-	if err != nil || n < 0 || (op == "%" && n == 0) {
-		return "", 0, fmt.Errorf("hit condition %q: want a count, optionally after >=, >, ==, <=, < or %%", s)
+	if err != nil || n < 0 || (op == bpcode.HitMod && n == 0) {
+		return 0, 0, fmt.Errorf("hit condition %q: want a count, optionally after >=, >, ==, <=, < or %%", s)
 	}
 	return op, n, nil
 }
 
 // holds reports whether the hits-th hit satisfies h.
-func (h hitCondition) holds(hits int) bool {
-	switch h.op {
-	case "", ">=":
-		return hits >= h.n
-	case ">":
-		return hits > h.n
-	case "==", "=":
-		return hits == h.n
-	case "<":
-		return hits < h.n
-	case "<=":
-		return hits <= h.n
-	case "%":
-		return hits%h.n == 0
-	}
-	return true
-}
+func (h hitCondition) holds(hits int) bool { return h.op.Holds(uint64(hits), uint64(h.n)) }
 
 // logPart is a piece of a log message: text, then, when expr is set, the value of an
 // expression (the message's {expr}).

@@ -3,6 +3,8 @@ package debugger
 import (
 	"strings"
 	"testing"
+
+	"github.com/hpcdap/hpcdap/bpcode"
 )
 
 func FuzzDataID(f *testing.F) {
@@ -24,7 +26,7 @@ func FuzzHitCondition(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string, hits int) {
 		op, n, err := parseHitCondition(s)
-		if err == nil && (n < 0 || (op == "%" && n == 0)) {
+		if err == nil && (n < 0 || (op == bpcode.HitMod && n == 0)) {
 			t.Fatalf("accepted %q", s)
 		}
 		if err == nil {
