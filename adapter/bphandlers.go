@@ -116,13 +116,6 @@ func (s *Conn) setAndAnswer(j *debugger.Job, req *dap.Request, set debugger.BPSe
 	set.Owner = s.id // the client's own list: other clients of a shared job keep theirs
 	list := j.SetBreakpoints(ctx, set, reqs)
 	body := s.breakpointsBody(j, list)
-	var ids []int
-	for _, bp := range body.Breakpoints {
-		if bp.Id != 0 {
-			ids = append(ids, bp.Id)
-		}
-	}
-	s.owned.set(set, ids)
 	s.send(respond(newResponse(req), body))
 }
 

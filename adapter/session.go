@@ -63,7 +63,6 @@ type Conn struct {
 	// another client started (attach with joinSession).
 	share  *share
 	joined bool
-	owned  ownedBPs // the ids of the breakpoints this client set
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool

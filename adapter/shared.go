@@ -286,20 +286,19 @@ func (sh *share) Output(category, text string, rank int) {
 	}
 }
 
-// Stopped reports a stop to every member; the ids of the breakpoints hit that another member
-// set are left out of each member's event (they are not its breakpoints).
+// Stopped reports a stop to every member; each member's event names only the breakpoints hit
+// that it set (the job knows each breakpoint's owner).
 func (sh *share) Stopped(ev debugger.StopEvent) {
 	members := sh.each()
+	sh.mu.Lock()
+	j := sh.job
+	sh.mu.Unlock()
 	for _, m := range members {
 		e := ev
-		if len(ev.HitBPs) > 0 && len(members) > 1 {
+		if len(ev.HitBPs) > 0 && len(members) > 1 && j != nil {
 			e.HitBPs = slices.DeleteFunc(slices.Clone(ev.HitBPs), func(id int) bool {
-				for _, o := range members {
-					if o.s != m.s && o.s.owned.has(id) {
-						return true
-					}
-				}
-				return false
+				owner, ok := j.BreakpointOwner(id)
+				return ok && owner != m.s.id
 			})
 		}
 		m.Stopped(e)
@@ -394,33 +393,4 @@ func (s *Conn) replayStops(j *debugger.Job) {
 		st.HitBPs = nil // breakpoints of the client that was there
 		ev.Stopped(st)
 	}
-}
-
-// ownedBPs records the ids of the breakpoints a client set, by list, so that a shared
-// session's stops name each client's own breakpoints only.
-type ownedBPs struct {
-	mu   sync.Mutex
-	sets map[debugger.BPSet][]int
-}
-
-// set records the ids a set request ended with.
-func (o *ownedBPs) set(set debugger.BPSet, ids []int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.sets == nil {
-		o.sets = map[debugger.BPSet][]int{}
-	}
-	o.sets[set] = ids
-}
-
-// has reports whether id is one of the client's breakpoints.
-func (o *ownedBPs) has(id int) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, ids := range o.sets {
-		if slices.Contains(ids, id) {
-			return true
-		}
-	}
-	return false
 }

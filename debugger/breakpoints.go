@@ -485,6 +485,22 @@ func (b *breakpoints) allUser() []*Breakpoint {
 	return out
 }
 
+// BreakpointOwner returns the owner (BPSet.Owner) of the breakpoint with this id, and whether
+// the job has it.
+func (j *Job) BreakpointOwner(id int) (int, bool) {
+	b := j.bps
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, list := range b.sets {
+		for _, bp := range list {
+			if bp.ID == id {
+				return bp.Owner, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // dataBPs returns the data breakpoints of every owner, by owner; b.mu must be held.
 func (b *breakpoints) dataBPs() []*Breakpoint {
 	var out []*Breakpoint
