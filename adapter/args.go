@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"time"
@@ -303,9 +302,6 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	return p, nil
 }
 
-// slurmStep is the form of a Slurm job step id.
-var slurmStep = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
-
 // maxLocalRanks bounds np for the local launcher: 64 agents (launch.LocalSpawn starts one per
 // launch.RanksPerAgent ranks).
 const maxLocalRanks = 64 * launch.RanksPerAgent
@@ -402,7 +398,7 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		if *a.LauncherPid <= 0 {
 			return nil, fmt.Errorf(`"launcherPid" %d is not a process id`, *a.LauncherPid)
 		}
-		if _, err := os.Stat("/proc/" + strconv.Itoa(*a.LauncherPid)); err != nil {
+		if !launch.ProcessExists(*a.LauncherPid) {
 			return nil, fmt.Errorf("launcherPid %d: no such process on this host", *a.LauncherPid)
 		}
 		p.launcherPid = *a.LauncherPid
@@ -413,7 +409,7 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		}
 		p.launcherPid, p.nspace = pid, a.PMIxNamespace
 	case a.SlurmJob != "":
-		if !slurmStep.MatchString(a.SlurmJob) {
+		if !launch.IsSlurmStep(a.SlurmJob) {
 			return nil, fmt.Errorf(`slurmJob %q: want a job step "JOBID.STEPID" such as "1234.0" (squeue --steps lists them)`, a.SlurmJob)
 		}
 		p.slurmJob = a.SlurmJob
@@ -457,7 +453,7 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		}
 	}
 	for r, pid := range p.pids {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+		if !launch.ProcessExists(pid) {
 			return nil, fmt.Errorf("rank %d: pid %d: no such process", r, pid)
 		}
 	}

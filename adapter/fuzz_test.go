@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/hpcdap/hpcdap/launch"
 )
 
 // Real messages as VS Code sends them, the seeds of the decoders' fuzz targets.
@@ -78,7 +80,7 @@ func FuzzLaunchArgs(f *testing.F) {
 		if p, err := planLaunch(b); err == nil && (p.program == "" || (p.launcher == "" && p.np < 1) || p.np < 0) {
 			t.Fatalf("accepted plan %+v", p)
 		}
-		if a, err := planAttach(b); err == nil && a.slurmJob != "" && !slurmStep.MatchString(a.slurmJob) {
+		if a, err := planAttach(b); err == nil && a.slurmJob != "" && !launch.IsSlurmStep(a.slurmJob) {
 			t.Fatalf("accepted Slurm step %q", a.slurmJob)
 		}
 	})

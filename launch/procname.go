@@ -168,3 +168,9 @@ func ProcessNamed(name string) (ProcessMatch, error) {
 	return ProcessMatch{}, fmt.Errorf("%d processes run %q (%s): attach one by \"pid\", or them all as ranks by \"pids\"",
 		len(ms), name, pidList(ms))
 }
+
+// ProcessExists reports whether a process of this pid runs on this host (as /proc shows it).
+func ProcessExists(pid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	return pid > 0 && err == nil
+}

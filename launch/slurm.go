@@ -20,6 +20,12 @@ import (
 
 func init() { RegisterWLM("slurm", func() WLM { return slurmWLM{} }) }
 
+// slurmStep is the form of a Slurm job step id, JOBID.STEPID.
+var slurmStep = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+
+// IsSlurmStep reports whether s is a Slurm job step id "JOBID.STEPID" (such as "1234.0").
+func IsSlurmStep(s string) bool { return slurmStep.MatchString(s) }
+
 // slurmWLM runs jobs with srun: launch through srun's MPIR interface (ranks held at exec),
 // attach by an srun's pid or by a job step id, and reach the nodes with job steps that overlap
 // the job's allocation (srun --overlap) and sbcast.

@@ -3,11 +3,11 @@ package stacks
 import (
 	"errors"
 	"fmt"
-	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hpcdap/hpcdap/launch"
 )
 
 // Target is what to sample: exactly one of its fields is set.
@@ -37,7 +37,7 @@ func (t Target) Check() error {
 		if t.LauncherPid < 0 {
 			return fmt.Errorf("--pid %d is not a process id", t.LauncherPid)
 		}
-		if !processExists(t.LauncherPid) {
+		if !launch.ProcessExists(t.LauncherPid) {
 			return fmt.Errorf("--pid %d: no such process on this host", t.LauncherPid)
 		}
 	}
@@ -47,16 +47,11 @@ func (t Target) Check() error {
 		}
 	}
 	for _, r := range sortedRanks(t.Pids) {
-		if !processExists(t.Pids[r]) {
+		if !launch.ProcessExists(t.Pids[r]) {
 			return fmt.Errorf("--pids: rank %d: pid %d: no such process on this host", r, t.Pids[r])
 		}
 	}
 	return nil
-}
-
-func processExists(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return err == nil
 }
 
 func sortedRanks(pids map[int]int) []int {
@@ -68,11 +63,9 @@ func sortedRanks(pids map[int]int) []int {
 	return rs
 }
 
-var slurmStep = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
-
 // ParseSlurmStep checks a Slurm job step "JOBID.STEPID" and returns it.
 func ParseSlurmStep(s string) (string, error) {
-	if !slurmStep.MatchString(s) {
+	if !launch.IsSlurmStep(s) {
 		return "", fmt.Errorf("--slurm %q: want a job step JOBID.STEPID such as 1234.0 (squeue --steps lists them)", s)
 	}
 	return s, nil
