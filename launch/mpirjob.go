@@ -1,7 +1,6 @@
 package launch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -368,10 +367,6 @@ const launcherGrace = 15 * time.Second
 
 // processEnded reports whether a process of this host has exited (gone, or a zombie).
 func processEnded(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(b, ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
+	f := statFields(pid)
+	return len(f) == 0 || f[0] == "Z" || f[0] == "X"
 }

@@ -216,17 +216,13 @@ func PMIxServerOf(nspace string) (int, error) {
 		return 0, fmt.Errorf("launch: PMIx namespace %q: not a namespace", nspace)
 	}
 	want := []byte("\x00PMIX_NAMESPACE=" + nspace + "\x00")
-	dirs, err := os.ReadDir("/proc")
+	pids, err := procPids()
 	if err != nil {
 		return 0, fmt.Errorf("launch: PMIx namespace %s: %w", nspace, err)
 	}
 	parents := map[int]int{} // process of the job → its parent
-	for _, d := range dirs {
-		pid, err := strconv.Atoi(d.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + d.Name() + "/environ")
+	for _, pid := range pids {
+		env, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		if err != nil || !bytes.Contains(append([]byte{0}, env...), want) {
 			continue
 		}
@@ -257,24 +253,6 @@ func PMIxServerOf(nspace string) (int, error) {
 	sort.Strings(list)
 	return 0, fmt.Errorf("launch: PMIx namespace %s: its processes here have several parents, none of them its one server: %s",
 		nspace, strings.Join(list, ", "))
-}
-
-// parentOf reads pid's parent from /proc.
-func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return ppid, err == nil
 }
 
 // launcherTmpDir is the directory under which a running launcher keeps its PMIx rendezvous

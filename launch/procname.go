@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -173,4 +174,28 @@ func ProcessNamed(name string) (ProcessMatch, error) {
 func ProcessExists(pid int) bool {
 	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 	return pid > 0 && err == nil
+}
+
+// statFields returns the fields of /proc/PID/stat after the command name, the state first,
+// or nil when the process is gone.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// parentOf returns pid's parent, from /proc.
+func parentOf(pid int) (int, bool) {
+	f := statFields(pid)
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
 }
