@@ -8,13 +8,6 @@ package pmix
 */
 import "C"
 
-import (
-	"fmt"
-	"os"
-	"slices"
-	"unsafe"
-)
-
 // DaemonProcs is called in a debugger daemon the launcher started (OpDaemons): it connects to
 // the launcher's PMIx server on this node with what the launcher put in its environment, and
 // returns the job it is to debug (PMIX_DEBUG_TARGET) and that job's processes on this node
@@ -28,14 +21,7 @@ func DaemonProcs() (string, []Proc, error) {
 		return "", nil, pmixError("debugger daemon: the local proc table of the debug target", rc)
 	}
 	defer C.hp_free_procs(cp, n)
-	procs := make([]Proc, 0, int(n))
-	for _, p := range unsafe.Slice(cp, int(n)) {
-		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe)}
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pr.Pid)); err == nil {
-			pr.Executable = exe
-		}
-		procs = append(procs, pr)
-	}
-	slices.SortFunc(procs, func(a, b Proc) int { return a.Rank - b.Rank })
+	// The local proc table: every process is on this node.
+	procs := goProcs(cp, n, func(string) bool { return true })
 	return C.GoString(&target[0]), procs, nil
 }

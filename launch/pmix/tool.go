@@ -464,10 +464,16 @@ func (s *server) procTable(nspace string) ([]Proc, error) {
 	}
 	defer C.hp_free_procs(cp, n)
 	host, _ := os.Hostname()
+	return goProcs(cp, n, func(h string) bool { return h == host }), nil
+}
+
+// goProcs converts a C proc table to Procs by rank; the executables of the processes on this
+// host (local says which) are resolved through /proc.
+func goProcs(cp *C.hp_proc, n C.size_t, local func(host string) bool) []Proc {
 	procs := make([]Proc, 0, int(n))
 	for _, p := range unsafe.Slice(cp, int(n)) {
 		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe)}
-		if pr.Host == host && pr.Pid > 0 {
+		if local(pr.Host) && pr.Pid > 0 {
 			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pr.Pid)); err == nil {
 				pr.Executable = exe
 			}
@@ -475,7 +481,7 @@ func (s *server) procTable(nspace string) ([]Proc, error) {
 		procs = append(procs, pr)
 	}
 	slices.SortFunc(procs, func(a, b Proc) int { return a.Rank - b.Rank })
-	return procs, nil
+	return procs
 }
 
 // release lets the held application run: DEBUGGER_RELEASE to its nspace (what a rank held in
