@@ -40,19 +40,6 @@ func classify(t *Type) (scalar, *Type) {
 	return scNone, s
 }
 
-// signed reports whether an integer type is signed.
-func signed(s *Type) bool {
-	switch s.Kind {
-	case KindInt:
-		return true
-	case KindChar:
-		return s.Encoding == ateSignedChar
-	case KindEnum:
-		return s.Elem == nil || s.Elem.Strip().Kind == KindInt
-	}
-	return false
-}
-
 // rvalue makes v a word on the stack. Arrays decay to a pointer to their first element.
 func (c *compiler) rvalue(v cv) (cv, error) {
 	if v.loc == locWord {
@@ -194,9 +181,9 @@ func (c *compiler) unary(n *node) (cv, error) {
 
 // promote applies the integer promotions to an integer word (a no-op on the word itself).
 func (c *compiler) promote(v cv) cv {
-	k, s := classify(v.t)
-	if k == scInt && s.Size < 4 {
-		return cv{t: c.intType(4, true)}
+	k, _ := classify(v.t)
+	if k == scInt {
+		return cv{t: c.intType(promotedInt(v.t))}
 	}
 	if k == scFloat {
 		return cv{t: doubleType}
@@ -206,11 +193,7 @@ func (c *compiler) promote(v cv) cv {
 
 // arithType is the common type of two integer operands (the usual arithmetic conversions).
 func (c *compiler) arithType(a, b *Type) *Type {
-	_, sa := classify(a)
-	_, sb := classify(b)
-	size := max(sa.Size, sb.Size, 4)
-	uns := (!signed(sa) && sa.Size >= size) || (!signed(sb) && sb.Size >= size)
-	return c.intType(size, !uns)
+	return c.intType(convertedInt(a, b))
 }
 
 func (c *compiler) binary(n *node) (cv, error) {

@@ -74,76 +74,41 @@ func (e *evaluator) unary(n *node) (*Value, error) {
 
 // intOf returns an integral value sign- or zero-extended to 64 bits.
 func (e *evaluator) intOf(v *Value) (uint64, error) {
-	s := v.Type.Strip()
-	if s.Kind == KindInt || (s.Kind == KindChar && s.Encoding == ateSignedChar) ||
-		(s.Kind == KindEnum && (s.Elem == nil || s.Elem.Strip().Kind == KindInt)) {
+	if signed(v.Type.Strip()) {
 		i, err := v.Int()
 		return uint64(i), err
 	}
 	return v.Uint()
 }
 
-// promote1 is C's integer promotion of one operand.
+// promote1 is C's integer promotion of one operand (promotedInt) as a type of the program's
+// language.
 func (e *evaluator) promote1(t *Type) *Type {
-	s := t.Strip()
 	if e.lang == LangFortran {
-		if s.Size > 4 {
-			return e.longType(false)
-		}
 		return e.longType(false)
 	}
-	if s.Size < 4 || s.Kind == KindBool || s.Kind == KindChar || s.Kind == KindEnum {
-		if s.Kind == KindEnum && s.Size >= 4 && s.Elem != nil && s.Elem.Strip().Kind == KindUint {
-			return e.builtin("unsigned int")
-		}
-		return e.builtin("int")
-	}
-	if s.Kind == KindUint {
-		if s.Size > 4 {
-			return e.builtin("unsigned long")
-		}
-		return e.builtin("unsigned int")
-	}
-	if s.Size > 4 {
-		return e.builtin("long")
-	}
-	return e.builtin("int")
+	return e.intTypeOf(promotedInt(t))
 }
 
-// promote2 is gdb's binop_promote for two integral operands.
+// promote2 is the usual arithmetic conversion of two integral operands (convertedInt), as
+// gdb's binop_promote does it.
 func (e *evaluator) promote2(a, b *Type) *Type {
-	sa, sb := a.Strip(), b.Strip()
-	la, lb := sa.Size, sb.Size
-	ua := sa.Kind == KindUint || (sa.Kind == KindChar && sa.Encoding == ateUnsignedChar) ||
-		(sa.Kind == KindEnum && sa.Elem != nil && sa.Elem.Strip().Kind == KindUint)
-	ub := sb.Kind == KindUint || (sb.Kind == KindChar && sb.Encoding == ateUnsignedChar) ||
-		(sb.Kind == KindEnum && sb.Elem != nil && sb.Elem.Strip().Kind == KindUint)
-	if la < 4 {
-		ua, la = false, 4
-	}
-	if lb < 4 {
-		ub, lb = false, 4
-	}
-	var unsigned bool
-	var n int64
-	switch {
-	case la > lb:
-		unsigned, n = ua, la
-	case lb > la:
-		unsigned, n = ub, lb
-	default:
-		unsigned, n = ua || ub, la
-	}
+	size, sgn := convertedInt(a, b)
 	if e.lang == LangFortran {
-		return e.longType(unsigned)
+		return e.longType(!sgn)
 	}
-	if n <= 4 {
-		if unsigned {
-			return e.builtin("unsigned int")
-		}
+	return e.intTypeOf(size, sgn)
+}
+
+// intTypeOf is the C integer type of size bytes (int, or long above 4) and signedness.
+func (e *evaluator) intTypeOf(size int64, sgn bool) *Type {
+	switch {
+	case size > 4:
+		return e.longType(!sgn)
+	case sgn:
 		return e.builtin("int")
 	}
-	return e.longType(unsigned)
+	return e.builtin("unsigned int")
 }
 
 func (e *evaluator) binary(n *node) (*Value, error) {
