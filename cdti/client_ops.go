@@ -16,22 +16,36 @@ func (c *Client) Hello(ctx context.Context, token []byte) (*HelloAck, error) {
 		}
 		return nil, &OpError{Op: "hello", Object: c.remote, Err: err}
 	}
+	ack, err := proveHello(token, func(m *Hello) (*HelloAck, error) {
+		reply, err := c.roundTrip(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		return reply.(*HelloAck), nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrAuthentication) {
+			c.Close() // the agent did not prove the token: nothing more goes to it
+		}
+		return fail(err)
+	}
+	return ack, nil
+}
+
+// proveHello is the tool's side of the Hello handshake, over exchange (one Hello sent, the
+// agent's HelloAck read): the agent proves the session token first, over the tool's nonce, so
+// that a listener without the token learns nothing from the tool; then the tool proves it
+// over the agent's. It returns the agent's last ack.
+func proveHello(token []byte, exchange func(*Hello) (*HelloAck, error)) (*HelloAck, error) {
 	mine := NewNonce()
-	reply, err := c.roundTrip(ctx, &Hello{ExtVersion: ExtensionVersion, Nonce: mine})
+	ch, err := exchange(&Hello{ExtVersion: ExtensionVersion, Nonce: mine})
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	ch := reply.(*HelloAck)
-	// The agent proves the token first: a listener without it learns nothing from this tool.
 	if len(ch.Nonce) != NonceSize || !hmac.Equal(ch.Proof, HelloProof(token, HelloRoleAgent, mine, ch.Nonce)) {
-		c.Close()
-		return fail(fmt.Errorf("%w: the agent did not prove the session token", ErrAuthentication))
+		return nil, fmt.Errorf("%w: the agent did not prove the session token", ErrAuthentication)
 	}
-	reply, err = c.roundTrip(ctx, &Hello{ExtVersion: ExtensionVersion, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)})
-	if err != nil {
-		return fail(err)
-	}
-	return reply.(*HelloAck), nil
+	return exchange(&Hello{ExtVersion: ExtensionVersion, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)})
 }
 
 // Attach attaches the tool to header rank rank (RankInHeader) or to every rank of its node

@@ -3,7 +3,6 @@ package cdti
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
 	"errors"
 	"fmt"
 	"net"
@@ -573,15 +572,7 @@ func dialAgent(ctx context.Context, addr string, token []byte) (net.Conn, error)
 		}
 		return ack, nil
 	}
-	mine := NewNonce()
-	ch, err := exchange(&Hello{ExtVersion: ExtensionVersion, Nonce: mine})
-	if err != nil {
-		return fail(err)
-	}
-	if len(ch.Nonce) != NonceSize || !hmac.Equal(ch.Proof, HelloProof(token, HelloRoleAgent, mine, ch.Nonce)) {
-		return fail(fmt.Errorf("%w: the agent did not prove the session token", ErrAuthentication))
-	}
-	if _, err := exchange(&Hello{ExtVersion: ExtensionVersion, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)}); err != nil {
+	if _, err := proveHello(token, exchange); err != nil {
 		return fail(err)
 	}
 	if br.Buffered() > 0 {
