@@ -59,11 +59,17 @@ func (e jobEvents) Output(category, text string, rank int) {
 	e.s.send(ev)
 }
 
-// Stopped sends the stopped event of a thread.
+// Stopped sends the stopped event of a thread (to a client that joined the job, once it has
+// caught up: see catchUp).
 func (e jobEvents) Stopped(ev debugger.StopEvent) {
-	if e.stale() {
+	if e.stale() || !e.s.catch.admit(ev) {
 		return
 	}
+	e.send(ev)
+}
+
+// send sends the stopped event of a thread.
+func (e jobEvents) send(ev debugger.StopEvent) {
 	if ev.Other {
 		e.s.send(&dap.StoppedEvent{Event: newEvent("stopped"), Body: dap.StoppedEventBody{Reason: ev.Reason,
 			ThreadId: ev.ThreadID, PreserveFocusHint: true}})
@@ -135,6 +141,7 @@ func wireRankStates(ranks []debugger.RankStatus) []RankState {
 func (e jobEvents) StopOver(rank int) {
 	if !e.stale() {
 		e.s.handles.dropRank(rank)
+		e.s.catch.over(rank)
 	}
 }
 

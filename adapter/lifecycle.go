@@ -337,8 +337,10 @@ func (s *Conn) onJoin(req *dap.AttachRequest, name string, paths pathMap) {
 	if !s.claimStart(&req.Request) {
 		return
 	}
+	s.catch.begin(true) // before it is a member: the job's stops from then on wait for its replay
 	sh, j, err := s.join(name)
 	if err != nil {
+		s.catch.begin(false)
 		s.releaseStart()
 		s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
 		return

@@ -63,6 +63,7 @@ type Conn struct {
 	// another client started (attach with joinSession).
 	share  *share
 	joined bool
+	catch  catchUp // a joiner's account of the stops it was told
 
 	// entryInPlace: the launcher held the ranks past main; the entry stop is where they are.
 	entryInPlace bool

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -369,28 +368,5 @@ func (sh *share) othersContinued(s *Conn, threadID int, all bool) {
 		if m.s != s && !m.stale() {
 			m.s.send(continuedEvent(threadID, all))
 		}
-	}
-}
-
-// replayStops tells s, which joined a running job, of its threads, the stops that hold now
-// and every rank's state, as if it had watched them happen: one thread event (started) per
-// live thread, as the threads request lists them, one hpcdap/ranksChanged event with all
-// ranks, and one stopped event per stopped rank, the first with the focus.
-func (s *Conn) replayStops(j *debugger.Job) {
-	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
-	threads := j.LiveThreads(ctx, maxThreads)
-	cancel()
-	for _, t := range threads {
-		s.send(&dap.ThreadEvent{Event: newEvent("thread"), Body: dap.ThreadEventBody{Reason: "started", ThreadId: t.ID}})
-	}
-	ev := s.events()
-	states, _ := j.RankStates()
-	ev.RanksChanged(states)
-	for i, st := range j.Stops() {
-		if i > 0 {
-			st.Also = true
-		}
-		st.HitBPs = nil // breakpoints of the client that was there
-		ev.Stopped(st)
 	}
 }
