@@ -67,6 +67,9 @@ type Config struct {
 	// NoTrapConditions makes the agent answer SetTrapCondition with CmdInval, as a BG/Q CNK
 	// does: the front end then decides every breakpoint hit itself.
 	NoTrapConditions bool
+	// CIOS, when set, makes the agent a Blue Gene/Q CIOS tool of that job (see cios.go): it
+	// controls no process (Backend may be nil) and relays CDTI to the job's toolctld sockets.
+	CIOS *CIOSJob
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
@@ -87,6 +90,7 @@ type Agent struct {
 	started       time.Time
 	srv           *cdti.Server
 	router        *cdti.Router // the tree overlay: relays to the agents below this one
+	cios          *ciosRelay   // Config.CIOS's relay, or nil
 	done          chan struct{}
 	doneOnce      sync.Once
 	shutOnce      sync.Once
@@ -115,7 +119,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("agent: no session token")
 	}
-	if cfg.Backend == nil {
+	if cfg.Backend == nil && cfg.CIOS == nil {
 		return nil, errors.New("agent: no back end")
 	}
 	node := cfg.Node
@@ -143,6 +147,11 @@ func New(cfg Config) (*Agent, error) {
 	a.output = newOutputHub(a.logf)
 	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token)}
 	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
+	if cfg.CIOS != nil {
+		a.cios = newCIOSRelay(cfg.CIOS, a.logf)
+		a.srv.Handler = a.cios
+		go cfg.CIOS.heartbeat(CIOSHeartbeat, a.done, a.logf)
+	}
 	return a, nil
 }
 
@@ -361,6 +370,9 @@ func (a *Agent) allProcs() []*proc {
 
 // RankInfos describes every rank, by rank.
 func (a *Agent) RankInfos() []RankInfo {
+	if a.cios != nil {
+		return a.cios.rankInfos()
+	}
 	ps := a.allProcs()
 	out := make([]RankInfo, 0, len(ps))
 	for _, p := range ps {

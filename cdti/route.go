@@ -240,9 +240,14 @@ func subtreeRanks(rt *Route) []uint32 {
 }
 
 // unreachableReply answers request h for a rank whose agent cannot be reached.
-func unreachableReply(h Header) Message {
-	rh := h.Reply(RequestFailed)
-	rh.ErrorCode = ErrorCodeUnreachable
+func unreachableReply(h Header) Message { return ReplyTo(h, RequestFailed, ErrorCodeUnreachable) }
+
+// ReplyTo is the answer to request h that carries only a message-level result: the ack of
+// h's message type (an ErrorAck for a type without one), return code rc, and errno as the
+// header's errorCode.
+func ReplyTo(h Header, rc ReturnCode, errno uint32) Message {
+	rh := h.Reply(rc)
+	rh.ErrorCode = errno
 	switch h.Type {
 	case MsgAttach:
 		return &AttachAck{Header: rh}

@@ -40,16 +40,29 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	supervise := fs.Bool("supervise", false, "attach mode: run the agent as a child worker and, if the worker is killed outright (SIGKILL), put back the original instructions of the breakpoints it left planted, so that the processes run on instead of dying of SIGTRAP")
 	noTrapConds := fs.Bool("no-trap-conditions", os.Getenv("HPCDAP_AGENT_NO_TRAP_CONDITIONS") != "",
 		"answer SetTrapCondition with CmdInval, as a BG/Q CNK does, so that the front end decides every breakpoint hit (default from HPCDAP_AGENT_NO_TRAP_CONDITIONS)")
+	tokenFile := fs.String("token-file", "", "read the session token from `FILE` (this user's, mode 0600) when HPCDAP_TOKEN is not set: for an agent whose environment its workload manager does not pass on (a BG/Q CIOS tool)")
 	followExec := fs.String("follow-exec", "", "follow the forks of the launcher given after -- and serve as ranks the processes that exec `PROGRAM` (rank from PMI_RANK), each held at its exec (for MPICH hydra)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS... | --launcher -- LAUNCHER ARGS... | --follow-exec PROGRAM -- LAUNCHER ARGS...)")
-		fmt.Fprintln(fs.Output(), "\nThe session token is read from HPCDAP_TOKEN.")
+		fmt.Fprintln(fs.Output(), "\nThe session token is read from HPCDAP_TOKEN, else from --token-file.")
+		fmt.Fprintln(fs.Output(), "Started by a BG/Q jobctld (BG_JOBID and BG_TOOLID set), the agent is that job's CIOS tool: it relays CDTI to the job's toolctld sockets and takes no program.")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	argv := fs.Args()
+	job, err := ciosJob()
+	if err != nil {
+		fmt.Fprintf(stderr, "hpcdap agent: %v\n", err)
+		return errUsage
+	}
+	if job != nil {
+		if *attach != "" || len(argv) > 0 || *launcher || *followExec != "" || *supervise {
+			fmt.Fprintf(stderr, "hpcdap agent: a CIOS tool (BG_JOBID %d) serves its job's ranks: give no program, --attach, --launcher, --follow-exec or --supervise\n", job.ID)
+			return errUsage
+		}
+	}
 	switch {
 	case *listen == "" && *connect == "":
 		fmt.Fprintln(stderr, "hpcdap agent: give --listen or --connect")
@@ -57,7 +70,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	case *attach != "" && len(argv) > 0:
 		fmt.Fprintln(stderr, "hpcdap agent: give either --attach or a program, not both")
 		return errUsage
-	case *attach == "" && len(argv) == 0:
+	case job == nil && *attach == "" && len(argv) == 0:
 		fmt.Fprintln(stderr, "hpcdap agent: give a program to spawn (after --) or --attach")
 		return errUsage
 	case *launcher && *followExec != "":
@@ -81,6 +94,13 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	if *supervise {
 		return superviseAgent(args, stdout, stderr)
 	}
+	if job != nil {
+		token, err := agentToken(*tokenFile)
+		if err != nil {
+			return err
+		}
+		return runCIOSAgent(job, token, *listen, *connect, *logFile, stdout, stderr)
+	}
 	journal, err := workerJournal()
 	if err != nil {
 		return err
@@ -95,9 +115,9 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 			return errors.New("agent: --kill-on-exit: the parent has already exited")
 		}
 	}
-	token := os.Getenv("HPCDAP_TOKEN")
-	if token == "" {
-		return errors.New("no session token: set HPCDAP_TOKEN (the token is never taken from the command line)")
+	token, err := agentToken(*tokenFile)
+	if err != nil {
+		return err
 	}
 	var pids map[uint32]int
 	if *attach != "" {
@@ -185,11 +205,18 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	return serveAgent(a, *listen, *connect, *killOnExit, logger, stdout)
+}
+
+// serveAgent serves a's two planes on a listener (on listen, or toward the front end at
+// connect, with which it then registers) until it ends or a signal ends it.
+func serveAgent(a *agent.Agent, listen, connect string, killOnExit bool, logger *log.Logger, stdout io.Writer) error {
 	var l net.Listener
-	if *listen != "" {
-		l, err = net.Listen("tcp", *listen)
+	var err error
+	if listen != "" {
+		l, err = net.Listen("tcp", listen)
 	} else {
-		l, err = agent.ListenToward(*connect) // the front end learns the port from agent.register
+		l, err = agent.ListenToward(connect) // the front end learns the port from agent.register
 	}
 	if err != nil {
 		a.Shutdown(true)
@@ -208,22 +235,22 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	go func() {
 		select {
 		case s := <-sigs:
-			if *killOnExit {
+			if killOnExit {
 				logger.Printf("agent: %v: killing what the agent spawned (--kill-on-exit)", s)
 			} else {
 				logger.Printf("agent: %v: detaching from every process", s)
 			}
-			a.Shutdown(*killOnExit)
+			a.Shutdown(killOnExit)
 		case <-ctx.Done():
 		}
 	}()
 	served := make(chan error, 1)
 	go func() { served <- a.Serve(ctx, l) }()
-	if *connect != "" {
+	if connect != "" {
 		go func() {
-			if err := a.Register(ctx, *connect, l.Addr()); err != nil {
+			if err := a.Register(ctx, connect, l.Addr()); err != nil {
 				logger.Printf("%v", err)
-				a.Shutdown(*killOnExit)
+				a.Shutdown(killOnExit)
 			}
 		}()
 	}

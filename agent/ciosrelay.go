@@ -1,0 +1,414 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+)
+
+// ciosRelay is the CDTI handler of an agent that is a CIOS tool (a cdti.RelayHandler): each
+// message from the front end goes unaltered to the toolctld of its rank's compute node, over
+// one socket per compute node and front-end connection (each connection is one tool to
+// toolctld, which takes up to four), and every message toolctld sends back (acks, Notify)
+// goes up unaltered. toolctld takes only Attach, Detach, Query, Update and Control: the
+// relay answers anything else as toolctld would, ErrorAck(UnsupportedType), without a
+// round trip.
+//
+// Because toolctld does not tell the CNK that a tool's socket closed (cdti-v6.md §9.6), the
+// relay keeps what it needs to give the ranks back itself when the front end goes without
+// doing so (its connection drops, the agent is told to end): which ranks the tool attached
+// and controls on each node, and the traps it planted with the instruction under each, read
+// from the process just before the SetBreakpoint goes down (a CNK's ResetBreakpoint carries
+// the original instruction). Giving back removes those traps, releases control (which
+// continues a process stopped for a notification) and detaches the node's ranks.
+type ciosRelay struct {
+	job     *CIOSJob
+	logf    func(string, ...any)
+	timeout time.Duration // bounds each of the relay's own requests
+
+	mu    sync.Mutex
+	links map[*cdti.Conn]map[uint32]*ciosLink // per front-end connection, by compute node
+}
+
+// ciosOwnSeq marks the sequence ids of the relay's own requests (reads of the instructions
+// under traps, the give-back): the front end's cdti.Client counts up from 1.
+const ciosOwnSeq = 0x80000000
+
+// trapKey names a planted trap.
+type trapKey struct {
+	rank uint32
+	addr uint64
+}
+
+// ciosLink is one front-end connection's socket to one compute node's toolctld.
+type ciosLink struct {
+	node uint32
+	nc   net.Conn
+	up   *cdti.Conn
+	wmu  sync.Mutex
+
+	mu       sync.Mutex
+	sent     map[uint32]cdti.Message      // forwarded requests by sequence id, decoded
+	own      map[uint32]chan cdti.Message // the relay's own requests awaiting their ack
+	seq      uint32
+	jobID    uint64 // the job and tool ids of the tool's messages
+	toolID   uint32
+	attached map[uint32]bool
+	control  map[uint32]bool
+	traps    map[trapKey]uint32 // → the original instruction
+	origs    map[trapKey]uint32 // read before a SetBreakpoint whose ack has not come
+	dead     bool
+	done     chan struct{} // closed when the reader ends
+}
+
+func newCIOSRelay(job *CIOSJob, logf func(string, ...any)) *ciosRelay {
+	return &ciosRelay{job: job, logf: logf, timeout: 10 * time.Second, links: map[*cdti.Conn]map[uint32]*ciosLink{}}
+}
+
+// Relay forwards one frame of the front end's (cdti.RelayHandler).
+func (r *ciosRelay) Relay(c *cdti.Conn, frame []byte) error {
+	h, err := cdti.ParseHeader(frame)
+	if err != nil {
+		return err
+	}
+	switch h.Type {
+	case cdti.MsgAttach, cdti.MsgDetach, cdti.MsgQuery, cdti.MsgUpdate, cdti.MsgControl:
+	default:
+		return c.Send(&cdti.ErrorAck{Header: h.Reply(cdti.UnsupportedType)})
+	}
+	node, ok := r.job.Ranks[h.Rank]
+	if !ok {
+		return c.Send(cdti.ReplyTo(h, cdti.ToolRankNotFound, 0))
+	}
+	l, err := r.link(c, node)
+	if err != nil {
+		r.logf("agent: job %d: rank %d: %v", r.job.ID, h.Rank, err)
+		return c.Send(cdti.ReplyTo(h, cdti.RequestFailed, cdti.ErrorCodeUnreachable))
+	}
+	m, _ := cdti.DecodeMessage(frame) // for the give-back; what does not decode goes down all the same
+	if u, ok := m.(*cdti.Update); ok {
+		l.readOriginals(h, u, r.timeout)
+	}
+	if err := l.forward(h, m, frame); err != nil {
+		return c.Send(cdti.ReplyTo(h, cdti.RequestFailed, cdti.ErrorCodeUnreachable))
+	}
+	return nil
+}
+
+// Closed gives back, on every compute node, what the front end's connection c left attached,
+// controlled or trapped, then closes its sockets (cdti.CloseHandler).
+func (r *ciosRelay) Closed(c *cdti.Conn, _ error) {
+	r.mu.Lock()
+	ls := r.links[c]
+	delete(r.links, c)
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range ls {
+		wg.Go(func() {
+			l.giveBack(r.timeout, r.logf)
+			l.nc.Close()
+			<-l.done
+		})
+	}
+	wg.Wait()
+}
+
+// link returns c's socket to node's toolctld, connecting on first use.
+func (r *ciosRelay) link(c *cdti.Conn, node uint32) (*ciosLink, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.links[c][node]; l != nil {
+		return l, nil
+	}
+	path := r.job.Nodes[node]
+	nc, err := net.DialTimeout("unix", path, r.timeout)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the toolctld of compute node %d (%s): %w", node, path, err)
+	}
+	l := &ciosLink{node: node, nc: nc, up: c, sent: map[uint32]cdti.Message{}, own: map[uint32]chan cdti.Message{},
+		attached: map[uint32]bool{}, control: map[uint32]bool{}, traps: map[trapKey]uint32{},
+		origs: map[trapKey]uint32{}, done: make(chan struct{})}
+	if r.links[c] == nil {
+		r.links[c] = map[uint32]*ciosLink{}
+	}
+	r.links[c][node] = l
+	go l.read(r)
+	return l, nil
+}
+
+// forward sends one of the front end's frames down, remembering the request for its ack.
+func (l *ciosLink) forward(h cdti.Header, m cdti.Message, frame []byte) error {
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		return errors.New("toolctld link lost")
+	}
+	if m != nil {
+		l.sent[h.SequenceID] = m
+	}
+	l.jobID, l.toolID = h.JobID, h.ToolID
+	l.mu.Unlock()
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	_, err := l.nc.Write(frame)
+	return err
+}
+
+// read passes what toolctld sends up, keeping the books on the way, and delivers the acks of
+// the relay's own requests to them. When the socket breaks, the front end hears that the
+// node's ranks are unreachable.
+func (l *ciosLink) read(r *ciosRelay) {
+	defer close(l.done)
+	br := bufio.NewReader(l.nc)
+	for {
+		frame, err := cdti.ReadFrame(br)
+		if err != nil {
+			l.mu.Lock()
+			l.dead = true
+			for seq, ch := range l.own {
+				close(ch)
+				delete(l.own, seq)
+			}
+			gave := len(l.attached) == 0
+			l.mu.Unlock()
+			if !gave && !errors.Is(err, net.ErrClosed) {
+				r.lost(l)
+			}
+			return
+		}
+		h, err := cdti.ParseHeader(frame)
+		if err != nil {
+			continue
+		}
+		if h.Type != cdti.MsgNotify {
+			l.mu.Lock()
+			ch := l.own[h.SequenceID]
+			delete(l.own, h.SequenceID)
+			req := l.sent[h.SequenceID]
+			if ch == nil {
+				delete(l.sent, h.SequenceID)
+			}
+			l.mu.Unlock()
+			if ch != nil {
+				m, _ := cdti.DecodeMessage(frame)
+				ch <- m
+				continue
+			}
+			if req != nil {
+				l.book(req, frame)
+			}
+		}
+		l.up.SendEncoded(frame) // a front end that is gone is given back by Closed
+	}
+}
+
+// lost tells the front end that the ranks of l's node cannot be reached any more.
+func (r *ciosRelay) lost(l *ciosLink) {
+	var ranks []uint32
+	for _, rank := range r.job.SortedRanks() {
+		if r.job.Ranks[rank] == l.node {
+			ranks = append(ranks, rank)
+		}
+	}
+	r.logf("agent: job %d: the toolctld of compute node %d is gone: ranks %v unreachable", r.job.ID, l.node, ranks)
+	for _, rank := range ranks {
+		n := &cdti.Notify{Header: cdti.Header{Rank: rank, JobID: l.jobID, ToolID: l.toolID},
+			Kind: cdti.NotifyTypeUnreachable, Lost: uint32(len(ranks))}
+		if l.up.Notify(n) != nil {
+			return
+		}
+	}
+}
+
+// book records what an ack of the tool's request did: ranks attached, detached, controlled
+// or released, traps planted and removed.
+func (l *ciosLink) book(req cdti.Message, frame []byte) {
+	ack, err := cdti.DecodeMessage(frame)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rank := req.Hdr().Rank
+	switch a := ack.(type) {
+	case *cdti.AttachAck:
+		if a.ReturnCode == cdti.Success {
+			for _, rk := range a.Ranks {
+				l.attached[rk] = true
+			}
+		}
+	case *cdti.DetachAck:
+		// toolctld forgets the tool at any DetachAck (§9.6).
+		clear(l.attached)
+		clear(l.control)
+	case *cdti.ControlAck:
+		if a.ReturnCode == cdti.Success {
+			l.control[rank] = true
+		}
+	case *cdti.UpdateAck:
+		u, ok := req.(*cdti.Update)
+		if !ok || a.ReturnCode != cdti.Success {
+			return
+		}
+		for i, res := range a.Results {
+			if i >= len(u.Commands) || res.Code != cdti.CmdSuccess {
+				continue
+			}
+			switch c := u.Commands[i].(type) {
+			case *cdti.SetBreakpoint:
+				k := trapKey{rank, c.Addr}
+				if o, ok := l.origs[k]; ok {
+					l.traps[k] = o
+					delete(l.origs, k)
+				}
+			case *cdti.ResetBreakpoint:
+				delete(l.traps, trapKey{rank, c.Addr})
+			case *cdti.ReleaseControl:
+				delete(l.control, rank)
+			}
+		}
+	}
+}
+
+// readOriginals reads, as the tool, the instruction under each trap u plants where none of
+// the tool's is planted yet, for the give-back to restore. A read that fails leaves that trap
+// to the front end.
+func (l *ciosLink) readOriginals(h cdti.Header, u *cdti.Update, timeout time.Duration) {
+	var cmds []cdti.Command
+	var keys []trapKey
+	l.mu.Lock()
+	for _, c := range u.Commands {
+		if sb, ok := c.(*cdti.SetBreakpoint); ok {
+			k := trapKey{h.Rank, sb.Addr}
+			if _, planted := l.traps[k]; !planted {
+				keys = append(keys, k)
+				cmds = append(cmds, &cdti.GetMemory{ThreadID: sb.ThreadID, Addr: sb.Addr, Length: 4})
+			}
+		}
+	}
+	l.mu.Unlock()
+	if len(cmds) == 0 {
+		return
+	}
+	ack, err := l.call(&cdti.Query{Header: cdti.Header{Rank: h.Rank, JobID: h.JobID, ToolID: h.ToolID}, Commands: cmds}, timeout)
+	qa, ok := ack.(*cdti.QueryAck)
+	if err != nil || !ok || qa.ReturnCode != cdti.Success {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, res := range qa.Results {
+		if g, ok := res.Ack.(*cdti.GetMemoryAck); ok && i < len(keys) && res.Code == cdti.CmdSuccess && len(g.Data) == 4 {
+			l.origs[keys[i]] = binary.BigEndian.Uint32(g.Data) // BG/Q is big-endian
+		}
+	}
+}
+
+// call sends one request of the relay's own and waits for its ack.
+func (l *ciosLink) call(m cdti.Message, timeout time.Duration) (cdti.Message, error) {
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		return nil, errors.New("toolctld link lost")
+	}
+	l.seq++
+	seq := ciosOwnSeq | l.seq
+	ch := make(chan cdti.Message, 1)
+	l.own[seq] = ch
+	l.mu.Unlock()
+	h := m.Hdr()
+	h.Service, h.Version, h.SequenceID = cdti.ServiceToolctl, cdti.ProtocolVersion, seq
+	b, err := cdti.Encode(m)
+	if err == nil {
+		l.wmu.Lock()
+		_, err = l.nc.Write(b)
+		l.wmu.Unlock()
+	}
+	if err != nil {
+		l.mu.Lock()
+		delete(l.own, seq)
+		l.mu.Unlock()
+		return nil, err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case a, ok := <-ch:
+		if !ok {
+			return nil, errors.New("toolctld link lost")
+		}
+		return a, nil
+	case <-t.C:
+		l.mu.Lock()
+		delete(l.own, seq)
+		l.mu.Unlock()
+		return nil, fmt.Errorf("no answer in %v", timeout)
+	}
+}
+
+// giveBack undoes what the tool left on l's node: its traps removed (original instructions
+// restored), control released (a process stopped for a notification continues), the node's
+// ranks detached. Each step that fails is logged and the next tried.
+func (l *ciosLink) giveBack(timeout time.Duration, logf func(string, ...any)) {
+	l.mu.Lock()
+	traps := map[uint32][]cdti.Command{}
+	for k, orig := range l.traps {
+		traps[k.rank] = append(traps[k.rank], &cdti.ResetBreakpoint{Addr: k.addr, Instruction: orig})
+	}
+	var control, attached []uint32
+	for rk := range l.control {
+		control = append(control, rk)
+	}
+	for rk := range l.attached {
+		attached = append(attached, rk)
+	}
+	jobID, toolID := l.jobID, l.toolID
+	l.mu.Unlock()
+	if len(attached) == 0 {
+		return
+	}
+	hdr := func(rank uint32) cdti.Header { return cdti.Header{Rank: rank, JobID: jobID, ToolID: toolID} }
+	say := func(what string, rank uint32, ack cdti.Message, err error) {
+		if err == nil && ack != nil && ack.Hdr().ReturnCode != cdti.Success {
+			err = fmt.Errorf("%v", ack.Hdr().ReturnCode)
+		}
+		if err != nil {
+			logf("agent: compute node %d: give back rank %d: %s: %v", l.node, rank, what, err)
+		}
+	}
+	for rank, cmds := range traps {
+		for len(cmds) > 0 {
+			n := min(len(cmds), cdti.MaxCommands)
+			ack, err := l.call(&cdti.Update{Header: hdr(rank), Commands: cmds[:n]}, timeout)
+			say("remove traps", rank, ack, err)
+			cmds = cmds[n:]
+		}
+	}
+	for _, rank := range control {
+		ack, err := l.call(&cdti.Update{Header: hdr(rank), Commands: []cdti.Command{&cdti.ReleaseControl{Notify: cdti.ReleaseInactive}}}, timeout)
+		say("release control", rank, ack, err)
+	}
+	ack, err := l.call(&cdti.Detach{Header: hdr(attached[0]), Select: cdti.RanksInNode}, timeout)
+	say("detach", attached[0], ack, err)
+	l.mu.Lock()
+	clear(l.attached)
+	clear(l.control)
+	clear(l.traps)
+	l.mu.Unlock()
+}
+
+// rankInfos describes the job's ranks as the management call ranks reports them: on BG/Q a
+// rank's "pid" is its compute node's id, as runjob's proc table has it.
+func (r *ciosRelay) rankInfos() []RankInfo {
+	var out []RankInfo
+	for _, rank := range r.job.SortedRanks() {
+		out = append(out, RankInfo{Rank: int(rank), Pid: int(r.job.Ranks[rank]), Executable: r.job.Exe, State: "running"})
+	}
+	return out
+}
