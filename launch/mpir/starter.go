@@ -37,6 +37,8 @@ type Options struct {
 	// Exe is the launcher's executable path when the agent cannot tell (GetTargetInfo is an
 	// extension a real BG/Q lacks).
 	Exe string
+	// Daemons, when set, has the launcher co-spawn the tool's daemons (Launch only).
+	Daemons *ToolDaemons
 }
 
 // ErrLauncherExited means the launcher ended before the table could be read.
@@ -178,6 +180,11 @@ func Launch(ctx context.Context, c Conn, opts Options) (*Starter, error) {
 	s.mark("entry", t0)
 	if err := s.resolve(ctx); err != nil {
 		return s, err
+	}
+	if opts.Daemons != nil {
+		if err := s.writeDaemons(ctx, opts.Daemons); err != nil {
+			return s, err
+		}
 	}
 	if s.syms.BeingDebugged != 0 && s.syms.File.Source != SourceKnownBuild {
 		if err := s.writeInt(ctx, s.syms.BeingDebugged, 1); err != nil {

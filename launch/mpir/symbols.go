@@ -21,11 +21,16 @@ const (
 	SymDebugAbortString = "MPIR_debug_abort_string"
 	SymTotalviewJobID   = "totalview_jobid"
 	SymTotalviewStepID  = "totalview_stepid"
+	// The tool daemon launch extension (Open MPI 4's orterun, BG/Q runjob) and BG/Q's rank
+	// subset: char arrays in the starter.
+	SymExecutablePath  = "MPIR_executable_path"
+	SymServerArguments = "MPIR_server_arguments"
+	SymSubsetAttach    = "MPIR_subset_attach"
 )
 
 // symbolNames are the symbols LookupFile reports.
 var symbolNames = []string{SymBreakpoint, SymBeingDebugged, SymDebugState, SymProctable, SymProctableSize,
-	SymDebugAbortString, SymTotalviewJobID, SymTotalviewStepID}
+	SymDebugAbortString, SymTotalviewJobID, SymTotalviewStepID, SymExecutablePath, SymServerArguments, SymSubsetAttach}
 
 // Source says where a file's MPIR symbols were found.
 type Source string
@@ -45,6 +50,7 @@ type FileSymbols struct {
 	BuildID string            // hex GNU build ID, "" if the file has none
 	Source  Source            // where the values came from
 	Values  map[string]uint64 // symbol name → st_value, only the symbols present
+	Sizes   map[string]uint64 // symbol name → st_size, where the table records one
 }
 
 // Has reports whether the file defines everything launch mode needs: the breakpoint function,
@@ -96,11 +102,11 @@ func LookupFile(path string) (*FileSymbols, error) {
 	id := buildID(f)
 	out := &FileSymbols{Path: path, BuildID: id}
 	try := func(src Source, syms []elf.Symbol) bool {
-		vals := pick(syms)
+		vals, sizes := pick(syms)
 		if _, ok := vals[SymBreakpoint]; !ok {
 			return false
 		}
-		out.Source, out.Values = src, vals
+		out.Source, out.Values, out.Sizes = src, vals, sizes
 		return true
 	}
 	if syms, err := f.DynamicSymbols(); err == nil && try(SourceDynsym, syms) {
@@ -130,19 +136,22 @@ func LookupFile(path string) (*FileSymbols, error) {
 	return nil, fmt.Errorf("mpir: symbols of %s: %w", path, ErrNoSymbols)
 }
 
-// pick keeps the defined MPIR symbols of a symbol table.
-func pick(syms []elf.Symbol) map[string]uint64 {
+// pick keeps the defined MPIR symbols of a symbol table: their values and sizes.
+func pick(syms []elf.Symbol) (vals, sizes map[string]uint64) {
 	want := make(map[string]bool, len(symbolNames))
 	for _, n := range symbolNames {
 		want[n] = true
 	}
-	vals := make(map[string]uint64)
+	vals, sizes = make(map[string]uint64), make(map[string]uint64)
 	for _, s := range syms {
 		if want[s.Name] && s.Section != elf.SHN_UNDEF {
 			vals[s.Name] = s.Value
+			if s.Size > 0 {
+				sizes[s.Name] = s.Size
+			}
 		}
 	}
-	return vals
+	return vals, sizes
 }
 
 // buildID returns the hex GNU build ID of an ELF file, or "".
@@ -205,6 +214,10 @@ type Symbols struct {
 	DebugAbortString uint64
 	TotalviewJobID   uint64
 	TotalviewStepID  uint64
+	// The tool daemon launch extension's arrays and BG/Q's subset, with their sizes in bytes
+	// (0 when the file does not say).
+	ExecutablePath, ServerArguments, SubsetAttach             uint64
+	ExecutablePathSize, ServerArgumentsSize, SubsetAttachSize int
 }
 
 // Resolve looks for the MPIR symbols in every object (in load order, executable first) and
@@ -234,10 +247,14 @@ func Resolve(objs []Object) (*Symbols, error) {
 			}
 			return 0
 		}
+		size := func(name string) int { return int(min(fs.Sizes[name], 1<<20)) }
 		return &Symbols{File: fs, Bias: o.Bias, Breakpoint: at(SymBreakpoint), BeingDebugged: at(SymBeingDebugged),
 			DebugState: at(SymDebugState), Proctable: at(SymProctable), ProctableSize: at(SymProctableSize),
 			DebugAbortString: at(SymDebugAbortString), TotalviewJobID: at(SymTotalviewJobID),
-			TotalviewStepID: at(SymTotalviewStepID)}, nil
+			TotalviewStepID: at(SymTotalviewStepID), ExecutablePath: at(SymExecutablePath),
+			ServerArguments: at(SymServerArguments), SubsetAttach: at(SymSubsetAttach),
+			ExecutablePathSize: size(SymExecutablePath), ServerArgumentsSize: size(SymServerArguments),
+			SubsetAttachSize: size(SymSubsetAttach)}, nil
 	}
 	msg := fmt.Sprintf("mpir: %d loaded objects searched", len(objs))
 	if len(tried) > 0 {
