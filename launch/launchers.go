@@ -16,11 +16,13 @@ import (
 
 // launcherNames are the launcher names a Request accepts, by family: "openmpi" (Open MPI's
 // mpirun: MPIR up to 4.x, PRRTE from 5.0), "prrte" (PRRTE's own launchers), "hydra" (MPICH),
-// "srun" (Slurm); "" is the family of what the name resolves to.
+// "srun" (Slurm), "bgq" (Blue Gene/Q's runjob, or the emulated system's); "" is the family of
+// what the name resolves to.
 var launcherNames = map[string]string{
 	"mpirun": "", "mpiexec": "", "orterun": "openmpi", "mpirun.openmpi": "openmpi", "mpiexec.openmpi": "openmpi",
 	"prterun": "prrte", "prte": "prrte", "prun": "prrte",
 	"mpiexec.hydra": "hydra", "hydra": "hydra", "mpirun.mpich": "hydra", "mpiexec.mpich": "hydra", "srun": "srun",
+	"runjob": "bgq", EmulatedRunjob: "bgq",
 }
 
 // familyOf says which family an executable's base name belongs to ("" : none).
@@ -46,7 +48,13 @@ func IsLauncher(path string) bool {
 // a path to one) that can be found.
 func CheckLauncher(name string) error {
 	if _, ok := launcherNames[filepath.Base(name)]; !ok {
-		return fmt.Errorf(`launcher %q: want "local", "mpirun", "prterun", "prun", "mpiexec.hydra" or "srun" (or mpirun.openmpi, mpiexec.mpich, a path to one of them)`, name)
+		return fmt.Errorf(`launcher %q: want "local", "mpirun", "prterun", "prun", "mpiexec.hydra", "srun" or "runjob" (or mpirun.openmpi, mpiexec.mpich, a path to one of them)`, name)
+	}
+	if filepath.Base(name) == "runjob" {
+		if _, _, err := bgqRunjob(""); err != nil {
+			return fmt.Errorf("launcher %q: %v", name, err)
+		}
+		return nil
 	}
 	if _, err := exec.LookPath(name); err != nil {
 		return fmt.Errorf("launcher %q: not found (%v): install Open MPI, MPICH or Slurm, or give its path", name, errors.Unwrap(err))

@@ -177,6 +177,11 @@ func (n jobNodes) Start(ctx context.Context, hosts []string, argv func(string) [
 // filled. The launcher is left stopped at MPIR_Breakpoint; on any failure it is let go and
 // ended, and the error says which phase failed.
 func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string, spec LaunchSpec) (*mpirJob, error) {
+	return launchMPIRWith(ctx, fe, family, argv, spec, mpir.Options{})
+}
+
+// launchMPIRWith is launchMPIR with MPIR options (a tool daemon launch).
+func launchMPIRWith(ctx context.Context, fe *Frontend, family string, argv []string, spec LaunchSpec, opts mpir.Options) (*mpirJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
 	defer cancel()
 	env := append([]string(nil), spec.Env...)
@@ -200,7 +205,7 @@ func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string,
 		la.stop()
 		return nil, fmt.Errorf("launch: %s: %s: %w%s", j.id, phase, err, outputTail(spec.Output))
 	}
-	j.sess, err = mpir.Launch(ctx, la.client, mpir.Options{})
+	j.sess, err = mpir.Launch(ctx, la.client, opts)
 	if err != nil {
 		return fail("MPIR set-up at the launcher's entry point", err)
 	}

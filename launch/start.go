@@ -38,11 +38,14 @@ type Request struct {
 	PMIxNamespace string
 }
 
-// WLMFor names the workload manager a request needs: "slurm" for srun or a Slurm step, else
-// HPCDAP_WLM if set, else "local".
+// WLMFor names the workload manager a request needs: "slurm" for srun or a Slurm step, "bgq"
+// for runjob, else HPCDAP_WLM if set, else "local".
 func WLMFor(req Request) string {
 	if req.SlurmJob != "" || filepath.Base(req.Launcher) == "srun" {
 		return "slurm"
+	}
+	if launcherNames[filepath.Base(req.Launcher)] == "bgq" {
+		return "bgq"
 	}
 	if req.LauncherPid != 0 {
 		if exe, err := os.Readlink("/proc/" + strconv.Itoa(req.LauncherPid) + "/exe"); err == nil && filepath.Base(exe) == "srun" {
@@ -60,15 +63,20 @@ func npArgs(launcher string, np int) ([]string, error) {
 	if np <= 0 {
 		return nil, nil
 	}
-	_, family, err := launcherPath(launcher)
-	if err != nil {
-		return nil, err
+	family := familyOf(filepath.Base(launcher))
+	if family == "" {
+		var err error
+		if _, family, err = launcherPath(launcher); err != nil {
+			return nil, err
+		}
 	}
 	switch family {
 	case "openmpi", "prrte":
 		return []string{"-np", strconv.Itoa(np)}, nil
 	case "hydra", "srun":
 		return []string{"-n", strconv.Itoa(np)}, nil
+	case "bgq":
+		return []string{"--np", strconv.Itoa(np)}, nil
 	}
 	return nil, fmt.Errorf("launch: launcher %s: unknown family, cannot ask for %d ranks", launcher, np)
 }

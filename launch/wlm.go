@@ -75,6 +75,9 @@ type LaunchSpec struct {
 	Output string
 	// Protocol is how the ranks are reached ("": chosen from what the launcher offers).
 	Protocol Protocol
+	// Subset names the ranks the tool controls, in the MPIR subset notation, for a launcher
+	// that takes one (BG/Q's runjob: MPIR_subset_attach); "" is every rank.
+	Subset string
 }
 
 // JobRef names a running job for Frontend.Attach: exactly one field is set.
