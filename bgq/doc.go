@@ -19,6 +19,11 @@
 //     node) and var/cios/. Its jobctld writes /jobs/<id>/ and starts tools there with
 //     BG_JOBID and BG_TOOLID, and HPCDAP_BGQ_JOBS naming the I/O node's jobs directory, which
 //     a tool on a real I/O node finds at /jobs.
+//   - runjob is the emulator process (Runjob); its MPIR symbols live in a small C program
+//     beside the hpcdap binary (hpcdap-runjob, HelperSource), the process a tool starts or
+//     attaches to, which runs the emulator as its child and does what it asks over pipes
+//     (MPIR). start_tool and end_tool reach a running runjob through its control socket,
+//     <root>/runjob.<jobId>.
 //
 // What the emulated control system does that a real one does through the CNK's job messages
 // it does over the CNK link with a tool id no runjob hands out (controlToolID): it starts a

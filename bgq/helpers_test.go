@@ -17,7 +17,8 @@ import (
 	"github.com/hpcdap/hpcdap/ppc64"
 )
 
-// Built once for the package's tests: the hpcdap binary with the runjob helper beside it, and
+// Built once for the package's tests: the hpcdap binary with the runjob helper beside it (as
+// make build places them), and
 // testdata/ranks.c as a static big-endian ELFv1 Power program.
 var (
 	buildOnce sync.Once
@@ -33,6 +34,10 @@ func built(t testing.TB) (hpcdap, ranks string) {
 			return
 		}
 		if buildErr = testenv.Build("golang", "go", "build", "-o", filepath.Join(buildDir, "hpcdap"), "github.com/hpcdap/hpcdap/cmd/hpcdap"); buildErr != nil {
+			return
+		}
+		if buildErr = testenv.Build("gcc", "gcc", "-g", "-O0", "-o", filepath.Join(buildDir, HelperName),
+			filepath.Join("helper", "runjob.c")); buildErr != nil {
 			return
 		}
 		buildErr = testenv.Build("gcc-powerpc64-linux-gnu", "powerpc64-linux-gnu-gcc", "-g", "-O0", "-static",

@@ -213,7 +213,7 @@ func (j *Job) startNode(ctx context.Context, node uint32) (*computeNode, error) 
 	count := min(cfg.RanksPerNode, cfg.NP-first)
 	c, err := startCNK(ctx, cnkSpec{hpcdap: cfg.Hpcdap, emulator: cfg.Emulator, node: node, firstRank: first,
 		ranks: count, jobSize: cfg.NP, jobID: cfg.JobID, argv: j.info.argv, env: cfg.Envs, dir: cfg.Cwd,
-		log: filepath.Join(ion.root, fmt.Sprintf("cnk%d.log", node)), output: cfg.Output})
+		log: filepath.Join(ion.logs, fmt.Sprintf("job%d.cnk%d.log", cfg.JobID, node)), output: cfg.Output})
 	if err != nil {
 		return nil, err
 	}
@@ -319,6 +319,12 @@ func (j *Job) Wait(ctx context.Context, interval time.Duration) error {
 // StartTool starts a tool on every I/O node of the job with the next tool id (from 1), and
 // returns that id.
 func (j *Job) StartTool(path string, args []string) (uint32, error) {
+	return j.StartToolOn(path, args, nil)
+}
+
+// StartToolOn is StartTool on the I/O nodes that serve a rank for which rank returns true
+// (every I/O node when rank is nil): runjob's subset attach.
+func (j *Job) StartToolOn(path string, args []string, rank func(int) bool) (uint32, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(j.cfg.Cwd, path)
 	}
@@ -335,9 +341,18 @@ func (j *Job) StartTool(path string, args []string) (uint32, error) {
 	id := j.nextID
 	j.nextID++
 	j.mu.Unlock()
-	for i, n := range j.ions {
+	var ions []*ioNode
+	for _, n := range j.ions {
+		if rank == nil || n.serves(rank) {
+			ions = append(ions, n)
+		}
+	}
+	if len(ions) == 0 {
+		return 0, fmt.Errorf("bgq: start tool %s: no I/O node serves the subset", path)
+	}
+	for i, n := range ions {
 		if err := n.startTool(j.info, id, path, args, j.cfg.Output, j.cfg.Output); err != nil {
-			for _, m := range j.ions[:i] {
+			for _, m := range ions[:i] {
 				m.endTool(id, 5*time.Second)
 			}
 			return 0, fmt.Errorf("bgq: %w", err)

@@ -28,6 +28,7 @@ type ioNode struct {
 	root  string
 	jobs  string // <root>/jobs: /jobs on a real I/O node
 	cios  string // <root>/var/cios
+	logs  string // <root>/var/log: the CNKs' logs
 	nodes []*computeNode
 
 	mu    sync.Mutex
@@ -52,13 +53,25 @@ type tool struct {
 func newIONode(root string, index int) (*ioNode, error) {
 	dir := filepath.Join(root, "ion"+strconv.Itoa(index))
 	n := &ioNode{index: index, host: "ion" + strconv.Itoa(index), root: dir, jobs: filepath.Join(dir, "jobs"),
-		cios: filepath.Join(dir, "var", "cios"), tools: map[uint32]*tool{}}
-	for _, d := range []string{n.jobs, n.cios} {
+		cios: filepath.Join(dir, "var", "cios"), logs: filepath.Join(dir, "var", "log"), tools: map[uint32]*tool{}}
+	for _, d := range []string{n.jobs, n.cios, n.logs} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("I/O node %d: %w", index, err)
 		}
 	}
 	return n, nil
+}
+
+// serves reports whether a rank of the I/O node's compute nodes satisfies rank.
+func (n *ioNode) serves(rank func(int) bool) bool {
+	for _, cn := range n.nodes {
+		for _, r := range cn.cnk.ranks {
+			if rank(int(r)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // jobDir is /jobs/<id> on this I/O node.
