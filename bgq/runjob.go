@@ -102,6 +102,9 @@ func (rj *Runjob) wait(ctx context.Context, job *Job, debugged bool) error {
 	for {
 		select {
 		case err := <-end:
+			if err != nil && ctx.Err() != nil {
+				return fmt.Errorf("bgq: runjob: job %d ended before its ranks: %w", job.ID(), context.Cause(ctx))
+			}
 			return err
 		case <-t.C:
 		}
