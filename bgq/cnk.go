@@ -19,10 +19,10 @@ import (
 	"github.com/hpcdap/hpcdap/cdti"
 )
 
-// CNKFlags are the agent options that make an hpcdap agent answer as a BG/Q Compute Node
-// Kernel beyond what every agent does. Empty until the agent has such a mode: the one place
-// to add it.
-var CNKFlags []string
+// cnkFlag is the agent option that makes an hpcdap agent answer as a BG/Q Compute Node Kernel
+// beyond what every agent does (extension commands refused with CmdInval, ack payloads in no
+// fixed order). Empty until the agent has that mode: the one place to name it.
+const cnkFlag = ""
 
 // cnk is one compute node: its kernel, an hpcdap agent process serving the node's ranks.
 type cnk struct {
@@ -71,7 +71,9 @@ func startCNK(ctx context.Context, s cnkSpec) (*cnk, error) {
 		"--np", strconv.Itoa(s.ranks), "--first-rank", strconv.Itoa(s.firstRank),
 		"--job-size", strconv.Itoa(s.jobSize), "--job-id", strconv.FormatUint(s.jobID, 10),
 		"--kill-on-exit", "--log", s.log}
-	args = append(args, CNKFlags...)
+	if cnkFlag != "" {
+		args = append(args, cnkFlag)
+	}
 	args = append(append(args, "--"), s.argv...)
 	cmd := exec.Command(s.hpcdap, args...)
 	cmd.Env = append(append(os.Environ(), s.env...), "HPCDAP_TOKEN="+token)

@@ -25,11 +25,14 @@ func (rj *Runjob) Run(ctx context.Context) error {
 	if rj.Poll <= 0 {
 		rj.Poll = time.Second
 	}
-	if err := rj.Config.check(); err != nil {
-		return fmt.Errorf("bgq: runjob: %w", err)
-	}
 	debugged, err := rj.MPIR.BeingDebugged()
 	if err != nil {
+		return fmt.Errorf("bgq: runjob: %w", err)
+	}
+	if err := rj.Config.check(); err != nil {
+		if debugged {
+			return rj.abort(err)
+		}
 		return fmt.Errorf("bgq: runjob: %w", err)
 	}
 	var req ToolRequest

@@ -162,3 +162,26 @@ func TestToolHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+// TestRunjobBadOptions: runjob refuses a job it cannot run before any node starts.
+func TestRunjobBadOptions(t *testing.T) {
+	hpcdap, exe := built(t)
+	helper := filepath.Join(filepath.Dir(hpcdap), HelperName)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--np", "2", "--exe", "/nonexistent/app"}, "executable: stat /nonexistent/app"},
+		{[]string{"--np", "0", "--exe", exe}, "--np 0: want at least one rank"},
+		{[]string{"--np", "2", "--ranks-per-node", "65", "--exe", exe}, "--ranks-per-node 65: want 1 to 64"},
+	} {
+		root := shortDir(t)
+		out, err := exec.Command(helper, append(tc.args, "--root", root)...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("runjob %q: %v %q, want status 1 and %q", tc.args, err, out, tc.want)
+		}
+		if exists(filepath.Join(root, "ion0")) {
+			t.Errorf("runjob %q set up an I/O node", tc.args)
+		}
+	}
+}
