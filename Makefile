@@ -15,6 +15,7 @@ PMIX_TAGS := $(shell pkg-config --exists pmix 2>/dev/null && echo -tags pmix)
 
 build:
 	$(GO) build $(PMIX_TAGS) -o bin/hpcdap ./cmd/hpcdap
+	$(CC) -O1 -g -o bin/hpcdap-runjob bgq/helper/runjob.c
 
 deps:
 	./scripts/install-deps.sh

@@ -146,6 +146,16 @@ func (a *Agent) targets(rank uint32, sel cdti.ProcessSelect) []*proc {
 	return nil
 }
 
+// HandleMessage answers the messages no other handler takes. A NotifyAck, toolctld's answer to
+// a Notify when the agent is a compute node's kernel behind an I/O node (package bgq), is
+// taken without an answer, as the CNK takes it; anything else is ErrorAck(UnsupportedType).
+func (h *handler) HandleMessage(c *cdti.Conn, m cdti.Message) cdti.Message {
+	if _, ok := m.(*cdti.NotifyAck); ok {
+		return nil
+	}
+	return &cdti.ErrorAck{Header: m.Hdr().Reply(cdti.UnsupportedType)}
+}
+
 // Attach attaches a tool to one rank or every rank of the node, all or none.
 func (h *handler) Attach(c *cdti.Conn, m *cdti.Attach) (ack *cdti.AttachAck) {
 	ack = &cdti.AttachAck{}

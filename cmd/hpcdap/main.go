@@ -30,6 +30,7 @@ var errUsage = errors.New("usage")
 func commands() []command {
 	return []command{
 		{"agent", "serve the ranks of one node over CDTI (the node daemon)", runAgent},
+		{"bgq", "an emulated Blue Gene/Q: runjob, start_tool, end_tool", runBGQ},
 		{"dap", "serve one Debug Adapter Protocol session on stdin/stdout", runDAP},
 		{"demo", "build a bundled 4-rank program and run a scripted debug session of it", runDemo},
 		{"serve", "serve Debug Adapter Protocol sessions over TCP", runServe},

@@ -1,0 +1,23 @@
+/* A rank of the emulated Blue Gene/Q tests: calls work twice with its rank + 40 and + 41,
+ * or, given an argument, forever (ten times a second). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+volatile long total;
+__attribute__((noinline)) long work(long x) {
+	total += x;
+	return total * 2;
+}
+int main(int argc, char **argv) {
+	const char *r = getenv("HPCDAP_RANK");
+	long rank = r ? atol(r) : -1, sum = 0;
+	for (int i = 0; i < 2; i++)
+		sum += work(rank + 40 + i);
+	printf("rank %ld sum %ld\n", rank, sum);
+	fflush(stdout);
+	while (argc > 1) {
+		work(rank);
+		usleep(100000);
+	}
+	return 0;
+}
