@@ -26,6 +26,9 @@ type RegisterParams struct {
 	Pid     int        `json:"pid"`            // the agent's process id
 	Ranks   []RankInfo `json:"ranks"`          // the ranks it serves
 	Gone    []GoneRank `json:"gone,omitempty"` // ranks it was given whose process was gone
+	// ToolID is the CDTI tool id requests through this agent must carry (a CIOS tool's
+	// BG_TOOLID, which toolctld knows it by); 0: any.
+	ToolID uint32 `json:"toolId,omitempty"`
 }
 
 // ListenToward opens the listener of an agent started with --connect: an ephemeral TCP port
@@ -111,6 +114,9 @@ func (a *Agent) registerOnce(ctx context.Context, frontEnd string, listen *net.T
 		Pid:     os.Getpid(),
 		Ranks:   a.RankInfos(),
 		Gone:    a.Gone(),
+	}
+	if a.cios != nil {
+		params.ToolID = a.cios.job.ToolID
 	}
 	// The agent dialled the front end: its messages are not a stranger's.
 	rpc := jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(nc, newBoundedCodec(true)), jsonrpc2.HandlerWithError(

@@ -88,8 +88,12 @@ func (h *mgmtHandler) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc
 func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outputParams), withCDTI bool) (*node, []agentRankInfo, error) {
 	var cl *cdti.Client
 	if withCDTI {
+		id := uint32(toolID)
+		if ep.ToolID != 0 {
+			id = ep.ToolID // a BG/Q CIOS tool's, which toolctld knows it by
+		}
 		var err error
-		cl, err = cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: toolID, Token: []byte(ep.Token),
+		cl, err = cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: id, Token: []byte(ep.Token),
 			Timeout: 60 * time.Second})
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)

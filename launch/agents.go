@@ -26,6 +26,9 @@ type AgentEndpoint struct {
 	Token string // the session token it requires
 	Pid   int    // the agent's process id on its node
 	Ranks []int  // ranks served, ascending
+	// ToolID is the CDTI tool id the agent's ranks must be addressed with (a BG/Q CIOS
+	// tool's, given by jobctld); 0: the debugger's own.
+	ToolID uint32
 	// Owned: the agent belongs to the job (it also follows the launcher, HoldByAgent) and ends
 	// with it (App.Deregister); a debugger closes its connections instead of shutting it down.
 	Owned bool
@@ -71,6 +74,7 @@ type registration struct {
 		Pid   int    `json:"pid"`
 		Error string `json:"error"`
 	} `json:"gone"`
+	ToolID uint32 `json:"toolId"`
 }
 
 // maxRegistration bounds a registration message: it lists at most 64 ranks.

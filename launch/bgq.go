@@ -220,7 +220,8 @@ func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, mj *mpirJ
 				fe.logf("launch: %s: an agent registered from %s for ranks %v, which no I/O node of the job runs", mj.id, reg.Node, ranks)
 				continue
 			}
-			got[host] = AgentEndpoint{Host: host, Addr: reg.Address, Token: token, Pid: reg.Pid, Ranks: ranks, Owned: true}
+			got[host] = AgentEndpoint{Host: host, Addr: reg.Address, Token: token, Pid: reg.Pid, Ranks: ranks, Owned: true,
+				ToolID: reg.ToolID}
 			fe.progressf("launch: %s: the agent of I/O node %s registered (%d of %d)", mj.id, host, len(got), len(hosts))
 		case <-deadline.C:
 			return nil, fmt.Errorf("launch: %s: %d of %d I/O node agents registered within %v%s", mj.id, len(got), len(hosts),
