@@ -67,6 +67,14 @@ type Config struct {
 	// NoTrapConditions makes the agent answer SetTrapCondition with CmdInval, as a BG/Q CNK
 	// does: the front end then decides every breakpoint hit itself.
 	NoTrapConditions bool
+	// CNK makes the agent behave on the wire as a Blue Gene/Q Compute Node Kernel, which
+	// speaks CDTI v6 and nothing else: every extension command of a Query or Update is
+	// answered CmdInval (so NoTrapConditions is implied), every extension message (GatherStacks)
+	// ErrorAck(UnsupportedType), and ack payloads come in a shuffled order, as the CNK's
+	// hardware threads place them. The Hello handshake is still required: it authenticates
+	// the agent's transport, not the CNK. A front end then works as it does against a real
+	// BG/Q (see cdti.Server.CNK).
+	CNK bool
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
@@ -135,14 +143,14 @@ func New(cfg Config) (*Agent, error) {
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
 		killOnExit: cfg.KillOnExit, endWithFE: cfg.EndWithFrontEnd, registerLimit: cfg.RegisterTimeout,
-		noTrapConds: cfg.NoTrapConditions,
+		noTrapConds: cfg.NoTrapConditions || cfg.CNK,
 	}
 	if cfg.Journal != nil {
 		a.journal = &journal{w: cfg.Journal}
 	}
 	a.output = newOutputHub(a.logf)
 	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token)}
-	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
+	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger, CNK: cfg.CNK}
 	return a, nil
 }
 

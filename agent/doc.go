@@ -239,6 +239,11 @@
 // SignalConditionError. A hit that does not stop goes on like a hit of an internal trap: no
 // other thread is stopped unless its instruction must be single-stepped. Config.NoTrapConditions
 // answers CmdInval instead, as a CNK does.
+//
+// CNK mode (Config.CNK, `hpcdap agent --cnk`): the agent answers as a Blue Gene/Q CNK, which
+// knows CDTI v6 only: every extension command CmdInval, GatherStacks ErrorAck(UnsupportedType),
+// ack payloads in a shuffled order; the Hello handshake of the agent's transport stays. A front
+// end meets there exactly what a real BG/Q gives it.
 // Limit: a step over a planted system call instruction that blocks keeps the other threads
 // stopped until it returns.
 //

@@ -40,6 +40,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	supervise := fs.Bool("supervise", false, "attach mode: run the agent as a child worker and, if the worker is killed outright (SIGKILL), put back the original instructions of the breakpoints it left planted, so that the processes run on instead of dying of SIGTRAP")
 	noTrapConds := fs.Bool("no-trap-conditions", os.Getenv("HPCDAP_AGENT_NO_TRAP_CONDITIONS") != "",
 		"answer SetTrapCondition with CmdInval, as a BG/Q CNK does, so that the front end decides every breakpoint hit (default from HPCDAP_AGENT_NO_TRAP_CONDITIONS)")
+	cnk := fs.Bool("cnk", os.Getenv("HPCDAP_AGENT_CNK") != "",
+		"behave on the wire as a Blue Gene/Q Compute Node Kernel, which speaks CDTI v6 only: answer every extension command (TargetInfo, StopProcess, native register sets, tracebacks, CallFunction, SetTrapCondition) with CmdInval and extension messages (GatherStacks) with ErrorAck(UnsupportedType), and place ack payloads in a shuffled order; the session's Hello is still required; implies --no-trap-conditions (default from HPCDAP_AGENT_CNK)")
 	followExec := fs.String("follow-exec", "", "follow the forks of the launcher given after -- and serve as ranks the processes that exec `PROGRAM` (rank from PMI_RANK), each held at its exec (for MPICH hydra)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS... | --launcher -- LAUNCHER ARGS... | --follow-exec PROGRAM -- LAUNCHER ARGS...)")
@@ -145,7 +147,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	}
 	a, err := agent.New(agent.Config{Token: token, Backend: backend, JobID: *jobID, Version: buildVersion(),
 		StagingDir: *staging, Logger: logger, KillOnExit: *killOnExit, EndWithFrontEnd: *endWithFE, Journal: journal,
-		NoTrapConditions: *noTrapConds})
+		NoTrapConditions: *noTrapConds, CNK: *cnk})
 	if err != nil {
 		return err
 	}
