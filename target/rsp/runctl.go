@@ -463,8 +463,7 @@ func (p *Process) handleStop(pkt []byte) {
 	}
 	sig := toLinuxSignal(sr.Signal)
 	p.mu.Lock()
-	step, stepping := p.stepping[tid]
-	clear(p.stepping)
+	step, stepping := p.stepping[tid] // cleared below, unless the stop is a stray interrupt
 	// A step from an instruction known not to be a trap cannot have stopped at a trap there:
 	// the pc is not needed to tell what happened, and is read only when asked for.
 	w, known := p.words[step]
@@ -496,9 +495,10 @@ func (p *Process) handleStop(pkt []byte) {
 		cmd := p.lastResume
 		p.running = true
 		p.mu.Unlock()
-		_ = p.sendResume(cmd)
+		_ = p.sendResume(cmd) // the same resume: a step resent is still a step
 		return
 	}
+	clear(p.stepping)
 	var evs []target.Event
 	if interrupted && !p.interrupts[tid] {
 		t.reported = false // stopped for another thread's interrupt; the agent thinks it runs
