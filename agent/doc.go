@@ -323,5 +323,7 @@
 // cannot write text (QEMU 7.2), trap words become stub breakpoints (Z0) and the log says so.
 // Limits of QEMU user mode: the other threads run while one is stopped, and QEMU ≥ 9 cannot
 // interrupt a running program that does not handle the interrupt signal (RSPBackend's
-// InterruptSignal), so commands that must stop a running thread answer CmdTimeout there.
+// InterruptSignal), so commands that must stop a running thread answer CmdTimeout there. A
+// SIGSTOP for the program (SendSignal, SendSignalToProcess) interrupts it with that signal and
+// is notified as SIGSTOP: sent to QEMU itself it would stop the emulator, not the program.
 package agent
