@@ -91,9 +91,9 @@ func bgqRegNames(o bgqOracle) map[string]string {
 // The breakpoint is hit on every rank; there the stack, the variables and the Registers
 // scope, by BG/Q names (GPRs, special registers, FPRs as QPX quads, debug registers), agree
 // with gdb-multiarch on the same program; thread names carry the hardware thread; a function
-// call in an expression is refused; pause stops every rank in its spin loop; setting a
-// variable releases the loop, and every rank runs to its end with gdb's exit code, none left
-// stopped.
+// call in an expression is refused; registers are written; pause stops every rank in its
+// spin loop, where parallel stacks agree with each rank's stack; setting a variable releases
+// the loop, and every rank runs to its end with gdb's exit code, none left stopped.
 func TestEmulatedBGQSession(t *testing.T) {
 	t.Setenv("HPCDAP_AGENT_CNK", "1")
 	// QEMU ≥ 9 ignores the debugger's interrupt: the agents interrupt with SIGUSR1, which the
@@ -155,6 +155,7 @@ func TestEmulatedBGQSession(t *testing.T) {
 		t.Fatalf("after pause: %+v", st)
 	}
 	spin := p.line(t, "spin")
+	checkParallelStacks(t, d, d.ranks()) // every rank unwound here: no traceback, no gather
 	for _, r := range d.ranks().Ranks {
 		frames := d.stackTrace(r.ThreadID)
 		if r.State != "stopped" || len(frames) == 0 || frames[0].Name != "main" || frames[0].Line < spin || frames[0].Line > spin+1 {
