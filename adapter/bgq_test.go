@@ -88,12 +88,13 @@ func bgqRegNames(o bgqOracle) map[string]string {
 // TestEmulatedBGQSession is a scripted DAP session on a static big-endian Power program run
 // as two ranks under QEMU whose agents answer as a Blue Gene/Q CNK (`hpcdap agent --cnk`,
 // chosen through HPCDAP_AGENT_CNK): every extension command is refused, acks come shuffled.
-// The breakpoint is hit on every rank; there the stack, the variables and the Registers
-// scope, by BG/Q names (GPRs, special registers, FPRs as QPX quads, debug registers), agree
-// with gdb-multiarch on the same program; thread names carry the hardware thread; a function
-// call in an expression is refused; registers are written; pause stops every rank in its
-// spin loop, where parallel stacks agree with each rank's stack; setting a variable releases
-// the loop, and every rank runs to its end with gdb's exit code, none left stopped.
+// The breakpoint, with a condition the front end decides, is hit on every rank; there the
+// stack, the variables and the Registers scope, by BG/Q names (GPRs, special registers, FPRs
+// as QPX quads, debug registers), agree with gdb-multiarch on the same program; thread names
+// carry the hardware thread; a function call in an expression is refused; registers are
+// written; pause stops every rank in its spin loop, where parallel stacks agree with each
+// rank's stack; setting a variable releases the loop, and every rank runs to its end with
+// gdb's exit code, none left stopped.
 func TestEmulatedBGQSession(t *testing.T) {
 	t.Setenv("HPCDAP_AGENT_CNK", "1")
 	// QEMU ≥ 9 ignores the debugger's interrupt: the agents interrupt with SIGUSR1, which the
@@ -112,7 +113,11 @@ func TestEmulatedBGQSession(t *testing.T) {
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": p.bin, "emulator": tg.emulator, "np": np, "env": map[string]any{"READY_DIR": ready}})
-	if bps := d.setBreakpoints(p.src, p.line(t, "leaf")); len(bps) != 1 || !bps[0].Verified {
+	// A condition that holds on every rank: the CNK refuses to evaluate it, the front end does.
+	var bps struct{ Breakpoints []Breakpoint }
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src},
+		"breakpoints": []map[string]any{{"line": p.line(t, "leaf"), "condition": "x > rank"}}}, &bps)
+	if len(bps.Breakpoints) != 1 || !bps.Breakpoints[0].Verified {
 		t.Fatalf("breakpoint %+v", bps)
 	}
 	d.call("configurationDone", nil, nil)
@@ -136,6 +141,10 @@ func TestEmulatedBGQSession(t *testing.T) {
 			t.Fatalf("%d stops, ranks at the breakpoint: %v", stops, hit)
 		}
 		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	}
+
+	if o := allOutput(d); !strings.Contains(o, "does not evaluate breakpoint conditions") {
+		t.Errorf("the front end did not say it decides the condition:\n%s", o)
 	}
 
 	// Pause: every rank stops in its spin loop.
