@@ -89,8 +89,18 @@ func powerOracle(t testing.TB, p *program, emulator string, cmds ...string) ([]o
 // environment for gdb (ORACLE_EXPRS).
 func emulatedOracle(t testing.TB, p *program, emulator string, env []string, cmds ...string) ([]oracleDump, string) {
 	t.Helper()
+	return emulatedOracleEnv(t, p, emulator, nil, env, cmds...)
+}
+
+// emulatedOracleEnv is emulatedOracle with an environment for the program (QEMU's -E).
+func emulatedOracleEnv(t testing.TB, p *program, emulator string, progEnv, env []string, cmds ...string) ([]oracleDump, string) {
+	t.Helper()
 	gdb := needTool(t, "gdb-multiarch")
-	emu := exec.Command(emulator, p.bin)
+	var qargs []string
+	for _, e := range progEnv {
+		qargs = append(qargs, "-E", e)
+	}
+	emu := exec.Command(emulator, append(qargs, p.bin)...)
 	emu.Dir = p.dir
 	sock := testenv.StartQEMUStub(t, emu)
 	script, _ := filepath.Abs(filepath.Join("testdata", "gdboracle.py"))

@@ -193,17 +193,14 @@ func arrowBase(expr string) string {
 	return "(*" + expr + ")"
 }
 
-// registerVariables lists the Registers scope: native sets for the innermost frame, unwound
-// values for outer frames.
+// registerVariables lists the Registers scope: the thread's register sets for the innermost
+// frame (a BG/Q CNK's by their BG/Q names), unwound values for outer frames.
 func (s *Conn) registerVariables(ref *varRef, hex bool) []dap.Variable {
 	fr := ref.frame
-	arch := fr.frame.Process().Arch
 	var out []dap.Variable
 	if fr.level == 0 {
-		for _, slot := range arch.Registers {
-			if v, ok := debugger.RegisterValue(arch, slot, fr.ts.GP, fr.ts.FP); ok {
-				out = append(out, dap.Variable{Name: slot.Name, Value: v, EvaluateName: "$" + slot.Name})
-			}
+		for _, r := range fr.ts.Registers() {
+			out = append(out, dap.Variable{Name: r.Name, Value: r.Value, EvaluateName: r.EvaluateName})
 		}
 		return out
 	}

@@ -70,6 +70,14 @@ type Config struct {
 	// CIOS, when set, makes the agent a Blue Gene/Q CIOS tool of that job (see cios.go): it
 	// controls no process (Backend may be nil) and relays CDTI to the job's toolctld sockets.
 	CIOS *CIOSJob
+	// CNK makes the agent behave on the wire as a Blue Gene/Q Compute Node Kernel, which
+	// speaks CDTI v6 and nothing else: every extension command of a Query or Update is
+	// answered CmdInval (so NoTrapConditions is implied), every extension message (GatherStacks)
+	// ErrorAck(UnsupportedType), and ack payloads come in a shuffled order, as the CNK's
+	// hardware threads place them. The Hello handshake is still required: it authenticates
+	// the agent's transport, not the CNK. A front end then works as it does against a real
+	// BG/Q (see cdti.Server.CNK).
+	CNK bool
 }
 
 // Agent serves the ranks of one node: the CDTI data plane with the Compute Node Kernel's
@@ -139,14 +147,14 @@ func New(cfg Config) (*Agent, error) {
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
 		killOnExit: cfg.KillOnExit, endWithFE: cfg.EndWithFrontEnd, registerLimit: cfg.RegisterTimeout,
-		noTrapConds: cfg.NoTrapConditions,
+		noTrapConds: cfg.NoTrapConditions || cfg.CNK,
 	}
 	if cfg.Journal != nil {
 		a.journal = &journal{w: cfg.Journal}
 	}
 	a.output = newOutputHub(a.logf)
 	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token)}
-	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger}
+	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger, CNK: cfg.CNK}
 	if cfg.CIOS != nil {
 		a.cios = newCIOSRelay(cfg.CIOS, a.logf)
 		a.srv.Handler = a.cios

@@ -239,6 +239,11 @@
 // SignalConditionError. A hit that does not stop goes on like a hit of an internal trap: no
 // other thread is stopped unless its instruction must be single-stepped. Config.NoTrapConditions
 // answers CmdInval instead, as a CNK does.
+//
+// CNK mode (Config.CNK, `hpcdap agent --cnk`): the agent answers as a Blue Gene/Q CNK, which
+// knows CDTI v6 only: every extension command CmdInval, GatherStacks ErrorAck(UnsupportedType),
+// ack payloads in a shuffled order; the Hello handshake of the agent's transport stays. A front
+// end meets there exactly what a real BG/Q gives it.
 // Limit: a step over a planted system call instruction that blocks keeps the other threads
 // stopped until it returns.
 //
@@ -318,5 +323,7 @@
 // cannot write text (QEMU 7.2), trap words become stub breakpoints (Z0) and the log says so.
 // Limits of QEMU user mode: the other threads run while one is stopped, and QEMU ≥ 9 cannot
 // interrupt a running program that does not handle the interrupt signal (RSPBackend's
-// InterruptSignal), so commands that must stop a running thread answer CmdTimeout there.
+// InterruptSignal), so commands that must stop a running thread answer CmdTimeout there. A
+// SIGSTOP for the program (SendSignal, SendSignalToProcess) interrupts it with that signal and
+// is notified as SIGSTOP: sent to QEMU itself it would stop the emulator, not the program.
 package agent

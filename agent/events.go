@@ -249,7 +249,7 @@ func (p *proc) sendNext() {
 	}
 	n := p.pending[0]
 	p.pending = p.pending[1:]
-	if n.reason == cdti.SignalInterrupt {
+	if n.inst == 0 { // a stop the agent made (StopProcess, SIGSTOP by interrupt)
 		if th := p.threads[n.tid]; th != nil {
 			n.inst = p.threadPC(th) // where the thread stands now that every thread is stopped
 		}

@@ -100,7 +100,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newHarness(t testing.TB, staging string) *harness {
+// newHarness starts an agent; opts change its configuration.
+func newHarness(t testing.TB, staging string, opts ...func(*Config)) *harness {
 	t.Helper()
 	needPrograms(t)
 	tr, err := ptrace.NewTracer()
@@ -108,8 +109,12 @@ func newHarness(t testing.TB, staging string) *harness {
 		t.Fatalf("ptrace tracer: %v", err)
 	}
 	h := &harness{t: t, tracer: tr, logBuf: &syncBuffer{}}
-	a, err := New(Config{Token: testToken, Backend: tr, StagingDir: staging, Node: "testnode",
-		Logger: log.New(h.logBuf, "", log.Lmicroseconds)})
+	cfg := Config{Token: testToken, Backend: tr, StagingDir: staging, Node: "testnode",
+		Logger: log.New(h.logBuf, "", log.Lmicroseconds)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatalf("agent.New: %v", err)
 	}

@@ -76,9 +76,9 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 		}
 		return done, nil
 	case *cdti.SendSignal:
-		return p.sendSignal(th.tid, c.Signal, tid), nil
+		return p.sendSignal(th, th.tid, c.Signal, tid), nil
 	case *cdti.SendSignalToProcess:
-		return p.sendSignal(0, c.Signal, tid), nil
+		return p.sendSignal(th, 0, c.Signal, tid), nil
 	case *cdti.StopProcess:
 		return p.stopProcess(th), nil
 	case *cdti.ContinueProcess:
@@ -163,7 +163,8 @@ func (p *proc) setMemory(tid uint32, c *cdti.SetMemory) cdti.Result {
 	return ok(ack)
 }
 
-func (p *proc) sendSignal(tid int, sig uint32, ackTid uint32) cdti.Result {
+// sendSignal answers SendSignal (tid, the thread th) and SendSignalToProcess (tid 0).
+func (p *proc) sendSignal(th *pthread, tid int, sig uint32, ackTid uint32) cdti.Result {
 	if sig > 64 {
 		return fail(cdti.CmdParmErr, ackTid)
 	}
@@ -171,8 +172,26 @@ func (p *proc) sendSignal(tid int, sig uint32, ackTid uint32) cdti.Result {
 		return ok(&cdti.BareAck{ThreadID: ackTid})
 	}
 	if err := p.tp.Kill(tid, int(sig)); err != nil {
+		if sig == uint32(syscall.SIGSTOP) && errors.Is(err, target.ErrUnsupported) {
+			return p.stopByInterrupt(th, ackTid)
+		}
 		return fail(cdti.CmdParmErr, ackTid)
 	}
+	return ok(&cdti.BareAck{ThreadID: ackTid})
+}
+
+// stopByInterrupt gives SIGSTOP its effect where the back end cannot send it (a program under
+// QEMU, where a host SIGSTOP would stop the emulator): the running threads are interrupted and,
+// once all are stopped, th is notified as the signal would have been (SIGSTOP, Generic).
+func (p *proc) stopByInterrupt(th *pthread, ackTid uint32) cdti.Result {
+	if !p.started {
+		return fail(cdti.CmdParmErr, ackTid)
+	}
+	if _, err := p.interruptRunning(nil); err != nil {
+		p.a.logf("agent: rank %d: SIGSTOP by interrupt: %v", p.rank, err)
+		return fail(cdti.CmdParmErr, ackTid)
+	}
+	p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGSTOP), reason: cdti.SignalGeneric})
 	return ok(&cdti.BareAck{ThreadID: ackTid})
 }
 

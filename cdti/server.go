@@ -116,6 +116,10 @@ type Server struct {
 	WriteTimeout time.Duration
 	// ErrorLog receives connection errors; nil discards them (CloseHandler still sees them).
 	ErrorLog *log.Logger
+	// CNK makes the server answer as a BG/Q Compute Node Kernel: extension commands get
+	// CmdInval, extension messages ErrorAck(UnsupportedType), ack payloads come shuffled
+	// (see cnk.go). Set it before Serve.
+	CNK bool
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -473,6 +477,12 @@ func (c *Conn) serve(r *bufio.Reader) error {
 			}
 			return err
 		}
+		if h, _ := ParseHeader(b); c.srv.cnkUnsupported(h.Type) {
+			if err := c.Send(&ErrorAck{h.Reply(UnsupportedType)}); err != nil {
+				return err
+			}
+			continue
+		}
 		if x, ok := c.srv.Handler.(RelayHandler); ok {
 			err = x.Relay(c, b)
 		} else {
@@ -508,6 +518,9 @@ func (c *Conn) handle(hd any, b []byte) error {
 	if err == nil && reply != nil {
 		var out []byte
 		if out, err = Encode(reply); err == nil {
+			if c.srv.CNK {
+				out = ShuffleAckPayloads(out, nil)
+			}
 			err = c.write(out)
 		} else {
 			err = fmt.Errorf("encode %v: %w", reply.MessageType(), err)

@@ -45,6 +45,11 @@ func (c *Conn) commands(hd any, h Header, b []byte) (Message, error) {
 	for i, cmd := range cmds {
 		run[i] = cmd
 		t := cmd.CommandType()
+		if c.srv.CNK && t.IsExtension() {
+			results[i], own[i] = Result{Code: CmdInval}, true
+			run[i] = &RawCommand{Type: t, ThreadID: cmd.Thread(), Err: ErrUnknownCommand}
+			continue
+		}
 		switch x := cmd.(type) {
 		case *RawCommand:
 			code := CmdParmErr

@@ -107,6 +107,9 @@ func readPrefix(ctx context.Context, r *Rank, addr uint64, count int) []byte {
 }
 
 func (liveBackend) traceback(ctx context.Context, r *Rank, lwp int) ([]cdti.TraceFrame, error) {
+	if r.node.cnk.Load() {
+		return nil, fmt.Errorf("rank %d: traceback: %w", r.Num, cdti.ErrNotSupported) // unwound here
+	}
 	return r.node.client.Traceback(ctx, uint32(r.Num), uint32(lwp), 0)
 }
 

@@ -57,7 +57,10 @@
 // per-stop page cache (read-only file segments come from the files); registers through
 // GetRegisterSet; thread-local storage through package threaddb. Parallel stacks take the bulk
 // of their work from the agents' GetTraceback and unwind one representative per
-// distinct traceback on the front end (pstacks.go). A core file is debugged as a stopped rank 0
+// distinct traceback on the front end (pstacks.go). Against a Blue Gene/Q CNK, which answers
+// every extension with CmdInval, the machine comes from the executable's ELF header, registers
+// from the v6 register queries (shown by their BG/Q names), every stack is unwound here, and
+// function calls in expressions are refused (bgq.go). A core file is debugged as a stopped rank 0
 // with the same code: it is the Job's back end instead of the agents (backend.go, core.go),
 // and refuses what would run or change its process with one error (Frozen).
 package debugger

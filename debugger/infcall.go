@@ -75,6 +75,9 @@ func (tc *ThreadCaller) run(name string, cmd *cdti.CallFunction) (uint64, error)
 	if r.node == nil || r.node.client == nil {
 		return 0, fmt.Errorf("call %s: rank %d has no live process (a core file cannot run functions)", name, r.Num)
 	}
+	if r.node.cnk.Load() {
+		return 0, errCNKNoCalls(r, name)
+	}
 	if len(cmd.Args) > cdti.MaxCallArgs {
 		return 0, fmt.Errorf("call %s: %d arguments (at most %d)", name, len(cmd.Args), cdti.MaxCallArgs)
 	}

@@ -36,6 +36,9 @@ type node struct {
 	// noTrapConds: the agent answered SetTrapCondition with CmdInval (a BG/Q CNK): the
 	// front end decides every breakpoint hit of its ranks.
 	noTrapConds atomic.Bool
+	// cnk: the agent answered GetTargetInfo with CmdInval: it is a BG/Q CNK, which speaks
+	// CDTI v6 only (see bgq.go).
+	cnk atomic.Bool
 }
 
 // agentRankInfo is the management plane's description of one rank (agent.RankInfo).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/ppc64"
 	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/symbols"
 	"github.com/hpcdap/hpcdap/threaddb"
@@ -37,6 +38,7 @@ type rankSymbols struct {
 	stacks  map[int]*ThreadStack // by LWP, for the current stop
 	tdb     *threaddb.Process
 	tdbMods int    // len(mods) when tdb was opened
+	cnk     bool   // the agent is a BG/Q CNK: v6 commands only (bgq.go)
 	rbrk    uint64 // r_debug.r_brk, where the dynamic linker reports library loads (0: static)
 	libWait bool   // a trap at rbrk is planted (Job.updateLibraryWatch)
 	rdebug  uint64 // the address of r_debug once the dynamic linker has set it up
@@ -53,9 +55,12 @@ type rankSymbols struct {
 
 // ThreadStack is one thread's registers and unwound stack at the current stop.
 type ThreadStack struct {
-	regs   *symbols.Regs
-	GP     []byte // native general register set
-	FP     []byte // native floating-point set
+	regs *symbols.Regs
+	GP   []byte // native general register set
+	FP   []byte // native floating-point set
+	// BGQ holds the registers as a BG/Q CNK gave them (nil from an agent with the
+	// extensions); GP and FP are then made from it.
+	BGQ    *ppc64.BGQRegs
 	Frames []*symbols.Frame
 	proc   *symbols.Process
 	err    error
@@ -111,6 +116,9 @@ func (rs *rankSymbols) ensure(ctx context.Context) error {
 func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 	r := rs.rank
 	ti, err := rs.client().TargetInfo(ctx, rs.num())
+	if errors.Is(err, cdti.ErrNotSupported) {
+		return rs.loadFromELF(ctx, gen)
+	}
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", r.Num, err)
 	}
@@ -369,15 +377,23 @@ func (rs *rankSymbols) dropStack(lwp int) {
 
 func (rs *rankSymbols) unwind(ctx context.Context, lwp int) *ThreadStack {
 	ts := &ThreadStack{}
-	gp, fp, err := rs.registers(ctx, lwp)
+	rs.mu.Lock()
+	arch, cnk := rs.arch, rs.cnk
+	rs.mu.Unlock()
+	var gp, fp []byte
+	var err error
+	if cnk {
+		if ts.BGQ, err = rs.bgqRegisters(ctx, lwp); err == nil {
+			gp, fp = ts.BGQ.Native(arch.ByteOrder)
+		}
+	} else {
+		gp, fp, err = rs.registers(ctx, lwp)
+	}
 	if err != nil {
 		ts.err = err
 		return ts
 	}
 	ts.GP, ts.FP = gp, fp
-	rs.mu.Lock()
-	arch := rs.arch
-	rs.mu.Unlock()
 	if ts.regs, err = symbols.RegsFromNative(arch, gp, fp); err != nil {
 		ts.err = fmt.Errorf("rank %d: LWP %d: registers: %w", rs.rank.Num, lwp, err)
 		return ts
@@ -427,6 +443,14 @@ func (rs *rankSymbols) newProcess(mods []*symbols.Module, lwp int) *symbols.Proc
 
 // registers reads a thread's native general and floating-point register sets in one Query.
 func (rs *rankSymbols) registers(ctx context.Context, lwp int) (gp, fp []byte, err error) {
+	if rs.isCNK() {
+		b, err := rs.bgqRegisters(ctx, lwp)
+		if err != nil {
+			return nil, nil, err
+		}
+		gp, fp = b.Native(rs.Arch().ByteOrder)
+		return gp, fp, nil
+	}
 	res, err := rs.client().Query(ctx, rs.num(),
 		&cdti.GetRegisterSet{ThreadID: uint32(lwp), Set: cdti.RegSetGeneral},
 		&cdti.GetRegisterSet{ThreadID: uint32(lwp), Set: cdti.RegSetFloat, MaxLength: cdti.MaxRegisterSetSize})
@@ -463,7 +487,7 @@ func (w *regWriter) WriteRegister(reg int, value []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := w.rs.client().SetRegisterSet(ctx, w.rs.num(), uint32(w.lwp), set, data); err != nil {
+	if err := w.rs.setNative(ctx, w.lwp, set, data); err != nil {
 		return err
 	}
 	w.rs.mu.Lock()

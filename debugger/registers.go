@@ -103,6 +103,13 @@ func FaultAddress(ctx context.Context, r *Rank, lwp int) (uint64, bool) {
 // SetRegister writes register name of thread t, in the register set read at its stop (ts).
 func (j *Job) SetRegister(ctx context.Context, t *Thread, ts *ThreadStack, name string, val uint64) error {
 	r := t.Rank
+	if ts.BGQ != nil {
+		cmd, err := ts.BGQ.SetCommand(uint32(t.LWP), name, val)
+		if err != nil {
+			return fmt.Errorf("register %s cannot be written", name)
+		}
+		return r.sym.update(ctx, "write "+name, t.LWP, cmd)
+	}
 	set, data, err := patchByName(ts.proc.Arch, ts.GP, ts.FP, name, val)
 	if err != nil {
 		return err

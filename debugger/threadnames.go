@@ -46,8 +46,9 @@ func (rs *rankSymbols) threadLabels(ctx context.Context) map[int]threadLabel {
 
 // threadName is "rank 3 · worker (LWP 4242) 0x7f0c2a1fe6c0": the rank, the thread's role (main
 // for the process leader, else its start routine when known), its LWP and, once the thread
-// library knows the thread, its pthread_t as gdb's "info threads" shows it.
-func threadName(r *Rank, lwp int, l threadLabel) string {
+// library knows the thread, its pthread_t as gdb's "info threads" shows it. Behind a BG/Q CNK
+// the hardware thread that runs it follows the LWP: "(LWP 4242, core 3/thread 1)".
+func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 	role := l.routine
 	if lwp == r.Pid {
 		role = "main"
@@ -55,7 +56,11 @@ func threadName(r *Rank, lwp int, l threadLabel) string {
 	if role == "" {
 		role = "thread"
 	}
-	name := fmt.Sprintf("rank %d · %s (LWP %d)", r.Num, role, lwp)
+	where := fmt.Sprintf("LWP %d", lwp)
+	if hw != "" {
+		where += ", " + hw
+	}
+	name := fmt.Sprintf("rank %d · %s (%s)", r.Num, role, where)
 	if l.pthread != 0 {
 		name += fmt.Sprintf(" %#x", l.pthread)
 	}

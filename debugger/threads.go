@@ -26,7 +26,7 @@ func (j *Job) addThread(r *Rank, lwp int) *Thread {
 	}
 	j.nextThread++
 	t := &Thread{ID: j.nextThread, Rank: r, LWP: lwp}
-	t.Name = threadName(r, lwp, threadLabel{})
+	t.Name = threadName(r, lwp, threadLabel{}, "")
 	j.threads[t.ID] = t
 	r.threads = append(r.threads, t)
 	sort.SliceStable(r.threads, func(a, b int) bool {
@@ -91,6 +91,11 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	if labels == nil {
 		labels = r.sym.threadLabels(ctx)
 	}
+	lwps := make([]int, len(list))
+	for i, e := range list {
+		lwps[i] = int(e.TID)
+	}
+	hw := r.hardwareThreads(ctx, lwps)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if r.gen != gen {
@@ -102,7 +107,7 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 		lwp := int(e.TID)
 		alive[lwp] = true
 		t := j.addThread(r, lwp)
-		t.Name = threadName(r, lwp, labels[lwp])
+		t.Name = threadName(r, lwp, labels[lwp], hw[lwp])
 	}
 	kept := r.threads[:0]
 	for _, t := range r.threads {

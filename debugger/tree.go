@@ -146,8 +146,8 @@ func (j *Job) clientGroups() [][]*node {
 // through the tree: pcs by rank, innermost first, and the ranks whose agent could not be
 // reached. Without a tree it returns nil.
 func (j *Job) treeTracebacks(ctx context.Context) (map[int][]uint64, rankset.Set, error) {
-	if j.tree == nil {
-		return nil, rankset.Set{}, nil
+	if j.tree == nil || j.nodes[0].cnk.Load() {
+		return nil, rankset.Set{}, nil // no tree, or no collective behind a CNK
 	}
 	t, err := j.nodes[0].client.GatherStacks(ctx, 0)
 	if err != nil {

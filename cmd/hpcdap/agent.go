@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/hpcdap/hpcdap/agent"
@@ -33,6 +34,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	backendName := fs.String("backend", "ptrace", "how processes are controlled: `ptrace` (Linux processes of this host) or rsp (Power programs under a GDB remote-protocol stub)")
 	emulator := fs.String("emulator", "", "rsp back end: start each rank under this QEMU user-mode emulator (`NAME` qemu-ppc64 or qemu-ppc64le, or a path)")
 	sysroot := fs.String("sysroot", "", "rsp back end: the target's `DIR` for dynamic programs (QEMU's -L)")
+	interruptSig := fs.String("interrupt-signal", os.Getenv("HPCDAP_AGENT_INTERRUPT_SIGNAL"),
+		"rsp back end: the host `SIGNAL` (SIGUSR1, ...) that interrupts a running program under QEMU ≥ 9, which ignores the protocol's interrupt and dies of a signal the program does not handle: the program must handle it (default from HPCDAP_AGENT_INTERRUPT_SIGNAL; without it running ranks cannot be paused there)")
 	stubAddr := fs.String("rsp", "", "rsp back end: connect to the stub at `HOST:PORT` that runs the program (gdbserver, qemu -g) instead of starting an emulator")
 	launcher := fs.Bool("launcher", false, "spawn mode: the program is a job's launcher (mpirun, srun, mpiexec.hydra): spawned without HPCDAP_RANK and HPCDAP_NP, reported by the management calls ranks and launcher as the launcher")
 	killOnExit := fs.Bool("kill-on-exit", false, "kill what the agent spawned, instead of letting it run, when the front end's last connection closes, on SIGTERM/SIGINT/SIGHUP, or when the agent's parent dies")
@@ -41,6 +44,8 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	noTrapConds := fs.Bool("no-trap-conditions", os.Getenv("HPCDAP_AGENT_NO_TRAP_CONDITIONS") != "",
 		"answer SetTrapCondition with CmdInval, as a BG/Q CNK does, so that the front end decides every breakpoint hit (default from HPCDAP_AGENT_NO_TRAP_CONDITIONS)")
 	tokenFile := fs.String("token-file", "", "read the session token from `FILE` (this user's, mode 0600) when HPCDAP_TOKEN is not set: for an agent whose environment its workload manager does not pass on (a BG/Q CIOS tool)")
+	cnk := fs.Bool("cnk", os.Getenv("HPCDAP_AGENT_CNK") != "",
+		"behave on the wire as a Blue Gene/Q Compute Node Kernel, which speaks CDTI v6 only: answer every extension command (TargetInfo, StopProcess, native register sets, tracebacks, CallFunction, SetTrapCondition) with CmdInval and extension messages (GatherStacks) with ErrorAck(UnsupportedType), and place ack payloads in a shuffled order; the session's Hello is still required; implies --no-trap-conditions (default from HPCDAP_AGENT_CNK)")
 	followExec := fs.String("follow-exec", "", "follow the forks of the launcher given after -- and serve as ranks the processes that exec `PROGRAM` (rank from PMI_RANK), each held at its exec (for MPICH hydra)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: hpcdap agent (--listen ADDR | --connect ADDR) [flags] (--attach R=PID,... | [--np N] -- PROGRAM ARGS... | --launcher -- LAUNCHER ARGS... | --follow-exec PROGRAM -- LAUNCHER ARGS...)")
@@ -153,7 +158,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		defer tracer.Close()
 		backend = tracer
 	case "rsp":
-		b, err := rspBackend(*emulator, *sysroot, *stubAddr, *attach, *np, logger)
+		b, err := rspBackend(*emulator, *sysroot, *stubAddr, *attach, *np, *interruptSig, logger)
 		if err != nil {
 			fmt.Fprintf(stderr, "hpcdap agent: %v\n", err)
 			return errUsage
@@ -165,7 +170,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	}
 	a, err := agent.New(agent.Config{Token: token, Backend: backend, JobID: *jobID, Version: buildVersion(),
 		StagingDir: *staging, Logger: logger, KillOnExit: *killOnExit, EndWithFrontEnd: *endWithFE, Journal: journal,
-		NoTrapConditions: *noTrapConds})
+		NoTrapConditions: *noTrapConds, CNK: *cnk})
 	if err != nil {
 		return err
 	}
@@ -265,7 +270,7 @@ func serveAgent(a *agent.Agent, listen, connect string, killOnExit bool, logger 
 }
 
 // rspBackend checks the rsp back end's flags and builds it.
-func rspBackend(emulator, sysroot, stubAddr, attach string, np int, logger *log.Logger) (*agent.RSPBackend, error) {
+func rspBackend(emulator, sysroot, stubAddr, attach string, np int, interrupt string, logger *log.Logger) (*agent.RSPBackend, error) {
 	switch {
 	case attach != "":
 		return nil, errors.New("--backend rsp cannot --attach: give the program (under --emulator) or its stub (--rsp)")
@@ -277,6 +282,17 @@ func rspBackend(emulator, sysroot, stubAddr, attach string, np int, logger *log.
 		return nil, errors.New("--sysroot is an emulator option: it has no meaning with --rsp")
 	}
 	b := &agent.RSPBackend{Addr: stubAddr, Logf: logger.Printf}
+	if interrupt != "" {
+		name := strings.ToUpper(interrupt)
+		if !strings.HasPrefix(name, "SIG") {
+			name = "SIG" + name
+		}
+		sig := unix.SignalNum(name)
+		if sig == 0 || sig == unix.SIGKILL || sig == unix.SIGSTOP {
+			return nil, fmt.Errorf("--interrupt-signal %q: not a signal a program can handle", interrupt)
+		}
+		b.InterruptSignal = sig
+	}
 	if emulator != "" {
 		path, err := agent.FindEmulator(emulator)
 		if err != nil {

@@ -306,6 +306,17 @@ func (p *Process) interruptSignal() os.Signal {
 	return syscall.SIGINT
 }
 
+// interruptStopSignal is the signal a stop caused by Interrupt reports: SIGINT for the
+// interrupt byte, else the signal sent to the emulator (Options.InterruptSignal).
+func (p *Process) interruptStopSignal() int {
+	if p.caps.Interrupt == InterruptSignal {
+		if s, ok := p.interruptSignal().(syscall.Signal); ok {
+			return int(s)
+		}
+	}
+	return sigINT
+}
+
 // signalEmulator sends sig to the emulator process (tid 0) or one of its threads: under QEMU
 // user mode each program thread is a host thread with the same id.
 func (p *Process) signalEmulator(tid int, sig os.Signal) error {
@@ -334,8 +345,13 @@ func (p *Process) signalEmulator(tid int, sig os.Signal) error {
 
 // Kill sends a signal to one thread or, with tid 0, to the process. It needs a launched
 // emulator (host threads carry the program's threads); otherwise only SIGKILL of the whole
-// process is possible, through the protocol's kill request.
+// process is possible, through the protocol's kill request. SIGSTOP is refused
+// (target.ErrUnsupported): sent to the emulator it would stop QEMU itself, which the program
+// never sees; Interrupt stops the program instead.
 func (p *Process) Kill(tid, sig int) error {
+	if sig == int(syscall.SIGSTOP) {
+		return fmt.Errorf("rsp: kill %s thread %d with SIGSTOP: it would stop the emulator, not the program: %w", p.obj(), tid, target.ErrUnsupported)
+	}
 	if p.emu != nil {
 		return p.signalEmulator(tid, syscall.Signal(sig))
 	}
@@ -447,8 +463,7 @@ func (p *Process) handleStop(pkt []byte) {
 	}
 	sig := toLinuxSignal(sr.Signal)
 	p.mu.Lock()
-	step, stepping := p.stepping[tid]
-	clear(p.stepping)
+	step, stepping := p.stepping[tid] // cleared below, unless the stop is a stray interrupt
 	// A step from an instruction known not to be a trap cannot have stopped at a trap there:
 	// the pc is not needed to tell what happened, and is read only when asked for.
 	w, known := p.words[step]
@@ -471,17 +486,19 @@ func (p *Process) handleStop(pkt []byte) {
 	} else {
 		p.gThread = 0
 	}
-	interrupted := p.interrupting && sig == sigINT && p.caps.Interrupt != InterruptNone
-	if !p.interrupting && sig == sigINT && p.stray > 0 {
+	isig := p.interruptStopSignal()
+	interrupted := p.interrupting && sig == isig && p.caps.Interrupt != InterruptNone
+	if !p.interrupting && sig == isig && p.stray > 0 {
 		// A late interrupt signal from an earlier Interrupt: nobody waits for it.
 		p.stray--
 		t.reported = false
 		cmd := p.lastResume
 		p.running = true
 		p.mu.Unlock()
-		_ = p.sendResume(cmd)
+		_ = p.sendResume(cmd) // the same resume: a step resent is still a step
 		return
 	}
+	clear(p.stepping)
 	var evs []target.Event
 	if interrupted && !p.interrupts[tid] {
 		t.reported = false // stopped for another thread's interrupt; the agent thinks it runs
