@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/adapter/dapclient"
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/launch/pmix"
 	"github.com/hpcdap/hpcdap/symbols"
 )
@@ -43,6 +44,12 @@ func hpcdapBinary(t testing.TB) string {
 		build := exec.Command("go", append(args, "github.com/hpcdap/hpcdap/cmd/hpcdap")...)
 		if out, err := build.CombinedOutput(); err != nil {
 			hpcdapErr = fmt.Errorf("build hpcdap for the tests: %v\n%s", err, out)
+			return
+		}
+		// The emulated BG/Q's runjob goes beside it, as make build places it.
+		helper := exec.Command("gcc", "-O1", "-g", "-o", filepath.Join(hpcdapDir, launch.EmulatedRunjob), filepath.Join("..", "bgq", "helper", "runjob.c"))
+		if out, err := helper.CombinedOutput(); err != nil {
+			hpcdapErr = fmt.Errorf("build %s for the tests: %v\n%s", launch.EmulatedRunjob, err, out)
 			return
 		}
 		hpcdapBuilt = bin

@@ -29,6 +29,9 @@ type RegisterParams struct {
 	// ToolID is the CDTI tool id requests through this agent must carry (a CIOS tool's
 	// BG_TOOLID, which toolctld knows it by); 0: any.
 	ToolID uint32 `json:"toolId,omitempty"`
+	// JobID is the job id requests through this agent must carry (a CIOS tool's BG_JOBID);
+	// 0: the agent takes any.
+	JobID uint64 `json:"jobId,omitempty"`
 }
 
 // ListenToward opens the listener of an agent started with --connect: an ephemeral TCP port
@@ -116,7 +119,7 @@ func (a *Agent) registerOnce(ctx context.Context, frontEnd string, listen *net.T
 		Gone:    a.Gone(),
 	}
 	if a.cios != nil {
-		params.ToolID = a.cios.job.ToolID
+		params.ToolID, params.JobID = a.cios.job.ToolID, a.cios.job.ID
 	}
 	// The agent dialled the front end: its messages are not a stranger's.
 	rpc := jsonrpc2.NewConn(ctx, jsonrpc2.NewBufferedStream(nc, newBoundedCodec(true)), jsonrpc2.HandlerWithError(

@@ -80,7 +80,7 @@ func TestCIOSAgentGivesBack(t *testing.T) {
 		t.Fatalf("the two agents reach %d compute nodes", len(tools))
 	}
 	// A message toolctld does not take is refused by the agent as toolctld would.
-	if _, err := tools[0].TargetInfo(ctx, 0); err == nil && false {
+	if _, err := tools[0].TargetInfo(ctx, 0); err == nil {
 		t.Errorf("an extension through the CIOS agent: no error")
 	}
 	for node, c := range tools {

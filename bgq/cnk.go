@@ -21,8 +21,8 @@ import (
 
 // cnkFlag is the agent option that makes an hpcdap agent answer as a BG/Q Compute Node Kernel
 // beyond what every agent does (extension commands refused with CmdInval, ack payloads in no
-// fixed order). Empty until the agent has that mode: the one place to name it.
-const cnkFlag = ""
+// fixed order): the one place to name it.
+const cnkFlag = "--cnk"
 
 // cnk is one compute node: its kernel, an hpcdap agent process serving the node's ranks.
 type cnk struct {

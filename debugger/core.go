@@ -37,7 +37,7 @@ func OpenCoreJob(cfg Config, coreFile, program string) (*Job, error) {
 	j.focus = rankset.Of(0)
 	leader := c.Threads[0]
 	n := &node{host: "core", ep: &launch.AgentEndpoint{}}
-	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, Exe: program, state: RankStopped,
+	r := &Rank{job: j, Num: 0, node: n, Pid: leader.Pid, leader: leader.Pid, Exe: program, state: RankStopped,
 		hits: map[int]int{}, started: make(chan struct{})}
 	r.sym.rank = r
 	r.sym.loaded = true

@@ -186,7 +186,9 @@ func (j *Job) Detach() {
 					time.Sleep(20 * time.Millisecond) // the agent sends the pending notifications first
 				}
 			}
-			n.client.Detach(ctx, uint32(n.ranks[0].Num), cdti.RanksInNode)
+			for _, kernel := range n.kernels() {
+				n.client.Detach(ctx, uint32(kernel[0].Num), cdti.RanksInNode)
+			}
 		})
 	}
 	wg.Wait()

@@ -41,6 +41,10 @@ type Rank struct {
 	node *node
 	Pid  int
 	Exe  string
+	// leader is the LWP of the rank's main thread: its pid, but behind a BG/Q CIOS agent,
+	// where the pid is a compute node's id, 0 (CDTI's "the process leader") until the rank's
+	// first stop names the thread. Guarded by job.mu.
+	leader int
 
 	evMu sync.Mutex // serialises the handling of this rank's notifications
 
@@ -162,7 +166,10 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 				return nil, fmt.Errorf("rank %d is served by two agents", ri.Rank)
 			}
 			r := &Rank{job: j, Num: ri.Rank, node: n, Pid: ri.Pid, Exe: ri.Executable, threadsGen: -1,
-				hits: map[int]int{}, started: make(chan struct{})}
+				hits: map[int]int{}, started: make(chan struct{}), leader: ri.Pid}
+			if ep.ToolID != 0 {
+				r.leader = 0 // a compute node's id: the thread is learnt at the first stop
+			}
 			r.sym.rank = r
 			n.ranks = append(n.ranks, r)
 			j.byNum[r.Num] = r
@@ -207,7 +214,7 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 	}
 	// Main threads get the ids 1…N in rank order, so a rank's thread id is predictable.
 	for _, r := range j.ranks {
-		j.addThread(r, r.Pid)
+		j.addThread(r, r.leader)
 	}
 	return j, nil
 }

@@ -41,6 +41,29 @@ type node struct {
 	cnk atomic.Bool
 }
 
+// kernels groups the node's ranks by the kernel that runs them, each attached and detached
+// with one RanksInNode message: all of them, but for a BG/Q CIOS agent (its endpoint names
+// the tool id jobctld gave it), whose ranks are on several compute nodes, each behind a
+// toolctld that takes one Attach per tool (cdti-v6.md §9.1): there a rank's pid is its
+// compute node's id, as runjob's proc table has it.
+func (n *node) kernels() [][]*Rank {
+	if n.ep == nil || n.ep.ToolID == 0 {
+		return [][]*Rank{n.ranks}
+	}
+	var out [][]*Rank
+	at := map[int]int{}
+	for _, r := range n.ranks {
+		i, ok := at[r.Pid]
+		if !ok {
+			i = len(out)
+			at[r.Pid] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
 // agentRankInfo is the management plane's description of one rank (agent.RankInfo).
 type agentRankInfo struct {
 	Rank       int    `json:"rank"`
@@ -96,7 +119,7 @@ func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outpu
 			id = ep.ToolID // a BG/Q CIOS tool's, which toolctld knows it by
 		}
 		var err error
-		cl, err = cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: id, Token: []byte(ep.Token),
+		cl, err = cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: id, JobID: ep.JobID, Token: []byte(ep.Token),
 			Timeout: 60 * time.Second})
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)

@@ -126,6 +126,20 @@ func (j *Job) handleSignal(r *Rank, m *cdti.Notify) {
 	j.logf("rank %d: notify %s tid %d %v pc %#x data %#x", r.Num, SignalName(sig), tid, ns.Reason, ns.InstAddress, ns.DataAddress)
 	j.mu.Lock()
 	r.notif = &ns
+	if r.state == RankStarting && r.leader == 0 && tid != 0 {
+		// Behind a BG/Q CIOS agent the main thread is known from here on (see Rank.leader).
+		for _, t := range r.threads {
+			if t.LWP == 0 {
+				t.LWP = tid
+			}
+		}
+		r.leader = tid
+		for _, t := range r.threads {
+			if t.LWP == tid {
+				t.Name = threadName(r, tid, threadLabel{}, "")
+			}
+		}
+	}
 	if r.state == RankStarting {
 		r.state = RankStopped
 		r.stopReason, r.stopText = "entry", ""

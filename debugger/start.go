@@ -24,33 +24,41 @@ func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 	var failed []string // "rank 5 on node2: why", in no particular order
 	attached := 0
 	for _, n := range j.nodes {
-		wg.Go(func() {
-			_, err := n.client.Attach(ctx, uint32(n.ranks[0].Num), cdti.RanksInNode, cdti.NewTag(toolTag), toolPriority)
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, fmt.Sprintf("ranks %s on %s: attach: %v", rankList(n.ranks), n.host, err))
-				mu.Unlock()
-				return
-			}
-			for _, r := range n.ranks {
-				_, err := n.client.Control(ctx, uint32(r.Num), cdti.Control{NotifySet: notifySet,
-					SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyStart,
-					WatchPolicy: cdti.WatchPropagate})
-				mu.Lock()
+		for _, kernel := range n.kernels() {
+			wg.Go(func() {
+				_, err := n.client.Attach(ctx, uint32(kernel[0].Num), cdti.RanksInNode, cdti.NewTag(toolTag), toolPriority)
 				if err != nil {
-					failed = append(failed, fmt.Sprintf("rank %d on %s: take control: %v", r.Num, n.host, err))
-				} else {
-					attached++
+					mu.Lock()
+					failed = append(failed, fmt.Sprintf("ranks %s on %s: attach: %v", rankList(kernel), n.host, err))
+					mu.Unlock()
+					return
 				}
-				mu.Unlock()
-			}
-		})
+				for _, r := range kernel {
+					_, err := n.client.Control(ctx, uint32(r.Num), cdti.Control{NotifySet: notifySet,
+						SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyStart,
+						WatchPolicy: cdti.WatchPropagate})
+					mu.Lock()
+					if err != nil {
+						failed = append(failed, fmt.Sprintf("rank %d on %s: take control: %v", r.Num, n.host, err))
+					} else {
+						attached++
+					}
+					mu.Unlock()
+				}
+			})
+		}
 	}
 	wg.Wait()
 	if len(failed) > 0 {
 		sort.Strings(failed)
 		return fmt.Errorf("%d of %d ranks attached; %s", attached, len(j.ranks), strings.Join(failed, "; "))
 	}
+	return j.awaitFirstStops(ctx, progress)
+}
+
+// awaitFirstStops waits until every rank has reported its first stop; a rank that does not
+// within the time limit is named.
+func (j *Job) awaitFirstStops(ctx context.Context, progress func(done, total int)) error {
 	// Every rank reports its first stop; a rank that does not within the time limit is named.
 	limit := time.NewTimer(startTimeout)
 	defer limit.Stop()

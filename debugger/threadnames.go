@@ -50,7 +50,7 @@ func (rs *rankSymbols) threadLabels(ctx context.Context) map[int]threadLabel {
 // the hardware thread that runs it follows the LWP: "(LWP 4242, core 3/thread 1)".
 func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 	role := l.routine
-	if lwp == r.Pid {
+	if lwp == r.leader {
 		role = "main"
 	}
 	if role == "" {

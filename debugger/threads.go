@@ -30,8 +30,8 @@ func (j *Job) addThread(r *Rank, lwp int) *Thread {
 	j.threads[t.ID] = t
 	r.threads = append(r.threads, t)
 	sort.SliceStable(r.threads, func(a, b int) bool {
-		if (r.threads[a].LWP == r.Pid) != (r.threads[b].LWP == r.Pid) {
-			return r.threads[a].LWP == r.Pid
+		if (r.threads[a].LWP == r.leader) != (r.threads[b].LWP == r.leader) {
+			return r.threads[a].LWP == r.leader
 		}
 		return r.threads[a].LWP < r.threads[b].LWP
 	})
@@ -40,11 +40,11 @@ func (j *Job) addThread(r *Rank, lwp int) *Thread {
 
 // mainThread returns the rank's leader thread.
 func (r *Rank) mainThread() *Thread {
-	if len(r.threads) > 0 && r.threads[0].LWP == r.Pid {
+	if len(r.threads) > 0 && r.threads[0].LWP == r.leader {
 		return r.threads[0]
 	}
 	for _, t := range r.threads {
-		if t.LWP == r.Pid {
+		if t.LWP == r.leader {
 			return t
 		}
 	}
@@ -111,7 +111,7 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	}
 	kept := r.threads[:0]
 	for _, t := range r.threads {
-		if alive[t.LWP] || t.LWP == r.Pid {
+		if alive[t.LWP] || t.LWP == r.leader {
 			kept = append(kept, t)
 		} else {
 			delete(j.threads, t.ID)
@@ -158,7 +158,7 @@ func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
 			continue // its threads are gone
 		}
 		for _, t := range r.threads {
-			if len(list) >= max && t.LWP != r.Pid {
+			if len(list) >= max && t.LWP != r.leader {
 				continue
 			}
 			list = append(list, *t)

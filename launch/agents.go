@@ -26,9 +26,10 @@ type AgentEndpoint struct {
 	Token string // the session token it requires
 	Pid   int    // the agent's process id on its node
 	Ranks []int  // ranks served, ascending
-	// ToolID is the CDTI tool id the agent's ranks must be addressed with (a BG/Q CIOS
-	// tool's, given by jobctld); 0: the debugger's own.
+	// ToolID and JobID are the CDTI tool and job ids the agent's ranks must be addressed with
+	// (a BG/Q CIOS tool's, given by jobctld); 0: the debugger's own.
 	ToolID uint32
+	JobID  uint64
 	// Owned: the agent belongs to the job (it also follows the launcher, HoldByAgent) and ends
 	// with it (App.Deregister); a debugger closes its connections instead of shutting it down.
 	Owned bool
@@ -75,6 +76,7 @@ type registration struct {
 		Error string `json:"error"`
 	} `json:"gone"`
 	ToolID uint32 `json:"toolId"`
+	JobID  uint64 `json:"jobId"`
 }
 
 // maxRegistration bounds a registration message: it lists at most 64 ranks.

@@ -33,10 +33,9 @@ const EmulatedRunjob = "hpcdap-runjob"
 
 func (bgqWLM) Name() string { return "bgq" }
 
-func (bgqWLM) Available() error {
-	_, _, err := bgqRunjob("")
-	return err
-}
+// Available: whether a runjob is there depends on the agent's binary (beside which the
+// emulated one is), which Launch knows.
+func (bgqWLM) Available() error { return nil }
 
 // bgqRunjob finds runjob: a real one on PATH, else the emulated system's beside agentPath
 // (the hpcdap binary; "" this executable). emulated says which.
@@ -221,7 +220,7 @@ func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, mj *mpirJ
 				continue
 			}
 			got[host] = AgentEndpoint{Host: host, Addr: reg.Address, Token: token, Pid: reg.Pid, Ranks: ranks, Owned: true,
-				ToolID: reg.ToolID}
+				ToolID: reg.ToolID, JobID: reg.JobID}
 			fe.progressf("launch: %s: the agent of I/O node %s registered (%d of %d)", mj.id, host, len(got), len(hosts))
 		case <-deadline.C:
 			return nil, fmt.Errorf("launch: %s: %d of %d I/O node agents registered within %v%s", mj.id, len(got), len(hosts),

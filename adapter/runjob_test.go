@@ -1,0 +1,79 @@
+package adapter
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+)
+
+// TestRunjobSession launches 8 ranks through `"launcher": "runjob"` on the emulated Blue
+// Gene/Q (no runjob on PATH: the one beside hpcdap, said in the console), 2 ranks per compute
+// node, 2 compute nodes per I/O node: runjob starts hpcdap's agent on each of the 2 I/O nodes
+// as its tool, the agents reach the compute nodes' CNKs through toolctld, and the session
+// stops every rank at a breakpoint with the stack gdb-multiarch sees, releases each rank's
+// loop and runs the job to its end with gdb's exit codes.
+func TestRunjobSession(t *testing.T) {
+	// QEMU ≥ 9 ignores the debugger's interrupt: the CNKs interrupt with SIGUSR1, which the
+	// program handles.
+	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
+	const np = 8
+	tg := powerTargets[0]
+	emulator := modernQEMU(t, tg.emulator)
+	p := compilePowerC(t, tg, "bgq")
+	oracle := map[int]bgqOracle{}
+	for _, r := range []int{0, 5} {
+		oracle[r] = bgqRankOracle(t, p, emulator, r, np)
+	}
+	root, err := os.MkdirTemp("", "bgq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": np,
+		"launcherArgs": []string{"--ranks-per-node", "2", "--cn-per-ion", "2", "--root", root}})
+	bps := d.setBreakpoints(p.src, p.line(t, "leaf"))
+	if len(bps) != 1 || !bps[0].Verified {
+		t.Fatalf("breakpoint %+v", bps)
+	}
+	d.call("configurationDone", nil, nil)
+	hit := map[int]bool{}
+	for stops := 0; len(hit) < np; stops++ {
+		st := d.stopped()
+		if st.Reason != "breakpoint" {
+			t.Fatalf("stop %d: %+v", stops, st)
+		}
+		for _, r := range d.ranks().Ranks {
+			if r.StopReason != "breakpoint" || hit[r.Rank] {
+				continue
+			}
+			hit[r.Rank] = true
+			frames := d.stackTrace(r.ThreadID)
+			if o, ok := oracle[r.Rank]; ok {
+				for i, w := range o.dump.Frames {
+					if i >= len(frames) || frames[i].Name != w.Name || frames[i].Line != w.Line {
+						t.Errorf("rank %d frame %d: %v; gdb %s line %d", r.Rank, i, frameNames(frames), w.Name, w.Line)
+					}
+				}
+			}
+			var ev dap.EvaluateResponseBody
+			d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": frames[0].Id, "context": "repl"}, &ev)
+		}
+		if stops > 2*np {
+			t.Fatalf("%d stops, ranks at the breakpoint: %v", stops, hit)
+		}
+		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	}
+	if _, err := d.c.WaitEvent("terminated", 2*time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := allOutput(d); !strings.Contains(o, "emulated BG/Q") {
+		t.Errorf("the console does not say which runjob ran:\n%s", o)
+	}
+	checkExits(t, d, func(rank int) int { return int((int64(rank)*3+3+(10*int64(rank)+2)*3+int64(float64(10*rank+2+rank)*1.5)+1+1)%7) })
+}
