@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"net"
+	"os"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestShuffledAckDecoded checks that an ack whose payloads come in another order than its
@@ -70,7 +72,7 @@ func sameResults(a, b []Result) bool {
 
 // TestCNKServer checks a Server in CNK mode: extension commands answered CmdInval whatever the
 // handler would say, extension messages refused with ErrorAck(UnsupportedType), the Hello
-// still required, and acks whose payloads come shuffled, which the Client reads right.
+// still required (a Query before it is refused), and acks whose payloads come shuffled, which the Client reads right.
 func TestCNKServer(t *testing.T) {
 	a := newMemAgent(4096) // answers the extensions itself: the server must not let it
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -107,6 +109,28 @@ func TestCNKServer(t *testing.T) {
 		if rs[1].Code != CmdInval || rs[3].Code != CmdInval {
 			t.Fatalf("extensions answered %v and %v, want CmdInval", rs[1].Code, rs[3].Code)
 		}
+	}
+
+	// The transport's Hello is still required: a Query first is refused (ToolAuthorityError)
+	// and the connection ends.
+	bare, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	q, _ := Encode(&Query{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion, Rank: 1, SequenceID: 1},
+		Commands: []Command{&GetThreadList{}}})
+	if _, err := bare.Write(q); err != nil {
+		t.Fatal(err)
+	}
+	bare.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if f, err := ReadFrame(bare); err != nil {
+		t.Errorf("a Query before the Hello: %v, want an ErrorAck", err)
+	} else if h, _ := ParseHeader(f); h.Type != MsgErrorAck || h.ReturnCode != ToolAuthorityError {
+		t.Errorf("a Query before the Hello answered %v %v, want ErrorAck ToolAuthorityError", h.Type, h.ReturnCode)
+	}
+	if _, err := ReadFrame(bare); errors.Is(err, os.ErrDeadlineExceeded) || err == nil {
+		t.Errorf("after a Query before the Hello the connection stays open (%v)", err)
 	}
 
 	// On the wire the payloads are not always in descriptor order.

@@ -2,7 +2,6 @@ package rsp
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"syscall"
 
@@ -294,51 +293,6 @@ func (p *Process) Interrupt(tid int) error {
 		delete(p.interrupts, tid)
 		p.mu.Unlock()
 		return err
-	}
-	return nil
-}
-
-// interruptSignal is the host signal that interrupts a launched QEMU.
-func (p *Process) interruptSignal() os.Signal {
-	if p.opts.InterruptSignal != nil {
-		return p.opts.InterruptSignal
-	}
-	return syscall.SIGINT
-}
-
-// interruptStopSignal is the signal a stop caused by Interrupt reports: SIGINT for the
-// interrupt byte, else the signal sent to the emulator (Options.InterruptSignal).
-func (p *Process) interruptStopSignal() int {
-	if p.caps.Interrupt == InterruptSignal {
-		if s, ok := p.interruptSignal().(syscall.Signal); ok {
-			return int(s)
-		}
-	}
-	return sigINT
-}
-
-// signalEmulator sends sig to the emulator process (tid 0) or one of its threads: under QEMU
-// user mode each program thread is a host thread with the same id.
-func (p *Process) signalEmulator(tid int, sig os.Signal) error {
-	if p.emu == nil || p.emu.Process == nil {
-		return fmt.Errorf("rsp: signal %s: emulator not launched by this client: %w", p.obj(), target.ErrUnsupported)
-	}
-	s, ok := sig.(syscall.Signal)
-	if !ok {
-		return fmt.Errorf("rsp: signal %s: %v is not a system signal", p.obj(), sig)
-	}
-	pid := p.emu.Process.Pid
-	if tid == 0 {
-		if err := syscall.Kill(pid, s); err != nil {
-			return fmt.Errorf("rsp: signal %v to emulator %d: %w", s, pid, err)
-		}
-		return nil
-	}
-	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%d", pid, tid)); err != nil {
-		return fmt.Errorf("rsp: signal %v to thread %d: %w", s, tid, target.ErrNoThread)
-	}
-	if err := syscall.Tgkill(pid, tid, s); err != nil {
-		return fmt.Errorf("rsp: signal %v to thread %d of emulator %d: %w", s, tid, pid, err)
 	}
 	return nil
 }
