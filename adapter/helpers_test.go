@@ -403,6 +403,9 @@ func (d *dapSession) stopped() dap.StoppedEventBody {
 	d.t.Helper()
 	m, err := d.c.WaitEvent("stopped", 60*time.Second, focusStop)
 	if err != nil {
+		for _, o := range d.c.Events("output") {
+			d.t.Logf("output: %s", o.Body)
+		}
 		d.t.Fatal(err)
 	}
 	var b dap.StoppedEventBody

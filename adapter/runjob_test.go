@@ -35,7 +35,9 @@ func TestRunjobSession(t *testing.T) {
 
 	d := newDAP(t, viaPipe)
 	defer d.close()
-	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": np,
+	// The ranks wait for each other once each handles the interrupt signal (bgq.c), so that no
+	// rank is interrupted before.
+	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": np, "env": map[string]any{"READY_DIR": t.TempDir()},
 		"launcherArgs": []string{"--ranks-per-node", "2", "--cn-per-ion", "2", "--root", root}})
 	bps := d.setBreakpoints(p.src, p.line(t, "leaf"))
 	if len(bps) != 1 || !bps[0].Verified {
@@ -75,5 +77,15 @@ func TestRunjobSession(t *testing.T) {
 	if o := allOutput(d); !strings.Contains(o, "emulated BG/Q") {
 		t.Errorf("the console does not say which runjob ran:\n%s", o)
 	}
-	checkExits(t, d, func(rank int) int { return int((int64(rank)*3+3+(10*int64(rank)+2)*3+int64(float64(10*rank+2+rank)*1.5)+1+1)%7) })
+	// What bgq.c computes: main returns middle(rank, 10·rank+1) mod 7; gdb's runs agree.
+	exit := func(rank int) int {
+		x := int64(10*rank + 2)
+		return int((3*x + int64(rank) + int64(1.5*float64(x+int64(rank))) + 2) % 7)
+	}
+	for r, o := range oracle {
+		if exit(r) != o.exit {
+			t.Fatalf("rank %d: the test computes exit code %d, gdb's run ended with %d", r, exit(r), o.exit)
+		}
+	}
+	checkExits(t, d, exit)
 }

@@ -134,7 +134,8 @@ func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outpu
 		return nil, nil, fmt.Errorf("connect to agent %s (management): %w", ep.Addr, err)
 	}
 	n := &node{ep: ep, host: ep.Host, client: cl, mgmt: rpc}
-	if hello.Node != "" {
+	if hello.Node != "" && ep.ToolID == 0 {
+		// (A BG/Q CIOS agent does not know its I/O node's name in runjob's table.)
 		n.host = hello.Node
 	}
 	var infos []agentRankInfo
