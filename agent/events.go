@@ -9,6 +9,10 @@ import (
 
 // handleEvent applies one back-end event to the CNK state, then moves the process on.
 func (p *proc) handleEvent(ev target.Event) {
+	var back uint64 // a breakpoint whose out-of-line instruction the thread had not run
+	if th := p.threads[ev.Tid]; th != nil && th.ool.slot != 0 {
+		back = p.leaveSlot(th, &ev)
+	}
 	if p.capture != 0 && ev.Tid == p.capture && ev.Kind != target.EventExit {
 		// An injected system call or step the caller is waiting for.
 		if th := p.threads[ev.Tid]; th != nil {
@@ -51,6 +55,9 @@ func (p *proc) handleEvent(ev target.Event) {
 	case target.EventExit:
 		p.onExit(ev.Status)
 		return
+	}
+	if th := p.threads[ev.Tid]; back != 0 && th != nil {
+		p.stillAtBreak(th, back)
 	}
 	p.advance()
 }
@@ -187,6 +194,7 @@ func (p *proc) onExec(ev target.Event) {
 	}
 	clear(p.bps)
 	clear(p.conds)
+	p.scratch, p.scratchOff = nil, false // the pages went with the old image
 	p.startBP, p.startSig = 0, 0
 	p.propWatch = nil
 	th := p.thread(ev.Tid)
@@ -200,6 +208,7 @@ func (p *proc) onExec(ev target.Event) {
 // threadGone forgets an exited thread.
 func (p *proc) threadGone(tid int) {
 	delete(p.threads, tid)
+	p.dropSlots(tid)
 	delete(p.pins, tid)
 	kept := p.pending[:0]
 	for _, n := range p.pending {
@@ -233,6 +242,7 @@ func (p *proc) onExit(status int) {
 	p.stepOver, p.capture = nil, 0
 	p.threads = make(map[int]*pthread)
 	clear(p.bps)
+	p.scratch = nil
 	for _, t := range p.tools {
 		t.tc.send(&cdti.Notify{
 			Header: cdti.Header{Rank: p.rank, JobID: p.a.jobID, ToolID: t.id},

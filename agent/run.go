@@ -18,13 +18,16 @@ import (
 //   - a tool step requested: that thread steps, over a lifted trap if one is planted at its PC
 //     (the other threads are stopped first);
 //   - otherwise, in a started, unsuspended process, every stopped thread that is not held runs,
-//     each thread standing on a breakpoint it hit first executing the original instruction
-//     alone (stepOver).
+//     each thread standing on a breakpoint it hit first passing it: by emulating the original
+//     instruction (emulateOver), by running it out of line (passOutOfLine), both without
+//     stopping any other thread, or else by executing it alone under the lifted trap
+//     (stepOver).
 //
-// Nothing moves while a step over or an injected call is under way, nor between an Update or
-// Control and the writing of its ack (the CNK performs its deferred actions after the ack).
+// Nothing moves while a step over, an injected call or the mapping of a scratch page is under
+// way, nor between an Update or Control and the writing of its ack (the CNK performs its
+// deferred actions after the ack).
 func (p *proc) advance() {
-	if p.tp == nil || p.exited || p.stepOver != nil || p.capture != 0 || p.acks > 0 {
+	if p.tp == nil || p.exited || p.stepOver != nil || p.capture != 0 || p.acks > 0 || p.mapping {
 		return
 	}
 	if len(p.pending) > 0 || p.inflight != nil {
@@ -66,11 +69,29 @@ func (p *proc) advance() {
 			continue
 		}
 		if p.emulateOver(th, b) {
+			p.passes.emulated++
 			continue
+		}
+		switch p.passOutOfLine(th, b) {
+		case passDone:
+			p.passes.outOfLine++
+			continue
+		case passBranched:
+			p.passes.branched++
+			continue
+		case passNeedPage:
+			if p.stopRunning(th) {
+				return
+			}
+			// Every thread is stopped: the mapping's injected call is safe.
+			p.mapScratch(th, b.addr)
+			p.advance()
+			return
 		}
 		if p.stopRunning(th) {
 			return
 		}
+		p.passes.stepped++
 		p.beginStepOver(th, b, false)
 		return
 	}
