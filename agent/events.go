@@ -89,29 +89,40 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 		case target.TrapBreakpoint:
 			addr := ev.PC - p.info.Arch.PCAfterBreak
 			if b := p.bps[addr]; b != nil && !b.lifted {
-				if err := p.movePCBack(th.tid, ev.PC, addr); err != nil {
-					p.a.logf("agent: rank %d: tid %d: move pc back to breakpoint %#x: %v", p.rank, th.tid, addr, err)
+				// The PC stays past the trap until the hit is decided: a hit that does not
+				// stop may pass the breakpoint in the same request that resumes the thread.
+				moveBack := func() {
+					if err := p.movePCBack(th.tid, ev.PC, addr); err != nil {
+						p.a.logf("agent: rank %d: tid %d: move pc back to breakpoint %#x: %v", p.rank, th.tid, addr, err)
+					}
 				}
 				th.pc, th.atBreak, th.brk = addr, true, addr
 				if addr == p.startBP && p.startBP != 0 {
+					moveBack()
 					p.reachedEntry(th)
 					return
 				}
 				if b.internalOnly() {
+					moveBack()
 					th.sig = 0
 					return // an internal trap nobody asked to hear about: stepped over
 				}
 				n.reason, n.inst = cdti.SignalBreakpoint, addr
 				if c := p.conds[addr]; c != nil {
-					stop, failed := p.decide(th, b, c)
+					stop, failed := p.decide(th, b, c, ev.Regs)
 					if !stop {
 						th.sig = 0
+						if !wasToolStep && p.passAtTrap(th, b, ev.Regs) {
+							return
+						}
+						moveBack()
 						return // decided here: stepped over like an internal trap
 					}
 					if failed {
 						n.reason = cdti.SignalConditionError
 					}
 				}
+				moveBack()
 				toolTrap = true
 			} else if p.trapRemoved(addr) {
 				// A breakpoint that was removed after this thread hit it: execute the

@@ -73,46 +73,84 @@ type oolPass struct {
 }
 
 // passCounts counts how threads went past breakpoints they had hit: by emulating the
-// instruction, by carrying out a branch on the registers, through a slot, or by lifting the trap and single-stepping with the other
-// threads stopped.
+// instruction, by carrying out a branch on the registers, through a slot, or by lifting the
+// trap and single-stepping with the other threads stopped. atTrap counts the passes of the
+// first three kinds made in the same request as the resumption, straight from the trap's stop.
 type passCounts struct {
-	emulated, branched, outOfLine, stepped uint64
+	emulated, branched, outOfLine, stepped, atTrap uint64
 }
 
-// passResult is what passOutOfLine did.
+// passResult says how a thread standing on a breakpoint goes past it.
 type passResult int
 
 const (
-	passNo       passResult = iota // not possible here: step over the lifted trap
-	passDone                       // the thread is set up to run the instruction in its slot
-	passBranched                   // the branch is carried out: the thread is at its destination
-	passNeedPage                   // possible once a scratch page near the code is mapped
+	passNo        passResult = iota // only by stepping over the lifted trap
+	passEmulated                    // the instruction is emulated (emulate)
+	passBranched                    // the branch is carried out on the registers
+	passOutOfLine                   // the thread runs the instruction in its slot
+	passNeedPage                    // out of line, once a scratch page near the code is mapped
 )
 
-// passOutOfLine sets th, standing on breakpoint b, up to go past it without lifting the trap:
-// a branch is carried out on its registers, another instruction is copied to th's slot and
-// th pointed at it. Not with a signal to deliver (its handler must run first, from the
-// breakpoint), nor with a watchpoint armed on the thread (a watchpoint hit in the slot is
-// left to the path that reports it exactly), nor for a back end that is not local.
-func (p *proc) passOutOfLine(th *pthread, b *breakpoint) passResult {
-	if p.mach == nil || p.scratchOff || th.sig != 0 || th.watch[0] != nil || th.watch[1] != nil {
-		return passNo
+// passOver works out how th, standing on breakpoint b with the general registers regs (rip at
+// b), goes past it without lifting the trap, and makes the memory accesses that takes: an
+// emulated instruction's, a call's push, the copy into th's slot. It returns the registers to
+// resume th with, which the caller writes (and, for passOutOfLine, th.ool, which the caller
+// clears if it cannot). Nothing passes this way with a signal to deliver (its handler must run
+// first, from the breakpoint), nor with a watchpoint armed on the thread (an emulated access
+// would not trigger it, and one the slot's copy triggers is left to the path that reports it
+// exactly), nor through a back end that cannot access memory as the process does (not local).
+func (p *proc) passOver(th *pthread, b *breakpoint, regs []byte) ([]byte, passResult) {
+	if p.mach == nil || th.sig != 0 || th.watch[0] != nil || th.watch[1] != nil {
+		return nil, passNo
 	}
 	pm, local := p.tp.(target.MemoryAsProcess)
 	if !local {
-		return passNo
+		return nil, passNo
 	}
 	code := make([]byte, amd64.MaxInstLen)
 	n, _ := programMemory{p}.ReadMemory(b.addr, code)
 	code = code[:n]
 	if n == 0 {
-		return passNo
+		return nil, passNo
 	}
+	if e, ok := p.mach.emulate(code, regs); ok && p.emulateAccess(e, pm) {
+		return e.regs, passEmulated
+	}
+	// An emulated access the process may not make is left to the processor, in the slot,
+	// where it faults as it should.
 	if br, ok := amd64.DecodeBranch(code, b.addr); ok {
-		if p.passBranch(th, b, br, pm) {
-			return passBranched
+		if out, ok := p.branch(b, br, regs, pm); ok {
+			return out, passBranched
 		}
-		return passNo
+		return nil, passNo
+	}
+	return p.outOfLine(th, b, code, regs)
+}
+
+// emulateAccess makes e's memory access with the process's own rights: one that would fault
+// in the process (a null or unmapped slot, a read-only page, a guard page) fails here and is
+// left to the processor.
+func (p *proc) emulateAccess(e emulation, pm target.MemoryAsProcess) bool {
+	if e.loadSize > 0 {
+		var v [8]byte
+		if k, err := pm.ReadMemoryAsProcess(e.load, v[:e.loadSize]); err != nil || k != e.loadSize {
+			return false
+		}
+		amd64.SetReg(e.regs, e.loadReg, le.Uint64(v[:]))
+	}
+	if e.storeSize > 0 {
+		if k, err := pm.WriteMemoryAsProcess(e.store, e.value[:e.storeSize]); err != nil || k != e.storeSize {
+			return false
+		}
+	}
+	return true
+}
+
+// outOfLine copies the instruction code at b into th's slot of a scratch page that reaches
+// its operands, and returns regs with rip at the slot.
+func (p *proc) outOfLine(th *pthread, b *breakpoint, code, regs []byte) ([]byte, passResult) {
+	if p.scratchOff {
+		return nil, passNo
 	}
 	for _, pg := range p.scratch {
 		i, ok := pg.slot(th.tid)
@@ -125,65 +163,106 @@ func (p *proc) passOutOfLine(th *pthread, b *breakpoint) passResult {
 			continue
 		}
 		if err != nil {
-			return passNo
+			return nil, passNo
 		}
 		if string(pg.held[i]) != string(out) {
 			if w, err := p.tp.WriteMemory(slot, out); err != nil || w != len(out) {
 				pg.held[i] = nil
-				return passNo
+				return nil, passNo
 			}
 			pg.held[i] = out
 		}
-		if err := p.tp.SetPC(th.tid, slot); err != nil {
-			return passNo
-		}
-		th.atBreak, th.pc = false, slot
 		th.ool = oolPass{slot: slot, addr: b.addr, n: k}
-		return passDone
+		moved := append([]byte(nil), regs...)
+		amd64.SetReg(moved, amd64.OffRIP, slot)
+		return moved, passOutOfLine
 	}
 	if len(p.scratch) >= maxScratchPages {
-		return passNo
+		return nil, passNo
 	}
 	if _, _, err := amd64.OutOfLine(code, b.addr, b.addr); err != nil {
-		return passNo // not relocatable anywhere: no page would help
+		return nil, passNo // not relocatable anywhere: no page would help
 	}
-	return passNeedPage
+	return nil, passNeedPage
 }
 
-// passBranch carries out branch br at b for th: the destination from its registers (or, for
-// a call through memory, read with the process's rights), the return address pushed for a
-// call (written with them too, so that a bad stack faults in the process, not here).
-func (p *proc) passBranch(th *pthread, b *breakpoint, br amd64.Branch, pm target.MemoryAsProcess) bool {
-	regs, err := p.tp.Registers(th.tid, target.RegsGeneral)
-	if err != nil || amd64.Reg(regs, amd64.OffRIP) != b.addr {
-		return false
-	}
+// branch carries out branch br at b on a copy of regs: the destination from the registers
+// (or, for a call through memory, read with the process's rights), the return address pushed
+// for a call (written with them too, so that a bad stack faults in the process, not here).
+func (p *proc) branch(b *breakpoint, br amd64.Branch, regs []byte, pm target.MemoryAsProcess) ([]byte, bool) {
 	dest, load, ok := br.Dest(regs)
 	if !ok {
-		return false
+		return nil, false
 	}
 	if load {
 		var v [8]byte
 		if k, err := pm.ReadMemoryAsProcess(dest, v[:]); err != nil || k != len(v) {
-			return false
+			return nil, false
 		}
 		dest = le.Uint64(v[:])
 	}
+	out := append([]byte(nil), regs...)
 	if br.Call {
 		var v [8]byte
 		le.PutUint64(v[:], b.addr+uint64(br.Len))
 		sp := amd64.Reg(regs, amd64.OffRSP) - 8
 		if k, err := pm.WriteMemoryAsProcess(sp, v[:]); err != nil || k != len(v) {
-			return false
+			return nil, false
 		}
-		amd64.SetReg(regs, amd64.OffRSP, sp)
+		amd64.SetReg(out, amd64.OffRSP, sp)
 	}
-	amd64.SetReg(regs, amd64.OffRIP, dest)
-	if err := p.tp.SetRegisters(th.tid, target.RegsGeneral, regs); err != nil {
+	amd64.SetReg(out, amd64.OffRIP, dest)
+	return out, true
+}
+
+// passed records that th went past its breakpoint as how says, resuming at the registers
+// regs.
+func (p *proc) passed(th *pthread, how passResult, regs []byte) {
+	switch how {
+	case passEmulated:
+		p.passes.emulated++
+	case passBranched:
+		p.passes.branched++
+	case passOutOfLine:
+		p.passes.outOfLine++
+	}
+	th.atBreak = false
+	th.pc = amd64.Reg(regs, amd64.OffRIP)
+}
+
+// passAtTrap passes th over breakpoint b straight from the trap's stop, when nothing else
+// waits to move or stop the process: regs are the registers the back end read with the stop
+// (rip past the trap), and the new ones are written with the resumption in one request. It
+// reports false when th must go the usual way (its PC moved back onto the breakpoint).
+func (p *proc) passAtTrap(th *pthread, b *breakpoint, regs []byte) bool {
+	rr, ok := p.tp.(target.RegsResumer)
+	if !ok || len(regs) < amd64.UserRegsSize || !p.mayRunNow(th) {
 		return false
 	}
-	th.atBreak, th.pc = false, dest
+	at := append([]byte(nil), regs...)
+	amd64.SetReg(at, amd64.OffRIP, b.addr)
+	out, how := p.passOver(th, b, at)
+	switch how {
+	case passEmulated, passBranched, passOutOfLine:
+	default:
+		return false
+	}
+	if err := rr.ResumeWithRegisters(th.tid, out, 0); err != nil {
+		th.ool = oolPass{}
+		return false
+	}
+	p.passed(th, how, out)
+	p.passes.atTrap++
+	th.sig = 0
+	th.stopped, th.pc = false, 0
 	return true
+}
+
+// mayRunNow reports whether advance would let th run at once: nothing under way that holds
+// the process, no notification to send, th runnable.
+func (p *proc) mayRunNow(th *pthread) bool {
+	return p.tp != nil && !p.exited && p.stepOver == nil && p.capture == 0 && p.acks == 0 && !p.mapping &&
+		len(p.pending) == 0 && p.inflight == nil && p.started && !p.suspended && p.runnable(th)
 }
 
 // mapScratch maps a scratch page as close to near as a free range allows, with a system call
