@@ -300,10 +300,10 @@ const (
 )
 
 // scratchHint picks the address of a free page nearest to near: the page just below a
-// mapping with free space under it. Not below the stack (its guard gap) nor above the heap
-// (where brk grows); 0 when there is none.
+// mapping with free space under it. Not below the stack (its guard gap) nor within 4 GiB
+// above the heap (where brk grows); 0 when there is none.
 func scratchHint(maps []mapping, near uint64) uint64 {
-	const lowest, highest = 1 << 16, 1<<47 - scratchPageSize
+	const lowest, highest, heapRoom = 1 << 16, 1<<47 - scratchPageSize, 1 << 32
 	sort.Slice(maps, func(i, j int) bool { return maps[i].start < maps[j].start })
 	var best, bestDist uint64
 	for i, m := range maps {
@@ -311,7 +311,7 @@ func scratchHint(maps []mapping, near uint64) uint64 {
 		if i > 0 {
 			below = maps[i-1].end
 			if maps[i-1].path == "[heap]" {
-				continue
+				below += heapRoom
 			}
 		}
 		if m.path == "[stack]" || m.start > highest+scratchPageSize || m.start < below+scratchPageSize {

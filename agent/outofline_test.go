@@ -370,3 +370,34 @@ func sortedLines(s string) string {
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
 }
+
+// TestScratchHint: the page goes just below the mapping nearest to the code that has room
+// under it, never where the heap grows (4 GiB above it) nor into the stack's guard gap.
+func TestScratchHint(t *testing.T) {
+	maps := []mapping{
+		{start: 0x400000, end: 0x401000, path: "/bin/prog"},
+		{start: 0x401000, end: 0x402000, path: "/bin/prog"},
+		{start: 0x1000000, end: 0x1021000, path: "[heap]"},
+		{start: 0x1030000, end: 0x1040000, path: "/lib/near-heap.so"},
+		{start: 0x7f0000000000, end: 0x7f0000020000, path: "/lib/libc.so.6"},
+		{start: 0x7ffc00000000, end: 0x7ffc00021000, path: "[stack]"},
+	}
+	for _, c := range []struct {
+		near, want uint64
+	}{
+		{0x401234, 0x3ff000},             // below the executable
+		{0x1000100, 0xfff000},            // below the heap, not above it
+		{0x1030100, 0xfff000},            // not within the heap's 4 GiB
+		{0x7f0000001000, 0x7efffffff000}, // below libc, far above the heap
+		{0x7ffc00001000, 0x7efffffff000}, // not below the stack
+		{0x7fff00000000, 0x7efffffff000}, // past everything: the nearest allowed
+	} {
+		if got := scratchHint(append([]mapping(nil), maps...), c.near); got != c.want {
+			t.Errorf("near %#x: %#x, want %#x", c.near, got, c.want)
+		}
+	}
+	full := []mapping{{start: 0x10000, end: 0x20000}, {start: 0x20000, end: 0x30000, path: "[stack]"}}
+	if got := scratchHint(full, 0x15000); got != 0 {
+		t.Errorf("no room: %#x, want 0", got)
+	}
+}
