@@ -259,10 +259,19 @@ func (p *proc) passAtTrap(th *pthread, b *breakpoint, regs []byte) bool {
 }
 
 // mayRunNow reports whether advance would let th run at once: nothing under way that holds
-// the process, no notification to send, th runnable.
+// the process, no notification to send, no thread being stopped (for a step over or a
+// mapping that waits for every thread), th runnable.
 func (p *proc) mayRunNow(th *pthread) bool {
-	return p.tp != nil && !p.exited && p.stepOver == nil && p.capture == 0 && p.acks == 0 && !p.mapping &&
-		len(p.pending) == 0 && p.inflight == nil && p.started && !p.suspended && p.runnable(th)
+	if p.tp == nil || p.exited || p.stepOver != nil || p.capture != 0 || p.acks != 0 || p.mapping ||
+		len(p.pending) != 0 || p.inflight != nil || !p.started || p.suspended || !p.runnable(th) {
+		return false
+	}
+	for _, o := range p.threads {
+		if o.interrupting {
+			return false
+		}
+	}
+	return true
 }
 
 // mapScratch maps a scratch page as close to near as a free range allows, with a system call
