@@ -2,7 +2,10 @@ package agent
 
 import (
 	"errors"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/target"
@@ -119,12 +122,31 @@ func (p *proc) passOver(th *pthread, b *breakpoint, regs []byte) ([]byte, passRe
 	// An emulated access the process may not make is left to the processor, in the slot,
 	// where it faults as it should.
 	if br, ok := amd64.DecodeBranch(code, b.addr); ok {
+		if br.Call && p.shadowStack() {
+			return nil, passNo // a call carried out here would miss the shadow stack
+		}
 		if out, ok := p.branch(b, br, regs, pm); ok {
 			return out, passBranched
 		}
 		return nil, passNo
 	}
 	return p.outOfLine(th, b, code, regs)
+}
+
+// shadowStack reports whether the process runs with a CET shadow stack (x86_Thread_features
+// of /proc/PID/status lists shstk), read once per image: there, only the processor may push
+// return addresses.
+func (p *proc) shadowStack() bool {
+	if p.shstk == 0 {
+		p.shstk = 1
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/status")
+		for _, line := range strings.Split(string(b), "\n") {
+			if f, ok := strings.CutPrefix(line, "x86_Thread_features:"); ok && strings.Contains(f, "shstk") {
+				p.shstk = 2
+			}
+		}
+	}
+	return p.shstk == 2
 }
 
 // emulateAccess makes e's memory access with the process's own rights: one that would fault

@@ -72,6 +72,7 @@ type proc struct {
 	scratch    []*scratchPage
 	scratchOff bool
 	mapping    bool // a scratch page is being mapped
+	shstk      int  // the image runs with a shadow stack: 0 not known yet, 1 no, 2 yes
 	passes     passCounts
 }
 
