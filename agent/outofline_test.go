@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,62 +152,75 @@ func TestOutOfLineKinds(t *testing.T) {
 	}
 }
 
-// TestOutOfLineThreads: 8 threads call k_bump 2,000 times each, all through one breakpoint on
-// a locked RIP-relative add whose condition holds when i & 511 == 511 (3 calls per thread).
-// Each thread is reported exactly 3 times, each with its own i, the program's counts and
-// total are right, and no false hit was stepped over (which would stop every thread).
+// TestOutOfLineThreads: threads call k_bump many times each, all through one breakpoint on a
+// locked RIP-relative add whose condition holds when i & mask == mask: 8 threads of 2,000
+// calls (3 stops each) and 64 threads of 600 (2 each, the slots of 64 threads in one page).
+// Each thread is reported exactly at those calls, the program's counts and total are right,
+// and no false hit was stepped over (which would stop every thread).
 func TestOutOfLineThreads(t *testing.T) {
 	bin := buildOOL(t, false)
-	const threads, per = 8, 2000
-	h := newHarness(t, "")
-	out := h.spawn(1, bin, "threads", strconv.Itoa(threads), strconv.Itoa(per))
-	tt, _ := startStopped(t, h, 1)
-	a := testenv.NMSymbol(t, bin, "ool_bump")
-	tt.setBreak(0, a)
-	var b bpcode.Builder
-	b.Reg(4) // rsi: i
-	b.Const(511)
-	b.Emit(bpcode.OpAnd)
-	b.Const(511)
-	b.Emit(bpcode.OpEq)
-	p, err := b.Program(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: a, Site: (&bpcode.Site{Cond: p}).Encode()})
-	stops := map[uint32][]uint64{}
-	tt.cont(0)
-	for {
-		n := tt.notify()
-		if n.Kind == cdti.NotifyTypeTermination {
-			if n.Exit != 0 {
-				t.Fatalf("exit status %v", n.Exit)
+	for _, c := range []struct {
+		threads, per int
+		mask         uint64
+		want         []uint64
+	}{
+		{8, 2000, 511, []uint64{511, 1023, 1535}},
+		{64, 600, 255, []uint64{255, 511}},
+	} {
+		t.Run(strconv.Itoa(c.threads), func(t *testing.T) {
+			h := newHarness(t, "")
+			out := h.spawn(1, bin, "threads", strconv.Itoa(c.threads), strconv.Itoa(c.per))
+			tt, _ := startStopped(t, h, 1)
+			a := testenv.NMSymbol(t, bin, "ool_bump")
+			tt.setBreak(0, a)
+			var b bpcode.Builder
+			b.Reg(4) // rsi: i
+			b.Const(c.mask)
+			b.Emit(bpcode.OpAnd)
+			b.Const(c.mask)
+			b.Emit(bpcode.OpEq)
+			p, err := b.Program(false)
+			if err != nil {
+				t.Fatal(err)
 			}
-			break
-		}
-		s := n.Signal
-		if s.Reason != cdti.SignalBreakpoint || s.InstAddress != a {
-			t.Fatalf("notification %+v, want the breakpoint at %#x", s, a)
-		}
-		stops[s.ThreadID] = append(stops[s.ThreadID], binary64(tt.regs(0, s.ThreadID), 104)) // rsi
-		tt.cont(0)
-	}
-	if len(stops) != threads {
-		t.Errorf("stops in %d threads, want %d: %v", len(stops), threads, stops)
-	}
-	for tid, is := range stops {
-		if len(is) != 3 || is[0] != 511 || is[1] != 1023 || is[2] != 1535 {
-			t.Errorf("thread %d stopped at i = %v, want [511 1023 1535]", tid, is)
-		}
-	}
-	for i := range threads {
-		out.waitFor(t, "thread "+strconv.Itoa(i)+": "+strconv.Itoa(per)+"\n")
-	}
-	out.waitFor(t, "total "+strconv.Itoa(threads*per)+"\n")
-	// A thread interrupted in its slot before the instruction ran (when another thread's
-	// hit stopped the process) passes the breakpoint again: at least one pass per call.
-	if pc := passesOf(t, h); pc.stepped != 0 || pc.emulated != 0 || pc.branched != 0 || pc.outOfLine < threads*per {
-		t.Errorf("passes %+v, want all %d out of line and none stepped", pc, threads*per)
+			tt.mustUpdate(0, &cdti.SetTrapCondition{Address: a, Site: (&bpcode.Site{Cond: p}).Encode()})
+			stops := map[uint32][]uint64{}
+			tt.cont(0)
+			for {
+				n := tt.notify()
+				if n.Kind == cdti.NotifyTypeTermination {
+					if n.Exit != 0 {
+						t.Fatalf("exit status %v", n.Exit)
+					}
+					break
+				}
+				s := n.Signal
+				if s.Reason != cdti.SignalBreakpoint || s.InstAddress != a {
+					t.Fatalf("notification %+v, want the breakpoint at %#x", s, a)
+				}
+				stops[s.ThreadID] = append(stops[s.ThreadID], binary64(tt.regs(0, s.ThreadID), 104)) // rsi
+				tt.cont(0)
+			}
+			if len(stops) != c.threads {
+				t.Errorf("stops in %d threads, want %d", len(stops), c.threads)
+			}
+			for tid, is := range stops {
+				if fmt.Sprint(is) != fmt.Sprint(c.want) {
+					t.Errorf("thread %d stopped at i = %v, want %v", tid, is, c.want)
+				}
+			}
+			for i := range c.threads {
+				out.waitFor(t, "thread "+strconv.Itoa(i)+": "+strconv.Itoa(c.per)+"\n")
+			}
+			out.waitFor(t, "total "+strconv.Itoa(c.threads*c.per)+"\n")
+			// A thread interrupted in its slot before the instruction ran (when another
+			// thread's hit stopped the process) passes the breakpoint again: at least one
+			// pass per call.
+			pc := passesOf(t, h)
+			if pc.stepped != 0 || pc.emulated != 0 || pc.branched != 0 || pc.outOfLine < uint64(c.threads*c.per) {
+				t.Errorf("passes %+v, want all %d out of line and none stepped", pc, c.threads*c.per)
+			}
+		})
 	}
 }
 
