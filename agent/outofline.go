@@ -252,6 +252,29 @@ func (p *proc) passed(th *pthread, how passResult, regs []byte) {
 	th.pc = amd64.Reg(regs, amd64.OffRIP)
 }
 
+// passInPlace passes th, stopped on breakpoint b with its PC moved back onto it, over b
+// without lifting the trap when passOver can, writing its registers; passNo and passNeedPage
+// leave th as it was.
+func (p *proc) passInPlace(th *pthread, b *breakpoint) passResult {
+	if p.mach == nil {
+		return passNo
+	}
+	regs, err := p.tp.Registers(th.tid, target.RegsGeneral)
+	if err != nil || p.mach.pc(regs) != b.addr {
+		return passNo
+	}
+	out, how := p.passOver(th, b, regs)
+	switch how {
+	case passEmulated, passBranched, passOutOfLine:
+		if err := p.tp.SetRegisters(th.tid, target.RegsGeneral, out); err != nil {
+			th.ool = oolPass{}
+			return passNo
+		}
+		p.passed(th, how, out)
+	}
+	return how
+}
+
 // passAtTrap passes th over breakpoint b straight from the trap's stop, when nothing else
 // waits to move or stop the process: regs are the registers the back end read with the stop
 // (rip past the trap), and the new ones are written with the resumption in one request. It

@@ -67,24 +67,17 @@ func (p *proc) advance() {
 			th.atBreak = false
 			continue
 		}
-		if regs, err := p.tp.Registers(th.tid, target.RegsGeneral); err == nil && p.mach != nil && p.mach.pc(regs) == b.addr {
-			out, how := p.passOver(th, b, regs)
-			switch how {
-			case passEmulated, passBranched, passOutOfLine:
-				if err := p.tp.SetRegisters(th.tid, target.RegsGeneral, out); err == nil {
-					p.passed(th, how, out)
-					continue
-				}
-				th.ool = oolPass{}
-			case passNeedPage:
-				if p.stopRunning(th) {
-					return
-				}
-				// Every thread is stopped: the mapping's injected call is safe.
-				p.mapScratch(th, b.addr)
-				p.advance()
+		switch p.passInPlace(th, b) {
+		case passEmulated, passBranched, passOutOfLine:
+			continue
+		case passNeedPage:
+			if p.stopRunning(th) {
 				return
 			}
+			// Every thread is stopped: the mapping's injected call is safe.
+			p.mapScratch(th, b.addr)
+			p.advance()
+			return
 		}
 		if p.stopRunning(th) {
 			return
