@@ -101,15 +101,13 @@ const (
 // clears if it cannot). Nothing passes this way with a signal to deliver (its handler must run
 // first, from the breakpoint), nor with a watchpoint armed on the thread (an emulated access
 // would not trigger it, and one the slot's copy triggers is left to the path that reports it
-// exactly), nor through a back end that cannot access memory as the process does (not local).
+// exactly); through a back end that cannot access memory as the process does (not local),
+// only what touches no memory (no scratch page either).
 func (p *proc) passOver(th *pthread, b *breakpoint, regs []byte) ([]byte, passResult) {
 	if p.mach == nil || th.sig != 0 || th.watch[0] != nil || th.watch[1] != nil {
 		return nil, passNo
 	}
-	pm, local := p.tp.(target.MemoryAsProcess)
-	if !local {
-		return nil, passNo
-	}
+	pm, _ := p.tp.(target.MemoryAsProcess) // nil: only what touches no memory passes here
 	code := make([]byte, amd64.MaxInstLen)
 	n, _ := programMemory{p}.ReadMemory(b.addr, code)
 	code = code[:n]
@@ -129,6 +127,9 @@ func (p *proc) passOver(th *pthread, b *breakpoint, regs []byte) ([]byte, passRe
 			return out, passBranched
 		}
 		return nil, passNo
+	}
+	if pm == nil {
+		return nil, passNo // no scratch page through a back end that is not local
 	}
 	return p.outOfLine(th, b, code, regs)
 }
@@ -153,6 +154,9 @@ func (p *proc) shadowStack() bool {
 // in the process (a null or unmapped slot, a read-only page, a guard page) fails here and is
 // left to the processor.
 func (p *proc) emulateAccess(e emulation, pm target.MemoryAsProcess) bool {
+	if (e.loadSize > 0 || e.storeSize > 0) && pm == nil {
+		return false
+	}
 	if e.loadSize > 0 {
 		var v [8]byte
 		if k, err := pm.ReadMemoryAsProcess(e.load, v[:e.loadSize]); err != nil || k != e.loadSize {
@@ -213,7 +217,7 @@ func (p *proc) outOfLine(th *pthread, b *breakpoint, code, regs []byte) ([]byte,
 // for a call (written with them too, so that a bad stack faults in the process, not here).
 func (p *proc) branch(b *breakpoint, br amd64.Branch, regs []byte, pm target.MemoryAsProcess) ([]byte, bool) {
 	dest, load, ok := br.Dest(regs)
-	if !ok {
+	if !ok || ((load || br.Call) && pm == nil) {
 		return nil, false
 	}
 	if load {
