@@ -205,7 +205,7 @@ func (p *proc) onExec(ev target.Event) {
 	}
 	clear(p.bps)
 	clear(p.conds)
-	p.scratch, p.scratchOff, p.shstk = nil, false, 0 // the pages went with the old image
+	p.scratch, p.scratchOff, p.scratchTries, p.shstk = nil, false, 0, 0 // the pages went with the old image
 	p.startBP, p.startSig = 0, 0
 	p.propWatch = nil
 	th := p.thread(ev.Tid)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hpcdap/hpcdap/amd64"
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -324,12 +325,13 @@ func (p *proc) mayRunNow(th *pthread) bool {
 }
 
 // mapScratch maps a scratch page as close to near as a free range allows, with a system call
-// injected into th (every thread stopped). A failure turns out-of-line execution off for the
-// process, which then steps over its breakpoints as before.
+// injected into th (every thread stopped). A process that refuses the mapping, or whose
+// injected call fails maxScratchTries times (signals keep interrupting it), runs without
+// out-of-line execution: its breakpoints are stepped over as before.
 func (p *proc) mapScratch(th *pthread, near uint64) {
 	maps, err := readMaps(p.pid)
 	if err != nil {
-		p.a.logf("agent: rank %d: scratch page: %v", p.rank, err)
+		p.a.logf("agent: rank %d: scratch page: %v: breakpoints are stepped over", p.rank, err)
 		p.scratchOff = true
 		return
 	}
@@ -337,18 +339,30 @@ func (p *proc) mapScratch(th *pthread, near uint64) {
 	p.mapping = true
 	defer func() { p.mapping = false }()
 	r, code := p.injectSyscall(th, amd64.SysMmap, hint, scratchPageSize, protRX, mapScratchFlags, ^uint64(0), 0)
-	if r < 0 && r > -4096 && hint != 0 {
+	if code == cdti.CmdSuccess && r < 0 && r > -4096 && hint != 0 {
 		// The range was taken meanwhile, or the kernel refuses it: anywhere will do for
 		// instructions without a RIP-relative operand.
 		r, code = p.injectSyscall(th, amd64.SysMmap, 0, scratchPageSize, protRX, mapPrivAnn, ^uint64(0), 0)
 	}
-	if code != 0 || (r < 0 && r > -4096) {
-		p.a.logf("agent: rank %d: scratch page near %#x: mmap: %d (code %v): breakpoints are stepped over", p.rank, near, r, code)
+	switch {
+	case code != cdti.CmdSuccess:
+		// The call could not run (a signal each time, or the thread ended): a later hit
+		// tries again, a few times.
+		if p.scratchTries++; p.scratchTries >= maxScratchTries {
+			p.a.logf("agent: rank %d: scratch page near %#x: injected mmap: %v: breakpoints are stepped over", p.rank, near, code)
+			p.scratchOff = true
+		}
+	case r < 0 && r > -4096:
+		p.a.logf("agent: rank %d: scratch page near %#x: mmap: errno %d: breakpoints are stepped over", p.rank, near, -r)
 		p.scratchOff = true
-		return
+	default:
+		p.scratch = append(p.scratch, newScratchPage(uint64(r)))
 	}
-	p.scratch = append(p.scratch, newScratchPage(uint64(r)))
 }
+
+// maxScratchTries is how many injected mmap calls may fail before a process goes without
+// scratch pages.
+const maxScratchTries = 3
 
 // Arguments of the scratch page's mmap: executable, not writable by the program, and at the
 // address asked for or not at all (MAP_FIXED_NOREPLACE).

@@ -224,6 +224,42 @@ func TestOutOfLineThreads(t *testing.T) {
 	}
 }
 
+// TestOutOfLineSignals runs every kind under a breakpoint whose condition never holds while an
+// interval timer (every 2 ms) interrupts the process with SIGALRM, which the tool does not watch:
+// signals stop threads in their slots (put back on the breakpoint or after the instruction)
+// and are delivered, and the handler passes breakpoints of its own (k_branch, k_sse) with the
+// interrupted context still to finish. The results are those of an untraced run.
+func TestOutOfLineSignals(t *testing.T) {
+	bin := buildOOL(t, false)
+	const n = 3000
+	want := nativeOutput(t, bin, "signals", strconv.Itoa(n))
+	h := newHarness(t, "")
+	out := h.spawn(1, bin, "signals", strconv.Itoa(n))
+	tt, _ := startStopped(t, h, 1)
+	site := neverSite(t)
+	for _, l := range oolKinds {
+		a := testenv.NMSymbol(t, bin, l)
+		tt.setBreak(0, a)
+		tt.mustUpdate(0, &cdti.SetTrapCondition{Address: a, Site: site})
+	}
+	tt.cont(0)
+	if st := tt.waitTermination(0); st != 0 {
+		t.Fatalf("exit status %v (output %q)", st, out.String())
+	}
+	out.waitFor(t, "ticks ")
+	if got := withoutTicks(out.String()); got != withoutTicks(want) {
+		t.Errorf("output %q, want %q (ticks aside)", out.String(), want)
+	}
+	if strings.Contains(out.String(), "ticks 0\n") {
+		t.Errorf("no SIGALRM was handled: the test tests nothing (output %q)", out.String())
+	}
+	pc := passesOf(t, h)
+	if pc.outOfLine < 8*n {
+		t.Errorf("passes %+v, want at least %d out of line", pc, 8*n)
+	}
+	t.Logf("passes %+v, output %q", pc, out.String())
+}
+
 // TestOutOfLineForkExec: the process forks a child that execs (the child inherits the
 // scratch page, never a thread in it, and runs its new image untouched), then execs itself;
 // after the exec the tool plants the breakpoints again, and the agent maps a new scratch page
@@ -414,4 +450,15 @@ func TestScratchHint(t *testing.T) {
 	if got := scratchHint(full, 0x15000); got != 0 {
 		t.Errorf("no room: %#x, want 0", got)
 	}
+}
+
+// withoutTicks drops the line of ool's "signals" that counts the timer's signals.
+func withoutTicks(s string) string {
+	var keep []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "ticks ") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }

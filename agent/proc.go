@@ -69,11 +69,12 @@ type proc struct {
 	acks      int    // Updates and Controls whose acks are not written yet
 	// Out-of-line execution (outofline.go): the scratch pages mapped in the process, whether
 	// mapping one failed (breakpoints are then stepped over), and how hits were passed.
-	scratch    []*scratchPage
-	scratchOff bool
-	mapping    bool // a scratch page is being mapped
-	shstk      int  // the image runs with a shadow stack: 0 not known yet, 1 no, 2 yes
-	passes     passCounts
+	scratch      []*scratchPage
+	scratchOff   bool
+	scratchTries int  // injected mmap calls that failed
+	mapping      bool // a scratch page is being mapped
+	shstk        int  // the image runs with a shadow stack: 0 not known yet, 1 no, 2 yes
+	passes       passCounts
 }
 
 // access is the part of a process's state the message-level checks read (handler.Check), as
@@ -446,7 +447,7 @@ func (p *proc) untrace() {
 	p.threads = make(map[int]*pthread)
 	// The scratch pages stay mapped (a thread may still be on its way out of its slot); a
 	// later trace maps its own.
-	p.scratch, p.scratchOff = nil, false
+	p.scratch, p.scratchOff, p.scratchTries = nil, false, 0
 }
 
 // stepping reports whether a thread is single-stepping for a tool.

@@ -4,11 +4,15 @@
  *   ool fork N          kinds N times, then a child execs "ool kinds N" and the parent runs
  *                       kinds N times more and waits for it
  *   ool exec N          kinds N times, then execs "ool kinds N"
- *   ool wait N          kinds N times once a byte can be read from stdin */
+ *   ool wait N          kinds N times once a byte can be read from stdin
+ *   ool signals N       kinds N times under a 2 ms interval timer whose SIGALRM handler
+ *                       checks k_branch and k_sse itself */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +53,18 @@ static void kinds(long n)
 	fflush(stdout);
 }
 
+static volatile long ticks, handler_bad;
+
+static void tick(int sig)
+{
+	(void)sig;
+	long x = ticks++ % 50;
+	if (k_branch(x) != ((x & 1 ? x * 10 : x + 7) < 100 ? (x & 1 ? x * 10 : x + 7) : (x & 1 ? x * 10 : x + 7) - 100))
+		handler_bad++;
+	if (k_sse(2.0) != 3.0)
+		handler_bad++;
+}
+
 static long per;
 static long counts[64];
 
@@ -84,6 +100,17 @@ int main(int argc, char **argv)
 	if (argc != 3)
 		return 2;
 	long n = atol(argv[2]);
+	if (strcmp(argv[1], "signals") == 0) {
+		struct sigaction sa = {.sa_handler = tick, .sa_flags = SA_RESTART};
+		sigaction(SIGALRM, &sa, NULL);
+		struct itimerval it = {{0, 2000}, {0, 2000}};
+		setitimer(ITIMER_REAL, &it, NULL);
+		kinds(n);
+		struct itimerval off = {{0, 0}, {0, 0}};
+		setitimer(ITIMER_REAL, &off, NULL);
+		printf("handler bad %ld\nticks %ld\n", handler_bad, ticks);
+		return 0;
+	}
 	if (strcmp(argv[1], "wait") == 0) {
 		char c;
 		if (read(0, &c, 1) != 1)
