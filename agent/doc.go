@@ -248,8 +248,10 @@
 // passed over the breakpoint with its resumption, in one request to the back end, from the
 // registers the back end read with the stop. Config.NoTrapConditions
 // answers CmdInval instead, as a CNK does.
-// Limit: a step over a planted system call instruction that blocks keeps the other threads
-// stopped until it returns.
+// Limits: a step over a planted system call instruction that blocks keeps the other threads
+// stopped until it returns; a signal to deliver to a thread on a breakpoint is delivered by
+// that step (the handler runs first, returns to the breakpoint and hits it again), so a
+// process whose signals come faster than such steps (a timer of 100 µs) hardly advances.
 //
 // Watchpoints: two pairs per thread as on the CNK (watch[0], watch[1] of the acks), each
 // watching a naturally aligned power-of-two range of up to 16 bytes (two x86 debug registers);
