@@ -157,17 +157,16 @@ func BenchmarkAttach64Processes(b *testing.B) {
 // BenchmarkFalseConditionHit: hit is called b.N times under a trap whose condition (hit's
 // argument == -1) never holds, decided by the agent: no Notify, nothing over TCP until the
 // process ends. "entry": the trap on hit's first instruction (push %rbp) and "frame": on its
-// third (the store of its argument to its frame), which the agent emulates (one ptrace stop per
-// hit); "stepped": on its fourth (a RIP-relative load), which it steps over (two stops per
-// hit: the trap and the single step).
+// third (the store of its argument to its frame), which the agent emulates; "ripload": on its
+// fourth (a RIP-relative load), which it runs out of line. One ptrace stop per hit in each.
 func BenchmarkFalseConditionHit(b *testing.B) {
-	for _, where := range []string{"entry", "frame", "stepped"} {
+	for _, where := range []string{"entry", "frame", "ripload"} {
 		b.Run(where, func(b *testing.B) {
 			h := newHarness(b, "")
 			h.spawn(1, progBin, "loop", strconv.Itoa(b.N))
 			tt, _ := startStopped(b, h, 1)
 			addr := testenv.NMSymbol(b, progBin, "hit")
-			skip := map[string]int{"entry": 0, "frame": 2, "stepped": 3}[where]
+			skip := map[string]int{"entry": 0, "frame": 2, "ripload": 3}[where]
 			for range skip {
 				addr = nextInstruction(b, progBin, "hit", addr)
 			}

@@ -369,6 +369,14 @@ func TestEmulatedMoveFaultsAsItWould(t *testing.T) {
 			if n.Kind != cdti.NotifyTypeSignal || n.Signal.Signal != uint32(syscall.SIGSEGV) || n.Signal.InstAddress != a {
 				t.Errorf("continuing from %s: %+v, want SIGSEGV at %#x (output %q)", c.at, n, a, out.String())
 			}
+			// The access the agent may not emulate ran out of line and faulted there; the
+			// fault is reported at the breakpoint, not in the scratch page.
+			if pc := passesOf(t, h); pc.outOfLine != 1 || pc.emulated != 0 || pc.stepped != 0 {
+				t.Errorf("passes %+v, want the one out of line", pc)
+			}
+			if got := tt.pc(0, n.Signal.ThreadID); got != a {
+				t.Errorf("pc after the fault %#x, want the breakpoint %#x", got, a)
+			}
 		})
 	}
 }

@@ -224,11 +224,18 @@
 // (0xCC, the convention of cdti.InstructionBytes); ResetBreakpoint must present the original
 // byte (else CmdParmErr) and removes only the requesting tool's trap. The agent keeps a
 // per-process table (several tools may share an address). Continuing or stepping from a
-// planted address executes the original instruction transparently: a function's first
-// instructions (push of a register, mov %rsp,%rbp, endbr64, nop) and moves between a
-// register and a frame slot (mov to or from disp(%rbp)) are emulated in the registers and
-// memory, and any other instruction is single-stepped with the trap lifted and every other
-// thread stopped, then the trap is put back. A hit whose breakpoint was removed while the
+// planted address executes the original instruction transparently, the trap staying in place
+// and the other threads running on: a function's first instructions (push of a register,
+// mov %rsp,%rbp, endbr64, nop) and moves between a register and a frame slot (mov to or from
+// disp(%rbp)) are emulated in the registers and memory; relative jumps, conditional jumps and
+// calls are carried out on the registers; any other instruction runs out of line, copied
+// (its RIP-relative operand adjusted) into the thread's own slot of a scratch page the agent
+// maps in the process near the code, followed by a jump back (outofline.go). What cannot run
+// elsewhere (syscall, loop, traps), a thread with a signal to deliver or a watchpoint armed,
+// and a tool's StepThread are single-stepped with the trap lifted and every other thread
+// stopped, then the trap is put back. A thread stopped while in its slot is put back on the
+// breakpoint (or after the instruction), so nobody sees a scratch address. The page stays
+// mapped after a detach; an exec drops it. A hit whose breakpoint was removed while the
 // thread was on its way is undone (the thread re-executes the restored instruction).
 //
 // Trap conditions (SetTrapCondition): at a hit of a tool's trap that carries one, the agent
@@ -237,15 +244,19 @@
 // condition, sends a log point's message with the rank's output (stream "log"), and reports a
 // Notify only for a hit that stops; a condition it cannot evaluate stops with the reason
 // SignalConditionError. A hit that does not stop goes on like a hit of an internal trap: no
-// other thread is stopped unless its instruction must be single-stepped. Config.NoTrapConditions
+// other thread is stopped unless its instruction must be single-stepped, and the thread is
+// passed over the breakpoint with its resumption, in one request to the back end, from the
+// registers the back end read with the stop. Config.NoTrapConditions
 // answers CmdInval instead, as a CNK does.
+// Limits: a step over a planted system call instruction that blocks keeps the other threads
+// stopped until it returns; a signal to deliver to a thread on a breakpoint is delivered by
+// that step (the handler runs first, returns to the breakpoint and hits it again), so a
+// process whose signals come faster than such steps (a timer of 100 µs) hardly advances.
 //
 // CNK mode (Config.CNK, `hpcdap agent --cnk`): the agent answers as a Blue Gene/Q CNK, which
 // knows CDTI v6 only: every extension command CmdInval, GatherStacks ErrorAck(UnsupportedType),
 // ack payloads in a shuffled order; the Hello handshake of the agent's transport stays. A front
 // end meets there exactly what a real BG/Q gives it.
-// Limit: a step over a planted system call instruction that blocks keeps the other threads
-// stopped until it returns.
 //
 // Watchpoints: two pairs per thread as on the CNK (watch[0], watch[1] of the acks), each
 // watching a naturally aligned power-of-two range of up to 16 bytes (two x86 debug registers);

@@ -9,6 +9,10 @@ import (
 
 // handleEvent applies one back-end event to the CNK state, then moves the process on.
 func (p *proc) handleEvent(ev target.Event) {
+	var back uint64 // a breakpoint whose out-of-line instruction the thread had not run
+	if th := p.threads[ev.Tid]; th != nil && th.ool.slot != 0 {
+		back = p.leaveSlot(th, &ev)
+	}
 	if p.capture != 0 && ev.Tid == p.capture && ev.Kind != target.EventExit {
 		// An injected system call or step the caller is waiting for.
 		if th := p.threads[ev.Tid]; th != nil {
@@ -52,6 +56,9 @@ func (p *proc) handleEvent(ev target.Event) {
 		p.onExit(ev.Status)
 		return
 	}
+	if th := p.threads[ev.Tid]; back != 0 && th != nil {
+		p.stillAtBreak(th, back)
+	}
 	p.advance()
 }
 
@@ -82,29 +89,40 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 		case target.TrapBreakpoint:
 			addr := ev.PC - p.info.Arch.PCAfterBreak
 			if b := p.bps[addr]; b != nil && !b.lifted {
-				if err := p.movePCBack(th.tid, ev.PC, addr); err != nil {
-					p.a.logf("agent: rank %d: tid %d: move pc back to breakpoint %#x: %v", p.rank, th.tid, addr, err)
+				// The PC stays past the trap until the hit is decided: a hit that does not
+				// stop may pass the breakpoint in the same request that resumes the thread.
+				moveBack := func() {
+					if err := p.movePCBack(th.tid, ev.PC, addr); err != nil {
+						p.a.logf("agent: rank %d: tid %d: move pc back to breakpoint %#x: %v", p.rank, th.tid, addr, err)
+					}
 				}
 				th.pc, th.atBreak, th.brk = addr, true, addr
 				if addr == p.startBP && p.startBP != 0 {
+					moveBack()
 					p.reachedEntry(th)
 					return
 				}
 				if b.internalOnly() {
+					moveBack()
 					th.sig = 0
 					return // an internal trap nobody asked to hear about: stepped over
 				}
 				n.reason, n.inst = cdti.SignalBreakpoint, addr
 				if c := p.conds[addr]; c != nil {
-					stop, failed := p.decide(th, b, c)
+					stop, failed := p.decide(th, b, c, ev.Regs)
 					if !stop {
 						th.sig = 0
+						if !wasToolStep && p.passAtTrap(th, b, ev.Regs) {
+							return
+						}
+						moveBack()
 						return // decided here: stepped over like an internal trap
 					}
 					if failed {
 						n.reason = cdti.SignalConditionError
 					}
 				}
+				moveBack()
 				toolTrap = true
 			} else if p.trapRemoved(addr) {
 				// A breakpoint that was removed after this thread hit it: execute the
@@ -187,6 +205,7 @@ func (p *proc) onExec(ev target.Event) {
 	}
 	clear(p.bps)
 	clear(p.conds)
+	p.scratch, p.scratchOff, p.scratchTries, p.shstk = nil, false, 0, 0 // the pages went with the old image
 	p.startBP, p.startSig = 0, 0
 	p.propWatch = nil
 	th := p.thread(ev.Tid)
@@ -200,6 +219,7 @@ func (p *proc) onExec(ev target.Event) {
 // threadGone forgets an exited thread.
 func (p *proc) threadGone(tid int) {
 	delete(p.threads, tid)
+	p.dropSlots(tid)
 	delete(p.pins, tid)
 	kept := p.pending[:0]
 	for _, n := range p.pending {
@@ -233,6 +253,7 @@ func (p *proc) onExit(status int) {
 	p.stepOver, p.capture = nil, 0
 	p.threads = make(map[int]*pthread)
 	clear(p.bps)
+	p.scratch = nil
 	for _, t := range p.tools {
 		t.tc.send(&cdti.Notify{
 			Header: cdti.Header{Rank: p.rank, JobID: p.a.jobID, ToolID: t.id},

@@ -67,6 +67,14 @@ type proc struct {
 	startSig  int    // a Control signal saved for delivery at the program's entry
 	startBP   uint64 // the internal breakpoint at AT_ENTRY (0: none)
 	acks      int    // Updates and Controls whose acks are not written yet
+	// Out-of-line execution (outofline.go): the scratch pages mapped in the process, whether
+	// mapping one failed (breakpoints are then stepped over), and how hits were passed.
+	scratch      []*scratchPage
+	scratchOff   bool
+	scratchTries int  // injected mmap calls that failed
+	mapping      bool // a scratch page is being mapped
+	shstk        int  // the image runs with a shadow stack: 0 not known yet, 1 no, 2 yes
+	passes       passCounts
 }
 
 // access is the part of a process's state the message-level checks read (handler.Check), as
@@ -97,6 +105,7 @@ type pthread struct {
 	stepReq      bool // the tool asked StepThread and the step has not started
 	toolStep     bool // single-stepping for a tool: the next SIGTRAP is StepComplete
 	watch        [watchPairs]*watchSpec
+	ool          oolPass // the slot the thread was last sent through, until its next stop
 }
 
 // tool is one attached tool on one process.
@@ -436,6 +445,9 @@ func (p *proc) untrace() {
 	}
 	p.tp, p.events, p.mach = nil, nil, nil
 	p.threads = make(map[int]*pthread)
+	// The scratch pages stay mapped (a thread may still be on its way out of its slot); a
+	// later trace maps its own.
+	p.scratch, p.scratchOff, p.scratchTries = nil, false, 0
 }
 
 // stepping reports whether a thread is single-stepping for a tool.

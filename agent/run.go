@@ -3,7 +3,6 @@ package agent
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/hpcdap/hpcdap/amd64"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/procimage"
@@ -18,13 +17,16 @@ import (
 //   - a tool step requested: that thread steps, over a lifted trap if one is planted at its PC
 //     (the other threads are stopped first);
 //   - otherwise, in a started, unsuspended process, every stopped thread that is not held runs,
-//     each thread standing on a breakpoint it hit first executing the original instruction
-//     alone (stepOver).
+//     each thread standing on a breakpoint it hit first passing it: by emulating the original
+//     instruction, carrying out its branch or running it out of line (passOver), all without
+//     stopping any other thread, or else by executing it alone under the lifted trap
+//     (stepOver).
 //
-// Nothing moves while a step over or an injected call is under way, nor between an Update or
-// Control and the writing of its ack (the CNK performs its deferred actions after the ack).
+// Nothing moves while a step over, an injected call or the mapping of a scratch page is under
+// way, nor between an Update or Control and the writing of its ack (the CNK performs its
+// deferred actions after the ack).
 func (p *proc) advance() {
-	if p.tp == nil || p.exited || p.stepOver != nil || p.capture != 0 || p.acks > 0 {
+	if p.tp == nil || p.exited || p.stepOver != nil || p.capture != 0 || p.acks > 0 || p.mapping {
 		return
 	}
 	if len(p.pending) > 0 || p.inflight != nil {
@@ -65,12 +67,22 @@ func (p *proc) advance() {
 			th.atBreak = false
 			continue
 		}
-		if p.emulateOver(th, b) {
+		switch p.passInPlace(th, b) {
+		case passEmulated, passBranched, passOutOfLine:
 			continue
+		case passNeedPage:
+			if p.stopRunning(th) {
+				return
+			}
+			// Every thread is stopped: the mapping's injected call is safe.
+			p.mapScratch(th, b.addr)
+			p.advance()
+			return
 		}
 		if p.stopRunning(th) {
 			return
 		}
+		p.passes.stepped++
 		p.beginStepOver(th, b, false)
 		return
 	}
@@ -339,51 +351,4 @@ func (p *proc) pause(tids []int, fn func() cdti.CmdReturnCode) cdti.CmdReturnCod
 		return cdti.CmdProcessExiting
 	}
 	return fn()
-}
-
-// emulateOver moves th past the original instruction of the breakpoint it stands on without
-// running it, when that instruction is one the machine can emulate exactly (a function's
-// first instructions: push, mov %rsp,%rbp, endbr64; moves to and from frame slots). It saves
-// a single step, its stop and the lifting of the trap, which is half the cost of continuing
-// from a breakpoint. It is not used with a signal to deliver (the handler must run first) or
-// with a watchpoint armed on the thread (an emulated access would not trigger it).
-func (p *proc) emulateOver(th *pthread, b *breakpoint) bool {
-	if p.mach == nil || th.sig != 0 || th.watch[0] != nil || th.watch[1] != nil {
-		return false
-	}
-	code := make([]byte, 8)
-	n, _ := programMemory{p}.ReadMemory(b.addr, code)
-	regs, err := p.tp.Registers(th.tid, target.RegsGeneral)
-	if err != nil || p.mach.pc(regs) != b.addr {
-		return false
-	}
-	e, ok := p.mach.emulate(code[:n], regs)
-	if !ok {
-		return false
-	}
-	// The access is made with the process's own rights: one that would fault in the process
-	// (a null or unmapped slot, a read-only page, a guard page) is left to the processor, which
-	// faults as it should.
-	pm, strict := p.tp.(target.MemoryAsProcess)
-	if (e.loadSize > 0 || e.storeSize > 0) && !strict {
-		return false
-	}
-	if e.loadSize > 0 {
-		var v [8]byte
-		if k, err := pm.ReadMemoryAsProcess(e.load, v[:e.loadSize]); err != nil || k != e.loadSize {
-			return false
-		}
-		amd64.SetReg(e.regs, e.loadReg, le.Uint64(v[:]))
-	}
-	if e.storeSize > 0 {
-		if k, err := pm.WriteMemoryAsProcess(e.store, e.value[:e.storeSize]); err != nil || k != e.storeSize {
-			return false
-		}
-	}
-	if err := p.tp.SetRegisters(th.tid, target.RegsGeneral, e.regs); err != nil {
-		return false
-	}
-	th.atBreak = false
-	th.pc = p.mach.pc(e.regs)
-	return true
 }

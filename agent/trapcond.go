@@ -61,9 +61,10 @@ func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) c
 }
 
 // decide applies c at a hit of trap b by th: whether the hit is reported, and whether because
-// the condition could not be evaluated. A trap another tool shares, or a condition set by a
+// the condition could not be evaluated. regs, when not nil, are th's general registers at the
+// stop (its PC aside, which is the trap's address). A trap another tool shares, or a condition set by a
 // tool that no longer holds control, reports every hit as it would without a condition.
-func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond) (stop, failed bool) {
+func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond, regs []byte) (stop, failed bool) {
 	if p.holder == nil || p.holder.id != c.owner {
 		return true, false
 	}
@@ -72,7 +73,7 @@ func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond) (stop, failed boo
 			return true, false
 		}
 	}
-	m := &trapMachine{p: p, tid: th.tid}
+	m := &trapMachine{p: p, tid: th.tid, gp: regs}
 	ok, err := c.site.Condition(m, c.bias)
 	if err != nil {
 		return true, true
@@ -106,16 +107,19 @@ type trapMachine struct {
 }
 
 func (m *trapMachine) Register(n int) (uint64, error) {
-	if m.gp == nil {
+	if m.arch == nil {
 		a, err := arch.For(m.p.info.Machine, m.p.info.ByteOrder)
 		if err != nil {
 			return 0, err
 		}
+		m.arch = a
+	}
+	if m.gp == nil {
 		gp, err := m.p.tp.Registers(m.tid, target.RegsGeneral)
 		if err != nil {
 			return 0, err
 		}
-		m.arch, m.gp = a, gp
+		m.gp = gp
 	}
 	r, ok := m.arch.Register(n)
 	if !ok || r.Set != arch.General || r.Off+r.Size > len(m.gp) {

@@ -105,6 +105,10 @@ type Event struct {
 	Slot   int      // for TrapWatch: which watchpoint slot fired
 	Status int      // for EventExit: POSIX wait status
 	Child  int      // for EventFork: the new process's pid
+	// Regs holds the thread's general registers at a breakpoint trap (TrapBreakpoint), as
+	// Registers would return them then, when the back end read them with the stop (nil
+	// otherwise): an agent that decides and passes the hit needs no further read.
+	Regs []byte
 }
 
 // MemoryAsProcess is implemented by back ends that can also access a process's memory with
@@ -114,6 +118,13 @@ type Event struct {
 type MemoryAsProcess interface {
 	ReadMemoryAsProcess(addr uint64, b []byte) (int, error)
 	WriteMemoryAsProcess(addr uint64, b []byte) (int, error)
+}
+
+// RegsResumer is implemented by back ends that can replace a stopped thread's general
+// registers and let it run in one operation, as SetRegisters(tid, RegsGeneral, regs) followed
+// by Resume(tid, sig) would: a breakpoint hit passed without a report costs one request.
+type RegsResumer interface {
+	ResumeWithRegisters(tid int, regs []byte, sig int) error
 }
 
 // Process is one controlled process. Every method that names a thread requires that thread to

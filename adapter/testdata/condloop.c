@@ -1,5 +1,7 @@
-/* A hot loop for the conditional-breakpoint benchmark: f is called 20,000 times. */
+/* A hot loop for the conditional-breakpoint benchmark: f is called 20,000 times (or as many
+ * times as the first argument says). */
 #include <stdio.h>
+#include <stdlib.h>
 
 volatile long sink;
 
@@ -8,9 +10,10 @@ void f(int i)
 	sink += i; /* MARK:f-body */
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-	for (int i = 0; i < 20000; i++)
+	int n = argc > 1 ? atoi(argv[1]) : 20000;
+	for (int i = 0; i < n; i++)
 		f(i);
 	printf("sink %ld\n", sink);
 	return 0;

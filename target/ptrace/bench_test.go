@@ -9,13 +9,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
+	"golang.org/x/sys/unix"
 )
 
 func benchmarkRead(b *testing.B, size int) {
@@ -198,4 +201,66 @@ func BenchmarkAttach64(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// BenchmarkRawStopResumeCycle is the machine's floor for a breakpoint hit that does not stop,
+// without the back end: one OS thread (the tracer) that waits for the int3 stop, reads the
+// registers, emulates the trapped push %rbp (one memory write), writes the registers and
+// continues the process, with nothing between the system calls. The difference to
+// BenchmarkStopResumeCycle is what the back end's goroutines and channels cost.
+func BenchmarkRawStopResumeCycle(b *testing.B) {
+	needPrograms(b)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command(progPath, "count", "-1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer func() {
+		unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, 0, nil)
+	}()
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+		b.Fatalf("first stop: %v %v", ws, err)
+	}
+	addr := symAddr(b, pid, progPath, "target_fn")
+	orig := make([]byte, 1)
+	if _, err := unix.PtracePeekData(pid, uintptr(addr), orig); err != nil || orig[0] != 0x55 {
+		b.Skipf("target_fn starts with % x (%v), not push %%rbp", orig, err)
+	}
+	if _, err := unix.PtracePokeData(pid, uintptr(addr), []byte{0xcc}); err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.PtraceCont(pid, 0); err != nil {
+		b.Fatal(err)
+	}
+	var regs unix.PtraceRegs
+	word := make([]byte, 8)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+			b.Fatalf("stop %d: %v %v", i, ws, err)
+		}
+		if err := unix.PtraceGetRegs(pid, &regs); err != nil {
+			b.Fatal(err)
+		}
+		regs.Rsp -= 8
+		binary.LittleEndian.PutUint64(word, regs.Rbp)
+		if _, err := unix.PtracePokeData(pid, uintptr(regs.Rsp), word); err != nil {
+			b.Fatal(err)
+		}
+		regs.Rip = addr + 1
+		if err := unix.PtraceSetRegs(pid, &regs); err != nil {
+			b.Fatal(err)
+		}
+		if err := unix.PtraceCont(pid, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
 }

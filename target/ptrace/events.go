@@ -132,6 +132,9 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	}
 	ev.PC = th.pc()
 	th.stopPC = ev.PC
+	if ev.Trap == target.TrapBreakpoint && th.regsOK {
+		ev.Regs = append([]byte(nil), th.regs[:]...)
+	}
 	p.push(ev)
 }
 

@@ -240,6 +240,32 @@ func (p *process) Resume(tid int, sig int) error {
 	return p.restart("resume", tid, sig, false)
 }
 
+// ResumeWithRegisters replaces a stopped thread's general registers and lets it run,
+// delivering sig, in one request to the tracer's thread (target.RegsResumer).
+func (p *process) ResumeWithRegisters(tid int, regs []byte, sig int) error {
+	if len(regs) != gregsSize {
+		return wrapErr("resume", p.obj(tid), nil, fmt.Errorf("%d bytes of registers, want %d: %w", len(regs), gregsSize, unix.EINVAL))
+	}
+	if sig < 0 || sig > 64 {
+		return wrapErr("resume", p.obj(tid), nil, fmt.Errorf("signal %d: %w", sig, unix.EINVAL))
+	}
+	buf := append([]byte(nil), regs...)
+	return p.t.call(func() error {
+		th, err := p.stopped("resume", tid)
+		if err != nil {
+			return err
+		}
+		th.regsOK = false
+		if err := setRegs(tid, target.RegsGeneral, buf); err != nil {
+			return p.fail("set registers", tid, err)
+		}
+		if err := th.resume(sig, false); err != nil {
+			return p.fail("resume", tid, err)
+		}
+		return nil
+	})
+}
+
 // Step executes one instruction of a stopped thread, delivering sig first.
 func (p *process) Step(tid int, sig int) error {
 	return p.restart("step", tid, sig, true)
