@@ -78,7 +78,7 @@ func workEntry(t testing.TB, exe string) uint64 {
 
 // testJob loads a job of np ranks of testdata/ranks.c, rpn per compute node and cpi compute
 // nodes per I/O node, closed at the end of the test; output is where the ranks print.
-func testJob(t *testing.T, np, rpn, cpi int, trace func(uint32, []byte)) (*Job, string) {
+func testJob(t *testing.T, np, rpn, cpi int, trace func(uint32, bool, []byte)) (*Job, string) {
 	t.Helper()
 	hpcdap, exe := built(t)
 	out := filepath.Join(t.TempDir(), "output")

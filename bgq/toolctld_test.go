@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/ppc64"
@@ -59,7 +60,10 @@ func checkJobsDir(t *testing.T, j *Job, exe string) {
 func TestComputeNodesThroughToolctld(t *testing.T) {
 	var tmu sync.Mutex
 	traced := map[uint32][][]byte{}
-	j, out := testJob(t, 4, 2, 1, func(node uint32, b []byte) {
+	j, out := testJob(t, 4, 2, 1, func(node uint32, in bool, b []byte) {
+		if in {
+			return
+		}
 		tmu.Lock()
 		traced[node] = append(traced[node], b)
 		tmu.Unlock()
@@ -282,5 +286,75 @@ func TestToolctldDroppedTool(t *testing.T) {
 		if want := fmt.Sprintf("rank %d sum %d\n", r, 6*r+242); !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// TestToolctldOneRequestAtATime: two tools pipelining queries to the two ranks of one compute
+// node all get their answers, and the CNK link carries one request at a time: each request
+// is followed by its ack before the next is written (the FIFO of §2.7).
+func TestToolctldOneRequestAtATime(t *testing.T) {
+	type frame struct {
+		in bool
+		h  cdti.Header
+	}
+	var tmu sync.Mutex
+	var link []frame
+	j, _ := testJob(t, 2, 2, 1, func(_ uint32, in bool, b []byte) {
+		h, _ := cdti.ParseHeader(b)
+		if h.Type == cdti.MsgNotify || h.Type == cdti.MsgNotifyAck {
+			return
+		}
+		tmu.Lock()
+		link = append(link, frame{in, h})
+		tmu.Unlock()
+	})
+	ctx := context.Background()
+	const n = 40
+	var wg sync.WaitGroup
+	for tool := uint32(1); tool <= 2; tool++ {
+		c, err := net.Dial("unix", filepath.Join(j.ions[0].jobDir(j.ID()), "toolctl_rank", fmt.Sprint(tool-1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := cdti.NewClient(c, cdti.ClientOptions{ToolID: tool, JobID: j.ID(), Timeout: time.Minute}) // pipelining
+		defer cl.Close()
+		rank := tool - 1
+		if ack, err := cl.Attach(ctx, rank, cdti.RankInHeader, cdti.NewTag("pipe"), uint8(tool)); err != nil || ack.ReturnCode != cdti.Success {
+			t.Fatalf("attach tool %d: %v %+v", tool, err, ack)
+		}
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rs, err := cl.Query(ctx, rank, &cdti.GetProcessData{})
+				if err != nil || rs[0].Code != cdti.CmdSuccess {
+					t.Errorf("tool %d query %d: %v", tool, i, err)
+					return
+				}
+				if r := rs[0].Ack.(*cdti.GetProcessDataAck).Rank; r != rank {
+					t.Errorf("tool %d: process data of rank %d, want %d", tool, r, rank)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	tmu.Lock()
+	defer tmu.Unlock()
+	tools := 0
+	for i, f := range link {
+		if f.in != (i%2 == 1) {
+			t.Fatalf("link frame %d (%v, in %v): requests and acks do not alternate", i, f.h.Type, f.in)
+		}
+		if f.in {
+			req := link[i-1].h
+			if f.h.Type != req.Type+1 || f.h.SequenceID != req.SequenceID || f.h.ToolID != req.ToolID {
+				t.Fatalf("link frame %d: %v answers %v", i, f.h, req)
+			}
+		} else if f.h.ToolID != controlToolID {
+			tools++
+		}
+	}
+	if tools != 2*(n+1) {
+		t.Errorf("the link carried %d tool requests, want %d", tools, 2*(n+1))
 	}
 }
