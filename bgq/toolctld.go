@@ -136,9 +136,7 @@ func (d *toolctld) accept() {
 
 // errorAck is a 40-byte ErrorAck with the header of h (zero for none) and return code rc.
 func errorAck(h cdti.Header, rc cdti.ReturnCode) []byte {
-	r := h.Reply(rc)
-	r.Rank, r.SequenceID, r.JobID, r.ToolID = h.Rank, h.SequenceID, h.JobID, h.ToolID
-	b, err := cdti.Encode(&cdti.ErrorAck{Header: r})
+	b, err := cdti.Encode(&cdti.ErrorAck{Header: h.Reply(rc)})
 	if err != nil {
 		panic(err) // a fixed-size message always encodes
 	}
