@@ -296,7 +296,8 @@ func TestToolctldDroppedTool(t *testing.T) {
 
 // TestToolctldOneRequestAtATime: two tools pipelining queries to the two ranks of one compute
 // node all get their answers, and the CNK link carries one request at a time: each request
-// is followed by its ack before the next is written (the FIFO of §2.7).
+// is followed by its ack before the next is written (the FIFO of §2.7). Each tool's Notify
+// reaches that tool alone.
 func TestToolctldOneRequestAtATime(t *testing.T) {
 	type frame struct {
 		in bool
@@ -316,6 +317,7 @@ func TestToolctldOneRequestAtATime(t *testing.T) {
 	ctx := context.Background()
 	const n = 40
 	var wg sync.WaitGroup
+	var clients []*cdti.Client
 	for tool := uint32(1); tool <= 2; tool++ {
 		c, err := net.Dial("unix", filepath.Join(j.ions[0].jobDir(j.ID()), "toolctl_rank", fmt.Sprint(tool-1)))
 		if err != nil {
@@ -323,6 +325,7 @@ func TestToolctldOneRequestAtATime(t *testing.T) {
 		}
 		cl := cdti.NewClient(c, cdti.ClientOptions{ToolID: tool, JobID: j.ID(), Timeout: time.Minute}) // pipelining
 		defer cl.Close()
+		clients = append(clients, cl)
 		rank := tool - 1
 		if ack, err := cl.Attach(ctx, rank, cdti.RankInHeader, cdti.NewTag("pipe"), uint8(tool)); err != nil || ack.ReturnCode != cdti.Success {
 			t.Fatalf("attach tool %d: %v %+v", tool, err, ack)
@@ -343,6 +346,20 @@ func TestToolctldOneRequestAtATime(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	// Each tool takes control of its rank, which stops with SIGSTOP: each Notify reaches the
+	// tool it names, and only that one.
+	for i, cl := range clients {
+		rank := uint32(i)
+		if ca, err := cl.Control(ctx, rank, cdti.Control{NotifySet: cdti.Signals(int(syscall.SIGSTOP)),
+			SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyStart}); err != nil || ca.ReturnCode != cdti.Success {
+			t.Fatalf("control of rank %d: %v %+v", rank, err, ca)
+		}
+	}
+	for i, cl := range clients {
+		if n := nextNotify(t, cl); n.Rank != uint32(i) || n.ToolID != uint32(i+1) || n.Signal.Signal != uint32(syscall.SIGSTOP) {
+			t.Errorf("tool %d received %+v", i+1, n)
+		}
+	}
 	tmu.Lock()
 	defer tmu.Unlock()
 	tools := 0
@@ -359,7 +376,7 @@ func TestToolctldOneRequestAtATime(t *testing.T) {
 			tools++
 		}
 	}
-	if tools != 2*(n+1) {
-		t.Errorf("the link carried %d tool requests, want %d", tools, 2*(n+1))
+	if tools != 2*(n+2) {
+		t.Errorf("the link carried %d tool requests, want %d", tools, 2*(n+2))
 	}
 }
