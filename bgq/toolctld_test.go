@@ -380,3 +380,29 @@ func TestToolctldOneRequestAtATime(t *testing.T) {
 		t.Errorf("the link carried %d tool requests, want %d", tools, 2*(n+2))
 	}
 }
+
+// TestJobHeldUntilStart: a loaded job's ranks stand before their first instruction, alive,
+// until Start (StartJob), and then run to their end.
+func TestJobHeldUntilStart(t *testing.T) {
+	j, out := testJob(t, 4, 2, 2, nil)
+	live := 0
+	for _, cn := range j.ions[0].nodes {
+		rs, err := cn.ctl.running()
+		if err != nil {
+			t.Fatal(err)
+		}
+		live += len(rs)
+	}
+	if b, _ := os.ReadFile(out); live != 4 || len(b) != 0 {
+		t.Fatalf("before StartJob: %d ranks alive, output %q; want 4 held, silent", live, b)
+	}
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
+	got := waitOutput(t, j, out)
+	for r := 0; r < 4; r++ {
+		if want := fmt.Sprintf("rank %d sum %d\n", r, 6*r+242); !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}
