@@ -29,4 +29,10 @@
 // it does over the CNK link with a tool id no runjob hands out (controlToolID): it starts a
 // held job (StartJob) by attaching and detaching that id, which starts a rank no tool holds,
 // and learns of a rank's exit from the CNK's answer to a Query of that id.
+//
+// Where the agent's rules differ from a real CNK's, the emulation follows the agent's: a
+// rank starts when a tool is granted control of it (its sndSignal delivered at the first
+// instruction), even before StartJob; a rank whose last tool detaches before StartJob starts
+// then; and a tool attached without control at StartJob keeps its ranks loaded until it takes
+// control or detaches.
 package bgq

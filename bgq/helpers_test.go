@@ -76,9 +76,10 @@ func workEntry(t testing.TB, exe string) uint64 {
 	return e.Breakpoint()
 }
 
-// testJob loads a job of np ranks of testdata/ranks.c, rpn per compute node and cpi compute
-// nodes per I/O node, closed at the end of the test; output is where the ranks print.
-func testJob(t *testing.T, np, rpn, cpi int, trace func(uint32, []byte)) (*Job, string) {
+// testJob loads a job of np ranks of testdata/ranks.c (with args), rpn per compute node and
+// cpi compute nodes per I/O node, closed at the end of the test; output is where the ranks
+// print.
+func testJob(t *testing.T, np, rpn, cpi int, trace func(uint32, bool, []byte), args ...string) (*Job, string) {
 	t.Helper()
 	hpcdap, exe := built(t)
 	out := filepath.Join(t.TempDir(), "output")
@@ -90,7 +91,7 @@ func testJob(t *testing.T, np, rpn, cpi int, trace func(uint32, []byte)) (*Job, 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	j, err := Load(ctx, Config{Hpcdap: hpcdap, Emulator: testenv.QEMUUser(t, "qemu-ppc64"), Root: shortDir(t),
-		NP: np, RanksPerNode: rpn, CNPerION: cpi, Exe: exe, JobID: 77, Output: f, traceLink: trace,
+		NP: np, RanksPerNode: rpn, CNPerION: cpi, Exe: exe, Args: args, JobID: 77, Output: f, traceLink: trace,
 		Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)

@@ -40,8 +40,9 @@ type Config struct {
 	// Logf receives diagnostics (default: none).
 	Logf func(format string, args ...any)
 
-	// traceLink, when set, receives every frame a toolctld writes to its CNK link.
-	traceLink func(node uint32, frame []byte)
+	// traceLink, when set, receives every frame a toolctld writes to its CNK link (in false)
+	// and reads from it (in true), in order.
+	traceLink func(node uint32, in bool, frame []byte)
 }
 
 // DefaultToolTimeout is jobctld's tool heartbeat limit.
@@ -223,9 +224,9 @@ func (j *Job) startNode(ctx context.Context, node uint32) (*computeNode, error) 
 		return nil, err
 	}
 	path := ion.socketPath(node)
-	var trace func([]byte)
+	var trace func(bool, []byte)
 	if cfg.traceLink != nil {
-		trace = func(b []byte) { cfg.traceLink(node, b) }
+		trace = func(in bool, b []byte) { cfg.traceLink(node, in, b) }
 	}
 	ctl, err := startToolctld(path, node, cfg.JobID, c.ranks, link, trace, cfg.Logf)
 	if err != nil {

@@ -155,13 +155,12 @@ func TestRunjobRefusesBadToolArrays(t *testing.T) {
 	}
 }
 
-// TestRunjobAttach: gdb attaches to a running runjob, sets MPIR_being_debugged and the tool
+// TestRunjobAttach: gdb attaches to a running runjob (started as hpcdap bgq runjob), sets MPIR_being_debugged and the tool
 // arrays and continues; runjob, polling, starts the tool on every I/O node and stops at
 // MPIR_Breakpoint with MPIR_DEBUG_SPAWNED and the proc table. Ended with SIGTERM, runjob
 // removes the job's directories.
 func TestRunjobAttach(t *testing.T) {
 	hpcdap, _ := built(t)
-	helper := filepath.Join(filepath.Dir(hpcdap), HelperName)
 	root, rec := shortDir(t), t.TempDir()
 	tool := recordingTool(t, rec)
 	outFile := filepath.Join(t.TempDir(), "runjob.out")
@@ -170,7 +169,8 @@ func TestRunjobAttach(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rj := exec.Command(helper, runjobArgs(t, root, 93, "--poll", "100ms", "--args", "spin")...)
+	// Started as users start it: hpcdap bgq runjob execs the helper, in the same process.
+	rj := exec.Command(hpcdap, append([]string{"bgq", "runjob"}, runjobArgs(t, root, 93, "--poll", "100ms", "--args", "spin")...)...)
 	rj.Stdout, rj.Stderr = f, f
 	if err := rj.Start(); err != nil {
 		t.Fatal(err)

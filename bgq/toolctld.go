@@ -29,8 +29,9 @@ type toolctld struct {
 	ln    *net.UnixListener
 	link  net.Conn
 	logf  func(format string, args ...any)
-	// trace, when set, receives every frame written to the CNK link, in order.
-	trace func(frame []byte)
+	// trace, when set, receives every frame written to the CNK link (in false) and read from
+	// it (in true), in order.
+	trace func(in bool, frame []byte)
 
 	lw sync.Mutex // serializes writes to link
 
@@ -66,7 +67,7 @@ func (tc *toolConn) send(b []byte) error {
 
 // startToolctld listens at path and serves the tools of compute node node over link, an
 // authenticated CDTI connection to its CNK.
-func startToolctld(path string, node uint32, jobID uint64, ranks []uint32, link net.Conn, trace func([]byte), logf func(string, ...any)) (*toolctld, error) {
+func startToolctld(path string, node uint32, jobID uint64, ranks []uint32, link net.Conn, trace func(bool, []byte), logf func(string, ...any)) (*toolctld, error) {
 	os.Remove(path)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -135,9 +136,7 @@ func (d *toolctld) accept() {
 
 // errorAck is a 40-byte ErrorAck with the header of h (zero for none) and return code rc.
 func errorAck(h cdti.Header, rc cdti.ReturnCode) []byte {
-	r := h.Reply(rc)
-	r.Rank, r.SequenceID, r.JobID, r.ToolID = h.Rank, h.SequenceID, h.JobID, h.ToolID
-	b, err := cdti.Encode(&cdti.ErrorAck{Header: r})
+	b, err := cdti.Encode(&cdti.ErrorAck{Header: h.Reply(rc)})
 	if err != nil {
 		panic(err) // a fixed-size message always encodes
 	}
@@ -254,7 +253,7 @@ func (d *toolctld) writeLink(b []byte) error {
 	d.lw.Lock()
 	defer d.lw.Unlock()
 	if d.trace != nil {
-		d.trace(append([]byte(nil), b...))
+		d.trace(false, append([]byte(nil), b...))
 	}
 	return cdti.WriteFrame(d.link, b)
 }
@@ -273,6 +272,9 @@ func (d *toolctld) readLink() {
 				d.logf("toolctld %d: read the CNK: %v", d.node, err)
 			}
 			return
+		}
+		if d.trace != nil {
+			d.trace(true, b)
 		}
 		h, _ := cdti.ParseHeader(b)
 		if h.Type == cdti.MsgNotify {

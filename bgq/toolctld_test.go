@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/ppc64"
@@ -59,7 +60,10 @@ func checkJobsDir(t *testing.T, j *Job, exe string) {
 func TestComputeNodesThroughToolctld(t *testing.T) {
 	var tmu sync.Mutex
 	traced := map[uint32][][]byte{}
-	j, out := testJob(t, 4, 2, 1, func(node uint32, b []byte) {
+	j, out := testJob(t, 4, 2, 1, func(node uint32, in bool, b []byte) {
+		if in {
+			return
+		}
 		tmu.Lock()
 		traced[node] = append(traced[node], b)
 		tmu.Unlock()
@@ -243,10 +247,10 @@ func TestToolctldRefusals(t *testing.T) {
 }
 
 // TestToolctldDroppedTool: a tool that holds control of two ranks stopped at a breakpoint and
-// whose socket then closes leaves no rank stopped and no trap: both ranks run on through the
-// second call of work and print their sums.
+// whose socket then closes leaves no rank stopped and no trap: both ranks run on through work
+// again and again (a trap left there would end them with SIGTRAP, no tool taking it).
 func TestToolctldDroppedTool(t *testing.T) {
-	j, out := testJob(t, 2, 2, 1, nil)
+	j, out := testJob(t, 2, 2, 1, nil, "spin")
 	_, exe := built(t)
 	work := workEntry(t, exe)
 	c, _ := dialTool(t, nodePath(j, 0, 0), 4, j.ID())
@@ -277,8 +281,126 @@ func TestToolctldDroppedTool(t *testing.T) {
 		}
 	}
 	c.Close() // both ranks stopped at the trap, the tool in control
+
+	// Both ranks run on through work: each prints its sum after the call it was stopped in and
+	// the next, then calls work again and again, saying so after each of the first three.
+	waitFor(t, "both ranks' third call of work after the tool left", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "uncaught target signal") ||
+			strings.Contains(string(b), "rank 0 tick 3\n") && strings.Contains(string(b), "rank 1 tick 3\n")
+	})
+	if b, _ := os.ReadFile(out); strings.Contains(string(b), "uncaught target signal") {
+		t.Errorf("a rank died of a signal:\n%s", b)
+	}
+}
+
+// TestToolctldOneRequestAtATime: two tools pipelining queries to the two ranks of one compute
+// node all get their answers, and the CNK link carries one request at a time: each request
+// is followed by its ack before the next is written (the FIFO of §2.7). Each tool's Notify
+// reaches that tool alone.
+func TestToolctldOneRequestAtATime(t *testing.T) {
+	type frame struct {
+		in bool
+		h  cdti.Header
+	}
+	var tmu sync.Mutex
+	var link []frame
+	j, _ := testJob(t, 2, 2, 1, func(_ uint32, in bool, b []byte) {
+		h, _ := cdti.ParseHeader(b)
+		if h.Type == cdti.MsgNotify || h.Type == cdti.MsgNotifyAck {
+			return
+		}
+		tmu.Lock()
+		link = append(link, frame{in, h})
+		tmu.Unlock()
+	})
+	ctx := context.Background()
+	const n = 40
+	var wg sync.WaitGroup
+	var clients []*cdti.Client
+	for tool := uint32(1); tool <= 2; tool++ {
+		c, err := net.Dial("unix", filepath.Join(j.ions[0].jobDir(j.ID()), "toolctl_rank", fmt.Sprint(tool-1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := cdti.NewClient(c, cdti.ClientOptions{ToolID: tool, JobID: j.ID(), Timeout: time.Minute}) // pipelining
+		defer cl.Close()
+		clients = append(clients, cl)
+		rank := tool - 1
+		if ack, err := cl.Attach(ctx, rank, cdti.RankInHeader, cdti.NewTag("pipe"), uint8(tool)); err != nil || ack.ReturnCode != cdti.Success {
+			t.Fatalf("attach tool %d: %v %+v", tool, err, ack)
+		}
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rs, err := cl.Query(ctx, rank, &cdti.GetProcessData{})
+				if err != nil || rs[0].Code != cdti.CmdSuccess {
+					t.Errorf("tool %d query %d: %v", tool, i, err)
+					return
+				}
+				if r := rs[0].Ack.(*cdti.GetProcessDataAck).Rank; r != rank {
+					t.Errorf("tool %d: process data of rank %d, want %d", tool, r, rank)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	// Each tool takes control of its rank, which stops with SIGSTOP: each Notify reaches the
+	// tool it names, and only that one.
+	for i, cl := range clients {
+		rank := uint32(i)
+		if ca, err := cl.Control(ctx, rank, cdti.Control{NotifySet: cdti.Signals(int(syscall.SIGSTOP)),
+			SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyStart}); err != nil || ca.ReturnCode != cdti.Success {
+			t.Fatalf("control of rank %d: %v %+v", rank, err, ca)
+		}
+	}
+	for i, cl := range clients {
+		if n := nextNotify(t, cl); n.Rank != uint32(i) || n.ToolID != uint32(i+1) || n.Signal.Signal != uint32(syscall.SIGSTOP) {
+			t.Errorf("tool %d received %+v", i+1, n)
+		}
+	}
+	tmu.Lock()
+	defer tmu.Unlock()
+	tools := 0
+	for i, f := range link {
+		if f.in != (i%2 == 1) {
+			t.Fatalf("link frame %d (%v, in %v): requests and acks do not alternate", i, f.h.Type, f.in)
+		}
+		if f.in {
+			req := link[i-1].h
+			if f.h.Type != req.Type+1 || f.h.SequenceID != req.SequenceID || f.h.ToolID != req.ToolID {
+				t.Fatalf("link frame %d: %v answers %v", i, f.h, req)
+			}
+		} else if f.h.ToolID != controlToolID {
+			tools++
+		}
+	}
+	if tools != 2*(n+2) {
+		t.Errorf("the link carried %d tool requests, want %d", tools, 2*(n+2))
+	}
+}
+
+// TestJobHeldUntilStart: a loaded job's ranks stand before their first instruction, alive,
+// until Start (StartJob), and then run to their end.
+func TestJobHeldUntilStart(t *testing.T) {
+	j, out := testJob(t, 4, 2, 2, nil)
+	live := 0
+	for _, cn := range j.ions[0].nodes {
+		rs, err := cn.ctl.running()
+		if err != nil {
+			t.Fatal(err)
+		}
+		live += len(rs)
+	}
+	if b, _ := os.ReadFile(out); live != 4 || len(b) != 0 {
+		t.Fatalf("before StartJob: %d ranks alive, output %q; want 4 held, silent", live, b)
+	}
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
+	}
 	got := waitOutput(t, j, out)
-	for r := 0; r < 2; r++ {
+	for r := 0; r < 4; r++ {
 		if want := fmt.Sprintf("rank %d sum %d\n", r, 6*r+242); !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}

@@ -1,5 +1,6 @@
 /* A rank of the emulated Blue Gene/Q tests: calls work twice with its rank + 40 and + 41,
- * or, given an argument, forever (ten times a second). */
+ * or, given an argument, forever (ten times a second), saying so after each of the first
+ * three calls of the loop. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -15,8 +16,12 @@ int main(int argc, char **argv) {
 		sum += work(rank + 40 + i);
 	printf("rank %ld sum %ld\n", rank, sum);
 	fflush(stdout);
-	while (argc > 1) {
+	for (long tick = 1; argc > 1; tick++) {
 		work(rank);
+		if (tick <= 3) {
+			printf("rank %ld tick %ld\n", rank, tick);
+			fflush(stdout);
+		}
 		usleep(100000);
 	}
 	return 0;
