@@ -391,8 +391,17 @@ func (l *ciosLink) giveBack(timeout time.Duration, logf func(string, ...any)) {
 		}
 	}
 	for _, rank := range control {
-		ack, err := l.call(&cdti.Update{Header: hdr(rank), Commands: []cdti.Command{&cdti.ReleaseControl{Notify: cdti.ReleaseInactive}}}, timeout)
-		say("release control", rank, ack, err)
+		// With notifications pending, the CNK continues the notified thread and keeps control
+		// (CmdPendingNotify): the next one is then released in turn.
+		for range 64 {
+			ack, err := l.call(&cdti.Update{Header: hdr(rank), Commands: []cdti.Command{&cdti.ReleaseControl{Notify: cdti.ReleaseInactive}}}, timeout)
+			if ua, ok := ack.(*cdti.UpdateAck); ok && err == nil && ua.ReturnCode == cdti.Success &&
+				len(ua.Results) > 0 && ua.Results[0].Code == cdti.CmdPendingNotify {
+				continue
+			}
+			say("release control", rank, ack, err)
+			break
+		}
 	}
 	ack, err := l.call(&cdti.Detach{Header: hdr(attached[0]), Select: cdti.RanksInNode}, timeout)
 	say("detach", attached[0], ack, err)

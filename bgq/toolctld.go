@@ -324,18 +324,17 @@ func (d *toolctld) failAll() {
 	}
 }
 
-// dropTool forgets a tool whose socket closed: its queued requests, its tool ids. toolctld
-// does not tell a real CNK (§9.6), which then believes the tool still attached and in
-// control; this emulated one ends the tool's attachments itself, as the tool would have, so
-// that a tool that dies leaves no rank stopped and no trap (DESIGN.md decision 3).
+// dropTool forgets a tool whose socket closed: its queued requests, its tool ids. Like a real
+// toolctld (cdti-v6.md §9.6) it does not tell the CNK, which goes on believing the tool
+// attached and in control: a tool must give its ranks back before it goes, as hpcdap's agent
+// does when it runs as a CIOS tool.
 func (d *toolctld) dropTool(tc *toolConn) {
 	tc.c.Close()
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	delete(d.conns, tc)
-	var ids []uint32
 	for id, o := range d.ids {
 		if o == tc {
-			ids = append(ids, id)
 			delete(d.ids, id)
 		}
 	}
@@ -346,78 +345,6 @@ func (d *toolctld) dropTool(tc *toolConn) {
 		}
 	}
 	d.queue = q
-	closed := d.closed
-	d.mu.Unlock()
-	if closed {
-		return
-	}
-	for _, id := range ids {
-		d.releaseTool(id)
-	}
-}
-
-// maxReleases bounds the ReleaseControl retries while notifications are pending.
-const maxReleases = 64
-
-// releaseTool ends tool id's attachments to the node's ranks as the tool itself would, with
-// nothing running between the release of control and the detach, when the tool's traps are
-// still planted: each rank's threads are held, control released (continuing what the tool
-// left suspended), and the Detach of every rank then removes the tool's traps and lets the
-// held threads go.
-func (d *toolctld) releaseTool(id uint32) {
-	for _, rank := range d.ranks {
-		if err := d.holdAndRelease(rank, id); err != nil {
-			d.logf("toolctld %d: release tool %d on rank %d: %v", d.node, id, rank, err)
-		}
-	}
-	if len(d.ranks) == 0 {
-		return
-	}
-	m := &cdti.Detach{Header: d.header(d.ranks[0], id), Select: cdti.RanksInNode}
-	if _, err := d.call(m); err != nil {
-		d.logf("toolctld %d: detach tool %d: %v", d.node, id, err)
-	}
-}
-
-// holdAndRelease holds every thread of rank for tool id and releases its control, if it has it.
-func (d *toolctld) holdAndRelease(rank, id uint32) error {
-	reply, err := d.call(&cdti.Query{Header: d.header(rank, id), Commands: []cdti.Command{&cdti.GetThreadList{}}})
-	if err != nil {
-		return err
-	}
-	q, ok := reply.(*cdti.QueryAck)
-	if !ok || q.ReturnCode != cdti.Success || len(q.Results) == 0 || q.Results[0].Code != cdti.CmdSuccess {
-		return nil // not attached here, or the process is ending
-	}
-	var holds []cdti.Command
-	if l, ok := q.Results[0].Ack.(*cdti.GetThreadListAck); ok {
-		for _, th := range l.Threads {
-			holds = append(holds, &cdti.HoldThread{ThreadID: th.TID})
-		}
-	}
-	for len(holds) > 0 {
-		n := min(len(holds), cdti.MaxUpdateCommands)
-		reply, err := d.call(&cdti.Update{Header: d.header(rank, id), Commands: holds[:n]})
-		if err != nil {
-			return err
-		}
-		if reply.Hdr().ReturnCode != cdti.Success {
-			return nil // the tool does not hold control: its Detach needs no release
-		}
-		holds = holds[n:]
-	}
-	for i := 0; i < maxReleases; i++ {
-		m := &cdti.Update{Header: d.header(rank, id), Commands: []cdti.Command{&cdti.ReleaseControl{Notify: cdti.ReleaseInactive}}}
-		reply, err := d.call(m)
-		if err != nil {
-			return err
-		}
-		ack, ok := reply.(*cdti.UpdateAck)
-		if !ok || ack.ReturnCode != cdti.Success || len(ack.Results) == 0 || ack.Results[0].Code != cdti.CmdPendingNotify {
-			return nil
-		}
-	}
-	return fmt.Errorf("notifications still pending after %d releases", maxReleases)
 }
 
 // header is the header of a control-system request about rank for tool id.
