@@ -1,7 +1,12 @@
 package adapter
 
 import (
+	"bytes"
+	"debug/elf"
+	"encoding/base64"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,15 +82,86 @@ func TestRunjobSession(t *testing.T) {
 	if o := allOutput(d); !strings.Contains(o, "emulated BG/Q") {
 		t.Errorf("the console does not say which runjob ran:\n%s", o)
 	}
-	// What bgq.c computes: main returns middle(rank, 10·rank+1) mod 7; gdb's runs agree.
-	exit := func(rank int) int {
-		x := int64(10*rank + 2)
-		return int((3*x + int64(rank) + int64(1.5*float64(x+int64(rank))) + 2) % 7)
-	}
 	for r, o := range oracle {
-		if exit(r) != o.exit {
-			t.Fatalf("rank %d: the test computes exit code %d, gdb's run ended with %d", r, exit(r), o.exit)
+		if bgqExit(r) != o.exit {
+			t.Fatalf("rank %d: the test computes exit code %d, gdb's run ended with %d", r, bgqExit(r), o.exit)
 		}
 	}
-	checkExits(t, d, exit)
+	checkExits(t, d, bgqExit)
+}
+
+// TestRunjobBreakpointRemoved: behind a BG/Q CNK, whose memory shows a planted trap and which
+// keeps no copy of what it replaced, a breakpoint is taken out with the instruction the front
+// end read before planting it: at the first stop the breakpoint is cleared, and the memory
+// under it then holds the program's own instruction again (readMemory against the ELF file)
+// on every rank; every rank then runs to its end with its exit code, none stopping again.
+func TestRunjobBreakpointRemoved(t *testing.T) {
+	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
+	const np = 4
+	tg := powerTargets[0]
+	modernQEMU(t, tg.emulator)
+	p := compilePowerC(t, tg, "bgq")
+	root, err := os.MkdirTemp("", "bgq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": np, "env": map[string]any{"READY_DIR": t.TempDir()},
+		"launcherArgs": []string{"--ranks-per-node", "1", "--cn-per-ion", "2", "--root", root}})
+	if bps := d.setBreakpoints(p.src, p.line(t, "leaf")); len(bps) != 1 || !bps[0].Verified {
+		t.Fatalf("breakpoint %+v", bps)
+	}
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	if st.Reason != "breakpoint" {
+		t.Fatalf("first stop: %+v", st)
+	}
+	var at uint64
+	for _, r := range d.ranks().Ranks {
+		frames := d.stackTrace(r.ThreadID)
+		if r.StopReason == "breakpoint" {
+			at, _ = strconv.ParseUint(frames[0].InstructionPointerReference, 0, 64)
+		}
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": frames[0].Id, "context": "repl"}, &ev)
+	}
+	d.setBreakpoints(p.src)
+	f, err := elf.Open(p.bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 4)
+	for _, sec := range f.Sections {
+		if sec.Type == elf.SHT_PROGBITS && at >= sec.Addr && at+4 <= sec.Addr+sec.Size {
+			sec.ReadAt(want, int64(at-sec.Addr))
+		}
+	}
+	f.Close()
+	for _, r := range d.ranks().Ranks {
+		d.call("hpcdap/focus", map[string]any{"ranks": strconv.Itoa(r.Rank)}, nil)
+		var rm dap.ReadMemoryResponseBody
+		d.call("readMemory", map[string]any{"memoryReference": fmt.Sprintf("%#x", at), "count": 4}, &rm)
+		if got, _ := base64.StdEncoding.DecodeString(rm.Data); !bytes.Equal(got, want) {
+			t.Errorf("rank %d: at %#x after the breakpoint was cleared: % x, the program's % x", r.Rank, at, got, want)
+		}
+	}
+	d.call("hpcdap/focus", map[string]any{"ranks": ""}, nil) // the continue is the whole job's
+	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	end, err := d.c.WaitAny([]string{"stopped", "terminated"}, 2*time.Minute, focusStop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.Event != "terminated" {
+		t.Fatalf("after the breakpoint was removed: %s %s", end.Event, end.Body)
+	}
+	checkExits(t, d, bgqExit)
+}
+
+// bgqExit is what bgq.c's rank exits with: middle(rank, 10·rank+1) mod 7 (gdb's runs agree:
+// TestRunjobSession).
+func bgqExit(rank int) int {
+	x := int64(10*rank + 2)
+	return int((3*x + int64(rank) + int64(1.5*float64(x+int64(rank))) + 2) % 7)
 }

@@ -95,6 +95,7 @@ type Agent struct {
 	// registerLimit is Config.RegisterTimeout.
 	registerLimit time.Duration
 	noTrapConds   bool // Config.NoTrapConditions
+	cnk           bool // Config.CNK
 	started       time.Time
 	srv           *cdti.Server
 	router        *cdti.Router // the tree overlay: relays to the agents below this one
@@ -147,7 +148,7 @@ func New(cfg Config) (*Agent, error) {
 		staging: cfg.StagingDir, logger: logger, waitLimit: wait, started: time.Now(),
 		done: make(chan struct{}), procs: make(map[uint32]*proc), tools: make(map[uint32]*toolConn),
 		killOnExit: cfg.KillOnExit, endWithFE: cfg.EndWithFrontEnd, registerLimit: cfg.RegisterTimeout,
-		noTrapConds: cfg.NoTrapConditions || cfg.CNK,
+		noTrapConds: cfg.NoTrapConditions || cfg.CNK, cnk: cfg.CNK,
 	}
 	if cfg.Journal != nil {
 		a.journal = &journal{w: cfg.Journal}

@@ -255,7 +255,9 @@
 //
 // CNK mode (Config.CNK, `hpcdap agent --cnk`): the agent answers as a Blue Gene/Q CNK, which
 // knows CDTI v6 only: every extension command CmdInval, GatherStacks ErrorAck(UnsupportedType),
-// ack payloads in a shuffled order; the Hello handshake of the agent's transport stays. A front
+// ack payloads in a shuffled order, memory reads that show the process's own traps (a CNK keeps
+// no copy of what a trap replaced: the tool brings it to ResetBreakpoint); the Hello handshake
+// of the agent's transport stays. A front
 // end meets there exactly what a real BG/Q gives it.
 //
 // Watchpoints: two pairs per thread as on the CNK (watch[0], watch[1] of the acks), each

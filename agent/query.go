@@ -120,7 +120,11 @@ func (p *proc) getMemory(tid uint32, c *cdti.GetMemory) cdti.Result {
 		if n, err := p.tp.ReadMemory(c.Addr, buf); err != nil || n != len(buf) {
 			return cdti.Result{Code: cdti.CmdParmErr, Ack: &cdti.GetMemoryAck{ThreadID: tid, Addr: c.Addr, Length: c.Length}}
 		}
-		p.shadowRead(c.Addr, buf)
+		if !p.a.cnk {
+			// A CNK shows its process's own traps (and keeps no copy of what they replaced,
+			// cdti-v6.md §8.8); the agent otherwise shows the original instructions.
+			p.shadowRead(c.Addr, buf)
+		}
 	}
 	return ok(&cdti.GetMemoryAck{ThreadID: tid, Addr: c.Addr, Length: c.Length, Data: buf})
 }

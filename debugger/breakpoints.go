@@ -131,6 +131,13 @@ type breakpoints struct {
 	sites   map[*Rank]map[uint64]*site
 	watches map[*Rank]map[uint64]*Breakpoint
 	passed  map[*Rank]bool // ranks past the stopAtEntry breakpoint
+
+	// cnkOrigs: behind a BG/Q CNK, whose memory reads show a planted trap and which keeps no
+	// copy of what it replaced (its ResetBreakpoint wants the original instruction,
+	// cdti-v6.md §8.8), the instruction under each trapped address of each rank, read before
+	// the first trap went there. Text does not change: an entry stays once read.
+	origMu   sync.Mutex
+	cnkOrigs map[*Rank]map[uint64][]byte
 }
 
 func newBreakpoints(j *Job) *breakpoints {

@@ -1,6 +1,7 @@
 package debugger
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -90,6 +91,7 @@ func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 			wg.Go(func() {
 				defer b.j.recoverPanic(fmt.Sprintf("breakpoints of rank %d", p.r.Num))
 				p.origs = b.originals(ctx, p.r, p.trap, p.removes)
+				b.rememberOriginals(ctx, p.r, p.trap, p.adds)
 				b.send(ctx, p)
 			})
 		}
@@ -148,9 +150,63 @@ func (b *breakpoints) plan(ctx context.Context, r *Rank) *trapPlan {
 	return p
 }
 
-// originals asks r's agent for the instructions under the traps at addrs: its memory reads
-// show the original bytes where a trap is planted. An address it cannot read is left out.
+// originals returns the instructions under the traps at addrs of r: an hpcdap agent's memory
+// reads show the original bytes where a trap is planted; behind a BG/Q CNK they are those
+// rememberOriginals read before planting. An address it cannot tell is left out.
 func (b *breakpoints) originals(ctx context.Context, r *Rank, trap []byte, addrs []uint64) map[uint64][]byte {
+	if len(addrs) == 0 {
+		return nil
+	}
+	if r.sym.isCNK() {
+		out := map[uint64][]byte{}
+		b.origMu.Lock()
+		defer b.origMu.Unlock()
+		for _, a := range addrs {
+			if o := b.cnkOrigs[r][a]; o != nil {
+				out[a] = o
+			} else {
+				b.j.logf("rank %d: the instruction under the trap at %#x was not read before it was planted", r.Num, a)
+			}
+		}
+		return out
+	}
+	return b.readUnder(ctx, r, trap, addrs)
+}
+
+// rememberOriginals reads, behind a BG/Q CNK, the instructions at addrs of r where a trap is
+// about to go and none was read before (see cnkOrigs); against an hpcdap agent it does
+// nothing.
+func (b *breakpoints) rememberOriginals(ctx context.Context, r *Rank, trap []byte, addrs []uint64) {
+	if len(addrs) == 0 || !r.sym.isCNK() {
+		return
+	}
+	var unread []uint64
+	b.origMu.Lock()
+	for _, a := range addrs {
+		if b.cnkOrigs[r][a] == nil {
+			unread = append(unread, a)
+		}
+	}
+	b.origMu.Unlock()
+	got := b.readUnder(ctx, r, trap, unread)
+	b.origMu.Lock()
+	defer b.origMu.Unlock()
+	if b.cnkOrigs == nil {
+		b.cnkOrigs = map[*Rank]map[uint64][]byte{}
+	}
+	if b.cnkOrigs[r] == nil {
+		b.cnkOrigs[r] = map[uint64][]byte{}
+	}
+	for a, o := range got {
+		if !bytes.Equal(o, trap) {
+			b.cnkOrigs[r][a] = o
+		}
+	}
+}
+
+// readUnder reads the instruction (the trap's size) at each of addrs of r in one query. An
+// address it cannot read is left out.
+func (b *breakpoints) readUnder(ctx context.Context, r *Rank, trap []byte, addrs []uint64) map[uint64][]byte {
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -166,7 +222,7 @@ func (b *breakpoints) originals(ctx context.Context, r *Rank, trap []byte, addrs
 			if i < len(res) {
 				why = res[i].Code.String()
 			}
-			b.j.logf("rank %d: read the instruction under the trap at %#x: %s", r.Num, a, why)
+			b.j.logf("rank %d: read the instruction at %#x: %s", r.Num, a, why)
 			continue
 		}
 		if ack, ok := res[i].Ack.(*cdti.GetMemoryAck); ok && len(ack.Data) == len(trap) {
@@ -290,6 +346,7 @@ func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error
 	}
 	b.mu.Unlock()
 	trap, order := rankTrap(r)
+	b.rememberOriginals(ctx, r, trap, []uint64{addr})
 	res, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.SetBreakpoint{Addr: addr, Instruction: cdti.InstructionValue(order, trap)})
 	if err != nil {
 		return err
