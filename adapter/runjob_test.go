@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -164,4 +166,94 @@ func TestRunjobBreakpointRemoved(t *testing.T) {
 func bgqExit(rank int) int {
 	x := int64(10*rank + 2)
 	return int((3*x + int64(rank) + int64(1.5*float64(x+int64(rank))) + 2) % 7)
+}
+
+// TestRunjobAttach attaches by pid to a runjob of the emulated BG/Q started outside the
+// debugger, whose 4 ranks spin: runjob notices MPIR_being_debugged within its poll and starts
+// the agents on the I/O nodes; every rank stops where it spins, its stack under main; each is
+// let out of its loop, and a disconnect that does not terminate leaves the job to end by
+// itself with every rank's output and runjob's normal exit (the agents gave the ranks back).
+func TestRunjobAttach(t *testing.T) {
+	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
+	const np = 4
+	tg := powerTargets[0]
+	modernQEMU(t, tg.emulator)
+	p := compilePowerC(t, tg, "bgq")
+	root, err := os.MkdirTemp("", "bgq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	ready := t.TempDir()
+	out, err := os.Create(filepath.Join(t.TempDir(), "runjob.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd := exec.Command(hpcdapBinary(t), "bgq", "runjob", "--np", strconv.Itoa(np), "--ranks-per-node", "2",
+		"--cn-per-ion", "1", "--root", root, "--exe", p.bin, "--envs", "READY_DIR="+ready)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			b, _ := os.ReadFile(out.Name())
+			t.Logf("runjob's output:\n%s", b)
+		}
+	}()
+	for r := range np {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(ready, fmt.Sprintf("spin-%d", r))); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b, _ := os.ReadFile(out.Name())
+				t.Fatalf("rank %d did not reach its loop:\n%s", r, b)
+			}
+		}
+	}
+	d := newDAP(t, viaPipe)
+	d.initialize()
+	d.call("attach", map[string]any{"launcherPid": cmd.Process.Pid, "stopAtEntry": true}, nil)
+	d.event("initialized")
+	d.call("configurationDone", nil, nil)
+	if st := d.stopped(); st.Reason != "entry" {
+		t.Fatalf("stop %+v, want the entry stop", st)
+	}
+	rs := d.ranks().Ranks
+	if len(rs) != np {
+		t.Fatalf("ranks %+v, want %d", rs, np)
+	}
+	spin := p.line(t, "spin")
+	for _, r := range rs {
+		frames := d.stackTrace(r.ThreadID)
+		if len(frames) == 0 || frames[0].Name != "main" || frames[0].Line < spin || frames[0].Line > spin+1 {
+			t.Errorf("rank %d: %v, want main at line %d", r.Rank, frameNames(frames), spin)
+			continue
+		}
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": frames[0].Id, "context": "repl"}, &ev)
+	}
+	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	d.end()
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Errorf("runjob: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the job did not end after the detach")
+	}
+	b, _ := os.ReadFile(out.Name())
+	for r := range np {
+		if want := fmt.Sprintf("rank %d: ", r); !strings.Contains(string(b), want) {
+			t.Errorf("rank %d printed nothing after the detach:\n%s", r, b)
+		}
+	}
 }

@@ -114,7 +114,15 @@ func (p *proc) control(tc *toolConn, m *cdti.Control) (ack *cdti.ControlAck, aft
 		case !p.started:
 			p.start(sig, mode)
 		case sig != 0:
-			if err := p.tp.Kill(p.leader, sig); err != nil {
+			err := p.tp.Kill(p.leader, sig)
+			if th := p.threads[p.leader]; err != nil && sig == int(syscall.SIGSTOP) && errors.Is(err, target.ErrUnsupported) && th != nil {
+				// A program under QEMU: SIGSTOP takes effect by interrupt (see stopByInterrupt).
+				if r := p.stopByInterrupt(th, 0); r.Code == cdti.CmdSuccess {
+					p.advance()
+					return
+				}
+			}
+			if err != nil {
 				p.a.logf("agent: rank %d: control signal %d: %v", p.rank, sig, err)
 			}
 		}

@@ -99,40 +99,21 @@ func (bgqWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier
 	if err != nil {
 		return nil, err
 	}
-	token := newToken()
-	tokenFile, err := fe.workFile("bgq-token-*")
-	if err == nil {
-		err = os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
-	}
+	tool, err := newBGQTool(fe, emulated, spec.Subset)
 	if err != nil {
-		return nil, fmt.Errorf("launch: runjob: session token file: %w", err)
-	}
-	rv, err := listenRendezvous(token)
-	if err != nil {
-		os.Remove(tokenFile)
 		return nil, err
 	}
-	defer rv.close()
-	host := "127.0.0.1" // the emulated I/O nodes are this host
-	if !emulated {
-		if host, err = fe.advertiseHost(nil); err != nil {
-			os.Remove(tokenFile)
-			return nil, err
-		}
-	}
-	agentPath := fe.opts.AgentPath
-	daemons := &mpir.ToolDaemons{Path: agentPath, Subset: spec.Subset,
-		Args: []string{"agent", "--connect", net.JoinHostPort(host, strconv.Itoa(rv.port())), "--token-file", tokenFile}}
+	defer tool.rv.close()
 	argv := append([]string{path}, args...)
-	mj, err := launchMPIRWith(ctx, fe, "bgq", argv, spec, mpir.Options{Daemons: daemons})
+	mj, err := launchMPIRWith(ctx, fe, "bgq", argv, spec, mpir.Options{Daemons: tool.daemons})
 	if err != nil {
-		os.Remove(tokenFile)
+		os.Remove(tool.tokenFile)
 		return nil, err
 	}
-	j := &bgqJob{mpirJob: mj, tokenFile: tokenFile}
+	j := &bgqJob{mpirJob: mj, tokenFile: tool.tokenFile}
 	j.hold = HoldByAgent
 	j.jobNodes = jobNodes{bgqNodes{procs: mj.procs}}
-	if j.agents, err = waitCIOSAgents(ctx, fe, rv, mj, token, spec.Output); err != nil {
+	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, spec.Output); err != nil {
 		j.Kill(ctx, syscall.SIGKILL)
 		j.Close()
 		return nil, err
@@ -146,10 +127,69 @@ func (bgqWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier
 	return j, nil
 }
 
-// Attach is not offered yet: a running runjob's tool is started by setting
-// MPIR_being_debugged, which runjob polls.
+// Attach attaches to a running runjob of this host by its pid: the tool arrays written and
+// MPIR_being_debugged set, runjob (which polls it every second) starts the agents on the job's
+// I/O nodes once it runs again; the job runs on meanwhile.
 func (bgqWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error) {
-	return nil, errors.New("launch: attach to a running runjob is not supported yet: launch the job with launcher \"runjob\"")
+	if ref.LauncherPid == 0 || ref.Nspace != "" || ref.SlurmJob != "" {
+		return nil, errors.New("launch: a runjob is attached by its pid only")
+	}
+	exe, err := os.Readlink("/proc/" + strconv.Itoa(ref.LauncherPid) + "/exe")
+	if err != nil {
+		return nil, fmt.Errorf("launch: attach to runjob pid %d: %w", ref.LauncherPid, err)
+	}
+	tool, err := newBGQTool(fe, filepath.Base(exe) == EmulatedRunjob, "")
+	if err != nil {
+		return nil, err
+	}
+	defer tool.rv.close()
+	mj, err := attachMPIRWith(ctx, fe, ref.LauncherPid, mpir.Options{Daemons: tool.daemons})
+	if err != nil {
+		os.Remove(tool.tokenFile)
+		return nil, err
+	}
+	j := &bgqJob{mpirJob: mj, tokenFile: tool.tokenFile}
+	j.jobNodes = jobNodes{bgqNodes{procs: mj.procs}}
+	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, ""); err != nil {
+		j.Close()
+		return nil, err
+	}
+	return j, nil
+}
+
+// bgqTool is what runjob is given to start hpcdap's agent as its tool: the session token in a
+// file of the user's (jobctld passes the tool no environment) named in the agent's arguments,
+// and the listener the agents register with.
+type bgqTool struct {
+	token, tokenFile string
+	rv               *rendezvous
+	daemons          *mpir.ToolDaemons
+}
+
+func newBGQTool(fe *Frontend, emulated bool, subset string) (*bgqTool, error) {
+	t := &bgqTool{token: newToken()}
+	var err error
+	t.tokenFile, err = fe.workFile("bgq-token-*")
+	if err == nil {
+		err = os.WriteFile(t.tokenFile, []byte(t.token+"\n"), 0o600)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("launch: runjob: session token file: %w", err)
+	}
+	host := "127.0.0.1" // the emulated I/O nodes are this host
+	if !emulated {
+		if host, err = fe.advertiseHost(nil); err != nil {
+			os.Remove(t.tokenFile)
+			return nil, err
+		}
+	}
+	if t.rv, err = listenRendezvous(t.token); err != nil {
+		os.Remove(t.tokenFile)
+		return nil, err
+	}
+	t.daemons = &mpir.ToolDaemons{Path: fe.opts.AgentPath, Subset: subset,
+		Args: []string{"agent", "--connect", net.JoinHostPort(host, strconv.Itoa(t.rv.port())), "--token-file", t.tokenFile}}
+	return t, nil
 }
 
 // bgqJob is a job runjob runs: an MPIR job whose node agents runjob started, one per I/O node.

@@ -225,6 +225,11 @@ func launchMPIRWith(ctx context.Context, fe *Frontend, family string, argv []str
 
 // attachMPIR runs MPIR attach mode on a running launcher of this host.
 func attachMPIR(ctx context.Context, fe *Frontend, pid int) (*mpirJob, error) {
+	return attachMPIRWith(ctx, fe, pid, mpir.Options{})
+}
+
+// attachMPIRWith is attachMPIR with MPIR options (the tool daemons of a BG/Q runjob).
+func attachMPIRWith(ctx context.Context, fe *Frontend, pid int, opts mpir.Options) (*mpirJob, error) {
 	ctx, cancel := context.WithTimeout(ctx, fe.opts.Timeout)
 	defer cancel()
 	exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
@@ -237,7 +242,8 @@ func attachMPIR(ctx context.Context, fe *Frontend, pid int) (*mpirJob, error) {
 		return nil, err
 	}
 	j := &mpirJob{fe: fe, family: family, la: la, id: fmt.Sprintf("%s pid %d", filepath.Base(exe), pid)}
-	sess, procs, err := mpir.Attach(ctx, la.client, mpir.Options{Exe: exe})
+	opts.Exe = exe
+	sess, procs, err := mpir.Attach(ctx, la.client, opts)
 	j.sess = sess
 	if err != nil {
 		if sess != nil {

@@ -50,6 +50,8 @@ func WLMFor(req Request) string {
 	if req.LauncherPid != 0 {
 		if exe, err := os.Readlink("/proc/" + strconv.Itoa(req.LauncherPid) + "/exe"); err == nil && filepath.Base(exe) == "srun" {
 			return "slurm"
+		} else if err == nil && launcherNames[filepath.Base(exe)] == "bgq" {
+			return "bgq"
 		}
 	}
 	if w := os.Getenv("HPCDAP_WLM"); w != "" {

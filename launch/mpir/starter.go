@@ -37,7 +37,8 @@ type Options struct {
 	// Exe is the launcher's executable path when the agent cannot tell (GetTargetInfo is an
 	// extension a real BG/Q lacks).
 	Exe string
-	// Daemons, when set, has the launcher co-spawn the tool's daemons (Launch only).
+	// Daemons, when set, has the launcher co-spawn the tool's daemons: at launch, or on
+	// attach for a launcher that polls MPIR_being_debugged (BG/Q's runjob).
 	Daemons *ToolDaemons
 }
 
@@ -209,6 +210,16 @@ func Attach(ctx context.Context, c Conn, opts Options) (*Starter, []Proc, error)
 	s.stopped = true
 	if err := s.resolve(ctx); err != nil {
 		return s, nil, err
+	}
+	if opts.Daemons != nil {
+		// A starter that polls MPIR_being_debugged (BG/Q's runjob) starts the daemons once it
+		// runs again and sees it set.
+		if err := s.writeDaemons(ctx, opts.Daemons); err != nil {
+			return s, nil, err
+		}
+		if err := s.writeInt(ctx, s.syms.BeingDebugged, 1); err != nil {
+			return s, nil, fmt.Errorf("mpir: set MPIR_being_debugged: %w", err)
+		}
 	}
 	if procs, ok, err := s.filledTable(ctx); ok || err != nil {
 		return s, procs, err
