@@ -157,7 +157,7 @@ func New(cfg Config) (*Agent, error) {
 	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token)}
 	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger, CNK: cfg.CNK}
 	if cfg.CIOS != nil {
-		a.cios = newCIOSRelay(cfg.CIOS, a.logf)
+		a.cios = newCIOSRelay(cfg.CIOS, a.logf, a.frontEndOpened, a.frontEndClosed)
 		a.srv.Handler = a.cios
 		go cfg.CIOS.heartbeat(CIOSHeartbeat, a.done, a.logf)
 	}

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/ppc64"
 )
 
 // ciosRelay is the CDTI handler of an agent that is a CIOS tool (a cdti.RelayHandler): each
 // message from the front end goes unaltered to the toolctld of its rank's compute node, over
-// one socket per compute node and front-end connection (each connection is one tool to
-// toolctld, which takes up to four), and every message toolctld sends back (acks, Notify)
-// goes up unaltered. toolctld takes only Attach, Detach, Query, Update and Control: the
+// one socket per compute node and front-end connection, and every message toolctld sends back
+// (acks, Notify) goes up unaltered. Every connection speaks with the one tool id jobctld gave
+// the agent, which toolctld lets one socket attach at a time: a second front-end connection
+// attaching while the first is attached is refused (ToolIdConflict), as on BG/Q. toolctld takes only Attach, Detach, Query, Update and Control: the
 // relay answers anything else as toolctld would, ErrorAck(UnsupportedType), without a
 // round trip.
 //
@@ -31,6 +33,9 @@ type ciosRelay struct {
 	job     *CIOSJob
 	logf    func(string, ...any)
 	timeout time.Duration // bounds each of the relay's own requests
+	// opened and closed count the front end's connections for the agent's lifeline: a
+	// front end that speaks CDTI alone is connected as much as one that also manages.
+	opened, closed func()
 
 	mu    sync.Mutex
 	links map[*cdti.Conn]map[uint32]*ciosLink // per front-end connection, by compute node
@@ -57,8 +62,6 @@ type ciosLink struct {
 	sent     map[uint32]cdti.Message      // forwarded requests by sequence id, decoded
 	own      map[uint32]chan cdti.Message // the relay's own requests awaiting their ack
 	seq      uint32
-	jobID    uint64 // the job and tool ids of the tool's messages
-	toolID   uint32
 	attached map[uint32]bool
 	control  map[uint32]bool
 	traps    map[trapKey]uint32 // → the original instruction
@@ -67,9 +70,13 @@ type ciosLink struct {
 	done     chan struct{} // closed when the reader ends
 }
 
-func newCIOSRelay(job *CIOSJob, logf func(string, ...any)) *ciosRelay {
-	return &ciosRelay{job: job, logf: logf, timeout: 10 * time.Second, links: map[*cdti.Conn]map[uint32]*ciosLink{}}
+func newCIOSRelay(job *CIOSJob, logf func(string, ...any), opened, closed func()) *ciosRelay {
+	return &ciosRelay{job: job, logf: logf, timeout: 10 * time.Second, links: map[*cdti.Conn]map[uint32]*ciosLink{},
+		opened: opened, closed: closed}
 }
+
+// Opened counts a front-end connection (cdti.OpenHandler).
+func (r *ciosRelay) Opened(*cdti.Conn) { r.opened() }
 
 // Relay forwards one frame of the front end's (cdti.RelayHandler).
 func (r *ciosRelay) Relay(c *cdti.Conn, frame []byte) error {
@@ -92,8 +99,13 @@ func (r *ciosRelay) Relay(c *cdti.Conn, frame []byte) error {
 		return c.Send(cdti.ReplyTo(h, cdti.RequestFailed, cdti.ErrorCodeUnreachable))
 	}
 	m, _ := cdti.DecodeMessage(frame) // for the give-back; what does not decode goes down all the same
-	if u, ok := m.(*cdti.Update); ok {
-		l.readOriginals(h, u, r.timeout)
+	switch m := m.(type) {
+	case *cdti.Update:
+		l.readOriginals(h, m, r.timeout)
+	case *cdti.Detach:
+		// toolctld forgets the tool at any DetachAck (§9.6): traps the tool left are taken
+		// out first, while it still can.
+		l.removeTraps(r.job, r.timeout, r.logf)
 	}
 	if err := l.forward(h, m, frame); err != nil {
 		return c.Send(cdti.ReplyTo(h, cdti.RequestFailed, cdti.ErrorCodeUnreachable))
@@ -111,12 +123,13 @@ func (r *ciosRelay) Closed(c *cdti.Conn, _ error) {
 	var wg sync.WaitGroup
 	for _, l := range ls {
 		wg.Go(func() {
-			l.giveBack(r.timeout, r.logf)
+			l.giveBack(r.job, r.timeout, r.logf)
 			l.nc.Close()
 			<-l.done
 		})
 	}
 	wg.Wait()
+	r.closed()
 }
 
 // link returns c's socket to node's toolctld, connecting on first use.
@@ -152,7 +165,6 @@ func (l *ciosLink) forward(h cdti.Header, m cdti.Message, frame []byte) error {
 	if m != nil {
 		l.sent[h.SequenceID] = m
 	}
-	l.jobID, l.toolID = h.JobID, h.ToolID
 	l.mu.Unlock()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -200,8 +212,15 @@ func (l *ciosLink) read(r *ciosRelay) {
 				ch <- m
 				continue
 			}
+			if h.SequenceID&ciosOwnSeq != 0 && req == nil {
+				continue // the late answer to one of the relay's own requests
+			}
 			if req != nil {
 				l.book(req, frame)
+			}
+		} else if n, err := cdti.DecodeMessage(frame); err == nil {
+			if n, ok := n.(*cdti.Notify); ok && n.Kind == cdti.NotifyTypeTermination {
+				l.forget(n.Rank) // its process is gone, with what the tool had of it
 			}
 		}
 		l.up.SendEncoded(frame) // a front end that is gone is given back by Closed
@@ -218,7 +237,7 @@ func (r *ciosRelay) lost(l *ciosLink) {
 	}
 	r.logf("agent: job %d: the toolctld of compute node %d is gone: ranks %v unreachable", r.job.ID, l.node, ranks)
 	for _, rank := range ranks {
-		n := &cdti.Notify{Header: cdti.Header{Rank: rank, JobID: l.jobID, ToolID: l.toolID},
+		n := &cdti.Notify{Header: r.job.header(rank),
 			Kind: cdti.NotifyTypeUnreachable, Lost: uint32(len(ranks))}
 		if l.up.Notify(n) != nil {
 			return
@@ -286,7 +305,8 @@ func (l *ciosLink) readOriginals(h cdti.Header, u *cdti.Update, timeout time.Dur
 	for _, c := range u.Commands {
 		if sb, ok := c.(*cdti.SetBreakpoint); ok {
 			k := trapKey{h.Rank, sb.Addr}
-			if _, planted := l.traps[k]; !planted {
+			_, planted := l.traps[k]
+			if _, read := l.origs[k]; !planted && !read {
 				keys = append(keys, k)
 				cmds = append(cmds, &cdti.GetMemory{ThreadID: sb.ThreadID, Addr: sb.Addr, Length: 4})
 			}
@@ -305,7 +325,11 @@ func (l *ciosLink) readOriginals(h cdti.Header, u *cdti.Update, timeout time.Dur
 	defer l.mu.Unlock()
 	for i, res := range qa.Results {
 		if g, ok := res.Ack.(*cdti.GetMemoryAck); ok && i < len(keys) && res.Code == cdti.CmdSuccess && len(g.Data) == 4 {
-			l.origs[keys[i]] = binary.BigEndian.Uint32(g.Data) // BG/Q is big-endian
+			// BG/Q is big-endian. A trap read there is a plant of the tool's that overtook
+			// this read, not the original: the CNK refuses it in ResetBreakpoint (§8.8).
+			if w := binary.BigEndian.Uint32(g.Data); !ppc64.IsTrap(w) {
+				l.origs[keys[i]] = w
+			}
 		}
 	}
 }
@@ -352,15 +376,66 @@ func (l *ciosLink) call(m cdti.Message, timeout time.Duration) (cdti.Message, er
 	}
 }
 
-// giveBack undoes what the tool left on l's node: its traps removed (original instructions
-// restored), control released (a process stopped for a notification continues), the node's
-// ranks detached. Each step that fails is logged and the next tried.
-func (l *ciosLink) giveBack(timeout time.Duration, logf func(string, ...any)) {
+// forget drops what the tool had of rank, whose process has ended.
+func (l *ciosLink) forget(rank uint32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.attached, rank)
+	delete(l.control, rank)
+	for k := range l.traps {
+		if k.rank == rank {
+			delete(l.traps, k)
+		}
+	}
+	for k := range l.origs {
+		if k.rank == rank {
+			delete(l.origs, k)
+		}
+	}
+}
+
+// header is the header of one of the relay's own requests about rank: the ids jobctld gave
+// the tool, which toolctld and the CNK know it by.
+func (j *CIOSJob) header(rank uint32) cdti.Header {
+	return cdti.Header{Rank: rank, JobID: j.ID, ToolID: j.ToolID}
+}
+
+// removeTraps takes out the traps the tool left on l's node, their original instructions
+// restored. A removal that fails is logged and the trap forgotten: nothing else could take it
+// out once the tool has gone.
+func (l *ciosLink) removeTraps(job *CIOSJob, timeout time.Duration, logf func(string, ...any)) {
 	l.mu.Lock()
 	traps := map[uint32][]cdti.Command{}
 	for k, orig := range l.traps {
 		traps[k.rank] = append(traps[k.rank], &cdti.ResetBreakpoint{Addr: k.addr, Instruction: orig})
 	}
+	clear(l.traps)
+	l.mu.Unlock()
+	for rank, cmds := range traps {
+		for len(cmds) > 0 {
+			n := min(len(cmds), cdti.MaxCommands)
+			ack, err := l.call(&cdti.Update{Header: job.header(rank), Commands: cmds[:n]}, timeout)
+			logGiveBack(logf, l.node, "remove traps", rank, ack, err)
+			cmds = cmds[n:]
+		}
+	}
+}
+
+// logGiveBack logs a step of a give-back that failed.
+func logGiveBack(logf func(string, ...any), node uint32, what string, rank uint32, ack cdti.Message, err error) {
+	if err == nil && ack != nil && ack.Hdr().ReturnCode != cdti.Success {
+		err = fmt.Errorf("%v", ack.Hdr().ReturnCode)
+	}
+	if err != nil {
+		logf("agent: compute node %d: give back rank %d: %s: %v", node, rank, what, err)
+	}
+}
+
+// giveBack undoes what the tool left on l's node: its traps removed (original instructions
+// restored), control released (a process stopped for a notification continues), the node's
+// ranks detached. Each step that fails is logged and the next tried.
+func (l *ciosLink) giveBack(job *CIOSJob, timeout time.Duration, logf func(string, ...any)) {
+	l.mu.Lock()
 	var control, attached []uint32
 	for rk := range l.control {
 		control = append(control, rk)
@@ -368,47 +443,29 @@ func (l *ciosLink) giveBack(timeout time.Duration, logf func(string, ...any)) {
 	for rk := range l.attached {
 		attached = append(attached, rk)
 	}
-	jobID, toolID := l.jobID, l.toolID
 	l.mu.Unlock()
 	if len(attached) == 0 {
 		return
 	}
-	hdr := func(rank uint32) cdti.Header { return cdti.Header{Rank: rank, JobID: jobID, ToolID: toolID} }
-	say := func(what string, rank uint32, ack cdti.Message, err error) {
-		if err == nil && ack != nil && ack.Hdr().ReturnCode != cdti.Success {
-			err = fmt.Errorf("%v", ack.Hdr().ReturnCode)
-		}
-		if err != nil {
-			logf("agent: compute node %d: give back rank %d: %s: %v", l.node, rank, what, err)
-		}
-	}
-	for rank, cmds := range traps {
-		for len(cmds) > 0 {
-			n := min(len(cmds), cdti.MaxCommands)
-			ack, err := l.call(&cdti.Update{Header: hdr(rank), Commands: cmds[:n]}, timeout)
-			say("remove traps", rank, ack, err)
-			cmds = cmds[n:]
-		}
-	}
+	l.removeTraps(job, timeout, logf)
 	for _, rank := range control {
 		// With notifications pending, the CNK continues the notified thread and keeps control
 		// (CmdPendingNotify): the next one is then released in turn.
 		for range 64 {
-			ack, err := l.call(&cdti.Update{Header: hdr(rank), Commands: []cdti.Command{&cdti.ReleaseControl{Notify: cdti.ReleaseInactive}}}, timeout)
+			ack, err := l.call(&cdti.Update{Header: job.header(rank), Commands: []cdti.Command{&cdti.ReleaseControl{Notify: cdti.ReleaseInactive}}}, timeout)
 			if ua, ok := ack.(*cdti.UpdateAck); ok && err == nil && ua.ReturnCode == cdti.Success &&
 				len(ua.Results) > 0 && ua.Results[0].Code == cdti.CmdPendingNotify {
 				continue
 			}
-			say("release control", rank, ack, err)
+			logGiveBack(logf, l.node, "release control", rank, ack, err)
 			break
 		}
 	}
-	ack, err := l.call(&cdti.Detach{Header: hdr(attached[0]), Select: cdti.RanksInNode}, timeout)
-	say("detach", attached[0], ack, err)
+	ack, err := l.call(&cdti.Detach{Header: job.header(attached[0]), Select: cdti.RanksInNode}, timeout)
+	logGiveBack(logf, l.node, "detach", attached[0], ack, err)
 	l.mu.Lock()
 	clear(l.attached)
 	clear(l.control)
-	clear(l.traps)
 	l.mu.Unlock()
 }
 

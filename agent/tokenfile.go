@@ -14,7 +14,8 @@ import (
 // starts with BG_JOBID and BG_TOOLID only). The file must be a regular file of this user's
 // that no one else may read or write, and is opened without following a symbolic link.
 func ReadTokenFile(path string) (string, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	// O_NONBLOCK: a FIFO put there must not hold the agent before the checks refuse it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return "", fmt.Errorf("agent: token file: %w", err)
 	}

@@ -113,7 +113,11 @@ func TestCIOSAgentGivesBack(t *testing.T) {
 	}
 	// The tool of I/O node 0 vanishes; the agents are then ended while the other is attached.
 	tools[0].Close()
-	time.Sleep(time.Second) // node 0's give-back runs while the other tool is still there
+	// Node 0's ranks run to their end by that give-back alone, the other tool still there.
+	waitFor(t, "node 0's ranks to end after their tool vanished", func() bool {
+		b, _ := os.ReadFile(out)
+		return strings.Contains(string(b), "rank 0 sum 242\n") && strings.Contains(string(b), "rank 1 sum 248\n")
+	})
 	if err := j.EndTool(id, 30*time.Second); err != nil {
 		t.Fatalf("end_tool: %v", err)
 	}

@@ -3,7 +3,6 @@ package bgq
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -71,9 +70,7 @@ func startCNK(ctx context.Context, s cnkSpec) (*cnk, error) {
 		"--np", strconv.Itoa(s.ranks), "--first-rank", strconv.Itoa(s.firstRank),
 		"--job-size", strconv.Itoa(s.jobSize), "--job-id", strconv.FormatUint(s.jobID, 10),
 		"--kill-on-exit", "--log", s.log}
-	if cnkFlag != "" {
-		args = append(args, cnkFlag)
-	}
+	args = append(args, cnkFlag)
 	args = append(append(args, "--"), s.argv...)
 	cmd := exec.Command(s.hpcdap, args...)
 	cmd.Env = append(append(os.Environ(), s.env...), "HPCDAP_TOKEN="+token)
@@ -151,11 +148,10 @@ func (c *cnk) dialLink(ctx context.Context) (net.Conn, error) {
 	return conn, nil
 }
 
-// hello is the tool side of the hpcdap Hello exchange (cdti.Client.Hello) on a connection
-// that no cdti.Client reads: the agent proves the token first, then the link does.
+// hello is the tool side of the hpcdap Hello exchange (cdti.ProveHello) on a connection that
+// no cdti.Client reads: the agent proves the token first, then the link does.
 func hello(conn net.Conn, token []byte) error {
-	mine := cdti.NewNonce()
-	roundTrip := func(m *cdti.Hello) (*cdti.HelloAck, error) {
+	_, err := cdti.ProveHello(token, func(m *cdti.Hello) (*cdti.HelloAck, error) {
 		m.Header = cdti.Header{Service: cdti.ServiceToolctl, Version: cdti.ProtocolVersion}
 		b, err := cdti.Encode(m)
 		if err != nil {
@@ -180,14 +176,9 @@ func hello(conn net.Conn, token []byte) error {
 			return nil, fmt.Errorf("hello: %v", ack.ReturnCode)
 		}
 		return ack, nil
-	}
-	ack, err := roundTrip(&cdti.Hello{ExtVersion: cdti.ExtensionVersion, Nonce: mine})
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("hello: %w", err)
 	}
-	if len(ack.Nonce) != cdti.NonceSize || !hmac.Equal(ack.Proof, cdti.HelloProof(token, cdti.HelloRoleAgent, mine, ack.Nonce)) {
-		return fmt.Errorf("hello: %w: the agent did not prove the session token", cdti.ErrAuthentication)
-	}
-	_, err = roundTrip(&cdti.Hello{ExtVersion: cdti.ExtensionVersion, Proof: cdti.HelloProof(token, cdti.HelloRoleTool, ack.Nonce, mine)})
-	return err
+	return nil
 }

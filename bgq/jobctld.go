@@ -182,7 +182,12 @@ func (n *ioNode) startTool(j jobInfo, id uint32, path string, args []string, std
 		return fail(err)
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), "BG_JOBID="+strconv.FormatUint(j.id, 10), "BG_TOOLID="+sid, JobsEnv+"="+n.jobs)
+	// jobctld gives a tool these and nothing else of its own environment (cdti-v6.md §2.4),
+	// and the emulator where the I/O node's jobs are.
+	cmd.Env = []string{"BG_JOBID=" + strconv.FormatUint(j.id, 10), "BG_TOOLID=" + sid, JobsEnv + "=" + n.jobs}
+	if v, ok := os.LookupEnv("LD_LIBRARY_PATH"); ok {
+		cmd.Env = append(cmd.Env, "LD_LIBRARY_PATH="+v)
+	}
 	cmd.Dir = j.wdir
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {

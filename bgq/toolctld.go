@@ -68,7 +68,12 @@ func (tc *toolConn) send(b []byte) error {
 // startToolctld listens at path and serves the tools of compute node node over link, an
 // authenticated CDTI connection to its CNK.
 func startToolctld(path string, node uint32, jobID uint64, ranks []uint32, link net.Conn, trace func(bool, []byte), logf func(string, ...any)) (*toolctld, error) {
-	os.Remove(path)
+	if c, err := net.Dial("unix", path); err == nil {
+		// A compute node runs one job at a time: another job under the same root holds it.
+		c.Close()
+		return nil, fmt.Errorf("toolctld %d: %s is in use by another job under the same root: give this one another --root", node, path)
+	}
+	os.Remove(path) // left by a job that did not end cleanly
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
 		return nil, fmt.Errorf("toolctld %d: listen %s: %w", node, path, err)
@@ -190,13 +195,17 @@ func (d *toolctld) serveTool(tc *toolConn) {
 			if h.Version != cdti.ProtocolVersion {
 				d.logf("toolctld %d: tool %d attaches with protocol version %d, not %d", d.node, h.ToolID, h.Version, cdti.ProtocolVersion)
 			}
+			if h.ToolID == controlToolID {
+				tc.send(bareAck(h, cdti.MsgAttachAck, cdti.ToolIdConflict, attachAckSize))
+				continue // the control system's own id is never a tool's
+			}
 			d.mu.Lock()
 			owner, taken := d.ids[h.ToolID]
 			if !taken {
 				d.ids[h.ToolID] = tc // recorded before the CNK answers (§9.1)
 			}
 			d.mu.Unlock()
-			if taken && owner != tc || h.ToolID == controlToolID {
+			if taken && owner != tc {
 				tc.send(bareAck(h, cdti.MsgAttachAck, cdti.ToolIdConflict, attachAckSize))
 				continue
 			}

@@ -16,7 +16,7 @@ func (c *Client) Hello(ctx context.Context, token []byte) (*HelloAck, error) {
 		}
 		return nil, &OpError{Op: "hello", Object: c.remote, Err: err}
 	}
-	ack, err := proveHello(token, func(m *Hello) (*HelloAck, error) {
+	ack, err := ProveHello(token, func(m *Hello) (*HelloAck, error) {
 		reply, err := c.roundTrip(ctx, m)
 		if err != nil {
 			return nil, err
@@ -32,11 +32,12 @@ func (c *Client) Hello(ctx context.Context, token []byte) (*HelloAck, error) {
 	return ack, nil
 }
 
-// proveHello is the tool's side of the Hello handshake, over exchange (one Hello sent, the
+// ProveHello is the tool's side of the Hello handshake, over exchange (one Hello sent, the
 // agent's HelloAck read): the agent proves the session token first, over the tool's nonce, so
 // that a listener without the token learns nothing from the tool; then the tool proves it
-// over the agent's. It returns the agent's last ack.
-func proveHello(token []byte, exchange func(*Hello) (*HelloAck, error)) (*HelloAck, error) {
+// over the agent's. It returns the agent's last ack. Client.Hello uses it, and so can a relay
+// that authenticates a raw link.
+func ProveHello(token []byte, exchange func(*Hello) (*HelloAck, error)) (*HelloAck, error) {
 	mine := NewNonce()
 	ch, err := exchange(&Hello{ExtVersion: ExtensionVersion, Nonce: mine})
 	if err != nil {

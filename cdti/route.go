@@ -577,7 +577,7 @@ func dialAgent(ctx context.Context, addr string, token []byte) (net.Conn, error)
 		}
 		return ack, nil
 	}
-	if _, err := proveHello(token, exchange); err != nil {
+	if _, err := ProveHello(token, exchange); err != nil {
 		return fail(err)
 	}
 	if br.Buffered() > 0 {

@@ -187,7 +187,20 @@ func (j *Job) Detach() {
 				}
 			}
 			for _, kernel := range n.kernels() {
-				n.client.Detach(ctx, uint32(kernel[0].Num), cdti.RanksInNode)
+				// Addressed to a rank still there: a CNK refuses a Detach naming one that
+				// ended, and toolctld forgets the tool all the same (cdti-v6.md §9.6).
+				j.mu.Lock()
+				var at *Rank
+				for _, r := range kernel {
+					if r.state != RankExited {
+						at = r
+						break
+					}
+				}
+				j.mu.Unlock()
+				if at != nil {
+					n.client.Detach(ctx, uint32(at.Num), cdti.RanksInNode)
+				}
 			}
 		})
 	}

@@ -37,11 +37,20 @@ func (bgqWLM) Name() string { return "bgq" }
 // emulated one is), which Launch knows.
 func (bgqWLM) Available() error { return nil }
 
-// bgqRunjob finds runjob: a real one on PATH, else the emulated system's beside agentPath
-// (the hpcdap binary; "" this executable). emulated says which.
-func bgqRunjob(agentPath string) (path string, emulated bool, err error) {
-	if p, err := exec.LookPath("runjob"); err == nil {
-		return p, false, nil
+// bgqRunjob finds the runjob a launcher name means: a path as given; "runjob" the one on PATH,
+// else the emulated system's beside agentPath (the hpcdap binary; "" this executable), which
+// EmulatedRunjob names alone. emulated says which it is.
+func bgqRunjob(launcher, agentPath string) (path string, emulated bool, err error) {
+	if strings.Contains(launcher, "/") {
+		if _, err := os.Stat(launcher); err != nil {
+			return "", false, fmt.Errorf("launch: launcher %s: %w", launcher, err)
+		}
+		return launcher, filepath.Base(launcher) == EmulatedRunjob, nil
+	}
+	if launcher != EmulatedRunjob {
+		if p, err := exec.LookPath("runjob"); err == nil {
+			return p, false, nil
+		}
 	}
 	if agentPath == "" {
 		if agentPath, err = os.Executable(); err != nil {
@@ -88,7 +97,7 @@ func (bgqWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier
 	if spec.Protocol != "" && spec.Protocol != ProtocolMPIR {
 		return nil, fmt.Errorf("launch: runjob: protocol %q: BG/Q's runjob speaks MPIR only", spec.Protocol)
 	}
-	path, emulated, err := bgqRunjob(fe.opts.AgentPath)
+	path, emulated, err := bgqRunjob(spec.Launcher, fe.opts.AgentPath)
 	if err != nil {
 		return nil, err
 	}

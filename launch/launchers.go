@@ -50,7 +50,7 @@ func CheckLauncher(name string) error {
 	if _, ok := launcherNames[filepath.Base(name)]; !ok {
 		return fmt.Errorf(`launcher %q: want "local", "mpirun", "prterun", "prun", "mpiexec.hydra", "srun" or "runjob" (or mpirun.openmpi, mpiexec.mpich, a path to one of them)`, name)
 	}
-	if name == "runjob" {
+	if name == "runjob" || name == EmulatedRunjob {
 		return nil // runjob on PATH, else the emulated system's beside the agent's binary (bgqRunjob)
 	}
 	if _, err := exec.LookPath(name); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log"
@@ -43,7 +44,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	supervise := fs.Bool("supervise", false, "attach mode: run the agent as a child worker and, if the worker is killed outright (SIGKILL), put back the original instructions of the breakpoints it left planted, so that the processes run on instead of dying of SIGTRAP")
 	noTrapConds := fs.Bool("no-trap-conditions", os.Getenv("HPCDAP_AGENT_NO_TRAP_CONDITIONS") != "",
 		"answer SetTrapCondition with CmdInval, as a BG/Q CNK does, so that the front end decides every breakpoint hit (default from HPCDAP_AGENT_NO_TRAP_CONDITIONS)")
-	tokenFile := fs.String("token-file", "", "read the session token from `FILE` (this user's, mode 0600) when HPCDAP_TOKEN is not set: for an agent whose environment its workload manager does not pass on (a BG/Q CIOS tool)")
+	tokenFile := fs.String("token-file", "", "read the session token from `FILE` (this user's, mode 0600) instead of HPCDAP_TOKEN: for an agent whose environment its workload manager does not pass on (a BG/Q CIOS tool)")
 	cnk := fs.Bool("cnk", os.Getenv("HPCDAP_AGENT_CNK") != "",
 		"behave on the wire as a Blue Gene/Q Compute Node Kernel, which speaks CDTI v6 only: answer every extension command (TargetInfo, StopProcess, native register sets, tracebacks, CallFunction, SetTrapCondition) with CmdInval and extension messages (GatherStacks) with ErrorAck(UnsupportedType), and place ack payloads in a shuffled order; the session's Hello is still required; implies --no-trap-conditions (default from HPCDAP_AGENT_CNK)")
 	followExec := fs.String("follow-exec", "", "follow the forks of the launcher given after -- and serve as ranks the processes that exec `PROGRAM` (rank from PMI_RANK), each held at its exec (for MPICH hydra)")
@@ -63,8 +64,20 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	if job != nil {
-		if *attach != "" || len(argv) > 0 || *launcher || *followExec != "" || *supervise {
-			fmt.Fprintf(stderr, "hpcdap agent: a CIOS tool (BG_JOBID %d) serves its job's ranks: give no program, --attach, --launcher, --follow-exec or --supervise\n", job.ID)
+		var given []string
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "listen", "connect", "log", "token-file":
+			default:
+				given = append(given, "--"+f.Name)
+			}
+		})
+		if len(argv) > 0 {
+			given = append(given, "a program")
+		}
+		if len(given) > 0 {
+			fmt.Fprintf(stderr, "hpcdap agent: a CIOS tool (BG_JOBID %d) relays to its job's ranks and takes only --listen or --connect, --token-file and --log: not %s\n",
+				job.ID, strings.Join(given, ", "))
 			return errUsage
 		}
 	}

@@ -27,13 +27,14 @@ func ciosJob() (*agent.CIOSJob, error) {
 	return agent.ReadCIOSJob(jobs, id, tool)
 }
 
-// agentToken is the session token: from HPCDAP_TOKEN, else from the token file.
+// agentToken is the session token: from the token file when one is named, else from
+// HPCDAP_TOKEN.
 func agentToken(tokenFile string) (string, error) {
-	if t := os.Getenv("HPCDAP_TOKEN"); t != "" {
-		return t, nil
-	}
 	if tokenFile != "" {
 		return agent.ReadTokenFile(tokenFile)
+	}
+	if t := os.Getenv("HPCDAP_TOKEN"); t != "" {
+		return t, nil
 	}
 	return "", errors.New("no session token: set HPCDAP_TOKEN or give --token-file (the token is never taken from the command line)")
 }
