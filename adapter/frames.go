@@ -24,10 +24,9 @@ func (s *Conn) onThreadsRequest(req *dap.ThreadsRequest) {
 		s.send(resp)
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
-	defer cancel()
-	list := []dap.Thread{}
-	for _, t := range j.LiveThreads(ctx, maxThreads) {
+	live := j.LiveThreads(s.ctx, maxThreads)
+	list := make([]dap.Thread, 0, len(live))
+	for _, t := range live {
 		list = append(list, dap.Thread{Id: t.ID, Name: t.Name})
 	}
 	resp.Body.Threads = list

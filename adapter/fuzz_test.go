@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -31,7 +32,16 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range seedMessages {
 		f.Add([]byte(s))
 	}
+	// A command seen before, then with what breaks go-dap's decoding of it.
+	f.Add([]byte(`{"command":"threads","type":"request","seq":12}`))
+	f.Add([]byte(`{"command":"threads","type":"request","seq":13,"success":"yes"}`))
+	f.Add([]byte(`{"command":"threads","type":"request","seq":14,"event":1}`))
+	f.Add([]byte(`{"command":"stackTrace","arguments":{"threadId":"1"},"type":"request","seq":15}`))
+	f.Add([]byte(`{"command":"stackTrace","arguments":[],"type":"request","seq":16}`))
 	c := newCodec()
+	for _, s := range seedMessages {
+		c.decode([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, derr := c.decode(b)
 		if derr != nil && m != nil {
@@ -39,6 +49,12 @@ func FuzzDecode(f *testing.F) {
 		}
 		if derr != nil && derr.msg == "" {
 			t.Fatalf("error without a message")
+		}
+		// c has decoded other messages before (it decodes a command it has seen in one
+		// pass): it answers as a codec that has seen none.
+		fm, fderr := newCodec().decode(b)
+		if !reflect.DeepEqual(m, fm) || !reflect.DeepEqual(derr, fderr) {
+			t.Fatalf("%s: decoded as %#v, %v after other messages; %#v, %v first", b, m, derr, fm, fderr)
 		}
 	})
 }

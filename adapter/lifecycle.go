@@ -217,7 +217,7 @@ func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
 	var wl *debugger.WLMJob
 	if plan.launcher != "" {
 		wl = &debugger.WLMJob{Req: launchRequest(plan), AgentExe: exe, LogDir: logDir, Logger: s.srv.cfg.Log, Timeout: wlmPhaseTimeout,
-			Phase: s.launchPhase}
+			Phase: s.launchPhase, Syms: s.srv.symbolCache()}
 		start = wl.Start
 		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
 	}

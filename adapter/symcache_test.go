@@ -20,7 +20,8 @@ func cacheSession(t testing.TB, p *program, line int, dir string) (built, cached
 	return cacheLaunch(t, p, line, dir, map[string]any{"program": p.bin})
 }
 
-// cacheLaunch is cacheSession with the launch arguments given (np 1).
+// cacheLaunch is cacheSession with the launch arguments given; it waits for every rank ("np")
+// to stop at the line.
 func cacheLaunch(t testing.TB, p *program, line int, dir string, args map[string]any) (built, cached int, took time.Duration) {
 	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: testLogger(t), LogDir: t.TempDir(),
 		SymbolOptions: &symbols.Options{IndexCacheDir: dir}})
@@ -32,7 +33,11 @@ func cacheLaunch(t testing.TB, p *program, line int, dir string, args map[string
 	d.event("initialized")
 	d.setBreakpoints(p.src, line)
 	d.call("configurationDone", nil, nil)
-	tid := waitBreakpointStops(t, d, 1)[0]
+	np := 1
+	if n, ok := args["np"].(int); ok {
+		np = n
+	}
+	tid := waitBreakpointStops(t, d, np)[0]
 	took = time.Since(t0)
 	var trace dap.StackTraceResponseBody
 	d.call("stackTrace", map[string]any{"threadId": tid}, &trace)
@@ -68,7 +73,8 @@ func TestSymbolIndexCacheAcrossSessions(t *testing.T) {
 // BenchmarkLaunchToStopIndexCache: launch → first stop at np 1 through a new server (as a new
 // `hpcdap dap` process), with the persistent index cache empty (cold: the first session), with
 // it filled (warm: every later one), and without it, beside a plain run of the program; with
-// the local launcher and through Open MPI's mpirun.
+// the local launcher and through Open MPI's mpirun; through mpirun also at np 4, to every
+// rank stopped at the breakpoint (stop mode rank).
 //
 //	go test ./adapter -run '^$' -bench LaunchToStopIndexCache -benchtime 5x
 func BenchmarkLaunchToStopIndexCache(b *testing.B) {
@@ -89,6 +95,15 @@ func BenchmarkLaunchToStopIndexCache(b *testing.B) {
 			"env": ompiEnv}
 		benchIndexCache(b, p, p.line(b, "after_init"), args, func(b *testing.B) {
 			plainLauncherRun(b, p, "mpirun.openmpi", "-np", 1, ompiEnv)
+		})
+	})
+	b.Run("mpirun-np4", func(b *testing.B) {
+		needTool(b, "mpirun.openmpi")
+		p := compileMPI(b, "mpicc.openmpi")
+		args := map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": 4, "args": []string{"-"},
+			"env": ompiEnv, "stopMode": "rank"}
+		benchIndexCache(b, p, p.line(b, "after_init"), args, func(b *testing.B) {
+			plainLauncherRun(b, p, "mpirun.openmpi", "-np", 4, ompiEnv)
 		})
 	})
 }

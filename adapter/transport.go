@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -170,6 +171,9 @@ type envelope struct {
 	Type      json.RawMessage `json:"type"`
 	Command   json.RawMessage `json:"command"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Fields of responses and events, which go-dap's decoder checks in any message.
+	Success json.RawMessage `json:"success"`
+	Event   json.RawMessage `json:"event"`
 }
 
 // decodeError is a message that arrived whole but cannot be handled; it is answered with an
@@ -188,10 +192,15 @@ func (e *decodeError) Error() string { return e.msg }
 type codec struct {
 	base      *dap.Codec
 	overrides map[string]func() dap.Message
+	// decoded holds, for each request command go-dap decoded, the type it decoded it into
+	// (nil when go-dap gives that command's requests defaults): the next ones of that
+	// command are decoded in one pass over the body instead of go-dap's two. Only the
+	// connection's reader decodes.
+	decoded map[string]reflect.Type
 }
 
 func newCodec() *codec {
-	c := &codec{base: dap.NewCodec(), overrides: map[string]func() dap.Message{}}
+	c := &codec{base: dap.NewCodec(), overrides: map[string]func() dap.Message{}, decoded: map[string]reflect.Type{}}
 	for name, ctor := range customRequests {
 		ctor := ctor
 		c.base.RegisterRequest(name, func() dap.Message { return ctor() }, func() dap.Message { return &dap.Response{} })
@@ -240,6 +249,19 @@ func (c *codec) decode(body []byte) (dap.Message, *decodeError) {
 		}
 		return m, nil
 	}
+	if t := c.decoded[command]; t != nil && env.Success == nil && env.Event == nil {
+		m := reflect.New(t).Interface().(dap.Message)
+		if env.Arguments == nil {
+			// The envelope was all there was to read (threads, configurationDone).
+			r := m.(dap.RequestMessage).GetRequest()
+			r.Seq, r.Type, r.Command = seq, typ, command
+			return m, nil
+		}
+		if err := json.Unmarshal(body, m); err != nil {
+			return nil, &decodeError{seq: seq, command: command, id: errMalformed, msg: fmt.Sprintf("%s: bad arguments: %v", command, jsonError(err))}
+		}
+		return m, nil
+	}
 	m, err := c.base.DecodeMessage(body)
 	if err != nil {
 		var fe *dap.DecodeProtocolMessageFieldError
@@ -248,7 +270,36 @@ func (c *codec) decode(body []byte) (dap.Message, *decodeError) {
 		}
 		return nil, &decodeError{seq: seq, command: command, id: errMalformed, msg: fmt.Sprintf("%s: bad arguments: %v", command, jsonError(err))}
 	}
+	if _, seen := c.decoded[command]; !seen {
+		c.decoded[command] = c.plainType(command, m)
+	}
 	return m, nil
+}
+
+// plainType returns the type of m, a request go-dap decoded, if go-dap makes each request of
+// that command as the zero value of its type (initialize's has defaults; nil: not plain).
+func (c *codec) plainType(command string, m dap.Message) reflect.Type {
+	t := reflect.TypeOf(m)
+	if t.Kind() != reflect.Pointer {
+		return nil
+	}
+	name, err := json.Marshal(command)
+	if err != nil {
+		return nil
+	}
+	bare, err := c.base.DecodeMessage([]byte(`{"seq":0,"type":"request","command":` + string(name) + `}`))
+	if err != nil {
+		return nil
+	}
+	zero, ok := reflect.New(t.Elem()).Interface().(dap.RequestMessage)
+	if !ok {
+		return nil
+	}
+	zero.GetRequest().Type, zero.GetRequest().Command = "request", command
+	if !reflect.DeepEqual(bare, zero) {
+		return nil
+	}
+	return t.Elem()
 }
 
 // emptyArguments returns a request body with its "arguments" replaced by {}.
@@ -288,10 +339,10 @@ func writeMessage(w io.Writer, m any) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(b) + 32)
-	fmt.Fprintf(&buf, "Content-Length: %d\r\n\r\n", len(b))
-	buf.Write(b)
-	_, err = w.Write(buf.Bytes())
+	frame := make([]byte, 0, len(b)+32)
+	frame = append(frame, "Content-Length: "...)
+	frame = strconv.AppendInt(frame, int64(len(b)), 10)
+	frame = append(append(frame, "\r\n\r\n"...), b...)
+	_, err = w.Write(frame)
 	return err
 }

@@ -128,17 +128,25 @@ func (j *Job) Thread(id int) *Thread {
 	return j.threads[id]
 }
 
-// LiveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel)
-// and returns copies of the threads of the ranks that have not exited, in rank order: every
-// rank's main thread, and the others while the list holds fewer than max.
+// LiveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel,
+// each bounded by ctx and DefaultTimeout) and returns copies of the threads of the ranks that
+// have not exited, in rank order: every rank's main thread, and the others while the list
+// holds fewer than max.
 func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
-	done := make(chan struct{}, len(j.ranks))
+	var done chan struct{}
 	n := 0
 	for _, r := range j.ranks {
 		j.mu.Lock()
 		stale := r.state == RankStopped && r.threadsGen != r.gen
 		j.mu.Unlock()
 		if stale {
+			if done == nil {
+				// Only a stop's first request reads: a repeated one costs no timer.
+				done = make(chan struct{}, len(j.ranks))
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+				defer cancel()
+			}
 			n++
 			go func() {
 				defer func() { done <- struct{}{} }()

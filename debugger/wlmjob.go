@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch"
+	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // Jobs through a workload manager's launcher (package launch): mpirun, mpiexec.hydra and srun
@@ -32,6 +33,9 @@ type WLMJob struct {
 	Timeout  time.Duration // per phase
 	// Phase, when set, receives a line as each phase of the launch begins or ends.
 	Phase func(msg string)
+	// Syms, when set, is the symbol cache of the job to come: a launch reads the program and
+	// its libraries into it while the launcher starts (readAhead).
+	Syms *symbols.Cache
 
 	fe     *launch.Frontend
 	app    *launch.App
@@ -47,6 +51,9 @@ func (l *WLMJob) Start(ctx context.Context, progress func(done, total int)) (*la
 	work, err := os.MkdirTemp(l.LogDir, "launch-*")
 	if err != nil {
 		return nil, fmt.Errorf("launch: working directory: %w", err)
+	}
+	if l.Syms != nil && l.Req.Program != "" {
+		go readAhead(l.Syms, l.Req, l.Logger)
 	}
 	fe, app, g, err := launch.Open(ctx, launch.Options{AgentPath: l.AgentExe, WorkDir: work, Timeout: l.Timeout,
 		Logger: l.Logger, Progress: l.Phase}, l.Req)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -182,6 +183,21 @@ func (n *localNodes) stage(_ context.Context, dir string) (Staging, error) {
 
 func (l localStaging) Stores() [][]string { return [][]string{{l.host}} }
 
+// place copies files into the staging directory, with the directories they need, each with
+// its source's permission bits: what the archive that other nodes receive would unpack.
+func (l localStaging) place(files []ManifestFile) error {
+	for _, f := range files {
+		dst := filepath.Join(l.dir, f.Dest)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return fmt.Errorf("launch: ship %s: %w", f.Source, err)
+		}
+		if err := copyFile(f.Source, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (l localStaging) Remove(context.Context) error {
 	if err := os.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("launch: remove %s: %w", l.dir, err)
@@ -211,6 +227,11 @@ func (n *localNodes) ship(_ context.Context, hosts []string, src, dst string) er
 	if err := n.checkHosts(hosts); err != nil {
 		return err
 	}
+	return copyFile(src, dst)
+}
+
+// copyFile copies src to dst, a new file with src's permission bits.
+func copyFile(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("launch: ship %s: %w", src, err)

@@ -99,6 +99,13 @@ func (s *Session) Ship(ctx context.Context, m *Manifest) ([]string, error) {
 		s.libDirs = append(s.libDirs, newDirs...)
 		return nil, nil
 	}
+	if p, ok := s.staging.(placer); ok {
+		// The directory is on this host: the files go in without an archive.
+		if err := p.place(todo); err != nil {
+			return nil, err
+		}
+		return s.recordShipped(todo, newDirs, 1), nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.app.fe.opts.Timeout)
 	defer cancel()
 	archive, err := s.app.fe.workFile("stage-*.tar")
@@ -128,14 +135,27 @@ func (s *Session) Ship(ctx context.Context, m *Manifest) ([]string, error) {
 	if err := perHost("unpack "+stage, res); err != nil {
 		return nil, err
 	}
+	return s.recordShipped(todo, newDirs, len(unpack)), nil
+}
+
+// recordShipped records files as in the session (and the library directories they bring),
+// says so, and returns their session paths. unpacked is the number of nodes that unpacked
+// them. The caller holds s.mu.
+func (s *Session) recordShipped(files []ManifestFile, newDirs []string, unpacked int) []string {
 	var names []string
-	for _, f := range todo {
+	for _, f := range files {
 		s.shipped[f.Dest] = f.Source
 		names = append(names, f.Dest)
 	}
-	s.app.fe.progressf("launch: %s: shipped %d file(s) to %d node(s), unpacked on %d", s.app.ID(), len(todo), len(s.Hosts), len(unpack))
+	s.app.fe.progressf("launch: %s: shipped %d file(s) to %d node(s), unpacked on %d", s.app.ID(), len(files), len(s.Hosts), unpacked)
 	s.libDirs = append(s.libDirs, newDirs...)
-	return names, nil
+	return names
+}
+
+// placer is a Staging whose directory is on this host: it takes files in place, without the
+// archive that other nodes receive.
+type placer interface {
+	place(files []ManifestFile) error
 }
 
 func contains(list []string, s string) bool {

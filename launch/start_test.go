@@ -1,6 +1,7 @@
 package launch
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -76,9 +77,23 @@ func TestStartLocal(t *testing.T) {
 	if want := "[lib/decoy/libinner.so.1 lib/libinner.so.1 lib/libouter.so]"; fmt.Sprint(shipped) != want {
 		t.Errorf("shipped %v, want %s", shipped, want)
 	}
+	// A session of this host gets copies of the files, each with its source's permission bits.
+	sources := map[string]string{}
+	for _, f := range m.Files() {
+		sources[f.Dest] = f.Source
+	}
 	for _, f := range shipped {
-		if _, err := os.Stat(filepath.Join(s.Dir, f)); err != nil {
+		got, err := os.ReadFile(filepath.Join(s.Dir, f))
+		if err != nil {
 			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		want, _ := os.ReadFile(sources[f])
+		st, _ := os.Stat(filepath.Join(s.Dir, f))
+		src, _ := os.Stat(sources[f])
+		if !bytes.Equal(got, want) || st.Mode() != src.Mode() || os.SameFile(st, src) {
+			t.Errorf("%s: %d bytes, mode %v (same file %v); want a copy of %s: %d bytes, mode %v",
+				f, len(got), st.Mode(), os.SameFile(st, src), sources[f], len(want), src.Mode())
 		}
 	}
 	if env := fmt.Sprint(s.Env()); !strings.Contains(env, "LD_LIBRARY_PATH="+s.Dir+"/lib:"+s.Dir+"/lib/decoy") {

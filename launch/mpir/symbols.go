@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"sync"
+	"syscall"
 )
 
 // Names of the MPIR symbols this package uses.
@@ -92,37 +95,24 @@ var ErrNoSymbols = errors.New("no MPIR symbols")
 
 // LookupFile finds the MPIR symbols of one ELF file: .dynsym, then .symtab, then the debug file
 // named by its build ID, then the table of known builds. The first source that defines
-// MPIR_Breakpoint wins. A file without any gives ErrNoSymbols.
+// MPIR_Breakpoint wins. A file without any gives ErrNoSymbols. What a file's tables hold is
+// read once per version of the file (tablesOf).
 func LookupFile(path string) (*FileSymbols, error) {
-	f, err := elf.Open(path)
+	t, err := tablesOf(path, false)
 	if err != nil {
 		return nil, fmt.Errorf("mpir: symbols of %s: %w", path, err)
 	}
-	defer f.Close()
-	id := buildID(f)
+	id := t.buildID
 	out := &FileSymbols{Path: path, BuildID: id}
-	try := func(src Source, syms []elf.Symbol) bool {
-		vals, sizes := pick(syms)
-		if _, ok := vals[SymBreakpoint]; !ok {
-			return false
-		}
-		out.Source, out.Values, out.Sizes = src, vals, sizes
-		return true
-	}
-	if syms, err := f.DynamicSymbols(); err == nil && try(SourceDynsym, syms) {
-		return out, nil
-	}
-	if syms, err := f.Symbols(); err == nil && try(SourceSymtab, syms) {
+	if t.vals != nil {
+		out.Source, out.Values, out.Sizes = t.src, maps.Clone(t.vals), maps.Clone(t.sizes)
 		return out, nil
 	}
 	if id != "" && len(id) > 2 {
 		dbg := filepath.Join(DebugRoot, ".build-id", id[:2], id[2:]+".debug")
-		if df, err := elf.Open(dbg); err == nil {
-			syms, err := df.Symbols()
-			df.Close()
-			if err == nil && try(SourceDebugFile, syms) {
-				return out, nil
-			}
+		if dt, err := tablesOf(dbg, true); err == nil && dt.vals != nil {
+			out.Source, out.Values, out.Sizes = SourceDebugFile, maps.Clone(dt.vals), maps.Clone(dt.sizes)
+			return out, nil
 		}
 	}
 	if kb, ok := knownBuilds[id]; ok {
@@ -134,6 +124,70 @@ func LookupFile(path string) (*FileSymbols, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("mpir: symbols of %s: %w", path, ErrNoSymbols)
+}
+
+// fileTables is what one ELF file's own symbol tables say: its build ID and, when one of
+// them defines MPIR_Breakpoint, the MPIR symbols of the first that does.
+type fileTables struct {
+	buildID string
+	src     Source            // .dynsym or .symtab (.symtab alone for a debug file)
+	vals    map[string]uint64 // nil: neither table defines MPIR_Breakpoint
+	sizes   map[string]uint64 // their sizes, where the table records one
+}
+
+// fileVersion identifies one version of a file: its path, and its inode, size and
+// modification time, which a rewrite or a replacement changes.
+type fileVersion struct {
+	path       string
+	debugFile  bool
+	dev, ino   uint64
+	size, nsec int64
+}
+
+// tables holds fileTables by fileVersion: a launcher and its libraries are read once per
+// process, not at every launch (the launcher's libraries include libc, whose debug file's
+// symbol table is large), and again when a file changes.
+var tables sync.Map
+
+// tablesOf reads the symbol tables of path (a debug file: its .symtab only), or returns what
+// they held when this version of the file was read before. Failures are not kept.
+func tablesOf(path string, debugFile bool) (*fileTables, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	key := fileVersion{path: path, debugFile: debugFile, size: st.Size(), nsec: st.ModTime().UnixNano()}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		key.dev, key.ino = uint64(sys.Dev), sys.Ino
+	}
+	if t, ok := tables.Load(key); ok {
+		return t.(*fileTables), nil
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t := &fileTables{buildID: buildID(f)}
+	try := func(src Source, syms []elf.Symbol) bool {
+		vals, sizes := pick(syms)
+		if _, ok := vals[SymBreakpoint]; !ok {
+			return false
+		}
+		t.src, t.vals, t.sizes = src, vals, sizes
+		return true
+	}
+	if debugFile {
+		if syms, err := f.Symbols(); err == nil {
+			try(SourceSymtab, syms)
+		}
+	} else if syms, err := f.DynamicSymbols(); err != nil || !try(SourceDynsym, syms) {
+		if syms, err := f.Symbols(); err == nil {
+			try(SourceSymtab, syms)
+		}
+	}
+	tables.Store(key, t)
+	return t, nil
 }
 
 // pick keeps the defined MPIR symbols of a symbol table: their values and sizes.

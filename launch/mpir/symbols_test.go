@@ -3,7 +3,9 @@ package mpir
 import (
 	"debug/elf"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -116,5 +118,58 @@ func TestLookupFileErrors(t *testing.T) {
 	}
 	if _, err := LookupFile("helpers_test.go"); err == nil {
 		t.Errorf("non-ELF file: no error")
+	}
+}
+
+// What LookupFile read of a file is not used for another version of it: a launcher rebuilt
+// with, then without, the MPIR symbols at the same path (written in place, then replaced)
+// is read again each time.
+func TestLookupFileSeesChangedFile(t *testing.T) {
+	cc := testenv.NeedTool(t, "cc", "gcc")
+	dir := t.TempDir()
+	build := func(name, src string) string {
+		c := filepath.Join(dir, name+".c")
+		out := filepath.Join(dir, name)
+		if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := exec.Command(cc, "-rdynamic", "-o", out, c).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", cc, err, b)
+		}
+		return out
+	}
+	with := build("with", `int MPIR_debug_state, MPIR_proctable_size; void *MPIR_proctable;
+void MPIR_Breakpoint(void) {}
+int main(void) { MPIR_Breakpoint(); return MPIR_debug_state; }`)
+	without := build("without", `int main(void) { return 0; }`)
+	launcher := filepath.Join(dir, "launcher")
+	copyTo := func(src string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(launcher, b, 0o755); err != nil { // in place: same inode
+			t.Fatal(err)
+		}
+	}
+	copyTo(without)
+	if _, err := LookupFile(launcher); !errors.Is(err, ErrNoSymbols) {
+		t.Fatalf("without the symbols: %v, want ErrNoSymbols", err)
+	}
+	copyTo(with)
+	fs, err := LookupFile(launcher)
+	if err != nil || !fs.Has() {
+		t.Fatalf("rewritten in place with the symbols: %+v, %v", fs, err)
+	}
+	// Callers may keep and change what they get: the next lookup is not affected.
+	fs.Values[SymBreakpoint] = 0
+	if again, err := LookupFile(launcher); err != nil || again.Values[SymBreakpoint] == 0 {
+		t.Fatalf("second lookup: %+v, %v", again, err)
+	}
+	if err := os.Rename(without, launcher); err != nil { // replaced: another inode
+		t.Fatal(err)
+	}
+	if _, err := LookupFile(launcher); !errors.Is(err, ErrNoSymbols) {
+		t.Fatalf("replaced by a file without the symbols: %v, want ErrNoSymbols", err)
 	}
 }
