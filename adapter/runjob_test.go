@@ -257,3 +257,50 @@ func TestRunjobAttach(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRunjobToBreakpoint: launch → every one of 8 ranks stopped at a breakpoint (stop
+// mode rank), through runjob on the emulated Blue Gene/Q (2 ranks per compute node, 2 compute
+// nodes per I/O node: CIOS agents relaying to toolctld, CNKs answering v6 only), beside the
+// same program launched with "emulator" (one agent of the RSP back end per rank set, with
+// every extension).
+//
+//	go test -run '^$' -bench RunjobToBreakpoint -benchtime 5x ./adapter
+func BenchmarkRunjobToBreakpoint(b *testing.B) {
+	tg := powerTargets[0]
+	modernQEMU(b, tg.emulator)
+	p := compilePowerC(b, tg, "bgq")
+	const np = 8
+	line := p.line(b, "leaf")
+	root, err := os.MkdirTemp("", "bgq")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	run := func(args map[string]any) time.Duration {
+		d := newDAP(b, viaPipe)
+		defer d.close()
+		t0 := time.Now()
+		d.launch(args)
+		d.setBreakpoints(p.src, line)
+		d.call("configurationDone", nil, nil)
+		for range np {
+			if _, err := d.c.WaitEvent("stopped", time.Minute, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		el := time.Since(t0)
+		d.call("terminate", nil, nil)
+		d.c.WaitEvent("terminated", time.Minute, nil)
+		return el
+	}
+	var bgq, plain time.Duration
+	for range b.N {
+		bgq += run(map[string]any{"program": p.bin, "launcher": "runjob", "np": np, "stopMode": "rank",
+			"launcherArgs": []string{"--ranks-per-node", "2", "--cn-per-ion", "2", "--root", root}})
+		plain += run(map[string]any{"program": p.bin, "emulator": tg.emulator, "np": np, "stopMode": "rank"})
+	}
+	n := float64(b.N)
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(bgq.Seconds()/n, "runjob-s")
+	b.ReportMetric(plain.Seconds()/n, "rsp-agent-s")
+}
