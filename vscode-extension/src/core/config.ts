@@ -5,10 +5,10 @@
 import { RankSet, checkRankSetSyntax } from './rankset';
 
 /** The launchers hpcdap can start ranks with. */
-export const launchers = ['local', 'mpirun', 'prterun', 'prun', 'mpiexec.hydra', 'srun'] as const;
+export const launchers = ['local', 'mpirun', 'prterun', 'prun', 'mpiexec.hydra', 'srun', 'runjob'] as const;
 /** Every launcher name the adapter accepts, alone or as the last element of a path. */
 export const launcherNames = ['mpirun', 'mpiexec', 'orterun', 'mpirun.openmpi', 'mpiexec.openmpi', 'prterun', 'prte', 'prun',
-  'mpiexec.hydra', 'hydra', 'mpirun.mpich', 'mpiexec.mpich', 'srun'] as const;
+  'mpiexec.hydra', 'hydra', 'mpirun.mpich', 'mpiexec.mpich', 'srun', 'runjob', 'hpcdap-runjob'] as const;
 /** How the ranks of an MPI launcher are reached, when the configuration says. */
 export const launchProtocols = ['mpir', 'pmix', 'follow'] as const;
 /** What stops when one thread stops. */

@@ -28,7 +28,7 @@ test('launch: invalid fields are named', () => {
   rejects(launch({ np: 0 }), /"np" must be an integer ≥ 1, not 0/);
   rejects(launch({ np: 2.5 }), /"np" must be an integer/);
   rejects(launch({ np: 'four' }), /"np" must be an integer/);
-  rejects(launch({ launcher: 'mpich' }), /"launcher" must be one of "local", "mpirun", "prterun", "prun", "mpiexec.hydra", "srun" \(or "mpirun.openmpi", "mpiexec.mpich", a path to one of them\), not "mpich"/);
+  rejects(launch({ launcher: 'mpich' }), /"launcher" must be one of "local", "mpirun", "prterun", "prun", "mpiexec.hydra", "srun", "runjob" \(or "mpirun.openmpi", "mpiexec.mpich", a path to one of them\), not "mpich"/);
   rejects(launch({ launcher: '/opt/bin/mpich' }), /"launcher" must be one of/);
   assert.deepEqual(checkConfig(launch({ launcher: '/opt/openmpi-5/bin/mpirun', np: 4 })).errors, []);
   assert.deepEqual(checkConfig(launch({ launcher: 'mpirun.openmpi', launchProtocol: 'pmix', np: 4 })).errors, []);
