@@ -53,6 +53,24 @@ func (c *catchUp) over(rank int) {
 	c.told.Unlock()
 }
 
+// continued forgets what the replay told of the stop of the rank whose thread threadID (all:
+// every thread) runs again: a rank continued with threads held (stop mode thread) ends no stop
+// the engine reports as over, yet its next stop is a new one.
+func (c *catchUp) continued(j *debugger.Job, threadID int, all bool) {
+	c.told.Lock()
+	defer c.told.Unlock()
+	if all {
+		clear(c.replayed)
+		return
+	}
+	if j == nil {
+		return
+	}
+	if t := j.Thread(threadID); t != nil {
+		delete(c.replayed, t.Rank.Num)
+	}
+}
+
 // replayStops tells s, which joined a running job, of its threads, the stops that hold now
 // and every rank's state, as if it had watched them happen: one thread event (started) per
 // live thread, as the threads request lists them, one hpcdap/ranksChanged event with all

@@ -89,6 +89,10 @@ func (e jobEvents) Continued(threadID int) {
 	if e.stale() {
 		return
 	}
+	e.s.mu.Lock()
+	j := e.s.job
+	e.s.mu.Unlock()
+	e.s.catch.continued(j, threadID, false)
 	e.s.send(continuedEvent(threadID, false))
 }
 

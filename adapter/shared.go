@@ -364,7 +364,11 @@ func (sh *share) Logf(format string, args ...any) { sh.srv.logf(format, args...)
 // othersContinued tells the members other than s that threadID (with all: every thread)
 // runs again because s resumed it: s itself learns it from its request's response.
 func (sh *share) othersContinued(s *Conn, threadID int, all bool) {
+	sh.mu.Lock()
+	j := sh.job
+	sh.mu.Unlock()
 	for _, m := range sh.each() {
+		m.s.catch.continued(j, threadID, all)
 		if m.s != s && !m.stale() {
 			m.s.send(continuedEvent(threadID, all))
 		}
