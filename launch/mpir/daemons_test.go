@@ -39,8 +39,16 @@ func TestToolDaemonsOpenMPI(t *testing.T) {
 		s.Abandon()
 		t.Fatalf("WaitSpawned: %v, %+v", err, procs)
 	}
-	// The daemon started before the table was announced: its record is there.
-	recs, _ := filepath.Glob(record + ".*")
+	// The daemon was started before the table was announced; it writes its record when it
+	// runs, which the launcher does not wait for.
+	var recs []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		recs, _ = filepath.Glob(record + ".*")
+		if b, _ := os.ReadFile(first(recs)); len(recs) > 0 && strings.HasSuffix(string(b), "\n") &&
+			strings.Count(string(b), "\n") == len(args) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(recs) != 1 {
 		s.Abandon()
 		t.Fatalf("%d daemon(s) started on this one node, want 1", len(recs))
@@ -104,4 +112,12 @@ func FuzzServerArguments(f *testing.F) {
 			t.Fatalf("%q decodes to %q, which encodes to %q", b, args, enc)
 		}
 	})
+}
+
+// first is the first of names, or "".
+func first(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }
