@@ -304,3 +304,53 @@ func BenchmarkRunjobToBreakpoint(b *testing.B) {
 	b.ReportMetric(bgq.Seconds()/n, "runjob-s")
 	b.ReportMetric(plain.Seconds()/n, "rsp-agent-s")
 }
+
+// TestRunjobSubset launches 8 ranks through runjob with "ranks": "5-6": runjob is given the
+// subset (MPIR_subset_attach) and starts the agent only on the I/O node that serves those
+// ranks (ranks 4–7), so the session holds those four ranks alone, and the breakpoint stops
+// ranks 5 and 6 only.
+func TestRunjobSubset(t *testing.T) {
+	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
+	tg := powerTargets[0]
+	modernQEMU(t, tg.emulator)
+	p := compilePowerC(t, tg, "bgq")
+	root, err := os.MkdirTemp("", "bgq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": 8, "ranks": "5-6",
+		"env": map[string]any{"READY_DIR": t.TempDir()},
+		"launcherArgs": []string{"--ranks-per-node", "2", "--cn-per-ion", "2", "--root", root}})
+	var ranks []int
+	for _, r := range d.ranks().Ranks {
+		ranks = append(ranks, r.Rank)
+	}
+	if fmt.Sprint(ranks) != "[4 5 6 7]" {
+		t.Fatalf("the session's ranks %v, want those of the subset's I/O node, [4 5 6 7]", ranks)
+	}
+	d.setBreakpoints(p.src, p.line(t, "leaf"))
+	d.call("configurationDone", nil, nil)
+	hit := map[int]bool{}
+	for stops := 0; len(hit) < 2; stops++ {
+		st := d.stopped()
+		for _, r := range d.ranks().Ranks {
+			if r.StopReason == "breakpoint" {
+				hit[r.Rank] = true
+			}
+		}
+		if stops > 4 {
+			break
+		}
+		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	}
+	if len(hit) != 2 || !hit[5] || !hit[6] {
+		t.Errorf("ranks stopped at the breakpoint: %v, want 5 and 6", hit)
+	}
+	d.call("terminate", nil, nil)
+	if _, err := d.c.WaitEvent("terminated", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+}

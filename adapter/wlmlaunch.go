@@ -2,7 +2,9 @@ package adapter
 
 import (
 	"sort"
+	"strings"
 
+	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/launch"
 )
 
@@ -18,7 +20,15 @@ func launchRequest(p *launchPlan) launch.Request {
 	}
 	sort.Strings(env)
 	sort.Strings(unset)
-	return launch.Request{Launcher: p.launcher, LauncherArgs: p.launcherArgs, LabelOutput: true, NP: p.np,
+	req := launch.Request{Launcher: p.launcher, LauncherArgs: p.launcherArgs, LabelOutput: true, NP: p.np,
 		Program: p.program, Args: p.args, Env: env, Unset: unset, NoASLR: p.noASLR, Dir: p.cwd,
 		Protocol: p.protocol}
+	if launch.TakesSubset(p.launcher) && p.focus != "" {
+		// runjob starts the agents for the focus ranks alone; its subset notation separates
+		// items with spaces.
+		if set, err := debugger.ParseFocus(p.focus, p.np); err == nil {
+			req.Subset = strings.ReplaceAll(set.String(), ",", " ")
+		}
+	}
+	return req
 }

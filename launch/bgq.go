@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/launch/mpir"
+	"github.com/hpcdap/hpcdap/rankset"
 )
 
 func init() { RegisterWLM("bgq", func() WLM { return bgqWLM{} }) }
@@ -63,6 +64,10 @@ func bgqRunjob(launcher, agentPath string) (path string, emulated bool, err erro
 	}
 	return p, true, nil
 }
+
+// TakesSubset reports whether a launcher starts the tool for a subset of the job's ranks
+// (BG/Q's runjob, MPIR_subset_attach), so that a launch names the ranks to debug to it.
+func TakesSubset(launcher string) bool { return launcherNames[filepath.Base(launcher)] == "bgq" }
 
 // bgqArgs are runjob's arguments for spec's program: --exe, and --args for each argument
 // (runjob splits them at white space, so an argument cannot hold any).
@@ -122,7 +127,7 @@ func (bgqWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier
 	j := &bgqJob{mpirJob: mj, tokenFile: tool.tokenFile}
 	j.hold = HoldByAgent
 	j.jobNodes = jobNodes{bgqNodes{procs: mj.procs}}
-	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, spec.Output); err != nil {
+	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, spec.Subset, spec.Output); err != nil {
 		j.Kill(ctx, syscall.SIGKILL)
 		j.Close()
 		return nil, err
@@ -159,7 +164,7 @@ func (bgqWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error)
 	}
 	j := &bgqJob{mpirJob: mj, tokenFile: tool.tokenFile}
 	j.jobNodes = jobNodes{bgqNodes{procs: mj.procs}}
-	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, ""); err != nil {
+	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, "", ""); err != nil {
 		j.Close()
 		return nil, err
 	}
@@ -233,13 +238,24 @@ func (j *bgqJob) Close() error {
 	return j.mpirJob.Close()
 }
 
-// waitCIOSAgents waits for the agent of each I/O node of the job to register, and matches it
-// to its I/O node by the ranks it serves (on BG/Q an I/O node's name is runjob's, which the
-// agent does not learn).
-func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, mj *mpirJob, token, output string) ([]AgentEndpoint, error) {
+// waitCIOSAgents waits for the agent of each I/O node of the job that serves a rank of subset
+// ("": every I/O node) to register, and matches it to its I/O node by the ranks it serves (on
+// BG/Q an I/O node's name is runjob's, which the agent does not learn).
+func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, mj *mpirJob, token, subset, output string) ([]AgentEndpoint, error) {
+	set, err := rankset.Parse(subset, len(mj.procs))
+	if err != nil {
+		return nil, fmt.Errorf("launch: %s: rank subset %q: %w", mj.id, subset, err)
+	}
 	byHost := map[string][]int{}
+	wanted := map[string]bool{}
 	for _, p := range mj.procs {
 		byHost[p.Host] = append(byHost[p.Host], p.Rank)
+		wanted[p.Host] = wanted[p.Host] || subset == "" || set.Contains(p.Rank)
+	}
+	for h := range byHost {
+		if !wanted[h] {
+			delete(byHost, h) // runjob starts no tool there
+		}
 	}
 	hosts := make([]string, 0, len(byHost))
 	for h := range byHost {

@@ -29,6 +29,9 @@ type Request struct {
 	// Protocol names how the ranks are reached: "mpir", "pmix", "follow" ("": chosen from
 	// what the launcher offers; see ParseProtocol).
 	Protocol string
+	// Subset names the ranks to debug, in the MPIR subset notation, for a launcher that
+	// starts the tool for a subset (BG/Q's runjob: MPIR_subset_attach); "" is every rank.
+	Subset string
 
 	// Attach: exactly one, instead of a program.
 	LauncherPid int    // a running mpirun, mpiexec.hydra or srun on this host
@@ -122,7 +125,7 @@ func Start(ctx context.Context, fe *Frontend, req Request) (*App, *Agents, error
 		args = append(append(args, req.LauncherArgs...), np...)
 		app, err = fe.LaunchBarrier(ctx, LaunchSpec{Launcher: req.Launcher, Args: args,
 			Program: req.Program, ProgramArgs: req.Args, Env: req.Env, Unset: req.Unset, NoASLR: req.NoASLR, Dir: req.Dir, Output: req.Output,
-			Protocol: proto})
+			Protocol: proto, Subset: req.Subset})
 	}
 	if err != nil {
 		return nil, nil, err
