@@ -322,7 +322,7 @@ func TestRunjobSubset(t *testing.T) {
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": 8, "ranks": "5-6",
-		"env": map[string]any{"READY_DIR": t.TempDir()},
+		"env":          map[string]any{"READY_DIR": t.TempDir()},
 		"launcherArgs": []string{"--ranks-per-node", "2", "--cn-per-ion", "2", "--root", root}})
 	var ranks []int
 	for _, r := range d.ranks().Ranks {
