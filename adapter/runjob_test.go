@@ -129,7 +129,6 @@ func TestRunjobBreakpointRemoved(t *testing.T) {
 		var ev dap.EvaluateResponseBody
 		d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": frames[0].Id, "context": "repl"}, &ev)
 	}
-	d.setBreakpoints(p.src)
 	f, err := elf.Open(p.bin)
 	if err != nil {
 		t.Fatal(err)
@@ -141,14 +140,20 @@ func TestRunjobBreakpointRemoved(t *testing.T) {
 		}
 	}
 	f.Close()
-	for _, r := range d.ranks().Ranks {
-		d.call("hpcdap/focus", map[string]any{"ranks": strconv.Itoa(r.Rank)}, nil)
-		var rm dap.ReadMemoryResponseBody
-		d.call("readMemory", map[string]any{"memoryReference": fmt.Sprintf("%#x", at), "count": 4}, &rm)
-		if got, _ := base64.StdEncoding.DecodeString(rm.Data); !bytes.Equal(got, want) {
-			t.Errorf("rank %d: at %#x after the breakpoint was cleared: % x, the program's % x", r.Rank, at, got, want)
+	readAt := func(when string) {
+		for _, r := range d.ranks().Ranks {
+			d.call("hpcdap/focus", map[string]any{"ranks": strconv.Itoa(r.Rank)}, nil)
+			var rm dap.ReadMemoryResponseBody
+			d.call("readMemory", map[string]any{"memoryReference": fmt.Sprintf("%#x", at), "count": 8}, &rm)
+			if got, _ := base64.StdEncoding.DecodeString(rm.Data); len(got) != 8 || !bytes.Equal(got[:4], want) {
+				t.Errorf("rank %d: at %#x %s: % x, the program's % x", r.Rank, at, when, got, want)
+			}
 		}
 	}
+	// The user reads the program, not the trap the CNK shows there.
+	readAt("while the breakpoint is planted")
+	d.setBreakpoints(p.src)
+	readAt("after the breakpoint was cleared")
 	d.call("hpcdap/focus", map[string]any{"ranks": ""}, nil) // the continue is the whole job's
 	d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
 	end, err := d.c.WaitAny([]string{"stopped", "terminated"}, 2*time.Minute, focusStop)

@@ -56,6 +56,10 @@ func (rs *rankSymbols) loadFromELF(ctx context.Context, gen listGen) error {
 	return rs.readModulesLocked(ctx, gen)
 }
 
+// behindCNK reports whether r's agent is a BG/Q CNK (known once it refused GetTargetInfo). It
+// takes no lock: memory is read with the rank's symbol lock held.
+func (r *Rank) behindCNK() bool { return r.node != nil && r.node.cnk.Load() }
+
 // isCNK reports whether the rank's agent is a BG/Q CNK (known once its symbols are loaded).
 func (rs *rankSymbols) isCNK() bool {
 	rs.mu.Lock()

@@ -136,8 +136,11 @@ type breakpoints struct {
 	// copy of what it replaced (its ResetBreakpoint wants the original instruction,
 	// cdti-v6.md §8.8), the instruction under each trapped address of each rank, read before
 	// the first trap went there. Text does not change: an entry stays once read.
-	origMu   sync.Mutex
-	cnkOrigs map[*Rank]map[uint64][]byte
+	// cnkPlanted, under origMu as well, are the addresses of cnkOrigs where a trap stands
+	// now, which memory reads show as the original instruction (shadowCNK).
+	origMu     sync.Mutex
+	cnkOrigs   map[*Rank]map[uint64][]byte
+	cnkPlanted map[*Rank]map[uint64]bool
 }
 
 func newBreakpoints(j *Job) *breakpoints {

@@ -159,6 +159,7 @@ func (m *rankMemory) ReadAt(p []byte, addr uint64) (int, error) {
 			n += copy(p[n:], page[off:])
 		}
 		m.mu.Unlock()
+		m.shadow(p, addr)
 		return n, nil
 	}
 	m.mu.Unlock()
@@ -171,6 +172,7 @@ func (m *rankMemory) readExact(p []byte, addr uint64) (int, error) {
 	defer cancel()
 	data, err := m.rs.client().ReadMemory(ctx, m.rs.num(), 0, addr, len(p), cdti.SpecAccessUseThreadState)
 	n := copy(p, data)
+	m.shadow(p[:n], addr)
 	if err != nil {
 		return n, fmt.Errorf("cannot access memory at address %#x", addr+uint64(n))
 	}
@@ -199,7 +201,17 @@ func (m *rankMemory) WriteAt(p []byte, addr uint64) (int, error) {
 // readDirect reads memory without the cache (for readMemory requests, which must show what is
 // in memory now) and reports how many bytes were readable.
 func (m *rankMemory) readDirect(ctx context.Context, addr uint64, n int) ([]byte, error) {
-	return m.rs.client().ReadMemory(ctx, m.rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
+	data, err := m.rs.client().ReadMemory(ctx, m.rs.num(), 0, addr, n, cdti.SpecAccessUseThreadState)
+	m.shadow(data, addr)
+	return data, err
+}
+
+// shadow shows the program's instructions where the front end planted traps behind a BG/Q
+// CNK, whose memory reads show the traps (an hpcdap agent's reads do this itself).
+func (m *rankMemory) shadow(p []byte, addr uint64) {
+	if r := m.rs.rank; r != nil && r.job != nil && r.behindCNK() {
+		r.job.bps.shadowCNK(r, addr, p)
+	}
 }
 
 // WriteMemory writes data at addr of rank r (its symbols are read first, if they were not).

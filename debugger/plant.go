@@ -157,7 +157,7 @@ func (b *breakpoints) originals(ctx context.Context, r *Rank, trap []byte, addrs
 	if len(addrs) == 0 {
 		return nil
 	}
-	if r.sym.isCNK() {
+	if r.behindCNK() {
 		out := map[uint64][]byte{}
 		b.origMu.Lock()
 		defer b.origMu.Unlock()
@@ -177,7 +177,7 @@ func (b *breakpoints) originals(ctx context.Context, r *Rank, trap []byte, addrs
 // about to go and none was read before (see cnkOrigs); against an hpcdap agent it does
 // nothing.
 func (b *breakpoints) rememberOriginals(ctx context.Context, r *Rank, trap []byte, addrs []uint64) {
-	if len(addrs) == 0 || !r.sym.isCNK() {
+	if len(addrs) == 0 || !r.behindCNK() {
 		return
 	}
 	var unread []uint64
@@ -200,6 +200,44 @@ func (b *breakpoints) rememberOriginals(ctx context.Context, r *Rank, trap []byt
 	for a, o := range got {
 		if !bytes.Equal(o, trap) {
 			b.cnkOrigs[r][a] = o
+		}
+	}
+}
+
+// cnkPlaced records that the trap at addr of r is planted (or, with planted false, removed),
+// behind a BG/Q CNK: reads then show the original there (shadowCNK).
+func (b *breakpoints) cnkPlaced(r *Rank, addr uint64, planted bool) {
+	if !r.behindCNK() {
+		return
+	}
+	b.origMu.Lock()
+	defer b.origMu.Unlock()
+	if !planted {
+		delete(b.cnkPlanted[r], addr)
+		return
+	}
+	if b.cnkPlanted == nil {
+		b.cnkPlanted = map[*Rank]map[uint64]bool{}
+	}
+	if b.cnkPlanted[r] == nil {
+		b.cnkPlanted[r] = map[uint64]bool{}
+	}
+	b.cnkPlanted[r][addr] = true
+}
+
+// shadowCNK puts the original instructions over the traps planted in p, read at addr of r
+// behind a BG/Q CNK, whose memory shows them: what a user reads is the program, as an hpcdap
+// agent's reads show it. It takes no lock but origMu: memory is read with other locks held.
+func (b *breakpoints) shadowCNK(r *Rank, addr uint64, p []byte) {
+	b.origMu.Lock()
+	defer b.origMu.Unlock()
+	end := addr + uint64(len(p))
+	for a := range b.cnkPlanted[r] {
+		orig := b.cnkOrigs[r][a]
+		for i, c := range orig {
+			if x := a + uint64(i); x >= addr && x < end {
+				p[x-addr] = c
+			}
 		}
 	}
 }
@@ -299,6 +337,7 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 			} else {
 				sites[c.Addr] = &site{user: true}
 			}
+			b.cnkPlaced(r, c.Addr, true)
 		case *cdti.SetTrapCondition:
 			code := cdti.CmdSuccess
 			if i < len(res) {
@@ -317,6 +356,8 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 			if !ok {
 				b.j.logf("rank %d: remove the trap at %#x: %s", r.Num, c.Addr, why)
 				b.keepStale(sites, c.Addr)
+			} else {
+				b.cnkPlaced(r, c.Addr, false)
 			}
 		}
 	}
@@ -361,6 +402,7 @@ func (b *breakpoints) plantTemp(ctx context.Context, r *Rank, addr uint64) error
 		sites[addr] = &site{temp: 1}
 	}
 	b.mu.Unlock()
+	b.cnkPlaced(r, addr, true)
 	return nil
 }
 
