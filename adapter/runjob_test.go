@@ -16,6 +16,24 @@ import (
 	"github.com/google/go-dap"
 )
 
+// runjobProgram is what the runjob tests share: testdata/bgq.c built as a static big-endian
+// Power program, the emulator checked, a private root for the emulated system's I/O nodes
+// (removed at the end), and the CNKs told to interrupt with SIGUSR1, which bgq.c handles
+// (QEMU ≥ 9 ignores a debugger's interrupt).
+func runjobProgram(t testing.TB) (p *program, emulator, root string) {
+	t.Helper()
+	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
+	tg := powerTargets[0]
+	emulator = modernQEMU(t, tg.emulator)
+	p = compilePowerC(t, tg, "bgq")
+	root, err := os.MkdirTemp("", "bgq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	return p, emulator, root
+}
+
 // TestRunjobSession launches 8 ranks through `"launcher": "runjob"` on the emulated Blue
 // Gene/Q (no runjob on PATH: the one beside hpcdap, said in the console), 2 ranks per compute
 // node, 2 compute nodes per I/O node: runjob starts hpcdap's agent on each of the 2 I/O nodes
@@ -23,22 +41,12 @@ import (
 // stops every rank at a breakpoint with the stack gdb-multiarch sees, releases each rank's
 // loop and runs the job to its end with gdb's exit codes.
 func TestRunjobSession(t *testing.T) {
-	// QEMU ≥ 9 ignores the debugger's interrupt: the CNKs interrupt with SIGUSR1, which the
-	// program handles.
-	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
 	const np = 8
-	tg := powerTargets[0]
-	emulator := modernQEMU(t, tg.emulator)
-	p := compilePowerC(t, tg, "bgq")
+	p, emulator, root := runjobProgram(t)
 	oracle := map[int]bgqOracle{}
 	for _, r := range []int{0, 5} {
 		oracle[r] = bgqRankOracle(t, p, emulator, r, np)
 	}
-	root, err := os.MkdirTemp("", "bgq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(root)
 
 	d := newDAP(t, viaPipe)
 	defer d.close()
@@ -98,16 +106,8 @@ func TestRunjobSession(t *testing.T) {
 // under it then holds the program's own instruction again (readMemory against the ELF file)
 // on every rank; every rank then runs to its end with its exit code, none stopping again.
 func TestRunjobBreakpointRemoved(t *testing.T) {
-	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
 	const np = 4
-	tg := powerTargets[0]
-	modernQEMU(t, tg.emulator)
-	p := compilePowerC(t, tg, "bgq")
-	root, err := os.MkdirTemp("", "bgq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(root)
+	p, _, root := runjobProgram(t)
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": np, "env": map[string]any{"READY_DIR": t.TempDir()},
@@ -179,16 +179,8 @@ func bgqExit(rank int) int {
 // let out of its loop, and a disconnect that does not terminate leaves the job to end by
 // itself with every rank's output and runjob's normal exit (the agents gave the ranks back).
 func TestRunjobAttach(t *testing.T) {
-	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
 	const np = 4
-	tg := powerTargets[0]
-	modernQEMU(t, tg.emulator)
-	p := compilePowerC(t, tg, "bgq")
-	root, err := os.MkdirTemp("", "bgq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(root)
+	p, _, root := runjobProgram(t)
 	ready := t.TempDir()
 	out, err := os.Create(filepath.Join(t.TempDir(), "runjob.out"))
 	if err != nil {
@@ -271,16 +263,9 @@ func TestRunjobAttach(t *testing.T) {
 //
 //	go test -run '^$' -bench RunjobToBreakpoint -benchtime 5x ./adapter
 func BenchmarkRunjobToBreakpoint(b *testing.B) {
-	tg := powerTargets[0]
-	modernQEMU(b, tg.emulator)
-	p := compilePowerC(b, tg, "bgq")
+	p, _, root := runjobProgram(b)
 	const np = 8
 	line := p.line(b, "leaf")
-	root, err := os.MkdirTemp("", "bgq")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(root)
 	run := func(args map[string]any) time.Duration {
 		d := newDAP(b, viaPipe)
 		defer d.close()
@@ -302,7 +287,7 @@ func BenchmarkRunjobToBreakpoint(b *testing.B) {
 	for range b.N {
 		bgq += run(map[string]any{"program": p.bin, "launcher": "runjob", "np": np, "stopMode": "rank",
 			"launcherArgs": []string{"--ranks-per-node", "2", "--cn-per-ion", "2", "--root", root}})
-		plain += run(map[string]any{"program": p.bin, "emulator": tg.emulator, "np": np, "stopMode": "rank"})
+		plain += run(map[string]any{"program": p.bin, "emulator": powerTargets[0].emulator, "np": np, "stopMode": "rank"})
 	}
 	n := float64(b.N)
 	b.ReportMetric(0, "ns/op")
@@ -315,15 +300,7 @@ func BenchmarkRunjobToBreakpoint(b *testing.B) {
 // ranks (ranks 4–7), so the session holds those four ranks alone, and the breakpoint stops
 // ranks 5 and 6 only.
 func TestRunjobSubset(t *testing.T) {
-	t.Setenv("HPCDAP_AGENT_INTERRUPT_SIGNAL", "SIGUSR1")
-	tg := powerTargets[0]
-	modernQEMU(t, tg.emulator)
-	p := compilePowerC(t, tg, "bgq")
-	root, err := os.MkdirTemp("", "bgq")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(root)
+	p, _, root := runjobProgram(t)
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": 8, "ranks": "5-6",
