@@ -30,7 +30,9 @@ func (m *machine) pc(regs []byte) uint64 { return amd64.Reg(regs, amd64.OffRIP) 
 func (m *machine) sp(regs []byte) uint64 { return amd64.Reg(regs, amd64.OffRSP) }
 func (m *machine) fp(regs []byte) uint64 { return amd64.Reg(regs, amd64.OffRBP) }
 
-// syscallRegs returns regs set up to execute system call nr with args at pc.
+func (m *machine) syscallCode() []byte { return amd64.SyscallInsn }
+func (m *machine) stepsSyscall() bool  { return true }
+
 func (m *machine) syscallRegs(regs []byte, pc uint64, nr uint64, args ...uint64) []byte {
 	out := append([]byte(nil), regs...)
 	for i, a := range args {
@@ -41,7 +43,6 @@ func (m *machine) syscallRegs(regs []byte, pc uint64, nr uint64, args ...uint64)
 	return out
 }
 
-// syscallResult is the system call's return value (negative: -errno).
 func (m *machine) syscallResult(regs []byte) int64 { return int64(amd64.Reg(regs, amd64.OffRAX)) }
 
 // accessInstruction finds the instruction that made a data access to [lo, hi) and stopped at

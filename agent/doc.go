@@ -296,7 +296,8 @@
 // munmap into a stopped thread, restoring its registers and code; SetPreferences is stored
 // for GetPreferences (its DAC mode is used as above). The file commands serve the session's
 // staging directory (Config.StagingDir) and nothing outside it. The Power register commands
-// (Get/Set{General,Special,Float,Debug}Reg(s)) and the trap-handler commands answer CmdInval.
+// (Get/Set{General,Special,Float,Debug}Reg(s)) and the trap-handler commands answer CmdInval
+// on x86_64.
 //
 // # Function calls (CallFunction)
 //
@@ -332,7 +333,13 @@
 // answers zeros and SetDebugReg(s) CmdHwdUnavail (no debug facility, no watchpoints: QEMU has
 // none); GetTraceback walks the back chain (exact past a function's prologue and at its entry;
 // a leaf's return address is taken from the link register); GetTargetInfo names EM_PPC64 and
-// the byte order; DynamicNotifyStart dereferences the ELFv1 entry descriptor. Where the stub
+// the byte order; DynamicNotifyStart dereferences the ELFv1 entry descriptor.
+// InstallTrapHandler checks the 16 bytes at its address (an ELFv1 function descriptor) and
+// injects rt_sigaction(SIGTRAP, SA_SIGINFO) into the stopped thread (`sc` and a trap written at
+// its PC, the struct below the protected zone; both restored), RemoveTrapHandler puts SIG_DFL
+// back; with fast breakpoints enabled (SetPreferences), a SIGTRAP at a fast-trap word
+// (`twi 14,r31,0x8000|n`) is delivered to the program and no tool hears of it (ppc64.md §2.4:
+// fasttrap.go), while disabled the same word is an ordinary breakpoint. Where the stub
 // cannot write text (QEMU 7.2), trap words become stub breakpoints (Z0) and the log says so.
 // Limits of QEMU user mode: the other threads run while one is stopped, and QEMU ≥ 9 cannot
 // interrupt a running program that does not handle the interrupt signal (RSPBackend's

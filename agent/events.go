@@ -88,6 +88,10 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 		switch ev.Trap {
 		case target.TrapBreakpoint:
 			addr := ev.PC - p.info.Arch.PCAfterBreak
+			if p.fastTrap(addr) {
+				th.sig = sig // the program's own handler takes it; no tool hears of it
+				return
+			}
 			if b := p.bps[addr]; b != nil && !b.lifted {
 				// The PC stays past the trap until the hit is decided: a hit that does not
 				// stop may pass the breakpoint in the same request that resumes the thread.

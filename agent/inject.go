@@ -8,13 +8,41 @@ import (
 	"github.com/hpcdap/hpcdap/target"
 )
 
-// injectSyscall runs one system call in thread th, as AllocateMemory and FreeMemory need: with
-// the thread stopped, it saves its registers and the bytes at its PC, writes a syscall
-// instruction there, sets the call's registers, single-steps the thread, reads the result and
-// restores the bytes and the registers. Every other thread stays as it was (the agent does not
-// run them meanwhile). A signal that arrives first is kept for the thread and the step retried.
+// syscallABI is how a machine's thread makes one system call for the agent.
+type syscallABI interface {
+	// syscallCode is the code written at the thread's PC: the system call instruction, and
+	// where the call cannot be single-stepped alone, a trap after it.
+	syscallCode() []byte
+	// stepsSyscall reports whether the call is single-stepped (else the thread is resumed
+	// and stops at the trap after it).
+	stepsSyscall() bool
+	pc(regs []byte) uint64
+	// syscallRegs returns regs set up to execute system call nr with args at pc.
+	syscallRegs(regs []byte, pc uint64, nr uint64, args ...uint64) []byte
+	// syscallResult is the system call's return value (negative: -errno).
+	syscallResult(regs []byte) int64
+}
+
+// syscallABI returns the process's way of making system calls, or nil where the agent has none.
+func (p *proc) syscallABI() syscallABI {
+	switch {
+	case p.mach != nil:
+		return p.mach
+	case p.isPower():
+		return powerSyscalls{p.order()}
+	}
+	return nil
+}
+
+// injectSyscall runs one system call in thread th, as AllocateMemory, FreeMemory and
+// InstallTrapHandler need: with the thread stopped, it saves its registers and the bytes at its
+// PC, writes the system call's code there, sets the call's registers, runs the thread over it,
+// reads the result and restores the bytes and the registers. Every other thread stays as it
+// was (the agent does not run them meanwhile). A signal that arrives first is kept for the
+// thread and the call retried.
 func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdti.CmdReturnCode) {
-	if p.mach == nil {
+	abi := p.syscallABI()
+	if abi == nil {
 		return 0, cdti.CmdInval
 	}
 	var result int64
@@ -23,12 +51,14 @@ func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdt
 		if err != nil {
 			return cdti.CmdTIDinval
 		}
-		pc := p.mach.pc(regs)
-		saved := make([]byte, len(amd64.SyscallInsn))
+		pc := abi.pc(regs)
+		code := abi.syscallCode()
+		saved := make([]byte, len(code))
 		if n, err := p.tp.ReadMemory(pc, saved); err != nil || n != len(saved) {
 			return cdti.CmdMemUnavail
 		}
-		if n, err := p.tp.WriteMemory(pc, amd64.SyscallInsn); err != nil || n != len(amd64.SyscallInsn) {
+		if n, err := p.tp.WriteMemory(pc, code); err != nil || n != len(code) {
+			p.tp.WriteMemory(pc, saved)
 			return cdti.CmdMemUnavail
 		}
 		restore := func() {
@@ -41,13 +71,17 @@ func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdt
 			th.pc = 0
 		}
 		for attempt := 0; attempt < 4; attempt++ {
-			call := p.mach.syscallRegs(regs, pc, nr, args...)
+			call := abi.syscallRegs(regs, pc, nr, args...)
 			if err := p.tp.SetRegisters(th.tid, target.RegsGeneral, call); err != nil {
 				restore()
 				return cdti.CmdMemUnavail
 			}
 			p.capture, p.captured = th.tid, nil
-			if err := p.tp.Step(th.tid, 0); err != nil {
+			run := p.tp.Resume
+			if abi.stepsSyscall() {
+				run = p.tp.Step
+			}
+			if err := run(th.tid, 0); err != nil {
 				p.capture = 0
 				restore()
 				return cdti.CmdMemUnavail
@@ -68,7 +102,7 @@ func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdt
 				restore()
 				return cdti.CmdMemUnavail
 			}
-			if p.mach.pc(after) == pc && ev.Kind == target.EventSignal && ev.Trap != target.TrapStep {
+			if abi.pc(after) == pc && ev.Kind == target.EventSignal && ev.Trap != target.TrapStep {
 				// A signal stopped the thread before the instruction ran: keep it for the
 				// thread (delivered when it next runs) and try again.
 				if ev.Signal != int(syscall.SIGTRAP) && th.sig == 0 {
@@ -76,7 +110,7 @@ func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdt
 				}
 				continue
 			}
-			result = p.mach.syscallResult(after)
+			result = abi.syscallResult(after)
 			restore()
 			return cdti.CmdSuccess
 		}

@@ -176,6 +176,13 @@ func (p *proc) powerUpdate(th *pthread, c cdti.Command) (r cdti.Result, handled 
 		}), true
 	case *cdti.SetDebugReg, *cdti.SetDebugRegs:
 		return fail(cdti.CmdHwdUnavail, tid), true
+	case *cdti.InstallTrapHandler:
+		if c.Handler == ppc64.SigDfl {
+			return fail(cdti.CmdAddrErr, tid), true
+		}
+		return p.installTrapHandler(th, c.Handler), true
+	case *cdti.RemoveTrapHandler:
+		return p.installTrapHandler(th, ppc64.SigDfl), true
 	}
 	return cdti.Result{}, false
 }

@@ -132,7 +132,8 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 		return r, nil
 	}
 	// SetGeneralReg(s), SetSpecialReg(s), SetFloatReg(s), SetDebugReg(s): Power registers;
-	// InstallTrapHandler, RemoveTrapHandler: Power fast traps. None exists on this target.
+	// InstallTrapHandler, RemoveTrapHandler: Power fast traps (fasttrap.go). None exists on
+	// this target.
 	return fail(cdti.CmdInval, tid), nil
 }
 

@@ -79,7 +79,7 @@ func workEntry(t testing.TB, exe string) uint64 {
 // testJob loads a job of np ranks of testdata/ranks.c (with args), rpn per compute node and
 // cpi compute nodes per I/O node, closed at the end of the test; output is where the ranks
 // print.
-func testJob(t *testing.T, np, rpn, cpi int, trace func(uint32, bool, []byte), args ...string) (*Job, string) {
+func testJob(t testing.TB, np, rpn, cpi int, trace func(uint32, bool, []byte), args ...string) (*Job, string) {
 	t.Helper()
 	hpcdap, exe := built(t)
 	out := filepath.Join(t.TempDir(), "output")
@@ -101,7 +101,7 @@ func testJob(t *testing.T, np, rpn, cpi int, trace func(uint32, bool, []byte), a
 }
 
 // shortDir is a private temporary directory with a path short enough for socket names.
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "bgq")
 	if err != nil {
@@ -143,7 +143,7 @@ func (r *recorder) frames(t testing.TB) [][]byte {
 }
 
 // dialTool connects a tool with id toolID to a toolctl socket (a /jobs/<id>/toolctl_* link).
-func dialTool(t *testing.T, path string, toolID uint32, jobID uint64) (*cdti.Client, *recorder) {
+func dialTool(t testing.TB, path string, toolID uint32, jobID uint64) (*cdti.Client, *recorder) {
 	t.Helper()
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -156,7 +156,7 @@ func dialTool(t *testing.T, path string, toolID uint32, jobID uint64) (*cdti.Cli
 }
 
 // nextNotify waits for a Notify.
-func nextNotify(t *testing.T, c *cdti.Client) *cdti.Notify {
+func nextNotify(t testing.TB, c *cdti.Client) *cdti.Notify {
 	t.Helper()
 	select {
 	case n, ok := <-c.Notifications():
@@ -171,7 +171,7 @@ func nextNotify(t *testing.T, c *cdti.Client) *cdti.Notify {
 }
 
 // update sends an Update and fails the test unless every command succeeded.
-func update(t *testing.T, c *cdti.Client, rank uint32, cmds ...cdti.Command) {
+func update(t testing.TB, c *cdti.Client, rank uint32, cmds ...cdti.Command) {
 	t.Helper()
 	rs, err := c.Update(context.Background(), rank, cmds...)
 	if err != nil {

@@ -104,7 +104,7 @@ func TestMultiToolControlAuthority(t *testing.T) {
 
 // originalAt is the program's instruction at addr, from its file: what ResetBreakpoint must
 // put back (a CNK keeps no copy, §8.8).
-func originalAt(t *testing.T, exe string, addr uint64) uint32 {
+func originalAt(t testing.TB, exe string, addr uint64) uint32 {
 	t.Helper()
 	f, err := elf.Open(exe)
 	if err != nil {
