@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/go-dap"
@@ -146,7 +147,7 @@ func argError(err error) int {
 func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	plan, err := planLaunch(req.Arguments)
 	if err != nil {
-		s.sendError(&req.Request, argError(err), "launch: "+err.Error())
+		s.sendError(&req.Request, argError(err), named("launch", err))
 		return
 	}
 	if !s.claimStart(&req.Request) {
@@ -155,7 +156,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	sh := s.newShare(plan.sessionName, plan.coreFile == "")
 	if err := sh.reserve(); err != nil {
 		s.abandonShare(sh)
-		s.sendError(&req.Request, errBadArguments, "launch: "+err.Error())
+		s.sendError(&req.Request, errBadArguments, named("launch", err))
 		return
 	}
 	s.sources.paths = plan.paths
@@ -167,7 +168,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 		j, err := debugger.OpenCoreJob(s.jobConfig(), plan.coreFile, plan.program)
 		if err != nil {
 			s.abandonShare(sh)
-			s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
+			s.sendError(&req.Request, errFailedToLaunch, named("launch", err))
 			return
 		}
 		sh.started(j, plan.program)
@@ -183,7 +184,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	j, inPlace, err := s.launchJob(plan)
 	if err != nil {
 		s.abandonShare(sh)
-		s.sendError(&req.Request, errFailedToLaunch, "launch: "+err.Error())
+		s.sendError(&req.Request, errFailedToLaunch, named("launch", err))
 		return
 	}
 	sh.started(j, plan.program)
@@ -245,7 +246,7 @@ func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
 func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	name, paths, err := joinPlan(req.Arguments)
 	if err != nil {
-		s.sendError(&req.Request, errBadArguments, "attach: "+err.Error())
+		s.sendError(&req.Request, errBadArguments, named("attach", err))
 		return
 	}
 	if name != "" {
@@ -254,7 +255,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	}
 	plan, err := planAttach(req.Arguments)
 	if err != nil {
-		s.sendError(&req.Request, argError(err), "attach: "+err.Error())
+		s.sendError(&req.Request, argError(err), named("attach", err))
 		return
 	}
 	if !s.claimStart(&req.Request) {
@@ -263,7 +264,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	sh := s.newShare(plan.sessionName, false)
 	if err := sh.reserve(); err != nil {
 		s.abandonShare(sh)
-		s.sendError(&req.Request, errBadArguments, "attach: "+err.Error())
+		s.sendError(&req.Request, errBadArguments, named("attach", err))
 		return
 	}
 	s.sources.paths = plan.paths
@@ -277,7 +278,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 				s.sendCancelled(&req.Request)
 				return
 			}
-			s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+			s.sendError(&req.Request, errFailedToAttach, named("attach", err))
 			return
 		}
 	}
@@ -326,7 +327,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 		}
 	}
 	s.abandonShare(sh)
-	s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+	s.sendError(&req.Request, errFailedToAttach, named("attach", err))
 }
 
 // onJoin makes the client a member of the running shared session name (attach with
@@ -342,7 +343,7 @@ func (s *Conn) onJoin(req *dap.AttachRequest, name string, paths pathMap) {
 	if err != nil {
 		s.catch.begin(false)
 		s.releaseStart()
-		s.sendError(&req.Request, errFailedToAttach, "attach: "+err.Error())
+		s.sendError(&req.Request, errFailedToAttach, named("attach", err))
 		return
 	}
 	s.sources.paths = paths
@@ -547,4 +548,15 @@ func (s *Conn) onTerminateRequest(req *dap.TerminateRequest) {
 	}
 	j.Kill(5 * time.Second)
 	j.AllExited() // unless the ranks' ends have reported it already
+}
+
+// named is err's message as the answer to request op: prefixed with op unless the message
+// names that operation already (most launch errors do), so that it never reads "launch:
+// launch: ...".
+func named(op string, err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, op+": ") {
+		return msg
+	}
+	return op + ": " + msg
 }
