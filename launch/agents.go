@@ -214,7 +214,7 @@ func (fe *Frontend) advertiseHost(nodes []string) (string, error) {
 	if fe.opts.AdvertiseHost != "" {
 		return fe.opts.AdvertiseHost, nil
 	}
-	if fe.wlm.Name() == "local" {
+	if fe.wlm.Name() == "local" && onlyThisHost(nodes) {
 		return "127.0.0.1", nil
 	}
 	if na, ok := fe.wlm.(interface{ nodeAddrs([]string) []string }); ok {
@@ -245,6 +245,17 @@ func (fe *Frontend) advertiseHost(nodes []string) (string, error) {
 	}
 	return "", fmt.Errorf("launch: no address of this host reaches the nodes %s (their names resolve to none, and this host's name only to loopback): set HPCDAP_FRONTEND_HOST",
 		strings.Join(nodes, ","))
+}
+
+// onlyThisHost reports whether every one of nodes is this host (by name).
+func onlyThisHost(nodes []string) bool {
+	here, _ := os.Hostname()
+	for _, n := range nodes {
+		if n != here && n != "localhost" {
+			return false
+		}
+	}
+	return true
 }
 
 // routeSource returns the local address this host's route to host uses, or nil when host does

@@ -62,7 +62,7 @@ func (localWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barri
 		if err != nil {
 			return nil, err
 		}
-		if pj.jobNodes, err = localJobNodes(fe, pj.procs); err != nil {
+		if pj.jobNodes, err = pmixJobNodes(fe, pj.procs); err != nil {
 			pj.Kill(ctx, syscall.SIGKILL)
 			pj.Close()
 			return nil, fmt.Errorf("launch: %s: %w", pj.id, err)
@@ -100,7 +100,7 @@ func (localWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, erro
 			if err != nil {
 				return nil, err
 			}
-			if pj.jobNodes, err = localJobNodes(fe, pj.procs); err != nil {
+			if pj.jobNodes, err = pmixJobNodes(fe, pj.procs); err != nil {
 				pj.Close()
 				return nil, fmt.Errorf("launch: %s: %w", pj.id, err)
 			}

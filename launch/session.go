@@ -317,6 +317,9 @@ func (s *Session) daemonExe(ctx context.Context, m *Manifest, argv []string) (st
 // pmix-daemon`, which adds the node's ranks and execs the agent), with the session
 // environment and env. Their output goes to a log file of the front end.
 func (s *Session) cospawnAgents(ctx context.Context, m *Manifest, argv, env []string, cs daemonSpawner) (*DaemonSet, error) {
+	if _, ok := s.staging.(launcherStaging); ok {
+		m = nil // only the launcher reaches the nodes: the agents run the binary installed there
+	}
 	exe, err := s.daemonExe(ctx, m, argv)
 	if err != nil {
 		return nil, err

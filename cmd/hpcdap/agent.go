@@ -28,6 +28,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	jobSize := fs.Int("job-size", 0, "spawn mode: HPCDAP_NP given to the ranks (default first-rank+np)")
 	attach := fs.String("attach", "", "attach mode: `RANK=PID,...` pairs, as a launcher's proctable gives them")
 	staging := fs.String("staging", "", "the session's staging `DIR`, served by the CDTI file commands")
+	removeStaging := fs.Bool("remove-staging", false, "remove the --staging directory when the agent ends (its node's daemon made it)")
 	jobID := fs.Uint64("job-id", 0, "job id CDTI messages carry")
 	output := fs.String("output", "", "spawn mode: append the ranks' stdout and stderr to `FILE` (default: the agent's stderr)")
 	capture := fs.Bool("capture-output", false, "spawn mode: give each rank its own stdout and stderr pipes, served by the management call output.subscribe (--output is then unused)")
@@ -108,6 +109,10 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		// outlive it with its traps.
 		fmt.Fprintln(stderr, "hpcdap agent: --supervise needs --attach and the ptrace back end")
 		return errUsage
+	}
+	if *removeStaging && *staging != "" {
+		// Removed by the supervisor too, which outlives a worker killed outright.
+		defer os.RemoveAll(*staging)
 	}
 	if *supervise {
 		return superviseAgent(args, stdout, stderr)

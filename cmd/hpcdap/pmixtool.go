@@ -64,8 +64,53 @@ func runPMIxDaemon(args []string, stdout, stderr io.Writer) error {
 	for i, p := range procs {
 		pairs[i] = strconv.Itoa(p.Rank) + "=" + strconv.Itoa(p.Pid)
 	}
+	env := os.Environ()
+	if dir := os.Getenv("HPCDAP_SESSION_DIR"); strings.HasPrefix(dir, "/") {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			// The front end reaches this node only through the launcher and made nothing
+			// here: this node's agent gets a directory of its own (nodes may share /tmp).
+			own := dir + "-" + host
+			if err := makeSessionDir(own); err != nil {
+				return fmt.Errorf("pmix-daemon on %s: %w", host, err)
+			}
+			argv = replaceFlag(argv, "--staging", own)
+			argv = append(argv, "--remove-staging")
+			env = append(withoutVar(withoutVar(env, "HPCDAP_SESSION_DIR"), "TMPDIR"), "HPCDAP_SESSION_DIR="+own, "TMPDIR="+own+"/tmp")
+		}
+	}
 	argv = append(argv, "--attach", strings.Join(pairs, ","))
 	fmt.Fprintf(os.Stderr, "pmix-daemon on %s: job %s: ranks %s\n", host, target, strings.Join(pairs, ","))
-	err = syscall.Exec(argv[0], argv, os.Environ())
+	err = syscall.Exec(argv[0], argv, env)
 	return errors.Join(fmt.Errorf("pmix-daemon: exec %s", argv[0]), err)
+}
+
+// makeSessionDir makes a session directory, private to this user, with bin/, lib/ and tmp/.
+func makeSessionDir(dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("session directory: %w", err)
+	}
+	for _, sub := range []string{"bin", "lib", "tmp"} {
+		if err := os.Mkdir(dir+"/"+sub, 0o700); err != nil {
+			os.RemoveAll(dir)
+			return fmt.Errorf("session directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// replaceFlag sets the value of flag (given as "--flag VALUE" or "--flag=VALUE") in argv, or
+// appends it.
+func replaceFlag(argv []string, flag, value string) []string {
+	out := append([]string(nil), argv...)
+	for i, a := range out {
+		switch {
+		case a == flag && i+1 < len(out):
+			out[i+1] = value
+			return out
+		case strings.HasPrefix(a, flag+"="):
+			out[i] = flag + "=" + value
+			return out
+		}
+	}
+	return append(out, flag, value)
 }

@@ -1,0 +1,170 @@
+//go:build pmix
+
+package adapter
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hostNodes starts one process per name in a UTS namespace of its own whose host name is that
+// name, and writes an ssh stand-in that runs a command "on" a node by entering its namespace:
+// PRRTE, told to use it (plm_ssh_agent), starts its daemons there as it would on other hosts.
+// The nodes share this machine's network and file systems, as a cluster's nodes share a
+// network and a shared installation; they are named by addresses of the loopback network
+// (127.0.0.2, ...), so that their names resolve, as a cluster's node names resolve to the
+// addresses that reach them.
+func hostNodes(t *testing.T, names ...string) (sshAgent string) {
+	t.Helper()
+	needTool(t, "unshare")
+	needTool(t, "nsenter")
+	var cases strings.Builder
+	for _, n := range names {
+		cmd := exec.Command("unshare", "--uts", "/bin/sh", "-c", "hostname "+n+" && exec sleep 600")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("node %s: %v", n, err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid)); err == nil && strings.TrimSpace(string(b)) == "sleep" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %s: its namespace's process did not start", n)
+			}
+		}
+		fmt.Fprintf(&cases, "%s) pid=%d ;;\n", n, cmd.Process.Pid)
+	}
+	sshAgent = filepath.Join(t.TempDir(), "node-ssh")
+	script := "#!/bin/sh\n# ssh HOST COMMAND...: COMMAND in HOST's UTS namespace\nhost=$1; shift\ncase $host in\n" +
+		cases.String() + "*) echo \"node-ssh: no node $host\" >&2; exit 255 ;;\nesac\nexec nsenter -t \"$pid\" --uts -- /bin/sh -c \"$*\"\n"
+	if err := os.WriteFile(sshAgent, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return sshAgent
+}
+
+// An Open MPI 5 job over two nodes: PRRTE starts its daemons on both through its ssh
+// launch agent, and hpcdap's agents as the job's debugger daemons on each. Every rank reports
+// the node it runs on, stops at a breakpoint with its own rank number in `rank`, and is traced
+// by an agent on its own node; a detach lets the job finish with no rank stopped or traced, a
+// terminate ends every rank on both nodes; either way the agents' session directories are
+// removed from the nodes.
+func TestPMIxMultiNode(t *testing.T) {
+	p := needOpenMPI5(t)
+	nodes := []string{"127.0.0.2", "127.0.0.3"}
+	ssh := hostNodes(t, nodes...)
+	for _, terminate := range []bool{false, true} {
+		t.Run(map[bool]string{false: "detach", true: "terminate"}[terminate], func(t *testing.T) {
+			multiNodeSession(t, p, nodes, ssh, terminate)
+		})
+	}
+}
+
+func multiNodeSession(t *testing.T, p *program, nodes []string, ssh string, terminate bool) {
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	done := t.TempDir()
+	const np = 4
+	// The nodes' network is the loopback one, which Open MPI's TCP transport leaves out unless
+	// told (as a site names its cluster's interconnect).
+	env := map[string]any{"OMPI_MCA_btl_tcp_if_include": "lo"}
+	for k, v := range ompi5Env {
+		env[k] = v
+	}
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "env": env,
+		"launcherArgs": []string{"--host", nodes[0] + ":2," + nodes[1] + ":2", "--map-by", "node", "--prtemca", "plm_ssh_agent", ssh},
+		"args":         []string{"-", done}, "stopMode": "rank"})
+	waitOutput(t, d, "agents started by the launcher as PMIx debugger daemons")
+	d.setBreakpoints(p.src, p.line(t, "after_init"))
+	d.call("configurationDone", nil, nil)
+	tids := waitBreakpointStops(t, d, np)
+	ranks := d.ranks().Ranks
+	hosts := map[string]int{}
+	staging := map[string]bool{} // the session directories the agents' daemons made, one per node
+	for _, r := range ranks {
+		hosts[r.Host]++
+		if want := nodes[r.Rank%2]; r.Host != want {
+			t.Errorf("rank %d runs on %q, want %s (mapped by node)", r.Rank, r.Host, want)
+		}
+		if got := hostOf(t, r.Pid); got != r.Host {
+			t.Errorf("rank %d (pid %d) reported on %s runs in the UTS namespace of %s", r.Rank, r.Pid, r.Host, got)
+		}
+		tracer, _ := strconv.Atoi(procStatus(r.Pid, "TracerPid"))
+		if tracer == 0 {
+			t.Fatalf("rank %d (pid %d) is not traced at the breakpoint", r.Rank, r.Pid)
+		}
+		if got := hostOf(t, tracer); got != r.Host {
+			t.Errorf("rank %d on %s is traced by an agent on %s", r.Rank, r.Host, got)
+		}
+		args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", tracer))
+		argv := strings.Split(string(args), "\x00")
+		for i, a := range argv {
+			if a == "--staging" && i+1 < len(argv) {
+				staging[argv[i+1]] = true
+			}
+		}
+		if !strings.Contains(string(args), "--remove-staging") {
+			t.Errorf("rank %d's agent %q does not remove the session directory its daemon made", r.Rank, argv)
+		}
+		frames := d.stackTrace(tids[r.Rank])
+		var ev struct {
+			Result string `json:"result"`
+		}
+		d.call("evaluate", map[string]any{"expression": "rank", "frameId": frames[0].Id, "context": "watch"}, &ev)
+		if ev.Result != strconv.Itoa(r.Rank) {
+			t.Errorf("rank %d: rank = %q", r.Rank, ev.Result)
+		}
+	}
+	if len(staging) != len(nodes) {
+		t.Errorf("the agents' session directories: %v, want one per node", staging)
+	}
+	if len(ranks) != np || hosts[nodes[0]] != 2 || hosts[nodes[1]] != 2 {
+		t.Fatalf("ranks per node %v, want 2 on each of %v", hosts, nodes)
+	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": terminate}, nil)
+	var left []string
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		left = left[:0]
+		for _, r := range ranks {
+			st := procStatus(r.Pid, "State")
+			switch {
+			case st == "" || strings.HasPrefix(st, "Z"):
+			case terminate:
+				left = append(left, fmt.Sprintf("rank %d (pid %d) still runs: %s", r.Rank, r.Pid, st))
+			case strings.HasPrefix(st, "t") || strings.HasPrefix(st, "T"):
+				left = append(left, fmt.Sprintf("rank %d (pid %d) in state %s", r.Rank, r.Pid, st))
+			case procStatus(r.Pid, "TracerPid") != "0":
+				left = append(left, fmt.Sprintf("rank %d (pid %d) still traced", r.Rank, r.Pid))
+			}
+			if _, err := os.Stat(filepath.Join(done, "rank."+strconv.Itoa(r.Rank))); err != nil && !terminate {
+				left = append(left, fmt.Sprintf("rank %d not finished", r.Rank))
+			}
+		}
+		for dir := range staging {
+			if _, err := os.Stat(dir); err == nil {
+				left = append(left, "session directory "+dir+" still there")
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+	}
+	t.Fatalf("after the disconnect: %s", strings.Join(left, "; "))
+}
+
+// hostOf is the host name of pid's UTS namespace.
+func hostOf(t *testing.T, pid int) string {
+	t.Helper()
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "--uts", "hostname").Output()
+	if err != nil {
+		t.Fatalf("host name of pid %d: %v", pid, err)
+	}
+	return strings.TrimSpace(string(out))
+}
