@@ -65,6 +65,58 @@ func TestPMIxMultiNode(t *testing.T) {
 			multiNodeSession(t, p, nodes, ssh, terminate)
 		})
 	}
+	t.Run("attach", func(t *testing.T) { multiNodeAttach(t, p, nodes, ssh) })
+}
+
+// multiNodeEnv is the launch environment of the multi-node jobs: the nodes' network is the
+// loopback one, which Open MPI's TCP transport leaves out unless told (as a site names its
+// cluster's interconnect).
+func multiNodeEnv() map[string]any {
+	env := map[string]any{"OMPI_MCA_btl_tcp_if_include": "lo"}
+	for k, v := range ompi5Env {
+		env[k] = v
+	}
+	return env
+}
+
+// multiNodeAttach attaches by launcherPid to a running job over the nodes: every rank is
+// found where it runs and stopped, and the detach leaves the job to finish.
+func multiNodeAttach(t *testing.T, p *program, nodes []string, ssh string) {
+	const np = 4
+	cmd, goFile, done := startWaitingJob(t, p, needTool(t, "mpirun.openmpi"), envList(multiNodeEnv()),
+		"--host", nodes[0]+":2,"+nodes[1]+":2", "--map-by", "node", "--prtemca", "plm_ssh_agent", ssh, "-np", strconv.Itoa(np))
+	waitRanksRunning(t, cmd.Process.Pid, p.bin, done, np)
+	d := newDAP(t, viaPipe)
+	d.initialize()
+	d.call("attach", map[string]any{"launcherPid": cmd.Process.Pid, "stopAtEntry": true}, nil)
+	d.event("initialized")
+	d.call("configurationDone", nil, nil)
+	if b := d.stopped(); b.Reason != "entry" {
+		t.Fatalf("stop %+v, want the entry stop", b)
+	}
+	rs := d.ranks().Ranks
+	if len(rs) != np {
+		t.Fatalf("ranks %+v, want %d", rs, np)
+	}
+	for _, r := range rs {
+		if got := hostOf(t, r.Pid); got != r.Host || got != nodes[r.Rank%2] {
+			t.Errorf("rank %d (pid %d) reported on %s runs on %s, want %s", r.Rank, r.Pid, r.Host, got, nodes[r.Rank%2])
+		}
+		if frames := d.stackTrace(r.ThreadID); indexOfFrame(frames, 0, "main") < 0 {
+			t.Errorf("rank %d: stack %v has no main", r.Rank, frameNames(frames))
+		}
+	}
+	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	d.end()
+	for _, r := range rs {
+		if tr := procStatus(r.Pid, "TracerPid"); tr != "0" {
+			t.Errorf("rank %d after the detach: TracerPid %s", r.Rank, tr)
+		}
+	}
+	if err := os.WriteFile(goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkFinished(t, cmd, done, np)
 }
 
 func multiNodeSession(t *testing.T, p *program, nodes []string, ssh string, terminate bool) {
@@ -72,13 +124,7 @@ func multiNodeSession(t *testing.T, p *program, nodes []string, ssh string, term
 	defer d.close()
 	done := t.TempDir()
 	const np = 4
-	// The nodes' network is the loopback one, which Open MPI's TCP transport leaves out unless
-	// told (as a site names its cluster's interconnect).
-	env := map[string]any{"OMPI_MCA_btl_tcp_if_include": "lo"}
-	for k, v := range ompi5Env {
-		env[k] = v
-	}
-	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "env": env,
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "env": multiNodeEnv(),
 		"launcherArgs": []string{"--host", nodes[0] + ":2," + nodes[1] + ":2", "--map-by", "node", "--prtemca", "plm_ssh_agent", ssh},
 		"args":         []string{"-", done}, "stopMode": "rank"})
 	waitOutput(t, d, "agents started by the launcher as PMIx debugger daemons")
