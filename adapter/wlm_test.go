@@ -77,7 +77,11 @@ func waitBreakpointStops(t testing.TB, d *dapSession, np int) map[int]int {
 	deadline := time.Now().Add(3 * time.Minute)
 	for len(tids) < np && time.Now().Before(deadline) {
 		var b dap.StoppedEventBody
-		if err := d.event("stopped").Decode(&b); err != nil {
+		m, err := d.c.WaitEvent("stopped", 60*time.Second, nil)
+		if err != nil {
+			t.Fatalf("%d of %d ranks stopped at the breakpoint: %v; the others: %s", len(tids), np, err, whereRanksAre(d, tids))
+		}
+		if err := m.Decode(&b); err != nil {
 			t.Fatal(err)
 		}
 		if b.Reason != "breakpoint" {
@@ -93,6 +97,37 @@ func waitBreakpointStops(t testing.TB, d *dapSession, np int) map[int]int {
 		t.Fatalf("%d of %d ranks stopped at the breakpoint: %v", len(tids), np, tids)
 	}
 	return tids
+}
+
+// whereRanksAre pauses the ranks of the session that are not in stopped and says where each
+// is: what a test that waited in vain for them reports.
+func whereRanksAre(d *dapSession, stopped map[int]int) string {
+	var out []string
+	for _, r := range d.ranks().Ranks {
+		if _, ok := stopped[r.Rank]; ok {
+			continue
+		}
+		if _, err := d.c.Request("pause", map[string]any{"threadId": r.ThreadID}); err != nil {
+			out = append(out, fmt.Sprintf("rank %d (%s): pause: %v", r.Rank, r.State, err))
+			continue
+		}
+		d.c.WaitEvent("stopped", 10*time.Second, nil)
+		var st dap.StackTraceResponseBody
+		m, err := d.c.Request("stackTrace", map[string]any{"threadId": r.ThreadID})
+		if err == nil {
+			err = m.Decode(&st)
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("rank %d (%s): stack: %v", r.Rank, r.State, err))
+			continue
+		}
+		var names []string
+		for _, f := range st.StackFrames {
+			names = append(names, f.Name)
+		}
+		out = append(out, fmt.Sprintf("rank %d (%s) in %s", r.Rank, r.State, strings.Join(names, " < ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // stopInCombineAndGoOn waits for every rank to stop at the breakpoint in combine, checks each
