@@ -237,3 +237,36 @@ func TestPMIxMPMD(t *testing.T) {
 	stopInCombineAndGoOn(t, d, p, 4)
 	d.event("terminated")
 }
+
+// A rank that starts late, still on its way to MPI_Init when the launcher reports the job
+// ready for debug: the release the front end sends once every rank is under control went out
+// before that rank listened for it, and it must still be released — every rank stops at the
+// breakpoint after MPI_Init and the job runs to its end.
+func TestPMIxLateRank(t *testing.T) {
+	p := needOpenMPI5(t)
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	env := map[string]any{"LATE_RANK": "3", "LATE_SECONDS": "2"}
+	for k, v := range ompi5Env {
+		env[k] = v
+	}
+	const np = 4
+	done := t.TempDir()
+	d.launch(map[string]any{"program": p.bin, "launcher": "mpirun.openmpi", "np": np, "env": env,
+		"args": []string{"-", done}, "stopMode": "rank"})
+	d.setBreakpoints(p.src, p.line(t, "after_init"))
+	d.call("configurationDone", nil, nil)
+	tids := waitBreakpointStops(t, d, np)
+	d.setBreakpoints(p.src)
+	for r := 0; r < np; r++ {
+		d.call("continue", map[string]any{"threadId": tids[r]}, nil)
+	}
+	if _, err := d.c.WaitEvent("terminated", 2*time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < np; r++ {
+		if _, err := os.Stat(filepath.Join(done, fmt.Sprintf("rank.%d", r))); err != nil {
+			t.Errorf("rank %d did not finish: %v", r, err)
+		}
+	}
+}

@@ -3,9 +3,12 @@
    has MPI frames between it and main. With GO_FILE the ranks first wait until that file
    exists (a running job to attach to), each leaving DONE_DIR/ready.N when it starts waiting;
    with DONE_DIR each rank leaves DONE_DIR/rank.N after MPI_Finalize. Every rank exits with 10 + its rank.
+   The rank the launcher names LATE_RANK (by OMPI_COMM_WORLD_RANK or PMI_RANK) sleeps LATE_SECONDS
+   before MPI_Init: a rank that starts late.
    Usage: mpi_job [GO_FILE [DONE_DIR]] ("-" for no GO_FILE) */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +41,11 @@ int main(int argc, char **argv)
 {
 	int rank, size, sum = 0;
 	MPI_Op op;
+	const char *late = getenv("LATE_RANK"), *me = getenv("OMPI_COMM_WORLD_RANK");
+	if (me == NULL)
+		me = getenv("PMI_RANK");
+	if (late != NULL && me != NULL && strcmp(late, me) == 0 && getenv("LATE_SECONDS") != NULL)
+		sleep(atoi(getenv("LATE_SECONDS")));
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size); /* MARK:after_init */

@@ -111,6 +111,9 @@ type server struct {
 	pulled       map[string]bool // nspaces whose output is pulled
 	launcherExit chan string     // how the launcher ended, once
 	inflight     chan struct{}   // closed when a PMIx call left running returns
+	// The release of a job held in PMIx_Init is sent again on this timer (rerelease.go).
+	again  <-chan time.Time
+	agains int
 }
 
 func (s *server) emit(ev Event) {
@@ -187,6 +190,8 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 			s.serve(r, reqs)
 		case ev := <-pmixEvents:
 			s.handle(ev)
+		case <-s.again:
+			s.releaseAgain()
 		}
 	}
 }
@@ -493,6 +498,10 @@ func (s *server) release() error {
 	hold := s.hold
 	if rc := C.hp_release(cns, C.uint32_t(C.PMIX_RANK_WILDCARD)); rc != 0 {
 		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s", s.appNs), rc)
+	}
+	if hold == HoldInit {
+		s.agains = 0
+		s.again = time.After(releaseAgainAfter[0])
 	}
 	if hold == HoldExec {
 		if err := s.continueRanks(); err != nil {

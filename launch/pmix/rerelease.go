@@ -1,0 +1,43 @@
+//go:build cgo && pmix
+
+package pmix
+
+/*
+#include <stdlib.h>
+#include <pmix_tool.h>
+#include "pmixtool.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"time"
+	"unsafe"
+)
+
+// releaseAgainAfter are the waits before each repeat of the release of a job held in
+// PMIx_Init, the last one repeated until the job ends. The launcher reports such a job ready
+// for debug (PRRTE 3.0: once every rank is launched) before every rank has reached its hold:
+// a rank still starting then (a rank of a loaded node, or of a node the launcher reaches
+// through its daemons) registers for the release after it went, and would wait in PMIx_Init
+// for ever (TestPMIxLateRank). A rank past its hold no longer listens for the release, so a
+// repeat changes nothing for it; a rank that came late is released by the next one.
+var releaseAgainAfter = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
+
+// releaseAgain sends the job's release once more, and schedules the next repeat.
+func (s *server) releaseAgain() {
+	s.again = nil
+	if !s.inited || s.ended || s.lost || s.appNs == "" {
+		return
+	}
+	cns := C.CString(s.appNs)
+	defer C.free(unsafe.Pointer(cns))
+	if rc := C.hp_release(cns, C.uint32_t(C.PMIX_RANK_WILDCARD)); rc != 0 {
+		fmt.Fprintln(os.Stderr, pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s (repeat)", s.appNs), rc))
+		return
+	}
+	s.agains = min(s.agains+1, len(releaseAgainAfter)-1)
+	s.again = time.After(releaseAgainAfter[s.agains])
+}
