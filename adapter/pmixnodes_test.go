@@ -171,6 +171,7 @@ func multiNodeSession(t *testing.T, p *program, nodes []string, ssh string, term
 	if len(staging) != len(nodes) {
 		t.Errorf("the agents' session directories: %v, want one per node", staging)
 	}
+	t.Logf("the agents' session directories: %v", staging)
 	if len(ranks) != np || hosts[nodes[0]] != 2 || hosts[nodes[1]] != 2 {
 		t.Fatalf("ranks per node %v, want 2 on each of %v", hosts, nodes)
 	}
@@ -197,12 +198,35 @@ func multiNodeSession(t *testing.T, p *program, nodes []string, ssh string, term
 			if _, err := os.Stat(dir); err == nil {
 				left = append(left, "session directory "+dir+" still there")
 			}
+			for _, pid := range processesWith(dir) {
+				left = append(left, fmt.Sprintf("agent %d of %s still there (%s)", pid, dir, procStatus(pid, "State")))
+			}
 		}
 		if len(left) == 0 {
 			return
 		}
 	}
 	t.Fatalf("after the disconnect: %s", strings.Join(left, "; "))
+}
+
+// processesWith lists the processes whose command line holds arg.
+func processesWith(arg string) []int {
+	var out []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		for _, a := range strings.Split(string(b), "\x00") {
+			if a == arg {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // hostOf is the host name of pid's UTS namespace.

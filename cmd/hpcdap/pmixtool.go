@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,8 +69,15 @@ func runPMIxDaemon(args []string, stdout, stderr io.Writer) error {
 	if dir := os.Getenv("HPCDAP_SESSION_DIR"); strings.HasPrefix(dir, "/") {
 		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
 			// The front end reaches this node only through the launcher and made nothing
-			// here: this node's agent gets a directory of its own (nodes may share /tmp).
+			// here: this node's agent gets a directory of its own (nodes may share /tmp),
+			// in the temporary directory of the launcher's daemon on this node where there is
+			// one, which that daemon removes when it ends even if the agent is killed.
 			own := dir + "-" + host
+			if tmp := os.Getenv("PMIX_SERVER_TMPDIR"); strings.HasPrefix(tmp, "/") {
+				if st, err := os.Stat(tmp); err == nil && st.IsDir() {
+					own = filepath.Join(tmp, filepath.Base(dir)+"-"+host)
+				}
+			}
 			if err := makeSessionDir(own); err != nil {
 				return fmt.Errorf("pmix-daemon on %s: %w", host, err)
 			}
