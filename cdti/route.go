@@ -42,7 +42,10 @@ const ErrorCodeUnreachable = 113
 // the next agent on the way, so the lost agent's children are reached from their nearest live
 // ancestor, and only the lost agent's own ranks are unreachable.
 //
-// GatherStacks is the one collective: Router sends it once to each child, asks Local (a
+// Collective (see route_coll.go) goes down the same way, its rank set cut to each child's
+// subtree, and comes back reduced into groups of identical answers.
+//
+// GatherStacks is a collective too: Router sends it once to each child, asks Local (a
 // StackGatherer) for its own ranks, and answers one merged tree, naming the ranks of agents it
 // could not reach in Unreachable. A child that does not answer in time (collectiveWait, which
 // shrinks on the way down so that each agent answers before its parent stops waiting) has its
@@ -73,6 +76,7 @@ type link struct {
 	mu      sync.Mutex
 	pending map[uint32]Header      // forwarded requests awaiting their ack
 	collect map[uint32]chan []byte // collectives awaiting their ack
+	parts   map[uint32]*partsWait  // Collectives awaiting their (perhaps split) ack
 	dead    bool
 }
 
@@ -139,8 +143,11 @@ func (r *Router) Closed(c *Conn, err error) {
 // Relay routes one frame (RelayHandler).
 func (r *Router) Relay(c *Conn, frame []byte) error {
 	h, _ := ParseHeader(frame)
-	if h.Type == MsgGatherStacks {
+	switch h.Type {
+	case MsgGatherStacks:
 		return r.gather(c, h, frame)
+	case MsgCollective:
+		return r.collective(c, h, frame)
 	}
 	r.mu.Lock()
 	p, below := r.path[h.Rank]
@@ -261,6 +268,8 @@ func ReplyTo(h Header, rc ReturnCode, errno uint32) Message {
 		return &UpdateAck{Header: rh}
 	case MsgGatherStacks:
 		return &GatherStacksAck{Header: rh}
+	case MsgCollective:
+		return &CollectiveAck{Header: rh}
 	}
 	return &ErrorAck{rh}
 }
@@ -301,7 +310,8 @@ func (r *Router) link(c *Conn, addr string) (*link, error) {
 		r.mu.Unlock()
 		return nil, err
 	}
-	l := &link{nc: nc, pending: make(map[uint32]Header), collect: make(map[uint32]chan []byte)}
+	l := &link{nc: nc, pending: make(map[uint32]Header), collect: make(map[uint32]chan []byte),
+		parts: make(map[uint32]*partsWait)}
 	r.mu.Lock()
 	if r.links[c] == nil { // c closed meanwhile
 		r.mu.Unlock()
@@ -325,6 +335,20 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 		}
 		h, _ := ParseHeader(b)
 		l.mu.Lock()
+		if h.Type == MsgCollectiveAck {
+			w := l.parts[h.SequenceID]
+			if !collectiveMore(b) {
+				delete(l.parts, h.SequenceID)
+			}
+			l.mu.Unlock()
+			if w != nil {
+				select {
+				case w.ch <- b:
+				case <-w.quit: // it stopped waiting
+				}
+			}
+			continue
+		}
 		if h.Type == MsgGatherStacksAck { // only a Router asks a child for one: it is ours
 			ch := l.collect[h.SequenceID]
 			delete(l.collect, h.SequenceID)
@@ -342,8 +366,8 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 	}
 	l.mu.Lock()
 	l.dead = true
-	pending, collect := l.pending, l.collect
-	l.pending, l.collect = nil, nil
+	pending, collect, parts := l.pending, l.collect, l.parts
+	l.pending, l.collect, l.parts = nil, nil, nil
 	l.mu.Unlock()
 	l.nc.Close()
 	select {
@@ -358,6 +382,9 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 	}
 	for _, ch := range collect {
 		close(ch)
+	}
+	for _, w := range parts {
+		close(w.ch)
 	}
 }
 
