@@ -129,40 +129,36 @@ func (r *Router) collective(c *Conn, h Header, frame []byte) error {
 			local = append(local, x)
 		}
 	}
-	after := r.applyLocal(c, h, req, local, func(g AckGroup) { merge(func() { red.Add(g) }) })
+	r.applyLocal(c, h, req, local, func(g AckGroup) { merge(func() { red.Add(g) }) })
 	wg.Wait()
 	for _, part := range red.Ack(h.Reply(Success)).Split() {
 		if err := c.Send(part); err != nil {
 			return err
 		}
 	}
-	for _, f := range after {
-		f()
-	}
 	return nil
 }
 
 // applyLocal applies a Collective's commands to each of ranks through Local, as the Query or
-// Update of that rank would be, and hands each answer to add. It returns what Local deferred
-// until after its answers (Conn.AfterReply), to be run once the collective's answer is sent.
-func (r *Router) applyLocal(c *Conn, h Header, req *Collective, ranks []uint32, add func(AckGroup)) []func() {
+// Update of that rank would be, and hands each answer to add. What Local defers until after
+// a rank's ack (Conn.AfterReply: CNK resumes a process, or sends its next Notify, after its
+// UpdateAck) runs as soon as that rank's answer is taken, as if its ack had been written.
+func (r *Router) applyLocal(c *Conn, h Header, req *Collective, ranks []uint32, add func(AckGroup)) {
 	if len(ranks) == 0 {
-		return nil
+		return
 	}
 	rh := h
 	rh.Type = req.Kind
 	one, err := EncodeLax(req.request(rh))
 	if err != nil { // cannot happen: it was decoded from a valid Collective
 		add(AckGroup{Ranks: RanksOf(ranks...), Code: RequestFailed})
-		return nil
+		return
 	}
 	var qs QuietStopper
 	if req.Flags&CollectiveQuietStop != 0 && req.Kind == MsgUpdate {
 		qs, _ = r.Local.(QuietStopper)
 	}
-	c.amu.Lock()
-	c.inRequest = true
-	c.amu.Unlock()
+	var dispatchMu sync.Mutex // one rank's request at a time holds the Conn's AfterReply list
 	work := make(chan uint32)
 	var wg sync.WaitGroup
 	for range min(len(ranks), collectiveLocalWorkers) {
@@ -175,7 +171,20 @@ func (r *Router) applyLocal(c *Conn, h Header, req *Collective, ranks []uint32, 
 				if qs != nil {
 					wait = qs.QuietStop(c, rank)
 				}
+				dispatchMu.Lock()
+				c.amu.Lock()
+				c.inRequest = true
+				c.amu.Unlock()
 				g := r.applyOne(c, req, rank, b)
+				c.amu.Lock()
+				c.inRequest = false
+				after := c.after
+				c.after = nil
+				c.amu.Unlock()
+				dispatchMu.Unlock()
+				for _, f := range after {
+					f()
+				}
 				if wait != nil {
 					quietStopped(c, g, wait, r.timeout())
 				}
@@ -188,12 +197,6 @@ func (r *Router) applyLocal(c *Conn, h Header, req *Collective, ranks []uint32, 
 	}
 	close(work)
 	wg.Wait()
-	c.amu.Lock()
-	c.inRequest = false
-	after := c.after
-	c.after = nil
-	c.amu.Unlock()
-	return after
 }
 
 // quietStopped completes a quiet stop: a StopProcess answered Stopping waits for the stop and
