@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,6 +54,8 @@ type Client struct {
 	conn   net.Conn
 	opts   ClientOptions
 	remote string
+
+	sent, received atomic.Uint64 // messages written and read (Messages)
 
 	wmu sync.Mutex // serializes writes
 	wdl time.Time  // the write deadline currently set on conn (guarded by wmu)
@@ -134,6 +137,10 @@ func (c *Client) Notifications() <-chan *Notify { return c.notifyCh }
 
 // Done is closed when the connection has failed or the Client has been closed.
 func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Messages returns the number of messages the Client has written (requests) and read (acks
+// and notifications, each part of a split answer counted) on its connection.
+func (c *Client) Messages() (sent, received uint64) { return c.sent.Load(), c.received.Load() }
 
 // Err returns why the connection ended, or nil while it is alive.
 func (c *Client) Err() error {
@@ -344,6 +351,7 @@ func (c *Client) write(ctx context.Context, b []byte) error {
 		}
 		return err
 	}
+	c.sent.Add(1)
 	return nil
 }
 
@@ -393,6 +401,7 @@ func (c *Client) readLoop() {
 			c.fail(err)
 			return
 		}
+		c.received.Add(1)
 		h, _ := ParseHeader(b) // ReadFrame guarantees 32 bytes
 		switch {
 		case h.Type == MsgNotify:

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -90,6 +91,8 @@ type Job struct {
 	byNum      map[int]*Rank // rank number → rank
 	nodes      []*node
 	tree       *topology.Tree // the agents' tree overlay, nil when each node is connected directly
+	// noCollective: an agent refused a cdti.Collective; run control goes rank by rank.
+	noCollective atomic.Bool
 	syms       *symbols.Cache
 	bps        *breakpoints
 	back       backend // live ranks, or a core file (post-mortem)
