@@ -93,10 +93,10 @@ type Job struct {
 	tree       *topology.Tree // the agents' tree overlay, nil when each node is connected directly
 	// noCollective: an agent refused a cdti.Collective; run control goes rank by rank.
 	noCollective atomic.Bool
-	syms       *symbols.Cache
-	bps        *breakpoints
-	back       backend // live ranks, or a core file (post-mortem)
-	noStop     bool    // noDebug: run without stopping
+	syms         *symbols.Cache
+	bps          *breakpoints
+	back         backend // live ranks, or a core file (post-mortem)
+	noStop       bool    // noDebug: run without stopping
 	// CallTimeout bounds one function call in an expression.
 	callTimeout time.Duration
 	// wlm is the workload manager's launcher once released (nil for local jobs).
