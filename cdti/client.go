@@ -81,8 +81,9 @@ type call struct {
 	want MessageType
 	ch   chan callResult // buffered: receives exactly one result
 	slot bool            // holds the Serialize slot
-	// parts are the CollectiveAcks received so far of an answer split over several (More).
-	parts []*CollectiveAck
+	// parts are the messages received so far of an answer split over several (a CollectiveAck
+	// or GatherStacksAck with More set).
+	parts []Message
 }
 
 type callResult struct {
@@ -427,15 +428,15 @@ func (c *Client) readLoop() {
 // deliver hands an ack to the call waiting for its sequence id. Acks nobody waits for (their
 // caller gave up, or an ErrorAck already failed them) are discarded.
 func (c *Client) deliver(h Header, b []byte) {
-	var part *CollectiveAck
-	if h.Type == MsgCollectiveAck && h.ReturnCode == Success && len(b) >= collectiveBase && be.Uint32(b[40:])&1 != 0 {
+	var part Message
+	if moreFollows(h, b) {
 		if m, err := DecodeMessage(b); err == nil {
-			part = m.(*CollectiveAck)
+			part = m
 		}
 	}
 	c.mu.Lock()
 	cl := c.calls[h.SequenceID]
-	if cl != nil && part != nil && cl.want == MsgCollectiveAck && len(cl.parts) < maxCollectiveParts {
+	if cl != nil && part != nil && cl.want == h.Type && len(cl.parts) < maxCollectiveParts {
 		cl.parts = append(cl.parts, part) // more of it follows
 		c.mu.Unlock()
 		return
@@ -448,11 +449,11 @@ func (c *Client) deliver(h Header, b []byte) {
 		return
 	}
 	m, err := DecodeMessage(b)
-	if a, ok := m.(*CollectiveAck); ok && err == nil && len(cl.parts) > 0 {
-		if a.More {
-			m, err = nil, fmt.Errorf("%w: a collective's answer in more than %d parts", ErrMalformed, maxCollectiveParts)
+	if err == nil && len(cl.parts) > 0 {
+		if part != nil {
+			m, err = nil, fmt.Errorf("%w: an answer in more than %d parts", ErrMalformed, maxCollectiveParts)
 		} else {
-			m = joinCollective(append(cl.parts, a))
+			m = joinParts(append(cl.parts, m))
 		}
 	}
 	switch {

@@ -499,9 +499,33 @@ func (m *CollectiveAck) Split() []*CollectiveAck {
 	return out
 }
 
-// maxCollectiveParts bounds the messages of one split CollectiveAck a Client puts together
-// (4096 × 64 KiB: 256 MiB).
+// maxCollectiveParts bounds the messages of one split answer a Client or a Router puts
+// together (4096 × 64 KiB: 256 MiB).
 const maxCollectiveParts = 4096
+
+// joinParts puts the parts of a split answer together: the last part's header, and the
+// CollectiveAcks' groups or the GatherStacksAcks' trees merged.
+func joinParts(parts []Message) Message {
+	switch last := parts[len(parts)-1].(type) {
+	case *CollectiveAck:
+		var cs []*CollectiveAck
+		for _, p := range parts {
+			if a, ok := p.(*CollectiveAck); ok {
+				cs = append(cs, a)
+			}
+		}
+		return joinCollective(cs)
+	case *GatherStacksAck:
+		out := &GatherStacksAck{Header: last.Header}
+		for _, p := range parts {
+			if a, ok := p.(*GatherStacksAck); ok {
+				out.Tree.Merge(&a.Tree)
+			}
+		}
+		return out
+	}
+	return parts[len(parts)-1]
+}
 
 // join puts the parts of a split CollectiveAck together.
 func joinCollective(parts []*CollectiveAck) *CollectiveAck {

@@ -141,12 +141,14 @@
 //	5102  GatherStacks       message max frames u32 @40 (0: 400), 4 bytes padding: the merged main-thread
 //	                                 stacks of every stopped rank served by the agent and every agent below
 //	5103  GatherStacksAck    message counts u32 @40 (contributing rank ranges), @44 (unreachable rank ranges),
-//	                                 @48 (root nodes), pad; from @56 the rank sets as strided ranges
+//	                                 @48 (root nodes), flags u32 @52 (1 more parts follow); from @56 the rank sets as strided ranges
 //	                                 {lo u32, hi u32, stride u32} (lo, lo+stride, …, hi; sorted, spans
 //	                                 disjoint; each list padded to 8), contributing then unreachable; then
 //	                                 the nodes in preorder, each {pc u64, child count u32, range count u32,
-//	                                 ranges}; a tree over 64 KiB is answered RequestFailed with its size as
-//	                                 errorCode
+//	                                 ranges}; a tree over 64 KiB is sent as several, each the tree of the
+//	                                 ranks of an interval, all but the last flagged "more" (the Client
+//	                                 merges them); only a single rank's tree over 64 KiB is answered
+//	                                 RequestFailed with its size as errorCode
 //	5104  Collective         message flags u32 @40 (1 quiet stop), rank range count u32 @44, request length u32 @48,
 //	                                 pad; from @56 the rank set as strided ranges (as in 5103), padded to 8; then
 //	                                 a whole Query or Update message (its header zero but type and length): the

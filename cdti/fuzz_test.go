@@ -41,6 +41,7 @@ func seedMessages(t testing.TB) [][]byte {
 		&GatherStacks{Header: hdr(15), MaxFrames: 64}, &GatherStacksAck{Header: hdr(16), Tree: seedStackTree()},
 	}
 	msgs = append(msgs, seedCollectives()...)
+	msgs = append(msgs, &GatherStacksAck{Header: hdr(22), More: true, Tree: seedStackTree()})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {
@@ -248,6 +249,43 @@ func FuzzCollective(f *testing.F) {
 			j := joinCollective(parts)
 			if !j.Unreachable.Equal(m.Unreachable) {
 				t.Fatalf("split and join changed the unreachable ranks")
+			}
+		}
+	})
+}
+
+// FuzzGatherStacksAck fuzzes GatherStacksAck bodies: what decodes re-encodes to the same
+// message, and cutting its tree at any rank into two halves keeps every rank in one of them,
+// each half no larger than the whole and encodable.
+func FuzzGatherStacksAck(f *testing.F) {
+	for _, m := range []*GatherStacksAck{{Header: hdr(1), Tree: seedStackTree()}, {Header: hdr(2), More: true, Tree: seedStackTree()}} {
+		b, err := EncodeLax(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint32(1), b[ToolMessageSize:])
+	}
+	f.Fuzz(func(t *testing.T, cut uint32, body []byte) {
+		m, ok := checkMessageRoundTrip(t, commandListMessage(MsgGatherStacksAck, Success, body)).(*GatherStacksAck)
+		if !ok || m.Tree.Ranks.Count() > 1<<16 {
+			return
+		}
+		a := m.Tree.within(0, cut)
+		var b StackTree
+		if cut != ^uint32(0) {
+			b = m.Tree.within(cut+1, ^uint32(0))
+		}
+		if got := a.Ranks.Union(b.Ranks); !got.Equal(m.Tree.Ranks) {
+			t.Fatalf("cut at %d: ranks %v and %v, want %v", cut, a.Ranks, b.Ranks, m.Tree.Ranks)
+		}
+		whole := (&GatherStacksAck{Tree: m.Tree}).size()
+		for _, half := range []StackTree{a, b} {
+			h := &GatherStacksAck{Tree: half}
+			if h.size() > whole {
+				t.Fatalf("cut at %d: a half of %d bytes from %d", cut, h.size(), whole)
+			}
+			if _, err := Encode(h); err != nil {
+				t.Fatalf("cut at %d: %v", cut, err)
 			}
 		}
 	})

@@ -25,10 +25,18 @@ type partsWait struct {
 	quit chan struct{}
 }
 
-// collectiveMore reports whether an encoded CollectiveAck says that more parts follow.
-func collectiveMore(b []byte) bool {
-	h, _ := ParseHeader(b)
-	return h.ReturnCode == Success && len(b) >= collectiveBase && be.Uint32(b[40:])&1 != 0
+// moreFollows reports whether an encoded CollectiveAck or GatherStacksAck says that more parts
+// of the answer follow.
+func moreFollows(h Header, b []byte) bool {
+	switch {
+	case h.ReturnCode != Success || len(b) < collectiveBase:
+		return false
+	case h.Type == MsgCollectiveAck:
+		return be.Uint32(b[40:])&1 != 0
+	case h.Type == MsgGatherStacksAck:
+		return be.Uint32(b[52:])&1 != 0
+	}
+	return false
 }
 
 // collectiveLocalWorkers bounds the ranks of one agent a collective handles at once.
@@ -271,76 +279,27 @@ func (r *Router) applyOne(c *Conn, req *Collective, rank uint32, frame []byte) (
 // collectFrom forwards a Collective, its set cut to set, to the child rt and returns the
 // subtree's reduced answer.
 func (r *Router) collectFrom(c *Conn, rt *Route, req *Collective, set RankRanges) (*CollectiveAck, error) {
-	wait := collectiveWait(r.timeout(), height(rt))
-	l, err := r.link(c, rt.Addr)
-	if err != nil {
-		return nil, err
-	}
 	sub := *req
 	sub.Ranks = set
 	frame, err := EncodeLax(&sub)
 	if err != nil {
 		return nil, err
 	}
-	seq := req.SequenceID
-	w := &partsWait{ch: make(chan []byte, 1), quit: make(chan struct{})}
-	l.mu.Lock()
-	if l.dead {
-		l.mu.Unlock()
-		r.markCut(c, rt.Addr)
-		return nil, ErrPeerClosed
-	}
-	l.parts[seq] = w
-	l.mu.Unlock()
-	giveUp := func() {
-		close(w.quit)
-		l.mu.Lock()
-		if l.parts != nil && l.parts[seq] == w {
-			delete(l.parts, seq)
-		}
-		l.mu.Unlock()
-	}
-	if err := l.write(frame); err != nil {
-		giveUp()
-		r.markCut(c, rt.Addr)
+	frames, err := r.askParts(c, rt.Addr, collectiveWait(r.timeout(), height(rt)), req.SequenceID, frame)
+	if err != nil {
 		return nil, err
 	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
 	var parts []*CollectiveAck
-	for {
-		select {
-		case b, ok := <-w.ch:
-			if !ok {
-				r.markCut(c, rt.Addr)
-				return nil, ErrPeerClosed
-			}
-			m, err := DecodeMessage(b)
-			if err != nil {
-				giveUp()
-				return nil, err
-			}
-			a, ok := m.(*CollectiveAck)
-			if !ok || a.ReturnCode != Success {
-				giveUp()
-				return nil, fmt.Errorf("agent %s: collective: %v", rt.Addr, m.Hdr().ReturnCode)
-			}
-			parts = append(parts, a)
-			if !a.More {
-				return joinCollective(parts), nil
-			}
-			if len(parts) >= maxCollectiveParts {
-				giveUp()
-				return nil, fmt.Errorf("agent %s: collective: more than %d parts", rt.Addr, maxCollectiveParts)
-			}
-		case <-timer.C:
-			// A slow child is not a lost one: the link stays, only this collective stops
-			// waiting for it; the rest of its answer is dropped.
-			giveUp()
-			return nil, errSlow{fmt.Errorf("agent %s: collective: no answer in %v", rt.Addr, wait)}
-		case <-c.Context().Done():
-			giveUp()
-			return nil, ErrPeerClosed
+	for _, b := range frames {
+		m, err := DecodeMessage(b)
+		if err != nil {
+			return nil, err
 		}
+		a, ok := m.(*CollectiveAck)
+		if !ok || a.ReturnCode != Success {
+			return nil, fmt.Errorf("agent %s: collective: %v", rt.Addr, m.Hdr().ReturnCode)
+		}
+		parts = append(parts, a)
 	}
+	return joinCollective(parts), nil
 }

@@ -368,3 +368,53 @@ func TestCollectiveRefusedByCNK(t *testing.T) {
 		t.Fatalf("collective against a CNK: %v, want UnsupportedType", err)
 	}
 }
+
+// TestGatherStacksSplitsLargeTree: 3,072 ranks whose innermost frames all differ make a merged
+// tree of about 100 KB; it comes in several GatherStacksAcks (each the tree of some of the
+// ranks) which the Client merges, every rank with its own stack: nothing falls back for size.
+func TestGatherStacksSplitsLargeTree(t *testing.T) {
+	const n, per = 48, 64
+	own := func(_ int, r uint32) []uint64 { return []uint64{0x100000 + uint64(r)*4, 0x2000, 0x1000} }
+	_, root := simTreeOf(t, n, 4, per, own)
+	c, cc := dialCounting(t, root)
+	ctx := testCtx(t)
+	read := cc.read.Load()
+	tree, err := c.GatherStacks(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := cc.read.Load() - read
+	size := (&GatherStacksAck{Tree: *tree}).size()
+	if parts < 2 || size <= MaxFrameSize {
+		t.Fatalf("%d parts for a tree of %d bytes: want a split answer", parts, size)
+	}
+	paths := tree.Paths()
+	for r := uint32(0); r < n*per; r++ {
+		if got := paths[r]; !slices.Equal(got, own(0, r)) {
+			t.Fatalf("rank %d: %x, want %x", r, got, own(0, r))
+		}
+	}
+	if len(paths) != n*per || tree.Ranks.Count() != n*per {
+		t.Fatalf("%d paths, %d ranks", len(paths), tree.Ranks.Count())
+	}
+	t.Logf("%d ranks: a tree of %d bytes in %d messages", n*per, size, parts)
+}
+
+// TestRankRangesWithin cuts strided sets to intervals.
+func TestRankRangesWithin(t *testing.T) {
+	s := RankRanges{{0, 62, 2}, {70, 70, 1}, {100, 190, 10}}
+	for _, c := range []struct {
+		lo, hi uint32
+		want   []uint32
+	}{{0, 200, s.Ranks()}, {5, 9, []uint32{6, 8}}, {61, 71, []uint32{62, 70}}, {63, 69, nil}, {105, 125, []uint32{110, 120}}, {190, 190, []uint32{190}}} {
+		got := s.within(c.lo, c.hi)
+		if !slices.Equal(got.Ranks(), c.want) && !(len(got) == 0 && len(c.want) == 0) {
+			t.Errorf("within(%d, %d) = %v, want %v", c.lo, c.hi, got.Ranks(), c.want)
+		}
+		for _, r := range got {
+			if r.Lo == r.Hi && r.Stride != 1 {
+				t.Errorf("within(%d, %d): single rank %v with a stride", c.lo, c.hi, r)
+			}
+		}
+	}
+}
