@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestTreeCollectives runs 8 ranks of a program that never ends on 4 local agents (2 ranks
@@ -139,4 +140,45 @@ func TestTreeCollectives(t *testing.T) {
 		t.Errorf("the loss is not reported once:\n%s", out)
 	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+}
+
+// BenchmarkCollectivePauseContinue launches np local ranks of a sleeping program on agents of
+// 64 ranks each at fan-out 4 (a tree above 4 agents) and measures a pause of every rank (the
+// request until the stopped event) and a continue of every rank (the request until its
+// response), and the CDTI messages the front end exchanged for both: with collectives, and
+// rank by rank (HPCDAP_COLLECTIVES=0).
+//
+//	go test -run '^$' -bench CollectivePauseContinue -benchtime 3x ./adapter
+func BenchmarkCollectivePauseContinue(b *testing.B) {
+	p := compileC(b, "nap")
+	for _, np := range []int{256, 1024} {
+		for _, how := range []string{"collective", "per-rank"} {
+			b.Run(fmt.Sprintf("np=%d/%s", np, how), func(b *testing.B) {
+				if how == "per-rank" {
+					b.Setenv("HPCDAP_COLLECTIVES", "0")
+				}
+				d := newDAP(b, viaPipe)
+				defer d.close()
+				d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
+				d.call("configurationDone", nil, nil)
+				tid := d.ranks().Ranks[0].ThreadID
+				var pause, cont time.Duration
+				before := *d.ranks().Messages
+				for b.Loop() {
+					t0 := time.Now()
+					d.call("pause", map[string]any{"threadId": tid}, nil)
+					d.stopped()
+					t1 := time.Now()
+					d.call("continue", map[string]any{"threadId": tid}, nil)
+					pause += t1.Sub(t0)
+					cont += time.Since(t1)
+				}
+				after := *d.ranks().Messages
+				n := float64(b.N)
+				b.ReportMetric(float64(pause.Microseconds())/1000/n, "pause-ms")
+				b.ReportMetric(float64(cont.Microseconds())/1000/n, "continue-ms")
+				b.ReportMetric(float64(after.Sent-before.Sent+after.Received-before.Received)/n, "fe-msgs")
+			})
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -150,6 +151,8 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 		syms: cfg.Syms, changed: map[*Rank]bool{}, signalStop: true}
 	j.back = liveBackend{j}
 	j.bps = newBreakpoints(j)
+	// HPCDAP_COLLECTIVES=0 sends run control rank by rank, for comparison (BENCHMARKS.md).
+	j.noCollective.Store(os.Getenv("HPCDAP_COLLECTIVES") == "0")
 	tree, err := treeFor(len(g.Endpoints), cfg.Fanout)
 	if err != nil {
 		return nil, err
