@@ -38,8 +38,8 @@ import (
 const collectiveTimeout = 40 * time.Second
 
 // collectiveGroups splits ranks into the groups one Collective serves (more than one rank
-// reached through one connection to agents with the extension) and the ranks to handle one
-// by one.
+// reached through one connection to agents known to have the extensions: a rank of their
+// node answered GetTargetInfo) and the ranks to handle one by one.
 func (j *Job) collectiveGroups(ranks []*Rank) (groups [][]*Rank, single []*Rank) {
 	if j.noCollective.Load() {
 		return nil, ranks
@@ -47,7 +47,7 @@ func (j *Job) collectiveGroups(ranks []*Rank) (groups [][]*Rank, single []*Rank)
 	at := map[*cdti.Client]int{}
 	for _, r := range ranks {
 		n := r.node
-		if n == nil || n.client == nil || n.cnk.Load() || r.behindCNK() {
+		if n == nil || n.client == nil || n.cnk.Load() || !n.ext.Load() {
 			single = append(single, r)
 			continue
 		}
