@@ -146,7 +146,9 @@ func (s *Conn) onRanksRequest(req *RanksRequest) {
 		return
 	}
 	ranks, focus := j.RankStates()
-	s.respond(&req.Request, RanksBody{Ranks: wireRankStates(ranks), Focus: focus.String()})
+	sent, received := j.Messages()
+	s.respond(&req.Request, RanksBody{Ranks: wireRankStates(ranks), Focus: focus.String(),
+		Messages: &MessageCounts{Sent: sent, Received: received}})
 }
 
 func (s *Conn) onFocusRequest(req *FocusRequest) {

@@ -270,8 +270,15 @@ type RankState struct {
 
 // RanksBody is hpcdap/ranks's response body.
 type RanksBody struct {
-	Ranks []RankState `json:"ranks"`
-	Focus string      `json:"focus"`
+	Ranks    []RankState    `json:"ranks"`
+	Focus    string         `json:"focus"`
+	Messages *MessageCounts `json:"messages,omitempty"`
+}
+
+// MessageCounts are the CDTI messages the front end has exchanged with the job's agents.
+type MessageCounts struct {
+	Sent     uint64 `json:"sent"`
+	Received uint64 `json:"received"`
 }
 
 // FocusBody is hpcdap/focus's response body.

@@ -251,6 +251,10 @@ func (p *proc) threadGone(tid int) {
 // onExit records the end of the process and tells every attached tool.
 func (p *proc) onExit(status int) {
 	p.exited = true
+	if p.quietDone != nil {
+		close(p.quietDone)
+		p.quietFor, p.quietDone = nil, nil
+	}
 	p.status = status
 	p.pending, p.inflight = nil, nil
 	p.holder = nil
@@ -281,6 +285,21 @@ func (p *proc) sendNext() {
 	}
 	p.inflight = &n
 	p.holder.defaultTid = n.tid
+	if n.quiet && p.quietFor == p.holder {
+		p.inflight.unsent = true // a collective reports it (quiet.go)
+		if p.quietDone != nil {
+			close(p.quietDone)
+			p.quietDone = nil
+		}
+		return
+	}
+	p.notifyInflight()
+}
+
+// notifyInflight sends the holder the notification in flight.
+func (p *proc) notifyInflight() {
+	n := p.inflight
+	n.unsent = false
 	p.holder.tc.send(&cdti.Notify{
 		Header: cdti.Header{Rank: p.rank, JobID: p.a.jobID, ToolID: p.holder.id},
 		Kind:   cdti.NotifyTypeSignal,

@@ -53,6 +53,10 @@ type proc struct {
 	ctl      controlSettings
 	pending  []notif // signal notifications not yet sent, oldest first
 	inflight *notif  // the notification sent to the holder and not yet satisfied
+	// quietFor is the tool whose StopProcess stops are reported by a collective instead of a
+	// Notify (quiet.go); quietDone is closed when such a stop is complete.
+	quietFor  *tool
+	quietDone chan struct{}
 	// suspended: the process is stopped as a whole (a notification is pending or in flight,
 	// or a tool step is under way from one): no thread runs unless a tool steps it.
 	suspended bool
@@ -140,6 +144,8 @@ type notif struct {
 	inst   uint64
 	data   uint64
 	gone   bool // the thread exited after it was notified
+	quiet  bool // a collective's quiet stop: not to be sent (quiet.go)
+	unsent bool // in flight without having been sent: a collective reported it
 }
 
 var errShutdown = errors.New("agent is shutting down")

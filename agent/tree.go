@@ -9,8 +9,10 @@ import (
 // The tree overlay. Every agent serves CDTI through a cdti.Router: messages for its own ranks
 // go to its handler, messages for ranks of the agents below it (set by the management call
 // "tree" from the front end) are relayed to them unaltered, each child authenticated with
-// the session token as the front end authenticates to an agent. GatherStacks, the collective,
-// is answered here for this agent's ranks and merged by the Router with its children's.
+// the session token as the front end authenticates to an agent. GatherStacks is answered
+// here for this agent's ranks and merged by the Router with its children's; a Collective is
+// applied to this agent's ranks through the ordinary Query and Update handlers, its quiet
+// stops through QuietStop (quiet.go).
 
 // TreeParams is the management call "tree": the agents directly below this one, each with
 // the ranks it serves and its own subtree.

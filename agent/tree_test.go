@@ -73,3 +73,68 @@ func TestTreeRelayAndGatherStacks(t *testing.T) {
 		t.Errorf("a tool attached to nothing gathered ranks %v", tree.Ranks)
 	}
 }
+
+// TestTreeCollectiveQuietStop drives three real multi-threaded ranks on two agents (parent rank 0, child
+// ranks 1 and 2) with Collectives sent to the parent alone: a continue answered by one group
+// of every rank, then a quiet stop whose one answer reports every rank stopped (Reported:
+// no Notify was sent) while /proc shows every thread of the three processes stopped; a plain
+// StopProcess of rank 1 then sends that rank's stop as a Notify after all; a last continue
+// lets them all run again.
+func TestTreeCollectiveQuietStop(t *testing.T) {
+	parent := newHarness(t, "")
+	parent.spawn(1, threadsBin, "1", "forever")
+	child := newHarness(t, "")
+	out := newOutFile(t)
+	if err := child.a.SpawnRanks(SpawnSpec{Argv: []string{threadsBin, "1", "forever"}, Stdio: []*os.File{nil, out.f, out.f}, FirstRank: 1, Count: 2}); err != nil {
+		t.Fatal(err)
+	}
+	parent.a.router.SetChildren([]cdti.Route{{Addr: child.addr, Ranks: []uint32{1, 2}}})
+	pids := []int{parent.rankPid(0), child.rankPid(1), child.rankPid(2)}
+	tt := parent.dial(5)
+	for r := uint32(0); r < 3; r++ {
+		tt.attach(r, 50, "tree")
+		tt.control(r, int(syscall.SIGSTOP), cdti.DynamicNotifyStart)
+	}
+	for range 3 {
+		if n := tt.notify(); n.Kind != cdti.NotifyTypeSignal {
+			t.Fatalf("notification %+v", n)
+		}
+	}
+	all := cdti.RanksOf(0, 1, 2)
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	one := func(what string, flags cdti.CollectiveFlags, cmd cdti.Command) cdti.Result {
+		t.Helper()
+		a, err := tt.c.Collective(c, flags, all, cmd)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if len(a.Groups) != 1 || !a.Groups[0].Ranks.Equal(all) || len(a.Unreachable) != 0 || a.Groups[0].Code != cdti.Success {
+			t.Fatalf("%s: %+v, want one group of ranks 0-2", what, a)
+		}
+		return a.Groups[0].Results[0]
+	}
+	if r := one("continue", 0, &cdti.ContinueProcess{}); r.Code != cdti.CmdSuccess {
+		t.Fatalf("continue: %v", r.Code)
+	}
+	r := one("quiet stop", cdti.CollectiveQuietStop, &cdti.StopProcess{})
+	if st, ok := r.Ack.(*cdti.StopProcessAck); r.Code != cdti.CmdSuccess || !ok || !st.Reported {
+		t.Fatalf("quiet stop: %v %#v, want Reported", r.Code, r.Ack)
+	}
+	for i, pid := range pids {
+		for tid, s := range taskStates(t, pid) {
+			if s != 't' {
+				t.Fatalf("rank %d thread %d in state %c after the quiet stop, want t", i, tid, s)
+			}
+		}
+	}
+	if ok, err := tt.c.StopProcess(c, 1); err != nil || !ok {
+		t.Fatalf("plain stop of rank 1 stopped quietly: %v %v, want a Notify to follow", ok, err)
+	}
+	if n := tt.notify(); n.Rank != 1 || n.Signal.Reason != cdti.SignalInterrupt {
+		t.Fatalf("notification %+v, want rank 1's interrupt", n)
+	}
+	if r := one("continue", 0, &cdti.ContinueProcess{}); r.Code != cdti.CmdSuccess {
+		t.Fatalf("last continue: %v", r.Code)
+	}
+}

@@ -80,7 +80,7 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 	case *cdti.SendSignalToProcess:
 		return p.sendSignal(th, 0, c.Signal, tid), nil
 	case *cdti.StopProcess:
-		return p.stopProcess(th), nil
+		return p.stopProcess(t, th), nil
 	case *cdti.ContinueProcess:
 		code, _ := p.satisfy(th.tid)
 		if code != cdti.CmdSuccess {
@@ -201,10 +201,16 @@ func (p *proc) stopByInterrupt(th *pthread, ackTid uint32) cdti.Result {
 // kernel to stop the process again later. A notification already queued or in flight is the
 // stop (Stopping false, nothing more is sent). A tool step under way is cancelled: its thread
 // stops where it stands, and its step trap, should it still come, is ignored as stale.
-func (p *proc) stopProcess(th *pthread) cdti.Result {
+func (p *proc) stopProcess(t *tool, th *pthread) cdti.Result {
 	tid := uint32(th.tid)
 	if !p.started {
 		return fail(cdti.CmdParmErr, tid) // held before its first instruction: nothing runs
+	}
+	if n := p.inflight; n != nil && n.unsent && p.quietFor != t {
+		// Stopped quietly, and stopped again plainly: the tool lost the collective's answer
+		// and learns of the stop now.
+		p.notifyInflight()
+		return ok(&cdti.StopProcessAck{ThreadID: tid, Stopping: true})
 	}
 	if p.inflight != nil || len(p.pending) > 0 {
 		return ok(&cdti.StopProcessAck{ThreadID: tid})
@@ -221,7 +227,8 @@ func (p *proc) stopProcess(th *pthread) cdti.Result {
 	if p.stepOver != nil {
 		p.stepOver.tool = false // its end is no StepComplete either
 	}
-	p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGSTOP), reason: cdti.SignalInterrupt})
+	p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGSTOP), reason: cdti.SignalInterrupt,
+		quiet: t != nil && p.quietFor == t})
 	return ok(&cdti.StopProcessAck{ThreadID: tid, Stopping: true})
 }
 

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -54,6 +55,8 @@ type Client struct {
 	opts   ClientOptions
 	remote string
 
+	sent, received atomic.Uint64 // messages written and read (Messages)
+
 	wmu sync.Mutex // serializes writes
 	wdl time.Time  // the write deadline currently set on conn (guarded by wmu)
 
@@ -78,6 +81,9 @@ type call struct {
 	want MessageType
 	ch   chan callResult // buffered: receives exactly one result
 	slot bool            // holds the Serialize slot
+	// parts are the messages received so far of an answer split over several (a CollectiveAck
+	// or GatherStacksAck with More set).
+	parts []Message
 }
 
 type callResult struct {
@@ -132,6 +138,10 @@ func (c *Client) Notifications() <-chan *Notify { return c.notifyCh }
 
 // Done is closed when the connection has failed or the Client has been closed.
 func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Messages returns the number of messages the Client has written (requests) and read (acks
+// and notifications, each part of a split answer counted) on its connection.
+func (c *Client) Messages() (sent, received uint64) { return c.sent.Load(), c.received.Load() }
 
 // Err returns why the connection ended, or nil while it is alive.
 func (c *Client) Err() error {
@@ -342,6 +352,7 @@ func (c *Client) write(ctx context.Context, b []byte) error {
 		}
 		return err
 	}
+	c.sent.Add(1)
 	return nil
 }
 
@@ -391,6 +402,7 @@ func (c *Client) readLoop() {
 			c.fail(err)
 			return
 		}
+		c.received.Add(1)
 		h, _ := ParseHeader(b) // ReadFrame guarantees 32 bytes
 		switch {
 		case h.Type == MsgNotify:
@@ -416,8 +428,19 @@ func (c *Client) readLoop() {
 // deliver hands an ack to the call waiting for its sequence id. Acks nobody waits for (their
 // caller gave up, or an ErrorAck already failed them) are discarded.
 func (c *Client) deliver(h Header, b []byte) {
+	var part Message
+	if moreFollows(h, b) {
+		if m, err := DecodeMessage(b); err == nil {
+			part = m
+		}
+	}
 	c.mu.Lock()
 	cl := c.calls[h.SequenceID]
+	if cl != nil && part != nil && cl.want == h.Type && len(cl.parts) < maxCollectiveParts {
+		cl.parts = append(cl.parts, part) // more of it follows
+		c.mu.Unlock()
+		return
+	}
 	if cl != nil {
 		delete(c.calls, h.SequenceID)
 	}
@@ -426,6 +449,13 @@ func (c *Client) deliver(h Header, b []byte) {
 		return
 	}
 	m, err := DecodeMessage(b)
+	if err == nil && len(cl.parts) > 0 {
+		if part != nil {
+			m, err = nil, fmt.Errorf("%w: an answer in more than %d parts", ErrMalformed, maxCollectiveParts)
+		} else {
+			m = joinParts(append(cl.parts, m))
+		}
+	}
 	switch {
 	case err != nil:
 	case h.Type != cl.want:

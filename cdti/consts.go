@@ -114,6 +114,7 @@ var messageTypeNames = map[MessageType]string{
 	MsgSetupJobAck: "SetupJobAck", MsgNotify: "Notify", MsgNotifyAck: "NotifyAck",
 	MsgControl: "Control", MsgControlAck: "ControlAck", MsgHello: "Hello", MsgHelloAck: "HelloAck",
 	MsgGatherStacks: "GatherStacks", MsgGatherStacksAck: "GatherStacksAck",
+	MsgCollective: "Collective", MsgCollectiveAck: "CollectiveAck",
 }
 
 func (t MessageType) String() string {
@@ -126,7 +127,7 @@ func (t MessageType) String() string {
 // IsAck reports whether messages of type t answer a request (the types a tool waits for).
 func (t MessageType) IsAck() bool {
 	switch t {
-	case MsgErrorAck, MsgAttachAck, MsgDetachAck, MsgQueryAck, MsgUpdateAck, MsgControlAck, MsgHelloAck, MsgGatherStacksAck:
+	case MsgErrorAck, MsgAttachAck, MsgDetachAck, MsgQueryAck, MsgUpdateAck, MsgControlAck, MsgHelloAck, MsgGatherStacksAck, MsgCollectiveAck:
 		return true
 	}
 	return false
@@ -135,7 +136,7 @@ func (t MessageType) IsAck() bool {
 // ackFor is the reply type of a request type (0 if t is not a request).
 func ackFor(t MessageType) MessageType {
 	switch t {
-	case MsgAttach, MsgDetach, MsgQuery, MsgUpdate, MsgControl, MsgHello, MsgGatherStacks:
+	case MsgAttach, MsgDetach, MsgQuery, MsgUpdate, MsgControl, MsgHello, MsgGatherStacks, MsgCollective:
 		return t + 1
 	}
 	return 0

@@ -55,7 +55,8 @@
 // serializes anyway. Every call takes a context; ClientOptions.Timeout bounds calls whose context
 // has none. Convenience calls: Attach, Detach, Control, Query, Update, QueryBatch, UpdateBatch,
 // ReadMemory and WriteMemory (any size), ThreadList, and the extension calls TargetInfo,
-// RegisterSet, SetRegisterSet, Traceback and CallFunction. RoundTrip sends any request message.
+// RegisterSet, SetRegisterSet, Traceback, CallFunction, GatherStacks and Collective. RoundTrip
+// sends any request message.
 //
 // Notifications. Notify messages arrive unsolicited among the acks and are delivered, in order,
 // on Client.Notifications. The reading goroutine never blocks on that channel: notifications wait
@@ -140,12 +141,24 @@
 //	5102  GatherStacks       message max frames u32 @40 (0: 400), 4 bytes padding: the merged main-thread
 //	                                 stacks of every stopped rank served by the agent and every agent below
 //	5103  GatherStacksAck    message counts u32 @40 (contributing rank ranges), @44 (unreachable rank ranges),
-//	                                 @48 (root nodes), pad; from @56 the rank sets as strided ranges
+//	                                 @48 (root nodes), flags u32 @52 (1 more parts follow); from @56 the rank sets as strided ranges
 //	                                 {lo u32, hi u32, stride u32} (lo, lo+stride, …, hi; sorted, spans
 //	                                 disjoint; each list padded to 8), contributing then unreachable; then
 //	                                 the nodes in preorder, each {pc u64, child count u32, range count u32,
-//	                                 ranges}; a tree over 64 KiB is answered RequestFailed with its size as
-//	                                 errorCode
+//	                                 ranges}; a tree over 64 KiB is sent as several, each the tree of the
+//	                                 ranks of an interval, all but the last flagged "more" (the Client
+//	                                 merges them); only a single rank's tree over 64 KiB is answered
+//	                                 RequestFailed with its size as errorCode
+//	5104  Collective         message flags u32 @40 (1 quiet stop), rank range count u32 @44, request length u32 @48,
+//	                                 pad; from @56 the rank set as strided ranges (as in 5103), padded to 8; then
+//	                                 a whole Query or Update message (its header zero but type and length): the
+//	                                 commands to apply to every rank of the set; a set of at most 4,194,304 ranks
+//	5105  CollectiveAck      message flags u32 @40 (1 more parts follow, 2 the replies are UpdateAcks), unreachable
+//	                                 range count u32 @44, group count u32 @48, pad; from @56 the unreachable ranks'
+//	                                 ranges, padded to 8; then the groups, each {range count u32, reply length u32,
+//	                                 ranges padded to 8, the reply: a whole QueryAck or UpdateAck whose header holds
+//	                                 only type, return code, error code and length, padded to 8}; a failed answer
+//	                                 is the ToolMessage alone
 //	1101  GetTargetInfo      Query   (threadID only)
 //	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
 //	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24
@@ -163,17 +176,42 @@
 //	1205  StopProcess        Update  (threadID only): stop every thread without a signal
 //	1206  StopProcessAck             stopping u32 @8: 1 = a Notify(SIGSTOP, reason 100 Interrupt) follows,
 //	                                 0 = the process is already suspended or a notification is on its way
+//	                                 2 = stopped and reported by this ack (a quiet collective stop): no Notify
 //	1207  SetTrapCondition   Update  address u64 @8, load bias u64 @16, hits so far u64 @24, site length u32 @32
 //	                                 (≤ 16384, 0: remove), site @40: what the agent decides at the trap
 //	                                 (package bpcode's encoding)
 //	1208  SetTrapConditionAck        hits u64 @8: the count of the condition replaced or removed
 //
-// GatherStacks is the one collective operation: it goes down the tree once and comes back
+// GatherStacks is the collective of parallel stacks: it goes down the tree once and comes back
 // reduced. Each agent unwinds the main thread of each of its stopped ranks (as GetTraceback),
 // merges the stacks into a prefix tree from the outermost pc with a rank set at every node
 // (StackTree), merges its children's trees into it, and answers one tree: its
 // size follows the distinct stacks, not the ranks. The ranks of agents that could not be
 // reached are named in Unreachable.
+//
+// Collective is the collective of run control and breakpoints: one Query or Update command
+// list (a StopProcess, a ContinueProcess, SetBreakpoint or ResetBreakpoint with the reading
+// of the originals, GetThreadList, GetMemory, ...) applied to every rank of a set, through the
+// whole tree in one message. Each agent hands its own ranks of the set to its ordinary handler,
+// rank by rank, exactly as it would answer the Query or Update of that rank (control authority,
+// CNK semantics, errors and all; what the handler defers until after its ack runs after the
+// collective's answer is sent), and forwards the message once to each child whose subtree
+// holds ranks of the set, the set cut to that subtree. On the way up the answers are reduced:
+// ranks whose replies are identical form one group (the reply once, the ranks as strided
+// ranges), the thread id of a command that named thread 0 being compared and carried as 0;
+// failed ranks group by their error (a rank no agent serves: ToolRankNotFound, from the agent
+// where its way ends); the ranks of a child that did not answer in time form a group of
+// RequestFailed with ErrorCodeTimedOut (110), and those of a lost agent are named in
+// Unreachable. So the tool receives O(distinct outcomes), not O(ranks). An answer over 64 KiB
+// (distinct thread lists of many ranks, say) is sent as several CollectiveAcks of the same
+// sequence id, every one but the last flagged "more", and the Client puts them together: a
+// collective never fails for its size. With the flag quiet stop, a StopProcess's stop is
+// reported in the answer (StopProcessAck stopping 2: the process is stopped, the tool's
+// notification of it in flight but never sent) instead of by one Notify per rank; a stop that
+// does not complete within the collective's wait is notified as usual, and a plain StopProcess
+// of a process stopped quietly sends its Notify after all (a tool that lost the answer gets
+// its stop). A BG/Q toolctld or CNK answers the message with ErrorAck(UnsupportedType): the
+// tool then sends the commands rank by rank.
 //
 // A Hello proof is HelloProof(token, role, the peer's nonce, one's own nonce): HMAC-SHA256 keyed
 // by the session token over the role ("hpcdap agent" or "hpcdap tool"), a zero byte and both

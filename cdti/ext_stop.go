@@ -32,13 +32,16 @@ func (c *StopProcess) EncodedSize() int         { return 8 }
 func (c *StopProcess) AckSize() int             { return stopProcessAckSize }
 func (c *StopProcess) Encode(b []byte)          { be.PutUint32(b, c.ThreadID) }
 
-// stopProcessAckSize: thread id uint32 @0, stopping uint32 @8 (0 or 1).
+// stopProcessAckSize: thread id uint32 @0, stopping uint32 @8 (0, 1, or 2: reported).
 const stopProcessAckSize = 16
 
 // StopProcessAck answers StopProcess.
 type StopProcessAck struct {
 	ThreadID uint32
-	Stopping bool // a Notify(SIGSTOP, SignalInterrupt) follows
+	Stopping bool // a Notify(SIGSTOP, SignalInterrupt) follows, unless Reported
+	// Reported (only in a Collective with CollectiveQuietStop, and with Stopping): the process
+	// is stopped and this ack is its stop; no Notify follows (see CollectiveQuietStop).
+	Reported bool
 }
 
 func (a *StopProcessAck) CommandType() CommandType { return TypeStopProcessAck }
@@ -46,7 +49,10 @@ func (a *StopProcessAck) Thread() uint32           { return a.ThreadID }
 func (a *StopProcessAck) EncodedSize() int         { return stopProcessAckSize }
 func (a *StopProcessAck) Encode(b []byte) {
 	be.PutUint32(b, a.ThreadID)
-	if a.Stopping {
+	switch {
+	case a.Reported:
+		be.PutUint32(b[8:], 2)
+	case a.Stopping:
 		be.PutUint32(b[8:], 1)
 	}
 }
@@ -56,10 +62,10 @@ func decStopProcessAck(b []byte) (Ack, error) {
 		return nil, err
 	}
 	v := be.Uint32(b[8:])
-	if v > 1 {
-		return nil, fmt.Errorf("%v: stopping is %d, want 0 or 1", TypeStopProcessAck, v)
+	if v > 2 {
+		return nil, fmt.Errorf("%v: stopping is %d, want 0, 1 or 2", TypeStopProcessAck, v)
 	}
-	return &StopProcessAck{ThreadID: be.Uint32(b), Stopping: v == 1}, nil
+	return &StopProcessAck{ThreadID: be.Uint32(b), Stopping: v >= 1, Reported: v == 2}, nil
 }
 
 func init() {

@@ -40,6 +40,8 @@ func seedMessages(t testing.TB) [][]byte {
 		&Notify{Header: hdr(14), Kind: NotifyTypeTermination, Exit: 256},
 		&GatherStacks{Header: hdr(15), MaxFrames: 64}, &GatherStacksAck{Header: hdr(16), Tree: seedStackTree()},
 	}
+	msgs = append(msgs, seedCollectives()...)
+	msgs = append(msgs, &GatherStacksAck{Header: hdr(22), More: true, Tree: seedStackTree()})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {
@@ -48,6 +50,22 @@ func seedMessages(t testing.TB) [][]byte {
 		seeds = append(seeds, b)
 	}
 	return seeds
+}
+
+// seedCollectives are Collective and CollectiveAck messages of both kinds.
+func seedCollectives() []Message {
+	return []Message{
+		&Collective{Header: hdr(17), Flags: CollectiveQuietStop, Ranks: RanksOf(0, 2, 4, 6, 9), Kind: MsgUpdate,
+			Commands: []Command{&StopProcess{}}},
+		&Collective{Header: hdr(18), Ranks: RanksOf(1, 2, 3), Kind: MsgUpdate,
+			Commands: []Command{&SetBreakpoint{Addr: 0x401000, Instruction: 0x7fe00008}, &ResetBreakpoint{Addr: 0x402000, Instruction: 7}}},
+		&Collective{Header: hdr(19), Ranks: RanksOf(5), Kind: MsgQuery, Commands: []Command{&GetThreadList{}, &GetMemory{Addr: 0x1000, Length: 16}}},
+		&CollectiveAck{Header: hdr(20), Kind: MsgUpdateAck, Unreachable: RanksOf(7, 8),
+			Groups: []AckGroup{{Ranks: RanksOf(0, 2, 4), Results: []Result{{Code: CmdSuccess, Ack: &StopProcessAck{Stopping: true, Reported: true}}}},
+				{Ranks: RanksOf(9), Code: RequestFailed, ErrorCode: ErrorCodeTimedOut}}},
+		&CollectiveAck{Header: hdr(21), More: true, Kind: MsgQueryAck,
+			Groups: []AckGroup{{Ranks: RanksOf(1, 3), Results: []Result{{Code: CmdSuccess, Ack: &GetThreadListAck{Threads: []ThreadEntry{{TID: 4}}}}}}}},
+	}
 }
 
 func seedStackTree() StackTree {
@@ -183,6 +201,91 @@ func FuzzParseAck(f *testing.F) {
 			}
 			if r.Ack != nil && r.Ack.EncodedSize() < 8 {
 				t.Fatalf("result %d: payload of %d bytes", i, r.Ack.EncodedSize())
+			}
+		}
+	})
+}
+
+// FuzzCollective fuzzes the bodies of Collective and CollectiveAck: rank sets, the carried
+// request and the groups' replies are checked, never trusted, and what decodes re-encodes to
+// the same message.
+func FuzzCollective(f *testing.F) {
+	for _, m := range seedCollectives() {
+		b, err := EncodeLax(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(m.MessageType() == MsgCollectiveAck, uint32(0), b[ToolMessageSize:])
+	}
+	f.Fuzz(func(t *testing.T, ack bool, rc uint32, body []byte) {
+		typ := MsgCollective
+		if ack {
+			typ = MsgCollectiveAck
+		} else {
+			rc = 0
+		}
+		m := checkMessageRoundTrip(t, commandListMessage(typ, ReturnCode(rc), body))
+		switch m := m.(type) {
+		case *Collective:
+			if m.Kind != MsgQuery && m.Kind != MsgUpdate {
+				t.Fatalf("a collective of kind %v", m.Kind)
+			}
+			for i, c := range m.Commands {
+				if c == nil {
+					t.Fatalf("command %d is nil", i)
+				}
+			}
+		case *CollectiveAck:
+			for i, g := range m.Groups {
+				if g.Ranks.Count() == 0 {
+					t.Fatalf("group %d without ranks", i)
+				}
+				if g.Code != Success && len(g.Results) != 0 {
+					t.Fatalf("group %d: results of a failed reply", i)
+				}
+			}
+			// Splitting and joining keeps every rank's answer.
+			parts := m.Split()
+			j := joinCollective(parts)
+			if !j.Unreachable.Equal(m.Unreachable) {
+				t.Fatalf("split and join changed the unreachable ranks")
+			}
+		}
+	})
+}
+
+// FuzzGatherStacksAck fuzzes GatherStacksAck bodies: what decodes re-encodes to the same
+// message, and cutting its tree at any rank into two halves keeps every rank in one of them,
+// each half no larger than the whole and encodable.
+func FuzzGatherStacksAck(f *testing.F) {
+	for _, m := range []*GatherStacksAck{{Header: hdr(1), Tree: seedStackTree()}, {Header: hdr(2), More: true, Tree: seedStackTree()}} {
+		b, err := EncodeLax(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint32(1), b[ToolMessageSize:])
+	}
+	f.Fuzz(func(t *testing.T, cut uint32, body []byte) {
+		m, ok := checkMessageRoundTrip(t, commandListMessage(MsgGatherStacksAck, Success, body)).(*GatherStacksAck)
+		if !ok || m.Tree.Ranks.Count() > 1<<16 {
+			return
+		}
+		a := m.Tree.within(0, cut)
+		var b StackTree
+		if cut != ^uint32(0) {
+			b = m.Tree.within(cut+1, ^uint32(0))
+		}
+		if got := a.Ranks.Union(b.Ranks); !got.Equal(m.Tree.Ranks) {
+			t.Fatalf("cut at %d: ranks %v and %v, want %v", cut, a.Ranks, b.Ranks, m.Tree.Ranks)
+		}
+		whole := (&GatherStacksAck{Tree: m.Tree}).size()
+		for _, half := range []StackTree{a, b} {
+			h := &GatherStacksAck{Tree: half}
+			if h.size() > whole {
+				t.Fatalf("cut at %d: a half of %d bytes from %d", cut, h.size(), whole)
+			}
+			if _, err := Encode(h); err != nil {
+				t.Fatalf("cut at %d: %v", cut, err)
 			}
 		}
 	})

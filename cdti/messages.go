@@ -94,6 +94,8 @@ func init() {
 		MsgGatherStacks:    decGatherStacks,
 		MsgGatherStacksAck: decGatherStacksAck,
 		MsgHelloAck:        decHelloAck,
+		MsgCollective:      decCollective,
+		MsgCollectiveAck:   decCollectiveAck,
 	}
 }
 

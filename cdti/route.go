@@ -42,7 +42,10 @@ const ErrorCodeUnreachable = 113
 // the next agent on the way, so the lost agent's children are reached from their nearest live
 // ancestor, and only the lost agent's own ranks are unreachable.
 //
-// GatherStacks is the one collective: Router sends it once to each child, asks Local (a
+// Collective (see route_coll.go) goes down the same way, its rank set cut to each child's
+// subtree, and comes back reduced into groups of identical answers.
+//
+// GatherStacks is a collective too: Router sends it once to each child, asks Local (a
 // StackGatherer) for its own ranks, and answers one merged tree, naming the ranks of agents it
 // could not reach in Unreachable. A child that does not answer in time (collectiveWait, which
 // shrinks on the way down so that each agent answers before its parent stops waiting) has its
@@ -71,8 +74,8 @@ type link struct {
 	nc      net.Conn
 	wmu     sync.Mutex
 	mu      sync.Mutex
-	pending map[uint32]Header      // forwarded requests awaiting their ack
-	collect map[uint32]chan []byte // collectives awaiting their ack
+	pending map[uint32]Header     // forwarded requests awaiting their ack
+	parts   map[uint32]*partsWait // collectives awaiting their (perhaps split) ack
 	dead    bool
 }
 
@@ -139,8 +142,11 @@ func (r *Router) Closed(c *Conn, err error) {
 // Relay routes one frame (RelayHandler).
 func (r *Router) Relay(c *Conn, frame []byte) error {
 	h, _ := ParseHeader(frame)
-	if h.Type == MsgGatherStacks {
+	switch h.Type {
+	case MsgGatherStacks:
 		return r.gather(c, h, frame)
+	case MsgCollective:
+		return r.collective(c, h, frame)
 	}
 	r.mu.Lock()
 	p, below := r.path[h.Rank]
@@ -261,6 +267,8 @@ func ReplyTo(h Header, rc ReturnCode, errno uint32) Message {
 		return &UpdateAck{Header: rh}
 	case MsgGatherStacks:
 		return &GatherStacksAck{Header: rh}
+	case MsgCollective:
+		return &CollectiveAck{Header: rh}
 	}
 	return &ErrorAck{rh}
 }
@@ -301,7 +309,7 @@ func (r *Router) link(c *Conn, addr string) (*link, error) {
 		r.mu.Unlock()
 		return nil, err
 	}
-	l := &link{nc: nc, pending: make(map[uint32]Header), collect: make(map[uint32]chan []byte)}
+	l := &link{nc: nc, pending: make(map[uint32]Header), parts: make(map[uint32]*partsWait)}
 	r.mu.Lock()
 	if r.links[c] == nil { // c closed meanwhile
 		r.mu.Unlock()
@@ -325,13 +333,18 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 		}
 		h, _ := ParseHeader(b)
 		l.mu.Lock()
-		if h.Type == MsgGatherStacksAck { // only a Router asks a child for one: it is ours
-			ch := l.collect[h.SequenceID]
-			delete(l.collect, h.SequenceID)
+		if h.Type == MsgCollectiveAck || h.Type == MsgGatherStacksAck { // only a Router asks a child for one: it is ours
+			w := l.parts[h.SequenceID]
+			if !moreFollows(h, b) {
+				delete(l.parts, h.SequenceID)
+			}
 			l.mu.Unlock()
-			if ch != nil {
-				ch <- b
-			} // else it came after the collective stopped waiting for it
+			if w != nil {
+				select {
+				case w.ch <- b:
+				case <-w.quit: // it stopped waiting
+				}
+			}
 			continue
 		}
 		delete(l.pending, h.SequenceID)
@@ -342,8 +355,8 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 	}
 	l.mu.Lock()
 	l.dead = true
-	pending, collect := l.pending, l.collect
-	l.pending, l.collect = nil, nil
+	pending, parts := l.pending, l.parts
+	l.pending, l.parts = nil, nil
 	l.mu.Unlock()
 	l.nc.Close()
 	select {
@@ -356,8 +369,8 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 	for _, h := range pending {
 		c.Send(unreachableReply(h))
 	}
-	for _, ch := range collect {
-		close(ch)
+	for _, w := range parts {
+		close(w.ch)
 	}
 }
 
@@ -400,23 +413,6 @@ func (l *link) write(frame []byte) error {
 
 // linkWriteTimeout bounds one write to a child, as Server.WriteTimeout bounds the agent's.
 const linkWriteTimeout = 30 * time.Second
-
-// ask writes a collective request and returns the channel its ack arrives on (closed if the
-// link fails first).
-func (l *link) ask(seq uint32, frame []byte) (chan []byte, error) {
-	ch := make(chan []byte, 1)
-	l.mu.Lock()
-	if l.dead {
-		l.mu.Unlock()
-		return nil, ErrPeerClosed
-	}
-	l.collect[seq] = ch
-	l.mu.Unlock()
-	if err := l.write(frame); err != nil {
-		return nil, err
-	}
-	return ch, nil
-}
 
 // gather answers GatherStacks: Local's stacks merged with every child's tree.
 func (r *Router) gather(c *Conn, h Header, frame []byte) error {
@@ -469,12 +465,18 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 		}
 	}
 	wg.Wait()
-	if ack.size() > MaxFrameSize {
+	parts, ok := ack.split()
+	if !ok { // one rank's stack alone is over the limit
 		rh := h.Reply(RequestFailed)
 		rh.ErrorCode = uint32(ack.size())
 		return c.Send(&GatherStacksAck{Header: rh})
 	}
-	return c.Send(ack)
+	for _, p := range parts {
+		if err := c.Send(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // errSlow is gatherFrom's error for a child that did not answer in time but is still linked.
@@ -499,22 +501,12 @@ func height(rt *Route) int {
 
 // gatherFrom asks one child, whose subtree is height agents deep, for its subtree's tree.
 func (r *Router) gatherFrom(c *Conn, addr string, height int, seq uint32, frame []byte) (*StackTree, error) {
-	wait := collectiveWait(r.timeout(), height)
-	l, err := r.link(c, addr)
+	parts, err := r.askParts(c, addr, collectiveWait(r.timeout(), height), seq, frame)
 	if err != nil {
 		return nil, err
 	}
-	ch, err := l.ask(seq, frame)
-	if err != nil {
-		r.markCut(c, addr)
-		return nil, err
-	}
-	select {
-	case b, ok := <-ch:
-		if !ok {
-			r.markCut(c, addr)
-			return nil, ErrPeerClosed
-		}
+	t := &StackTree{}
+	for _, b := range parts {
 		m, err := DecodeMessage(b)
 		if err != nil {
 			return nil, err
@@ -523,18 +515,69 @@ func (r *Router) gatherFrom(c *Conn, addr string, height int, seq uint32, frame 
 		if !ok || a.ReturnCode != Success {
 			return nil, fmt.Errorf("agent %s: gather stacks: %v", addr, m.Hdr().ReturnCode)
 		}
-		return &a.Tree, nil
-	case <-time.After(wait):
-		// A slow child is not a lost one: the link (and with it the tool's attachments in
-		// that subtree) stays, only this collective stops waiting; its late ack is dropped.
+		t.Merge(&a.Tree)
+	}
+	return t, nil
+}
+
+// askParts writes a collective request (frame, of sequence id seq) to the child at addr and
+// returns the frames of its answer, the last one without "more", waiting at most wait. A
+// child that does not answer in time is slow (errSlow), not lost: the link (and with it the
+// tool's attachments in that subtree) stays, only this collective stops waiting for it, and
+// the rest of its answer is dropped.
+func (r *Router) askParts(c *Conn, addr string, wait time.Duration, seq uint32, frame []byte) ([][]byte, error) {
+	l, err := r.link(c, addr)
+	if err != nil {
+		return nil, err
+	}
+	w := &partsWait{ch: make(chan []byte, 1), quit: make(chan struct{})}
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		r.markCut(c, addr)
+		return nil, ErrPeerClosed
+	}
+	l.parts[seq] = w
+	l.mu.Unlock()
+	giveUp := func() {
+		close(w.quit)
 		l.mu.Lock()
-		if l.collect != nil {
-			delete(l.collect, seq)
+		if l.parts != nil && l.parts[seq] == w {
+			delete(l.parts, seq)
 		}
 		l.mu.Unlock()
-		return nil, errSlow{fmt.Errorf("agent %s: gather stacks: no answer in %v", addr, wait)}
-	case <-c.Context().Done():
-		return nil, ErrPeerClosed
+	}
+	if err := l.write(frame); err != nil {
+		giveUp()
+		r.markCut(c, addr)
+		return nil, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var parts [][]byte
+	for {
+		select {
+		case b, ok := <-w.ch:
+			if !ok {
+				r.markCut(c, addr)
+				return nil, ErrPeerClosed
+			}
+			parts = append(parts, b)
+			h, _ := ParseHeader(b)
+			if !moreFollows(h, b) {
+				return parts, nil
+			}
+			if len(parts) >= maxCollectiveParts {
+				giveUp()
+				return nil, fmt.Errorf("agent %s: %v: more than %d parts", addr, h.Type, maxCollectiveParts)
+			}
+		case <-timer.C:
+			giveUp()
+			return nil, errSlow{fmt.Errorf("agent %s: no answer in %v", addr, wait)}
+		case <-c.Context().Done():
+			giveUp()
+			return nil, ErrPeerClosed
+		}
 	}
 }
 

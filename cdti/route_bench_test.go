@@ -129,3 +129,87 @@ func benchTree(b *testing.B, ranks, k int) {
 	b.ReportMetric(float64(max(feBytes, 0)), "fe-bytes")
 	b.ReportMetric(float64(nodes), "tree-nodes")
 }
+
+// BenchmarkTreeRunControl runs the real tree code over simulated agents (as BenchmarkTree:
+// MaxRanksPerNode ranks per agent, fan-out 32) and measures an all-stop and a continue of
+// every rank, each as one Collective through the root (a quiet StopProcess, then
+// ContinueProcess: the answers reduced on the way up) or rank by rank (a StopProcess and its
+// Notify, then a ContinueProcess, per rank, pipelined on the root's connection, as without
+// the extension). Reported: pause-ms and continue-ms, and fe-msgs, the messages the front end
+// sent and received for both.
+//
+//	go test -run '^$' -bench TreeRunControl -benchtime 3x ./cdti
+func BenchmarkTreeRunControl(b *testing.B) {
+	for _, ranks := range []int{1024, 16384, 131072} {
+		for _, how := range []string{"collective", "per-rank"} {
+			b.Run(fmt.Sprintf("ranks=%d/%s", ranks, how), func(b *testing.B) {
+				benchRunControl(b, ranks, how == "collective")
+			})
+		}
+	}
+}
+
+func benchRunControl(b *testing.B, ranks int, collective bool) {
+	per := MaxRanksPerNode
+	_, root := simTreeOf(b, ranks/per, 32, per, hungJobStack)
+	c := dialRoot(b, root)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	all := make([]uint32, ranks)
+	for i := range all {
+		all[i] = uint32(i)
+	}
+	set := RanksOf(all...)
+	// eachRank sends one Update per rank, 256 outstanding.
+	eachRank := func(cmd func() Command) {
+		sem := make(chan struct{}, 256)
+		var wg sync.WaitGroup
+		for _, r := range all {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := c.Update(ctx, r, cmd()); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	var pause, cont time.Duration
+	s0, r0 := c.Messages()
+	for b.Loop() {
+		t0 := time.Now()
+		if collective {
+			a, err := c.Collective(ctx, CollectiveQuietStop, set, &StopProcess{})
+			if err != nil || len(a.Groups) != 1 || a.Groups[0].Ranks.Count() != ranks {
+				b.Fatalf("pause: %v %+v", err, a)
+			}
+		} else {
+			got := make(chan struct{})
+			go func() {
+				for range ranks {
+					<-c.Notifications()
+				}
+				close(got)
+			}()
+			eachRank(func() Command { return &StopProcess{} })
+			<-got
+		}
+		t1 := time.Now()
+		if collective {
+			a, err := c.Collective(ctx, 0, set, &ContinueProcess{})
+			if err != nil || len(a.Groups) != 1 || a.Groups[0].Ranks.Count() != ranks {
+				b.Fatalf("continue: %v %+v", err, a)
+			}
+		} else {
+			eachRank(func() Command { return &ContinueProcess{} })
+		}
+		pause += t1.Sub(t0)
+		cont += time.Since(t1)
+	}
+	s1, r1 := c.Messages()
+	n := float64(b.N)
+	b.ReportMetric(float64(pause.Microseconds())/1000/n, "pause-ms")
+	b.ReportMetric(float64(cont.Microseconds())/1000/n, "continue-ms")
+	b.ReportMetric(float64(s1-s0+r1-r0)/n, "fe-msgs")
+}

@@ -21,6 +21,7 @@ type stackAgent struct {
 	index int
 	ranks []uint32
 	stack func(index int, r uint32) []uint64 // nil: stackOf
+	run   runState                           // run control (route_coll_test.go)
 }
 
 func (a *stackAgent) stackOf(r uint32) []uint64 {
@@ -56,6 +57,10 @@ func (a *stackAgent) Query(c *Conn, m *Query) ([]Result, ReturnCode) {
 				fr = append(fr, TraceFrame{PC: pc})
 			}
 			out[i] = Result{Ack: &GetTracebackAck{ThreadID: 1, Frames: fr}}
+		}
+		if _, ok := cmd.(*GetThreadList); ok {
+			// The rank's own threads, as distinct as they are on real nodes.
+			out[i] = Result{Ack: &GetThreadListAck{ThreadID: 1000 + m.Rank, Threads: []ThreadEntry{{TID: 1000 + m.Rank}, {TID: 5000 + m.Rank}}}}
 		}
 	}
 	return out, Success

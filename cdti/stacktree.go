@@ -227,9 +227,12 @@ type GatherStacks struct {
 	MaxFrames uint32 // 0: MaxStackFrames
 }
 
-// GatherStacksAck (5103) answers GatherStacks with the merged tree.
+// GatherStacksAck (5103) answers GatherStacks with the merged tree. A tree too large for one
+// message is sent as several GatherStacksAcks of the same sequence id, each the tree of some of
+// the ranks, every one but the last with More set; the Client merges them.
 type GatherStacksAck struct {
 	Header
+	More bool
 	Tree StackTree
 }
 
@@ -240,7 +243,7 @@ func (m *GatherStacksAck) MessageType() MessageType      { return MsgGatherStack
 func (m *GatherStacksAck) encodedSize(bool) (int, error) { return m.size(), nil }
 
 // size is the encoded size: @40 contributing range count u32, unreachable range count u32,
-// node count u32, pad u32; the ranges (lo u32, hi u32, stride u32), contributing then
+// node count u32, flags u32 (1: more parts follow); the ranges (lo u32, hi u32, stride u32), contributing then
 // unreachable, padded to 8; then the nodes in preorder, each pc u64, child count u32, range
 // count u32 and its ranges, padded to 8.
 func (m *GatherStacksAck) size() int {
@@ -261,6 +264,9 @@ func (m *GatherStacksAck) encodeBody(b []byte) {
 	be.PutUint32(b[40:], uint32(len(t.Ranks)))
 	be.PutUint32(b[44:], uint32(len(t.Unreachable)))
 	be.PutUint32(b[48:], uint32(len(t.Roots)))
+	if m.More {
+		be.PutUint32(b[52:], 1)
+	}
 	at := 56
 	putRanges := func(rs RankRanges) {
 		for _, r := range rs {
@@ -324,7 +330,11 @@ func decGatherStacksAck(h Header, b []byte) (Message, error) {
 		at = round8(at)
 		return out, nil
 	}
-	m := &GatherStacksAck{Header: h}
+	flags := be.Uint32(b[52:])
+	if flags&^1 != 0 {
+		return nil, bad(fmt.Sprintf("flags %#x", flags))
+	}
+	m := &GatherStacksAck{Header: h, More: flags == 1}
 	var err error
 	if m.Tree.Ranks, err = ranges(be.Uint32(b[40:])); err != nil {
 		return nil, err
@@ -363,4 +373,79 @@ func decGatherStacksAck(h Header, b []byte) (Message, error) {
 		return nil, bad("trailing bytes")
 	}
 	return m, nil
+}
+
+// split cuts an answer over MaxFrameSize into answers of the ranks of halves of its rank span,
+// halved again until each fits, every one but the last with More set. It reports false when a
+// single rank's tree does not fit.
+func (m *GatherStacksAck) split() ([]*GatherStacksAck, bool) {
+	if m.size() <= MaxFrameSize {
+		return []*GatherStacksAck{m}, true
+	}
+	all := m.Tree.Ranks.Union(m.Tree.Unreachable)
+	if len(all) == 0 {
+		return nil, false
+	}
+	lo, hi := all[0].Lo, all[len(all)-1].Hi
+	if lo == hi {
+		return nil, false
+	}
+	mid := lo + (hi-lo)/2
+	var out []*GatherStacksAck
+	for _, span := range [2][2]uint32{{lo, mid}, {mid + 1, hi}} {
+		part := &GatherStacksAck{Header: m.Header, Tree: m.Tree.within(span[0], span[1])}
+		ps, ok := part.split()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, ps...)
+	}
+	for i, p := range out {
+		p.More = i < len(out)-1
+	}
+	return out, true
+}
+
+// within returns the tree of t's ranks in [lo, hi]: every rank set cut to the interval, the
+// nodes left without ranks dropped.
+func (t *StackTree) within(lo, hi uint32) StackTree {
+	var level func(l []*StackNode) []*StackNode
+	level = func(l []*StackNode) []*StackNode {
+		var out []*StackNode
+		for _, n := range l {
+			rs := n.Ranks.within(lo, hi)
+			if len(rs) == 0 {
+				continue
+			}
+			out = append(out, &StackNode{PC: n.PC, Ranks: rs, Children: level(n.Children)})
+		}
+		return out
+	}
+	return StackTree{Roots: level(t.Roots), Ranks: t.Ranks.within(lo, hi), Unreachable: t.Unreachable.within(lo, hi)}
+}
+
+// within returns the ranks of s in [lo, hi].
+func (s RankRanges) within(lo, hi uint32) RankRanges {
+	var out RankRanges
+	for _, r := range s {
+		if r.Hi < lo || r.Lo > hi {
+			continue
+		}
+		a, b := r.Lo, r.Hi
+		if a < lo {
+			a += (lo - a + r.Stride - 1) / r.Stride * r.Stride
+		}
+		if b > hi {
+			b -= (b - hi + r.Stride - 1) / r.Stride * r.Stride
+		}
+		if a > b {
+			continue
+		}
+		st := r.Stride
+		if a == b {
+			st = 1
+		}
+		out = append(out, RankRange{a, b, st})
+	}
+	return out
 }

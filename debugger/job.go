@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -90,10 +92,12 @@ type Job struct {
 	byNum      map[int]*Rank // rank number → rank
 	nodes      []*node
 	tree       *topology.Tree // the agents' tree overlay, nil when each node is connected directly
-	syms       *symbols.Cache
-	bps        *breakpoints
-	back       backend // live ranks, or a core file (post-mortem)
-	noStop     bool    // noDebug: run without stopping
+	// noCollective: an agent refused a cdti.Collective; run control goes rank by rank.
+	noCollective atomic.Bool
+	syms         *symbols.Cache
+	bps          *breakpoints
+	back         backend // live ranks, or a core file (post-mortem)
+	noStop       bool    // noDebug: run without stopping
 	// CallTimeout bounds one function call in an expression.
 	callTimeout time.Duration
 	// wlm is the workload manager's launcher once released (nil for local jobs).
@@ -147,6 +151,8 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 		syms: cfg.Syms, changed: map[*Rank]bool{}, signalStop: true}
 	j.back = liveBackend{j}
 	j.bps = newBreakpoints(j)
+	// HPCDAP_COLLECTIVES=0 sends run control rank by rank, for comparison (BENCHMARKS.md).
+	j.noCollective.Store(os.Getenv("HPCDAP_COLLECTIVES") == "0")
 	tree, err := treeFor(len(g.Endpoints), cfg.Fanout)
 	if err != nil {
 		return nil, err

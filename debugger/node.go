@@ -39,6 +39,10 @@ type node struct {
 	// cnk: the agent answered GetTargetInfo with CmdInval: it is a BG/Q CNK, which speaks
 	// CDTI v6 only (see bgq.go).
 	cnk atomic.Bool
+	// ext: a rank of the node answered GetTargetInfo, so its agent has the extensions and
+	// run control may go to it as Collectives (never sent before, so that a BG/Q toolctld's
+	// ErrorAck, which fails every request outstanding on its connection, cannot meet one).
+	ext atomic.Bool
 }
 
 // kernels groups the node's ranks by the kernel that runs them, each attached and detached

@@ -39,21 +39,22 @@ func rankTrap(r *Rank) ([]byte, binary.ByteOrder) {
 	return rs.arch.Trap(), rs.arch.ByteOrder
 }
 
-// byNode groups ranks by the agent connection that serves them.
-func byNode(ranks []*Rank) map[*node][]*Rank {
-	out := map[*node][]*Rank{}
+// byConn groups ranks by the agent connection that serves them: one group per node, or, through
+// the tree of agents, one group of every rank.
+func byConn(ranks []*Rank) map[*cdti.Client][]*Rank {
+	out := map[*cdti.Client][]*Rank{}
 	for _, r := range ranks {
-		out[r.node] = append(out[r.node], r)
+		out[r.node.client] = append(out[r.node.client], r)
 	}
 	return out
 }
 
-// eachNode runs f for the ranks of each node, the nodes in parallel.
+// eachNode runs f for the ranks of each agent connection, the connections in parallel.
 func (b *breakpoints) eachNode(what string, ranks []*Rank, f func(rs []*Rank)) {
 	var wg sync.WaitGroup
-	for n, rs := range byNode(ranks) {
+	for _, rs := range byConn(ranks) {
 		wg.Go(func() {
-			defer b.j.recoverPanic(fmt.Sprintf("%s of node %s", what, n.host))
+			defer b.j.recoverPanic(fmt.Sprintf("%s of node %s", what, rs[0].node.host))
 			f(rs)
 		})
 	}
@@ -85,7 +86,9 @@ func (b *breakpoints) sync(ctx context.Context, ranks []*Rank) {
 				plans = append(plans, p)
 			}
 		}
-		// Every plan at once: the requests share the node's connection.
+		// Plans alike on many ranks go as collectives; every other plan at once, the requests
+		// sharing the node's connection.
+		plans = b.syncCollective(ctx, plans)
 		var wg sync.WaitGroup
 		for _, p := range plans {
 			wg.Go(func() {
@@ -273,12 +276,22 @@ func (b *breakpoints) readUnder(ctx context.Context, r *Rank, trap []byte, addrs
 // send plants and removes the traps of one rank's plan in one command list, and records where
 // planting failed.
 func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
+	cmds, unread := b.commands(p)
+	var res []cdti.Result
+	var err error
+	if len(cmds) > 0 {
+		res, err = p.r.node.client.UpdateBatch(ctx, uint32(p.r.Num), cmds)
+	}
+	b.record(p, cmds, unread, res, err)
+}
+
+// commands returns the command list of a plan, and the traps to remove whose original
+// instruction is not known (they stay, stale).
+func (b *breakpoints) commands(p *trapPlan) (cmds []cdti.Command, unread []uint64) {
 	r := p.r
-	var cmds []cdti.Command
 	for _, a := range p.adds {
 		cmds = append(cmds, &cdti.SetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(p.order, p.trap)})
 	}
-	var unread []uint64
 	for _, a := range p.removes {
 		if orig := p.origs[a]; orig != nil {
 			cmds = append(cmds, &cdti.ResetBreakpoint{Addr: a, Instruction: cdti.InstructionValue(p.order, orig)})
@@ -296,11 +309,14 @@ func (b *breakpoints) send(ctx context.Context, p *trapPlan) {
 		}
 		cmds = append(cmds, &cdti.SetTrapCondition{Address: c.addr, Bias: c.bias, Hits: hits, Site: c.site})
 	}
-	var res []cdti.Result
-	var err error
-	if len(cmds) > 0 {
-		res, err = r.node.client.UpdateBatch(ctx, uint32(r.Num), cmds)
-	}
+	return cmds, unread
+}
+
+// record records what a plan's command list did (res, or the error of the whole list): where
+// planting failed, which traps stay because their removal failed, and the hit counts the
+// agent handed back.
+func (b *breakpoints) record(p *trapPlan, cmds []cdti.Command, unread []uint64, res []cdti.Result, err error) {
+	r := p.r
 	var counts []hitCount // hit counts the agent hands back, recorded once b.mu is released
 	defer func() { b.j.setHits(r, counts) }()
 	b.mu.Lock()

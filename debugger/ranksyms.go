@@ -122,6 +122,7 @@ func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", r.Num, err)
 	}
+	r.node.ext.Store(true) // an hpcdap agent with the extensions: collectives may go to it
 	rs.order = ti.Order()
 	if rs.arch, err = symbols.ArchFor(ti.Machine, rs.order); err != nil {
 		return fmt.Errorf("rank %d: %w", r.Num, err)

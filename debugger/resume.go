@@ -68,6 +68,11 @@ func (j *Job) continueRank(r *Rank) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rs, err := r.node.client.Update(ctx, uint32(r.Num), &cdti.ContinueProcess{})
+	return j.continueAnswered(r, rs, err)
+}
+
+// continueAnswered handles the answer to a rank's ContinueProcess.
+func (j *Job) continueAnswered(r *Rank, rs []cdti.Result, err error) error {
 	if unreachable(err) {
 		// Cut off by a lost agent: the rank runs on outside the session; its loss's
 		// notification names it, and ends it unless this does first.
@@ -78,6 +83,9 @@ func (j *Job) continueRank(r *Rank) error {
 	if err != nil {
 		j.logf("rank %d: continue: %v", r.Num, err)
 		return fmt.Errorf("continue rank %d: %w", r.Num, err)
+	}
+	if len(rs) != 1 {
+		return fmt.Errorf("continue rank %d: %d results", r.Num, len(rs))
 	}
 	j.logf("rank %d: continue: %v", r.Num, rs[0].Code)
 	if rs[0].Code != cdti.CmdSuccess && rs[0].Code != cdti.CmdProcessExiting {
@@ -115,19 +123,31 @@ func (j *Job) continueRanksIn(ranks []*Rank, own *Rank, epoch int) ([]*Thread, e
 		}
 	}
 	j.mu.Unlock()
-	for _, r := range ranks {
+	note := func(err error) {
+		if err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	}
+	// A caller holding one rank's evMu continues rank by rank: a collective takes the ranks'
+	// locks in rank order, which a lock already held would break.
+	groups, single := [][]*Rank(nil), ranks
+	if own == nil {
+		groups, single = j.collectiveGroups(ranks)
+	}
+	for _, g := range groups {
+		wg.Go(func() { note(j.continueCollective(g, epoch)) })
+	}
+	for _, r := range single {
 		wg.Go(func() {
 			if r != own {
 				r.evMu.Lock()
 				defer r.evMu.Unlock()
 			}
-			if err := j.continueOne(r, epoch); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
+			note(j.continueOne(r, epoch))
 		})
 	}
 	wg.Wait()
@@ -137,31 +157,7 @@ func (j *Job) continueRanksIn(ranks []*Rank, own *Rank, epoch int) ([]*Thread, e
 // continueOne lets one stopped rank of a continue go (its evMu held), unless an all-stop has
 // begun since the continue did (epoch).
 func (j *Job) continueOne(r *Rank, epoch int) error {
-	j.mu.Lock()
-	if r.state != RankStopped {
-		j.mu.Unlock()
-		return nil
-	}
-	if j.stops != epoch {
-		// Overtaken by a stop of the job: the rank stays where it is, stopped with the job.
-		r.stopReason, r.stopText, r.stopBPs = "pause", "", nil
-		j.markChanged(r)
-		j.mu.Unlock()
-		return nil
-	}
-	// A rank whose notification is in flight is continued; one that only has threads held
-	// (stop mode thread) is already running and just releases them.
-	held := append(r.sym.heldLWPs(), r.sym.single...)
-	r.sym.single = nil
-	notified := r.notif != nil || len(held) == 0
-	if notified {
-		j.beginRunLocked(r)
-	} else {
-		r.state = RankRunning
-		j.endStopLocked(r)
-		j.markChanged(r)
-	}
-	j.mu.Unlock()
+	held, notified := j.continuePrepare(r, epoch)
 	var err error
 	if len(held) > 0 {
 		err = j.releaseHeld(r, held)
@@ -170,6 +166,85 @@ func (j *Job) continueOne(r *Rank, epoch int) error {
 		err = j.continueRank(r)
 	}
 	return err
+}
+
+// continuePrepare marks a stopped rank of a continue running (its evMu held) and returns what
+// to send: the threads stop mode thread held, to release, and whether to continue the
+// process (its notification in flight). A rank not stopped, or overtaken by a stop of the job
+// since the continue began (epoch), needs nothing.
+func (j *Job) continuePrepare(r *Rank, epoch int) (held []int, notified bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if r.state != RankStopped {
+		return nil, false
+	}
+	if j.stops != epoch {
+		// Overtaken by a stop of the job: the rank stays where it is, stopped with the job.
+		r.stopReason, r.stopText, r.stopBPs = "pause", "", nil
+		j.markChanged(r)
+		return nil, false
+	}
+	// A rank whose notification is in flight is continued; one that only has threads held
+	// (stop mode thread) is already running and just releases them.
+	held = append(r.sym.heldLWPs(), r.sym.single...)
+	r.sym.single = nil
+	notified = r.notif != nil || len(held) == 0
+	if notified {
+		j.beginRunLocked(r)
+	} else {
+		r.state = RankRunning
+		j.endStopLocked(r)
+		j.markChanged(r)
+	}
+	return held, notified
+}
+
+// continueCollective is continueOne for ranks sharing a connection (none of them own): their
+// evMu held in rank order, each is prepared as continueOne prepares it, and the ranks to
+// continue without threads to release go in one collective ContinueProcess; the others, and
+// all of them if the collective cannot be sent, go one by one.
+func (j *Job) continueCollective(ranks []*Rank, epoch int) error {
+	unlock := lockRanks(ranks)
+	defer unlock()
+	var plain []*Rank
+	var first error
+	note := func(err error) {
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, r := range ranks {
+		held, notified := j.continuePrepare(r, epoch)
+		switch {
+		case len(held) > 0:
+			err := j.releaseHeld(r, held)
+			if err == nil && notified {
+				err = j.continueRank(r)
+			}
+			note(err)
+		case notified:
+			plain = append(plain, r)
+		}
+	}
+	if len(plain) == 0 {
+		return first
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), collectiveTimeout)
+	defer cancel()
+	var out map[*Rank]rankAnswer
+	var err error
+	if len(plain) > 1 {
+		out, err = j.collective(ctx, plain, 0, &cdti.ContinueProcess{})
+	}
+	for _, r := range plain {
+		a, ok := out[r]
+		if len(plain) == 1 || err != nil || !ok {
+			note(j.continueRank(r))
+			continue
+		}
+		note(j.continueAnswered(r, a.res, a.err))
+	}
+	return first
 }
 
 // releaseHeld releases threads the thread stop mode held.

@@ -289,6 +289,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 	if j.collect == nil {
 		j.collect = &collector{primary: r, info: info, waiting: map[*Rank]bool{}}
 		j.stops++
+		var stop []*Rank
 		for _, q := range j.ranks {
 			if q == r || q.state != RankRunning {
 				continue
@@ -297,8 +298,11 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 			if q.stepper != nil {
 				q.stepper.cancelLocked() // the job stops: a step under way ends where it is
 			}
-			go j.sendStop(q)
+			if !q.pauseReq { // a pause's stop under way stops it already (or fails, ending the wait)
+				stop = append(stop, q)
+			}
 		}
+		j.sendStops(stop)
 		if j.steps != nil {
 			j.steps = nil // the step group ends with this stop
 		}
@@ -337,12 +341,14 @@ func (j *Job) endStepGroupLocked(g *stepGroup) {
 		// The ranks that ran free during the step stop with the job; one whose start to run
 		// free is still on its way stays stopped (Job.stops).
 		j.stops++
+		var stop []*Rank
 		for _, q := range j.ranks {
 			if q.state == RankRunning && q.stepper == nil {
 				j.collect.waiting[q] = true
-				go j.sendStop(q)
+				stop = append(stop, q)
 			}
 		}
+		j.sendStops(stop)
 	}
 }
 
@@ -479,6 +485,12 @@ func (j *Job) sendStop(r *Rank) {
 		j.logf("rank %d: stop sent (notification to come: %v)", r.Num, stopping)
 		return
 	}
+	j.stopFailed(r, err)
+}
+
+// stopFailed ends the wait for a rank whose stop could not be sent (err): one cut off by a
+// lost agent is ended as lost; one still running is given up on, said in the console.
+func (j *Job) stopFailed(r *Rank, err error) {
 	j.logf("rank %d: stop not sent: %v", r.Num, err)
 	if unreachable(err) {
 		// Cut off by a lost agent: ended as lost (which also ends the wait for it).
@@ -530,6 +542,7 @@ func (j *Job) stopRank(ctx context.Context, r *Rank) (bool, error) {
 // pause stops the running ranks among ranks. It reports whether any was running.
 func (j *Job) pause(ranks []*Rank) bool {
 	any := false
+	var stop []*Rank
 	j.mu.Lock()
 	for _, r := range ranks {
 		if r.state != RankRunning {
@@ -540,8 +553,9 @@ func (j *Job) pause(ranks []*Rank) bool {
 		if r.stepper != nil {
 			r.stepper.cancelLocked()
 		}
-		go j.sendStop(r)
+		stop = append(stop, r)
 	}
+	j.sendStops(stop)
 	j.mu.Unlock()
 	return any
 }

@@ -17,7 +17,8 @@ import (
 // connection, to the root. Every node's CDTI then goes through that connection and is routed
 // by rank, unaltered, through the interior agents (cdti.Router); notifications come back the
 // same way. Collectives go down once: parallel stacks are one GatherStacks, merged on the way
-// up. A job of at most fan-out agents keeps one connection per agent, as before the tree.
+// up; stops, continues and breakpoints are Collectives (collective.go), reduced on the way up.
+// A job of at most fan-out agents keeps one connection per agent, as before the tree.
 
 // A Router that loses its link to an agent tells the front end, one notification per rank,
 // which ranks it cut off (cdti.NotifyTypeUnreachable, each counting the ranks of the loss): the

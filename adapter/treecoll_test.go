@@ -1,0 +1,184 @@
+package adapter
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTreeCollectives runs 8 ranks of a program that never ends on 4 local agents (2 ranks
+// each) at fan-out 2, so that the front end holds the root's connection alone, and counts the
+// CDTI messages the front end sends and receives (hpcdap/ranks' messages):
+//   - the pause of every rank is one request and one reduced answer (a quiet collective stop:
+//     no Notify per rank), and every rank is then stopped;
+//   - the continue of every rank is one request and one answer, and every rank runs;
+//   - a breakpoint moved on every rank is two collectives (the originals read, one list that
+//     plants and removes) and every rank then hits it; removing it is two collectives;
+//   - after kill -9 of interior agent 1, the ranks behind it (2-3 and 6-7) are named lost, and
+//     the others still pause and continue; the lost ones run on, neither stopped nor trapped.
+func TestTreeCollectives(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 2, "fanout": 2})
+	d.call("configurationDone", nil, nil)
+	ranks := d.ranks()
+	tid := ranks.Ranks[0].ThreadID
+	messages := func() MessageCounts { return *d.ranks().Messages }
+	states := func(want string) {
+		t.Helper()
+		for _, r := range d.ranks().Ranks {
+			if r.State != want {
+				t.Fatalf("rank %d %s, want %s", r.Rank, r.State, want)
+			}
+		}
+	}
+	exchanged := func(what string, before MessageCounts, sent, received uint64) {
+		t.Helper()
+		after := messages()
+		if got := [2]uint64{after.Sent - before.Sent, after.Received - before.Received}; got != [2]uint64{sent, received} {
+			t.Errorf("%s of 8 ranks: %d messages sent, %d received; want %d and %d", what, got[0], got[1], sent, received)
+		}
+	}
+	waitFor(t, "every rank running", func() bool {
+		for _, r := range d.ranks().Ranks {
+			if r.State != "running" {
+				return false
+			}
+		}
+		return true
+	})
+
+	before := messages()
+	d.call("pause", map[string]any{"threadId": tid}, nil)
+	if st := d.stopped(); st.Reason != "pause" || !st.AllThreadsStopped {
+		t.Fatalf("pause: stopped %+v", st)
+	}
+	states("stopped")
+	exchanged("pause", before, 1, 1)
+
+	before = messages()
+	d.call("continue", map[string]any{"threadId": tid}, nil)
+	states("running")
+	exchanged("continue", before, 1, 1)
+
+	d.call("pause", map[string]any{"threadId": tid}, nil)
+	d.stopped()
+	// A new breakpoint after the ranks ran has their link maps read again, rank by rank (the
+	// libraries may have changed): done here by a first breakpoint, at the sleep. Moving it to
+	// the tick is then two collectives (the originals under the trap that goes, and the one
+	// list that plants one trap and removes the other), beside one read per rank of the link
+	// map's state, which a new breakpoint still costs.
+	d.setBreakpoints(p.src, p.line(t, "sleep"))
+	before = messages()
+	bps := d.setBreakpoints(p.src, p.line(t, "tick"))
+	if !bps[0].Verified {
+		t.Fatalf("breakpoint %+v", bps[0])
+	}
+	exchanged("move a breakpoint", before, 2+8, 2+8)
+	hit := map[int]bool{}
+	for tries := 0; len(hit) < 8; tries++ {
+		if tries > 20 {
+			t.Fatalf("ranks %v hit the breakpoint after %d continues, want all 8", hit, tries)
+		}
+		d.call("continue", map[string]any{"threadId": tid}, nil)
+		d.stopped()
+		for _, r := range d.ranks().Ranks {
+			if r.StopReason == "breakpoint" {
+				hit[r.Rank] = true
+			}
+		}
+	}
+	before = messages()
+	d.setBreakpoints(p.src)
+	exchanged("remove a breakpoint (the originals read, the traps reset)", before, 2, 2)
+
+	d.setBreakpoints(p.src, p.line(t, "tick"))
+
+	// kill -9 of interior agent 1 (ranks 2 and 3; agent 3 below it serves 6 and 7), the
+	// breakpoint planted and the job running.
+	agent := parentPid(t, ranks.Ranks[2].Pid)
+	d.call("continue", map[string]any{"threadId": tid}, nil)
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitForExit(t, agent)
+	waitOutput(t, d, "lost 4 of 8 ranks (an agent on the way to them is gone): 2-3,6-7")
+	lost := map[int]bool{2: true, 3: true, 6: true, 7: true}
+	check := func(when, live string) {
+		t.Helper()
+		for _, r := range d.ranks().Ranks {
+			if want := map[bool]string{true: "exited", false: live}[lost[r.Rank]]; r.State != want {
+				t.Errorf("%s: rank %d %s, want %s", when, r.Rank, r.State, want)
+			}
+		}
+	}
+	d.stopped() // the breakpoint, hit by the ranks still in the session
+	check("stopped after the loss", "stopped")
+	d.setBreakpoints(p.src)
+	d.call("continue", map[string]any{"threadId": tid}, nil)
+	check("continued after the loss", "running")
+	d.call("pause", map[string]any{"threadId": tid}, nil)
+	d.stopped()
+	check("paused after the loss", "stopped")
+	// Ranks 6 and 7, below the lost agent, run on outside the session, untrapped (a trap
+	// left at tick would stop them): their ticks still come, through agent 3's output.
+	mark := len(allOutput(d))
+	for _, r := range []int{6, 7} {
+		waitFor(t, fmt.Sprintf("rank %d ticking after the loss", r), func() bool {
+			return strings.Contains(allOutput(d)[mark:], fmt.Sprintf("[%d] tick", r))
+		})
+		if st := procStatus(ranks.Ranks[r].Pid, "State"); strings.HasPrefix(st, "t") || strings.HasPrefix(st, "T") {
+			t.Errorf("lost rank %d: state %s", r, st)
+		}
+	}
+	out := allOutput(d)
+	if strings.Count(out, "lost 4 of 8") != 1 {
+		t.Errorf("the loss is not reported once:\n%s", out)
+	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+}
+
+// BenchmarkCollectivePauseContinue launches np local ranks of a sleeping program on agents of
+// 64 ranks each at fan-out 4 (a tree above 4 agents) and measures a pause of every rank (the
+// request until the stopped event) and a continue of every rank (the request until its
+// response), and the CDTI messages the front end exchanged for both: with collectives, and
+// rank by rank (HPCDAP_COLLECTIVES=0).
+//
+//	go test -run '^$' -bench CollectivePauseContinue -benchtime 3x ./adapter
+func BenchmarkCollectivePauseContinue(b *testing.B) {
+	p := compileC(b, "nap")
+	for _, np := range []int{256, 1024} {
+		for _, how := range []string{"collective", "per-rank"} {
+			b.Run(fmt.Sprintf("np=%d/%s", np, how), func(b *testing.B) {
+				if how == "per-rank" {
+					b.Setenv("HPCDAP_COLLECTIVES", "0")
+				}
+				d := newDAP(b, viaPipe)
+				defer d.close()
+				d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
+				d.call("configurationDone", nil, nil)
+				tid := d.ranks().Ranks[0].ThreadID
+				var pause, cont time.Duration
+				before := *d.ranks().Messages
+				for b.Loop() {
+					t0 := time.Now()
+					d.call("pause", map[string]any{"threadId": tid}, nil)
+					d.stopped()
+					t1 := time.Now()
+					d.call("continue", map[string]any{"threadId": tid}, nil)
+					pause += t1.Sub(t0)
+					cont += time.Since(t1)
+				}
+				after := *d.ranks().Messages
+				n := float64(b.N)
+				b.ReportMetric(float64(pause.Microseconds())/1000/n, "pause-ms")
+				b.ReportMetric(float64(cont.Microseconds())/1000/n, "continue-ms")
+				b.ReportMetric(float64(after.Sent-before.Sent+after.Received-before.Received)/n, "fe-msgs")
+			})
+		}
+	}
+}
