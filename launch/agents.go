@@ -303,6 +303,9 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	front := net.JoinHostPort(advertise, strconv.Itoa(rv.port()))
 	// --supervise: an agent killed outright leaves no trap in the ranks it attached to.
 	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir, "--supervise"}
+	if per := a.fe.opts.RanksPerAgent; per > 0 {
+		argv = append(argv, "--ranks-per-agent", strconv.Itoa(per))
+	}
 	perHost := func(host string) []string {
 		var pairs []string
 		h := byHost[host]

@@ -314,3 +314,54 @@ func TestDAPSlurmTree1024(t *testing.T) {
 	}
 	d.ranks = nil // the job's ranks are not the session's to kill; the cleanup cancels the job
 }
+
+// An attach by step id with "ranksPerAgent": 2 gives a node of 8 ranks four agents, the job
+// of 32 ranks 16 (a tree four levels deep at fan-out 2), each serving its two ranks; the
+// merged stacks equal every rank's own stackTrace, and the disconnect leaves no rank stopped
+// or traced and no agent running.
+func TestDAPSlurmRanksPerAgent(t *testing.T) {
+	hpcdap(t)
+	p := buildC(t, "hung", "gcc", "gcc")
+	c := slurm.Need(t)
+	cancelJobs(t, c)
+	const n, per = 32, 2
+	job := submitHung(t, c, p.bin, n)
+	d := startDAP(t, c, 240*time.Second)
+	d.initialize()
+	d.in("attach")
+	d.call("attach", map[string]any{"slurmJob": job + ".0", "program": p.bin, "fanout": 2, "ranksPerAgent": per}, nil)
+	d.event("initialized", 120*time.Second)
+	ranks := d.rankTable()
+	checkRankTable(d, ranks, n, c.Nodes)
+	workers := agentWorkers(job)
+	if len(workers) != n/per {
+		d.fatalf("%d agents, want %d: %v", len(workers), n/per, workers)
+	}
+	for i, w := range workers {
+		if fmt.Sprint(w.ranks) != fmt.Sprint([]int{per * i, per*i + 1}) {
+			d.errorf("agent %d (pid %d) serves ranks %v, want %d-%d", i, w.pid, w.ranks, per*i, per*i+1)
+		}
+	}
+	d.call("configurationDone", nil, nil)
+	d.in("pause")
+	d.call("pause", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+	ranks = d.waitRanks(60*time.Second, "stopped by the pause", func(r rankState) bool { return r.State == "stopped" })
+	merged := d.parallelStacks()
+	for _, r := range ranks {
+		if own := d.stackPath(r.ThreadID); merged[r.Rank] != own || !strings.Contains(own, "/"+hungCall(r.Rank)+":") {
+			d.errorf("rank %d: merged %s, own %s, want it under %s", r.Rank, merged[r.Rank], own, hungCall(r.Rank))
+		}
+	}
+	d.in("disconnect")
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	d.checkLetGo(ranks, 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for left := agentWorkers(job); len(left) > 0; left = agentWorkers(job) {
+		if time.Now().After(deadline) {
+			d.errorf("%d agents left 30 s after the disconnect: %v", len(left), left)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.ranks = nil
+}
