@@ -161,7 +161,7 @@ func samePath(gdb, tree []string) bool {
 }
 
 // stepRanks lists the pids of a step's ranks, by rank, from the tasks' own environments.
-func stepRanks(t *testing.T, step string, n int) map[int]int {
+func stepRanks(t testing.TB, step string, n int) map[int]int {
 	t.Helper()
 	job, _, _ := strings.Cut(step, ".")
 	pids := map[int]int{}
