@@ -365,7 +365,11 @@ wait:
 			if fmt.Sprint(ranks) != fmt.Sprint(h.Ranks) {
 				a.fe.logf("launch: %s: the agents on %s serve ranks %s, expected %s", a.ID(), reg.Node, rankset.Of(ranks...), rankset.Of(h.Ranks...))
 			}
-			a.fe.progressf("launch: %s: agents on %s registered (%d of %d nodes)", a.ID(), reg.Node, nodesIn, len(place.Hosts))
+			if k := len(got[reg.Node]); k == 1 {
+				a.fe.progressf("launch: %s: agent on %s registered (%d of %d)", a.ID(), reg.Node, nodesIn, len(place.Hosts))
+			} else {
+				a.fe.progressf("launch: %s: %d agents on %s registered (%d of %d nodes)", a.ID(), k, reg.Node, nodesIn, len(place.Hosts))
+			}
 		case <-watch.C:
 			ended = endedAgents(d, served, byHost)
 			if len(ended) > 0 {
