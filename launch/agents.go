@@ -161,12 +161,15 @@ func readRegistration(rw io.Writer, r *bufio.Reader, token string) (*registratio
 	return &reg, nil
 }
 
-// rendezvous collects agent registrations carrying the right token.
+// rendezvous collects agent registrations carrying the right token. A registration waits
+// for the front end to take it (or for close): however many agents register at once, none
+// is dropped.
 type rendezvous struct {
-	l     net.Listener
-	token string
-	regs  chan *registration
-	wg    sync.WaitGroup
+	l      net.Listener
+	token  string
+	regs   chan *registration
+	closed chan struct{}
+	wg     sync.WaitGroup
 }
 
 func listenRendezvous(token string) (*rendezvous, error) {
@@ -174,7 +177,7 @@ func listenRendezvous(token string) (*rendezvous, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: rendezvous listener: %w", err)
 	}
-	rv := &rendezvous{l: l, token: token, regs: make(chan *registration, 64)}
+	rv := &rendezvous{l: l, token: token, regs: make(chan *registration, 64), closed: make(chan struct{})}
 	rv.wg.Go(rv.accept)
 	return rv, nil
 }
@@ -194,7 +197,7 @@ func (rv *rendezvous) accept() {
 			}
 			select {
 			case rv.regs <- reg:
-			default:
+			case <-rv.closed:
 			}
 		})
 	}
@@ -203,6 +206,7 @@ func (rv *rendezvous) accept() {
 func (rv *rendezvous) port() int { return rv.l.Addr().(*net.TCPAddr).Port }
 
 func (rv *rendezvous) close() {
+	close(rv.closed)
 	rv.l.Close()
 	rv.wg.Wait()
 }
