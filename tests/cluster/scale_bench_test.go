@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os/exec"
@@ -34,7 +35,9 @@ import (
 //	                      first), over 1,008: what one more rank costs, without the fixed costs
 //	                      (symbols, agents' connections)
 //
-// and gdb's `bt` of one rank (gdb -batch -p PID -ex bt) on 8 ranks, times 1,024
+// then `hpcdap stacks --slurm J.S --fanout 2` on the same job, from its start to its exit
+// (s-attach-sample-detach: agents started, every rank stopped, its stack read, the ranks let
+// go), and gdb's `bt` of one rank (gdb -batch -p PID -ex bt) on 8 ranks, times 1,024
 // (s-gdb-bt-1024-extrapolated): what a debugger attaching rank by rank spends on one stack
 // dump of the job.
 //
@@ -146,6 +149,26 @@ func BenchmarkSlurm1024(b *testing.B) {
 			b.ReportMetric(0, "ns/op")
 		})
 	}
+	b.Run("hpcdap-stacks/fanout=2", func(b *testing.B) {
+		var took time.Duration
+		for range b.N {
+			r := <-startStacks(c, bin, 300*time.Second, "--slurm", step, "--fanout", "2", "--format", "json")
+			if r.err != nil || r.code != 0 {
+				b.Fatalf("hpcdap stacks: exit %d, %v\n%s", r.code, r.err, tail(r.errOut, 20))
+			}
+			var ps struct {
+				Roots []struct {
+					Count int `json:"count"`
+				} `json:"roots"`
+			}
+			if err := json.Unmarshal([]byte(r.out), &ps); err != nil || len(ps.Roots) == 0 || ps.Roots[0].Count != n {
+				b.Fatalf("hpcdap stacks --format json: %v, roots %+v", err, ps.Roots)
+			}
+			took += r.took
+		}
+		b.ReportMetric(took.Seconds()/float64(b.N), "s-attach-sample-detach")
+		b.ReportMetric(0, "ns/op")
+	})
 	b.Run("gdb-bt-per-rank", func(b *testing.B) {
 		pids := stepRanks(b, step, n)
 		var took time.Duration
