@@ -47,8 +47,9 @@ type LaunchArgs struct {
 	// Fanout is the fan-out of the agents' tree (default 32, at least 2): a job of more
 	// agents than the fan-out is reached through a tree of them.
 	Fanout *int `json:"fanout"`
-	// RanksPerAgent is how many ranks each agent of the local launcher serves (default and
-	// most 64), so that a job on one host can have several agents.
+	// RanksPerAgent is how many ranks each agent serves (default and most 64): a node of
+	// more ranks has an agent per group of them, so that a job of few hosts can have several
+	// agents (and with Fanout a deeper tree of them).
 	RanksPerAgent *int `json:"ranksPerAgent"`
 }
 
@@ -80,6 +81,9 @@ type AttachArgs struct {
 	JoinSession string `json:"joinSession"`
 	// Fanout is the fan-out of the agents' tree, as for launch.
 	Fanout *int `json:"fanout"`
+	// RanksPerAgent is how many ranks each node agent serves, as for launch, for an attach
+	// through a launcher or a Slurm step.
+	RanksPerAgent *int `json:"ranksPerAgent"`
 }
 
 // maxSessionName bounds the length of a session name.
@@ -113,9 +117,9 @@ func joinPlan(raw json.RawMessage) (string, pathMap, error) {
 		return "", nil, err
 	}
 	if a.Pid != nil || a.Pids != nil || a.LauncherPid != nil || a.SlurmJob != "" || a.PMIxNamespace != "" ||
-		a.ProcessName != "" || a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry || a.Fanout != nil {
+		a.ProcessName != "" || a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry || a.Fanout != nil || a.RanksPerAgent != nil {
 		return "", nil, errors.New(`"joinSession" joins a running job as it is: give none of "pid", "pids", "launcherPid", ` +
-			`"slurmJob", "pmixNamespace", "processName", "sessionName", "stopMode", "ranks", "stopAtEntry" and "fanout" with it`)
+			`"slurmJob", "pmixNamespace", "processName", "sessionName", "stopMode", "ranks", "stopAtEntry", "fanout" and "ranksPerAgent" with it`)
 	}
 	paths, err := parseSubstitutePath(a.SubstitutePath)
 	return a.JoinSession, paths, err
@@ -165,7 +169,7 @@ type launchPlan struct {
 	callTimeout time.Duration
 	sessionName string // shared under this name
 	fanout      int    // the agents' tree (0: the default)
-	perAgent    int    // ranks per local agent (0: launch.RanksPerAgent)
+	perAgent    int    // ranks per agent (0: launch.RanksPerAgent)
 
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
@@ -290,16 +294,21 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	if p.fanout, err = parseFanout(a.Fanout); err != nil {
 		return nil, err
 	}
-	if a.RanksPerAgent != nil {
-		if n := *a.RanksPerAgent; n < 1 || n > launch.RanksPerAgent {
-			return nil, fmt.Errorf(`"ranksPerAgent" must be between 1 and %d, not %d`, launch.RanksPerAgent, n)
-		}
-		if p.launcher != "" {
-			return nil, errors.New(`"ranksPerAgent" applies to the local launcher only, not with "launcher"`)
-		}
-		p.perAgent = *a.RanksPerAgent
+	if p.perAgent, err = parseRanksPerAgent(a.RanksPerAgent); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// parseRanksPerAgent checks the ranksPerAgent argument; nil gives 0, the most (64).
+func parseRanksPerAgent(n *int) (int, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if *n < 1 || *n > launch.RanksPerAgent {
+		return 0, fmt.Errorf(`"ranksPerAgent" must be between 1 and %d, not %d`, launch.RanksPerAgent, *n)
+	}
+	return *n, nil
 }
 
 // maxLocalRanks bounds np for the local launcher: 64 agents (launch.LocalSpawn starts one per
@@ -356,6 +365,7 @@ type attachPlan struct {
 	paths       pathMap
 	sessionName string // shared under this name
 	fanout      int    // the agents' tree (0: the default)
+	perAgent    int    // ranks per node agent (0: launch.RanksPerAgent)
 }
 
 // planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob,
@@ -392,6 +402,12 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 	}
 	if p.fanout, err = parseFanout(a.Fanout); err != nil {
 		return nil, err
+	}
+	if p.perAgent, err = parseRanksPerAgent(a.RanksPerAgent); err != nil {
+		return nil, err
+	}
+	if p.perAgent != 0 && a.LauncherPid == nil && a.PMIxNamespace == "" && a.SlurmJob == "" {
+		return nil, errors.New(`"ranksPerAgent" applies to an attach through a launcher ("launcherPid", "pmixNamespace") or a Slurm step ("slurmJob")`)
 	}
 	switch {
 	case a.LauncherPid != nil:

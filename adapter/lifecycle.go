@@ -218,7 +218,7 @@ func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
 	var wl *debugger.WLMJob
 	if plan.launcher != "" {
 		wl = &debugger.WLMJob{Req: launchRequest(plan), AgentExe: exe, LogDir: logDir, Logger: s.srv.cfg.Log, Timeout: wlmPhaseTimeout,
-			Phase: s.launchPhase, Syms: s.srv.symbolCache()}
+			Phase: s.launchPhase, Syms: s.srv.symbolCache(), RanksPerAgent: plan.perAgent}
 		start = wl.Start
 		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
 	}
@@ -291,7 +291,8 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 			var wl *debugger.WLMJob
 			if plan.launcherPid != 0 || plan.slurmJob != "" {
 				wl = &debugger.WLMJob{Req: launch.Request{LauncherPid: plan.launcherPid, SlurmJob: plan.slurmJob, PMIxNamespace: plan.nspace},
-					AgentExe: exe, LogDir: logDir, Logger: s.srv.cfg.Log, Timeout: wlmPhaseTimeout, Phase: s.launchPhase}
+					AgentExe: exe, LogDir: logDir, Logger: s.srv.cfg.Log, Timeout: wlmPhaseTimeout, Phase: s.launchPhase,
+					RanksPerAgent: plan.perAgent}
 				start = wl.Start
 				switch title = fmt.Sprintf("Attaching to the job of launcher pid %d", plan.launcherPid); {
 				case plan.slurmJob != "":

@@ -131,6 +131,9 @@ func TestFanoutArgument(t *testing.T) {
 	if msg := d.callErr("launch", map[string]any{"program": "/bin/true", "ranksPerAgent": 65}); !strings.Contains(msg, `"ranksPerAgent" must be between 1 and 64, not 65`) {
 		t.Errorf("ranksPerAgent 65: %q", msg)
 	}
+	if msg := d.callErr("attach", map[string]any{"pid": os.Getpid(), "ranksPerAgent": 2}); !strings.Contains(msg, `"ranksPerAgent" applies to an attach through a launcher`) {
+		t.Errorf("attach by pid with ranksPerAgent: %q", msg)
+	}
 }
 
 // stackPaths reads a parallel-stacks tree back as one line per rank: its frames from the

@@ -36,6 +36,8 @@ type WLMJob struct {
 	// Syms, when set, is the symbol cache of the job to come: a launch reads the program and
 	// its libraries into it while the launcher starts (readAhead).
 	Syms *symbols.Cache
+	// RanksPerAgent is how many ranks each agent of a node serves (0: the most, 64).
+	RanksPerAgent int
 
 	fe     *launch.Frontend
 	app    *launch.App
@@ -56,7 +58,7 @@ func (l *WLMJob) Start(ctx context.Context, progress func(done, total int)) (*la
 		go readAhead(l.Syms, l.Req, l.Logger)
 	}
 	fe, app, g, err := launch.Open(ctx, launch.Options{AgentPath: l.AgentExe, WorkDir: work, Timeout: l.Timeout,
-		Logger: l.Logger, Progress: l.Phase}, l.Req)
+		Logger: l.Logger, Progress: l.Phase, RanksPerAgent: l.RanksPerAgent}, l.Req)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/rankset"
 )
 
 // AgentEndpoint is one node agent and the ranks it serves.
@@ -160,12 +161,15 @@ func readRegistration(rw io.Writer, r *bufio.Reader, token string) (*registratio
 	return &reg, nil
 }
 
-// rendezvous collects agent registrations carrying the right token.
+// rendezvous collects agent registrations carrying the right token. A registration waits
+// for the front end to take it (or for close): however many agents register at once, none
+// is dropped.
 type rendezvous struct {
-	l     net.Listener
-	token string
-	regs  chan *registration
-	wg    sync.WaitGroup
+	l      net.Listener
+	token  string
+	regs   chan *registration
+	closed chan struct{}
+	wg     sync.WaitGroup
 }
 
 func listenRendezvous(token string) (*rendezvous, error) {
@@ -173,7 +177,7 @@ func listenRendezvous(token string) (*rendezvous, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: rendezvous listener: %w", err)
 	}
-	rv := &rendezvous{l: l, token: token, regs: make(chan *registration, 64)}
+	rv := &rendezvous{l: l, token: token, regs: make(chan *registration, 64), closed: make(chan struct{})}
 	rv.wg.Go(rv.accept)
 	return rv, nil
 }
@@ -193,7 +197,7 @@ func (rv *rendezvous) accept() {
 			}
 			select {
 			case rv.regs <- reg:
-			default:
+			case <-rv.closed:
 			}
 		})
 	}
@@ -202,6 +206,7 @@ func (rv *rendezvous) accept() {
 func (rv *rendezvous) port() int { return rv.l.Addr().(*net.TCPAddr).Port }
 
 func (rv *rendezvous) close() {
+	close(rv.closed)
 	rv.l.Close()
 	rv.wg.Wait()
 }
@@ -313,6 +318,9 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	front := net.JoinHostPort(advertise, strconv.Itoa(rv.port()))
 	// --supervise: an agent killed outright leaves no trap in the ranks it attached to.
 	argv := []string{a.fe.opts.AgentPath, "agent", "--connect", front, "--staging", s.Dir, "--supervise"}
+	if per := a.fe.opts.RanksPerAgent; per > 0 {
+		argv = append(argv, "--ranks-per-agent", strconv.Itoa(per))
+	}
 	perHost := func(host string) []string {
 		var pairs []string
 		h := byHost[host]
@@ -328,7 +336,11 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 		return nil, err
 	}
 	g := &Agents{Size: place.Size, Session: s, Daemons: d, Token: token}
-	got := map[string]AgentEndpoint{}
+	// A node with more ranks than one agent serves has an agent per group of them, each
+	// registering on its own: a node is in when its agents serve all its ranks.
+	got := map[string][]AgentEndpoint{}
+	served := map[string]int{}
+	nodesIn := 0
 	deadline := time.NewTimer(a.fe.opts.Timeout)
 	defer deadline.Stop()
 	var why string
@@ -338,7 +350,7 @@ func (a *App) StartAgents(ctx context.Context) (*Agents, error) {
 	watch := time.NewTicker(100 * time.Millisecond)
 	defer watch.Stop()
 wait:
-	for len(got) < len(place.Hosts) {
+	for nodesIn < len(place.Hosts) {
 		select {
 		case reg := <-rv.regs:
 			h, ok := byHost[reg.Node]
@@ -354,25 +366,39 @@ wait:
 			for _, g := range reg.Gone {
 				gone = append(gone, fmt.Sprintf("rank %d on %s (pid %d): %s", g.Rank, reg.Node, g.Pid, g.Error))
 			}
-			if fmt.Sprint(ep.Ranks) != fmt.Sprint(h.Ranks) {
-				a.fe.logf("launch: %s: agent on %s serves ranks %v, expected %v", a.ID(), reg.Node, ep.Ranks, h.Ranks)
+			got[reg.Node] = append(got[reg.Node], ep)
+			served[reg.Node] += len(reg.Ranks) + len(reg.Gone)
+			if served[reg.Node] < len(h.Ranks) {
+				continue
 			}
-			got[reg.Node] = ep
-			a.fe.progressf("launch: %s: agent on %s registered (%d of %d)", a.ID(), reg.Node, len(got), len(place.Hosts))
+			nodesIn++
+			var ranks []int
+			for _, e := range got[reg.Node] {
+				ranks = append(ranks, e.Ranks...)
+			}
+			sort.Ints(ranks)
+			if fmt.Sprint(ranks) != fmt.Sprint(h.Ranks) {
+				a.fe.logf("launch: %s: the agents on %s serve ranks %s, expected %s", a.ID(), reg.Node, rankset.Of(ranks...), rankset.Of(h.Ranks...))
+			}
+			if k := len(got[reg.Node]); k == 1 {
+				a.fe.progressf("launch: %s: agent on %s registered (%d of %d)", a.ID(), reg.Node, nodesIn, len(place.Hosts))
+			} else {
+				a.fe.progressf("launch: %s: %d agents on %s registered (%d of %d nodes)", a.ID(), k, reg.Node, nodesIn, len(place.Hosts))
+			}
 		case <-watch.C:
-			ended = endedAgents(d, got, byHost)
+			ended = endedAgents(d, served, byHost)
 			if len(ended) > 0 {
 				// srun reports a task's end before it has forwarded all the task wrote: let
 				// the output come in, so that the error can quote the agent's own words.
 				d.settle(300*time.Millisecond, 3*time.Second)
-				ended = endedAgents(d, got, byHost)
+				ended = endedAgents(d, served, byHost)
 				why = "agents ended before registering: " + strings.Join(ended, "; ")
 				break wait
 			}
 		case <-d.Done():
 			// Every daemon ended: nobody else will register.
 			why = "the daemons ended"
-			if ended = endedAgents(d, got, byHost); len(ended) > 0 {
+			if ended = endedAgents(d, served, byHost); len(ended) > 0 {
 				why += ": " + strings.Join(ended, "; ")
 			}
 			break wait
@@ -385,20 +411,22 @@ wait:
 		}
 	}
 	for _, h := range place.Hosts {
-		if ep, ok := got[h.Host]; ok {
-			g.Endpoints = append(g.Endpoints, ep)
-		}
+		eps := got[h.Host]
+		sort.Slice(eps, func(i, j int) bool {
+			return len(eps[j].Ranks) == 0 || len(eps[i].Ranks) > 0 && eps[i].Ranks[0] < eps[j].Ranks[0]
+		})
+		g.Endpoints = append(g.Endpoints, eps...)
 	}
-	a.fe.logf("launch: %s: %d of %d agents registered in %v", a.ID(), len(got), len(place.Hosts), time.Since(t0))
-	if len(got) < len(place.Hosts) {
+	a.fe.logf("launch: %s: the agents of %d of %d nodes registered (%d agents) in %v", a.ID(), nodesIn, len(place.Hosts), len(g.Endpoints), time.Since(t0))
+	if nodesIn < len(place.Hosts) {
 		var missing []string
 		for _, h := range place.Hosts {
-			if _, ok := got[h.Host]; !ok {
-				missing = append(missing, fmt.Sprintf("%s (ranks %v)", h.Host, h.Ranks))
+			if served[h.Host] < len(h.Ranks) {
+				missing = append(missing, fmt.Sprintf("%s (ranks %s)", h.Host, rankset.Of(unserved(h.Ranks, got[h.Host])...)))
 			}
 		}
-		return g, fmt.Errorf("launch: %s: %d of %d node agents registered (%s); missing: %s%s\ndaemon output:\n%s",
-			a.ID(), len(got), len(place.Hosts), why, strings.Join(missing, ", "), goneText(gone), tail(d.Log(), 20))
+		return g, fmt.Errorf("launch: %s: %d of %d nodes' agents registered (%s); missing: %s%s\ndaemon output:\n%s",
+			a.ID(), nodesIn, len(place.Hosts), why, strings.Join(missing, ", "), goneText(gone), tail(d.Log(), 20))
 	}
 	if len(gone) > 0 {
 		return g, fmt.Errorf("launch: %s: every node agent registered, but%s", a.ID(), goneText(gone))
@@ -428,15 +456,32 @@ func (a *App) startAgentDaemons(ctx context.Context, s *Session, m *Manifest, ar
 
 // endedAgents names the nodes whose agent ended without registering, with their ranks and
 // how the agent ended, in host order.
-func endedAgents(d *DaemonSet, got map[string]AgentEndpoint, byHost map[string]HostPlacement) []string {
+func endedAgents(d *DaemonSet, served map[string]int, byHost map[string]HostPlacement) []string {
 	var out []string
 	ended := d.Ended()
 	for _, h := range d.Hosts {
 		why, ok := ended[h]
-		if _, registered := got[h]; !ok || registered {
+		if !ok || served[h] >= len(byHost[h].Ranks) {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s (ranks %v): %s", h, byHost[h].Ranks, why))
+		out = append(out, fmt.Sprintf("%s (ranks %s): %s", h, rankset.Of(byHost[h].Ranks...), why))
+	}
+	return out
+}
+
+// unserved lists the ranks of a node that none of its registered agents serves.
+func unserved(ranks []int, eps []AgentEndpoint) []int {
+	in := map[int]bool{}
+	for _, e := range eps {
+		for _, r := range e.Ranks {
+			in[r] = true
+		}
+	}
+	var out []int
+	for _, r := range ranks {
+		if !in[r] {
+			out = append(out, r)
+		}
 	}
 	return out
 }

@@ -38,6 +38,10 @@ type Options struct {
 	// ends (the launcher started, the rank table read, the staging directory made, files
 	// shipped, each node agent registered), for a user waiting on it.
 	Progress func(msg string)
+	// RanksPerAgent is how many ranks each agent of a node serves (0: the most, 64): a node
+	// of more ranks has an agent per group of them, so that a job of few nodes can have as
+	// many agents, and as deep a tree of them, as one of many.
+	RanksPerAgent int
 }
 
 // Frontend is the front end of the tool: it owns the workload manager and every App it made,
@@ -67,6 +71,9 @@ func NewFrontend(opts Options) (*Frontend, error) {
 	}
 	if err := w.Available(); err != nil {
 		return nil, fmt.Errorf("launch: workload manager %s: %w", w.Name(), err)
+	}
+	if opts.RanksPerAgent < 0 || opts.RanksPerAgent > RanksPerAgent {
+		return nil, fmt.Errorf("launch: %d ranks per agent: between 1 and %d (0: %d)", opts.RanksPerAgent, RanksPerAgent, RanksPerAgent)
 	}
 	if opts.AgentPath == "" {
 		exe, err := os.Executable()

@@ -110,7 +110,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			t = Target{Pids: map[int]int{0: cmd.Process.Pid}}
 		}
 	}
-	j, err := open(ctx, t, agent, logDir, o.Timeout, o.Fanout, diag)
+	ev := events{diag: diag, ended: make(chan struct{})}
+	j, err := open(ctx, t, agent, logDir, o.Timeout, o.Fanout, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +131,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			select {
 			case <-ctx.Done():
 				return nil, ctx.Err()
+			case <-ev.ended: // every rank has ended: the next sample says so at once
 			case <-time.After(o.Interval):
 			}
 		}
@@ -181,7 +183,8 @@ func localSource(file string) *adapter.StackSource {
 
 // open attaches to the job of t and holds every rank, through the engine as a DAP attach
 // does (debugger.WLMJob for a launcher or a Slurm step, launch.LocalAttach for pids).
-func open(ctx context.Context, t Target, agent, logDir string, timeout time.Duration, fanout int, diag io.Writer) (*debugger.Job, error) {
+func open(ctx context.Context, t Target, agent, logDir string, timeout time.Duration, fanout int, ev events) (*debugger.Job, error) {
+	diag := ev.diag
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	logger := log.New(io.Discard, "", 0)
@@ -203,7 +206,7 @@ func open(ctx context.Context, t Target, agent, logDir string, timeout time.Dura
 		}
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	cfg := debugger.Config{Ctx: context.Background(), Events: events{diag},
+	cfg := debugger.Config{Ctx: context.Background(), Events: ev,
 		Syms:        symbols.NewCache(&symbols.Options{IndexCacheDir: symbols.DefaultIndexCacheDir()}),
 		CallTimeout: debugger.CallTimeout, Fanout: fanout}
 	j, err := debugger.NewJob(ctx, cfg, g, debugger.StopAll, "")
@@ -275,18 +278,28 @@ func endCommand(cmd *exec.Cmd, grace time.Duration) {
 }
 
 // events receives the engine's reports: the notices go to diag, the run-control events are
-// the sampler's own doing.
-type events struct{ diag io.Writer }
+// the sampler's own doing, and the end of the job (every rank ended) closes ended, so that
+// the wait between two samples ends with it.
+type events struct {
+	diag  io.Writer
+	ended chan struct{}
+}
 
 func (e events) Output(category, text string, rank int) {
 	if category == "important" || category == "stdout" || category == "stderr" {
 		fmt.Fprint(e.diag, text)
 	}
 }
-func (events) Stopped(debugger.StopEvent)             {}
-func (events) Continued(int)                          {}
-func (events) Exited(int)                             {}
-func (events) Terminated()                            {}
+func (events) Stopped(debugger.StopEvent) {}
+func (events) Continued(int)              {}
+func (events) Exited(int)                 {}
+func (e events) Terminated() {
+	select {
+	case <-e.ended:
+	default:
+		close(e.ended)
+	}
+}
 func (events) BreakpointChanged(*debugger.Breakpoint) {}
 func (events) RanksChanged([]debugger.RankStatus)     {}
 func (events) StopOver(int)                           {}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/hpcdap/hpcdap/agent"
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/target/ptrace"
 	"golang.org/x/sys/unix"
 )
@@ -27,6 +28,7 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 	firstRank := fs.Int("first-rank", 0, "spawn mode: rank of the first process")
 	jobSize := fs.Int("job-size", 0, "spawn mode: HPCDAP_NP given to the ranks (default first-rank+np)")
 	attach := fs.String("attach", "", "attach mode: `RANK=PID,...` pairs, as a launcher's proctable gives them")
+	perAgent := fs.Int("ranks-per-agent", cdti.MaxRanksPerNode, "attach mode with --connect: serve the --attach list by one agent per `N` ranks, each registering on its own (an agent serves at most 64)")
 	staging := fs.String("staging", "", "the session's staging `DIR`, served by the CDTI file commands")
 	removeStaging := fs.Bool("remove-staging", false, "remove the --staging directory when the agent ends (its node's daemon made it)")
 	jobID := fs.Uint64("job-id", 0, "job id CDTI messages carry")
@@ -111,8 +113,26 @@ func runAgent(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	if *removeStaging && *staging != "" {
-		// Removed by the supervisor too, which outlives a worker killed outright.
+		// Removed by the supervisor, which outlives a worker killed outright, or by the
+		// parent of a node's agents (runAgentGroups), which they share.
 		defer os.RemoveAll(*staging)
+	}
+	if *attach != "" && job == nil {
+		pids, err := agent.ParseAttachList(*attach)
+		if err != nil {
+			fmt.Fprintf(stderr, "hpcdap agent: --attach: %v\n", err)
+			return errUsage
+		}
+		switch {
+		case *perAgent < 1 || *perAgent > cdti.MaxRanksPerNode:
+			fmt.Fprintf(stderr, "hpcdap agent: --ranks-per-agent %d: want 1 to %d\n", *perAgent, cdti.MaxRanksPerNode)
+			return errUsage
+		case len(pids) > *perAgent && *connect == "":
+			fmt.Fprintf(stderr, "hpcdap agent: --attach lists %d ranks, more than one agent serves (%d): give --connect, so that each agent of a group registers on its own\n", len(pids), *perAgent)
+			return errUsage
+		case len(pids) > *perAgent:
+			return runAgentGroups(args, agentGroups(pids, *perAgent), stdout, stderr)
+		}
 	}
 	if *supervise {
 		return superviseAgent(args, stdout, stderr)

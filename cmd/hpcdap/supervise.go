@@ -34,7 +34,7 @@ func superviseAgent(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("agent: --supervise: journal pipe: %w", err)
 	}
 	defer jr.Close()
-	worker := exec.Command(exe, append([]string{"agent"}, withoutSupervise(args)...)...)
+	worker := exec.Command(exe, append([]string{"agent"}, withoutBool(args, "supervise")...)...)
 	worker.Stdin, worker.Stdout, worker.Stderr = os.Stdin, stdout, stderr
 	worker.ExtraFiles = []*os.File{jw} // descriptor 3
 	worker.Env = append(withoutVar(os.Environ(), journalFDVar), journalFDVar+"=3")
@@ -74,16 +74,16 @@ func superviseAgent(args []string, stdout, stderr io.Writer) error {
 	return werr
 }
 
-// withoutSupervise drops the --supervise flag (in any of its spellings) from the agent's
-// arguments before the program or "--".
-func withoutSupervise(args []string) []string {
+// withoutBool drops the boolean flag name (in any of its spellings) from the agent's arguments
+// before the program or "--".
+func withoutBool(args []string, name string) []string {
 	var out []string
 	for i, a := range args {
 		if a == "--" {
 			return append(out, args[i:]...)
 		}
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && name == "supervise" {
+		n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && n == name {
 			continue
 		}
 		out = append(out, a)

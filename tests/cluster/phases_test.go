@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/launch"
+	"github.com/hpcdap/hpcdap/rankset"
 )
 
 // An srun job whose agent exits on one node (node2's agent binary says why and exits with
@@ -45,7 +46,7 @@ func TestSlurmAgentExitsOnOneNode(t *testing.T) {
 	var node2 string // node2's ranks, as the placement says
 	for _, h := range app.Placement().Hosts {
 		if h.Host == "node2" {
-			node2 = fmt.Sprintf("node2 (ranks %v)", h.Ranks)
+			node2 = fmt.Sprintf("node2 (ranks %s)", rankset.Of(h.Ranks...))
 		}
 	}
 	var registered []string
