@@ -30,7 +30,9 @@ import (
 // is therefore never blocked behind a wait, and a stop is noticed as soon as the SIGCHLD that
 // the kernel sends for every ptrace stop arrives. SIGCHLD is a standard signal, so several may
 // merge into one; draining until empty makes that harmless. A slow ticker drains as well, as a
-// guard against another package resetting SIGCHLD's disposition.
+// guard against another package resetting SIGCHLD's disposition. After a trap hook passed a
+// hit (SetTrapHook), the loop polls the wait queue for a short while instead (spin): a thread
+// in a loop is back at its trap sooner than SIGCHLD would wake the tracer.
 //
 // The alternative, a second thread blocked in waitid(WNOWAIT), was rejected: without
 // __WNOTHREAD it sees every child of the program, and an unrelated zombie that its owner has
@@ -212,6 +214,14 @@ func (t *Tracer) spin() {
 		return
 	}
 	t.passed = false
+	// Nobody waits for SIGCHLD meanwhile: each would still wake the signal's goroutine and
+	// this one's channel. A stop that comes between the last poll and Notify sends none
+	// that reaches the channel, hence the last reap.
+	signal.Stop(t.sigch)
+	defer func() {
+		signal.Notify(t.sigch, unix.SIGCHLD)
+		t.reap()
+	}()
 	deadline := time.Now().Add(spinWindow)
 	for time.Now().Before(deadline) {
 		select {
