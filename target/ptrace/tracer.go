@@ -207,8 +207,9 @@ const spinWindow = 50 * time.Microsecond
 // hits no more than spinWindow apart. A thread passed by a hook is often back at a trap
 // within microseconds (a conditional breakpoint in a loop); polling finds its stop as soon
 // as the kernel reports it, where waiting for SIGCHLD costs the signal's way through
-// os/signal and two goroutine wake-ups, several times the ptrace calls of the hit. What a
-// window without a stop costs is bounded: spinWindow per passed hit.
+// os/signal and two goroutine wake-ups, several times the ptrace calls of the hit. Each empty
+// poll yields the processor, to the traced thread first of all when it waits for this one.
+// What a window without a stop costs is bounded: spinWindow per passed hit.
 func (t *Tracer) spin() {
 	if !t.passed {
 		return
@@ -235,7 +236,11 @@ func (t *Tracer) spin() {
 		if t.reap() && t.passed {
 			t.passed = false
 			deadline = time.Now().Add(spinWindow)
+			continue
 		}
+		// The thread this loop waits for may want this very processor (two cores, many
+		// ranks): polling must not keep it from running.
+		schedYield()
 	}
 }
 
