@@ -108,13 +108,15 @@ func (p *proc) decides(b *breakpoint, c *trapCond) bool {
 	return true
 }
 
-// trapHook is the back end's trap hook (target.TrapHook): a hit of a conditional trap whose
-// condition is false, by a thread free to run on, is passed right where the back end reaped
-// the stop, on its thread, with the registers it read then: no event, no hand-off between
-// goroutines. Everything else, and anything while the process's goroutine is busy or has
-// events of this process still to handle, is delivered as an event and decided by onSignal
-// (which evaluates the condition again: evaluating one has no effect, and a hit that holds
-// is never counted here).
+// trapHook is the back end's trap hook (target.TrapHook): a hit of a conditional trap that
+// does not stop (its condition false, its hit condition not met yet, or a log point), by a
+// thread free to run on, is passed right where the back end reaped the stop, on its thread,
+// with the registers it read then: no event, no hand-off between goroutines. The hit is
+// counted and a log point's message (formatted before the thread runs on) published only
+// once the thread is passed. Everything else, and anything while the process's goroutine is
+// busy or has events of this process still to handle, is delivered as an event and decided
+// by onSignal as before (evaluating a condition has no effect, so evaluating it again there
+// is harmless).
 func (p *proc) trapHook(ev *target.Event, seq uint64, resume func([]byte) error) bool {
 	if !p.mu.TryLock() {
 		return false
@@ -136,8 +138,16 @@ func (p *proc) trapHook(ev *target.Event, seq uint64, resume func([]byte) error)
 		return false
 	}
 	m := &trapMachine{p: p, tid: th.tid, gp: ev.Regs, pc: addr}
-	if holds, err := c.site.Condition(m, c.bias); holds || err != nil {
+	holds, err := c.site.Condition(m, c.bias)
+	if err != nil {
 		return false
+	}
+	var msg string // a log point's message
+	if holds && c.site.HitOp.Holds(c.hits+1, c.site.HitN) {
+		if len(c.site.Log) == 0 {
+			return false // a stop
+		}
+		msg = c.site.Message(m, c.bias)
 	}
 	saved := *th
 	th.ool = oolPass{}
@@ -160,6 +170,12 @@ func (p *proc) trapHook(ev *target.Event, seq uint64, resume func([]byte) error)
 	p.passes.hooked++
 	th.brk = addr
 	th.pc = 0
+	if holds {
+		c.hits++
+	}
+	if msg != "" {
+		p.a.output.publish(OutputParams{Rank: int(p.rank), Stream: LogStream, Text: msg})
+	}
 	return true
 }
 

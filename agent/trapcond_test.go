@@ -221,3 +221,35 @@ func TestStopProcessWhilePassingHits(t *testing.T) {
 		t.Errorf("passes %+v: no hit passed where the back end reaped it", pc)
 	}
 }
+
+// TestTrapHitCountPassedWhereReaped: hit is called 3,000 times under a trap without a
+// condition whose hit condition is "== 2500": the 2,499 hits before it count but do not stop,
+// and are passed where the back end reaps them, mixed with those the rank's goroutine decides
+// when it is busy; the one stop is at the 2,500th call (i = 2499), so that no hit was counted
+// twice or missed, and the run ends without another.
+func TestTrapHitCountPassedWhereReaped(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "3000")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	site := (&bpcode.Site{HitOp: bpcode.HitEQ, HitN: 2500}).Encode()
+	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: hit, Site: site})
+	tt.cont(0)
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalBreakpoint || n.InstAddress != hit {
+		t.Fatalf("notify %+v, want the breakpoint at hit %#x", n, hit)
+	}
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 2499 {
+		t.Errorf("stopped with i = %d, want 2499 (the 2,500th hit)", i)
+	}
+	pc := passesOf(t, h)
+	tt.cont(0)
+	if st := tt.waitTermination(0); st != 0 {
+		t.Errorf("exit status %v", st)
+	}
+	out.waitFor(t, "iterations 3000")
+	if pc.hooked == 0 {
+		t.Errorf("passes %+v: no counted hit passed where the back end reaped it", pc)
+	}
+}
