@@ -55,19 +55,24 @@ func (c *catchUp) over(rank int) {
 
 // continued forgets what the replay told of the stop of the rank whose thread threadID (all:
 // every thread) runs again: a rank continued with threads held (stop mode thread) ends no stop
-// the engine reports as over, yet its next stop is a new one.
+// the engine reports as over, yet its next stop is a new one. The thread is looked up before
+// told is taken: the engine calls over with its own lock held, so taking the engine's lock
+// under told would deadlock with it.
 func (c *catchUp) continued(j *debugger.Job, threadID int, all bool) {
+	rank, found := 0, false
+	if !all && j != nil {
+		if t := j.Thread(threadID); t != nil {
+			rank, found = t.Rank.Num, true
+		}
+	}
 	c.told.Lock()
 	defer c.told.Unlock()
 	if all {
 		clear(c.replayed)
 		return
 	}
-	if j == nil {
-		return
-	}
-	if t := j.Thread(threadID); t != nil {
-		delete(c.replayed, t.Rank.Num)
+	if found {
+		delete(c.replayed, rank)
 	}
 }
 

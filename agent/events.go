@@ -9,6 +9,7 @@ import (
 
 // handleEvent applies one back-end event to the CNK state, then moves the process on.
 func (p *proc) handleEvent(ev target.Event) {
+	p.evSeen++
 	var back uint64 // a breakpoint whose out-of-line instruction the thread had not run
 	if th := p.threads[ev.Tid]; th != nil && th.ool.slot != 0 {
 		back = p.leaveSlot(th, &ev)

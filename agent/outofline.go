@@ -79,9 +79,10 @@ type oolPass struct {
 // passCounts counts how threads went past breakpoints they had hit: by emulating the
 // instruction, by carrying out a branch on the registers, through a slot, or by lifting the
 // trap and single-stepping with the other threads stopped. atTrap counts the passes of the
-// first three kinds made in the same request as the resumption, straight from the trap's stop.
+// first three kinds made in the same request as the resumption, straight from the trap's stop,
+// and hooked those of them made where the back end reaped the stop (trapHook).
 type passCounts struct {
-	emulated, branched, outOfLine, stepped, atTrap uint64
+	emulated, branched, outOfLine, stepped, atTrap, hooked uint64
 }
 
 // passResult says how a thread standing on a breakpoint goes past it.
@@ -312,8 +313,15 @@ func (p *proc) passAtTrap(th *pthread, b *breakpoint, regs []byte) bool {
 // the process, no notification to send, no thread being stopped (for a step over or a
 // mapping that waits for every thread), th runnable.
 func (p *proc) mayRunNow(th *pthread) bool {
+	return p.runnable(th) && p.quiet()
+}
+
+// quiet reports whether nothing under way holds the process: no step over, injection,
+// scratch mapping, notification or unwritten ack, no thread being stopped, the process
+// started and not suspended.
+func (p *proc) quiet() bool {
 	if p.tp == nil || p.exited || p.stepOver != nil || p.capture != 0 || p.acks != 0 || p.mapping ||
-		len(p.pending) != 0 || p.inflight != nil || !p.started || p.suspended || !p.runnable(th) {
+		len(p.pending) != 0 || p.inflight != nil || !p.started || p.suspended {
 		return false
 	}
 	for _, o := range p.threads {

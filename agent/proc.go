@@ -17,7 +17,8 @@ import (
 )
 
 // proc is one rank's process and its CNK state. Everything below "owned by loop" is read and
-// written only by the process's own goroutine (loop); other goroutines reach it through do and
+// written only by the process's own goroutine (loop), or under mu by the back end's trap hook
+// (trapHook); other goroutines reach it through do and
 // post, which run a function on that goroutine. The snapshot fields, read by the management
 // plane, are the exception and have their own lock.
 type proc struct {
@@ -79,6 +80,14 @@ type proc struct {
 	mapping      bool // a scratch page is being mapped
 	shstk        int  // the image runs with a shadow stack: 0 not known yet, 1 no, 2 yes
 	passes       passCounts
+
+	// mu is held by loop while it runs a request or handles an event. The one other
+	// goroutine that touches what loop owns is the back end's, deciding a breakpoint hit
+	// where it was reaped (trapHook): it does so only with mu taken by TryLock, and only when
+	// loop has handled every event delivered before that hit (evSeen).
+	mu     sync.Mutex
+	evSeen uint64 // events of the back end handled (handleEvent)
+	hooked bool   // trapHook is installed in the back end
 }
 
 // access is the part of a process's state the message-level checks read (handler.Check), as
@@ -175,6 +184,7 @@ func newProc(a *Agent, rank uint32, pid int, tp target.Process, spawned bool) *p
 func (p *proc) setBackend(tp target.Process) {
 	p.tp = tp
 	p.events = tp.Events()
+	p.evSeen, p.hooked = 0, false
 	p.info = tp.Info()
 	p.mach = machineFor(p.info)
 	p.snapMu.Lock()
@@ -189,10 +199,13 @@ func (p *proc) loop() {
 	for {
 		select {
 		case f := <-p.reqs:
+			p.mu.Lock()
 			p.guard("request", f)
 		case ev, ok := <-p.events:
+			p.mu.Lock()
 			if !ok {
 				p.events = nil
+				p.mu.Unlock()
 				continue
 			}
 			p.guard("event", func() { p.handleEvent(ev) })
@@ -200,6 +213,7 @@ func (p *proc) loop() {
 			return
 		}
 		p.publish()
+		p.mu.Unlock()
 	}
 }
 

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/bpcode"
 	"github.com/hpcdap/hpcdap/cdti"
@@ -57,6 +58,10 @@ func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) c
 		start = hits
 	}
 	p.conds[c.Address] = &trapCond{owner: t.id, site: site, bias: c.Bias, hits: start}
+	if h, ok := p.tp.(target.TrapHooker); ok && !p.hooked {
+		h.SetTrapHook(p.trapHook)
+		p.hooked = true
+	}
 	return ok(&cdti.SetTrapConditionAck{ThreadID: tid, Hits: hits})
 }
 
@@ -65,13 +70,8 @@ func (p *proc) setTrapCondition(t *tool, tid uint32, c *cdti.SetTrapCondition) c
 // stop (its PC aside, which is the trap's address). A trap another tool shares, or a condition set by a
 // tool that no longer holds control, reports every hit as it would without a condition.
 func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond, regs []byte) (stop, failed bool) {
-	if p.holder == nil || p.holder.id != c.owner {
+	if !p.decides(b, c) {
 		return true, false
-	}
-	for o := range b.owners {
-		if o != c.owner && o != internalOwner {
-			return true, false
-		}
 	}
 	m := &trapMachine{p: p, tid: th.tid, gp: regs}
 	ok, err := c.site.Condition(m, c.bias)
@@ -94,6 +94,91 @@ func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond, regs []byte) (sto
 	return true, false
 }
 
+// decides reports whether the agent decides the hits of trap b by c: c's tool holds control
+// and no other tool shares the trap.
+func (p *proc) decides(b *breakpoint, c *trapCond) bool {
+	if p.holder == nil || p.holder.id != c.owner {
+		return false
+	}
+	for o := range b.owners {
+		if o != c.owner && o != internalOwner {
+			return false
+		}
+	}
+	return true
+}
+
+// trapHook is the back end's trap hook (target.TrapHook): a hit of a conditional trap that
+// does not stop (its condition false, its hit condition not met yet, or a log point), by a
+// thread free to run on, is passed right where the back end reaped the stop, on its thread,
+// with the registers it read then: no event, no hand-off between goroutines. The hit is
+// counted and a log point's message (formatted before the thread runs on) published only
+// once the thread is passed. Everything else, and anything while the process's goroutine is
+// busy or has events of this process still to handle, is delivered as an event and decided
+// by onSignal as before (evaluating a condition has no effect, so evaluating it again there
+// is harmless).
+func (p *proc) trapHook(ev *target.Event, seq uint64, resume func([]byte) error) bool {
+	if !p.mu.TryLock() {
+		return false
+	}
+	defer p.mu.Unlock()
+	if seq != p.evSeen || p.tp == nil || p.mach == nil || !p.quiet() {
+		return false
+	}
+	th := p.threads[ev.Tid]
+	if th == nil || th.stopped || th.interrupting || th.held || th.stepReq || th.toolStep || p.pins[th.tid] != 0 {
+		return false
+	}
+	if o := th.ool; o.slot != 0 && (ev.PC == o.slot || ev.PC == o.slot+uint64(o.n)) {
+		return false // a stop in its slot: leaveSlot's
+	}
+	addr := ev.PC - p.info.Arch.PCAfterBreak
+	b, c := p.bps[addr], p.conds[addr]
+	if b == nil || c == nil || b.lifted || addr == p.startBP || !p.decides(b, c) || len(ev.Regs) < amd64.UserRegsSize {
+		return false
+	}
+	m := &trapMachine{p: p, tid: th.tid, gp: ev.Regs, pc: addr}
+	holds, err := c.site.Condition(m, c.bias)
+	if err != nil {
+		return false
+	}
+	var msg string // a log point's message
+	if holds && c.site.HitOp.Holds(c.hits+1, c.site.HitN) {
+		if len(c.site.Log) == 0 {
+			return false // a stop
+		}
+		msg = c.site.Message(m, c.bias)
+	}
+	saved := *th
+	th.ool = oolPass{}
+	th.sig = 0
+	at := append([]byte(nil), ev.Regs...)
+	amd64.SetReg(at, amd64.OffRIP, addr)
+	out, how := p.passOver(th, b, at)
+	switch how {
+	case passEmulated, passBranched, passOutOfLine:
+	default:
+		*th = saved
+		return false
+	}
+	if err := resume(out); err != nil {
+		*th = saved
+		return false
+	}
+	p.passed(th, how, out)
+	p.passes.atTrap++
+	p.passes.hooked++
+	th.brk = addr
+	th.pc = 0
+	if holds {
+		c.hits++
+	}
+	if msg != "" {
+		p.a.output.publish(OutputParams{Rank: int(p.rank), Stream: LogStream, Text: msg})
+	}
+	return true
+}
+
 // LogStream is the output stream of log-point messages the agent formats (SetTrapCondition).
 const LogStream = "log"
 
@@ -104,6 +189,7 @@ type trapMachine struct {
 	tid  int
 	arch *arch.Arch
 	gp   []byte
+	pc   uint64 // the breakpoint's address (0: the thread's recorded PC)
 }
 
 func (m *trapMachine) Register(n int) (uint64, error) {
@@ -126,6 +212,9 @@ func (m *trapMachine) Register(n int) (uint64, error) {
 		return 0, fmt.Errorf("not a general register")
 	}
 	if n == m.arch.PCReg {
+		if m.pc != 0 {
+			return m.pc, nil
+		}
 		return m.p.threadPC(m.p.threads[m.tid]), nil // the breakpoint's address, not past the trap
 	}
 	raw := m.gp[r.Off : r.Off+r.Size]

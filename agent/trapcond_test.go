@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/bpcode"
@@ -154,5 +158,98 @@ func TestTrapConditionRefused(t *testing.T) {
 	tt.cont(0)
 	if n := tt.signalNotify(); n.Reason != cdti.SignalBreakpoint || binary64(tt.regs(0, 0), amd64.OffRDI) != 0 {
 		t.Errorf("first hit not reported: %+v", n)
+	}
+}
+
+// TestStopProcessWhilePassingHits: four threads call ool_bump 50,000 times each through a
+// breakpoint whose condition never holds, hits the back end passes where it reaps them
+// (trapHook), while the tool stops the process twenty times: each stop is one
+// Notify(SIGSTOP) with every thread in a traced stop, no signal left behind and no
+// notification after it; continued, the program counts every call of every thread, no hit
+// was stepped over, and hits were passed where reaped (none was before the trap hook).
+func TestStopProcessWhilePassingHits(t *testing.T) {
+	const threads, per = 4, 50000
+	bin := buildOOL(t, false)
+	h := newHarness(t, "")
+	out := h.spawn(1, bin, "threads", strconv.Itoa(threads), strconv.Itoa(per))
+	tt, _ := startStopped(t, h, 1)
+	pid := h.rankPid(0)
+	a := testenv.NMSymbol(t, bin, "ool_bump")
+	tt.setBreak(0, a)
+	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: a, Site: neverSite(t)})
+	tt.cont(0)
+	for deadline := time.Now().Add(30 * time.Second); countTasks(pid) != threads+1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the program has %d threads, want %d", countTasks(pid), threads+1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 20 {
+		time.Sleep(time.Duration(i%5) * time.Millisecond)
+		if !tt.stopProcess() {
+			t.Fatalf("stop %d: a running process answered that no notification comes", i)
+		}
+		n := tt.signalNotify()
+		if n.Signal != uint32(syscall.SIGSTOP) || n.Reason != cdti.SignalInterrupt {
+			t.Fatalf("stop %d: notify %+v, want SIGSTOP Interrupt", i, n)
+		}
+		for tid, st := range taskStates(t, pid) {
+			if st != 't' {
+				t.Errorf("stop %d: thread %d in state %c, want t (traced stop)", i, tid, st)
+			}
+		}
+		for _, f := range []string{"SigPnd", "ShdPnd"} {
+			if v := procStatus(t, pid, f); strings.Trim(v, "0") != "" {
+				t.Errorf("stop %d: %s %s: a signal was left in the kernel", i, f, v)
+			}
+		}
+		tt.noNotify(20 * time.Millisecond)
+		tt.cont(0)
+	}
+	if st := tt.waitTermination(0); st != 0 {
+		t.Fatalf("exit status %v (output %q)", st, out.String())
+	}
+	for i := range threads {
+		out.waitFor(t, "thread "+strconv.Itoa(i)+": "+strconv.Itoa(per)+"\n")
+	}
+	out.waitFor(t, "total "+strconv.Itoa(threads*per)+"\n")
+	pc := passesOf(t, h)
+	if pc.stepped != 0 || pc.outOfLine < threads*per {
+		t.Errorf("passes %+v, want all %d out of line and none stepped", pc, threads*per)
+	}
+	if pc.hooked == 0 {
+		t.Errorf("passes %+v: no hit passed where the back end reaped it", pc)
+	}
+}
+
+// TestTrapHitCountPassedWhereReaped: hit is called 3,000 times under a trap without a
+// condition whose hit condition is "== 2500": the 2,499 hits before it count but do not stop,
+// and are passed where the back end reaps them, mixed with those the rank's goroutine decides
+// when it is busy; the one stop is at the 2,500th call (i = 2499), so that no hit was counted
+// twice or missed, and the run ends without another.
+func TestTrapHitCountPassedWhereReaped(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "3000")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	site := (&bpcode.Site{HitOp: bpcode.HitEQ, HitN: 2500}).Encode()
+	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: hit, Site: site})
+	tt.cont(0)
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalBreakpoint || n.InstAddress != hit {
+		t.Fatalf("notify %+v, want the breakpoint at hit %#x", n, hit)
+	}
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 2499 {
+		t.Errorf("stopped with i = %d, want 2499 (the 2,500th hit)", i)
+	}
+	pc := passesOf(t, h)
+	tt.cont(0)
+	if st := tt.waitTermination(0); st != 0 {
+		t.Errorf("exit status %v", st)
+	}
+	out.waitFor(t, "iterations 3000")
+	if pc.hooked == 0 {
+		t.Errorf("passes %+v: no counted hit passed where the back end reaped it", pc)
 	}
 }

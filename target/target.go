@@ -127,6 +127,24 @@ type RegsResumer interface {
 	ResumeWithRegisters(tid int, regs []byte, sig int) error
 }
 
+// TrapHook decides a breakpoint hit on the back end's own thread, where the stop was reaped,
+// before any event is queued for it: ev is the EventSignal (Trap TrapBreakpoint, Regs set)
+// that would otherwise be delivered, and seq the number of events the process has delivered
+// on Events before it, so that a hook can tell whether its consumer has seen them all. To
+// let the thread run on without a report, the hook calls resume with the general registers
+// to run from (as ResumeWithRegisters(ev.Tid, regs, 0) would) and returns true; returning
+// false delivers ev as usual. A hook runs on the back end's thread and holds up every other
+// stop while it runs: it must not wait for anything (the back end's own methods called from
+// within it run in place).
+type TrapHook func(ev *Event, seq uint64, resume func(regs []byte) error) bool
+
+// TrapHooker is implemented by back ends that let an agent decide breakpoint hits where they
+// are reaped (TrapHook): a hit passed there costs no hand-off between threads.
+type TrapHooker interface {
+	// SetTrapHook installs h for the process's breakpoint traps (nil removes it).
+	SetTrapHook(h TrapHook)
+}
+
 // Process is one controlled process. Every method that names a thread requires that thread to
 // be stopped unless its documentation says otherwise. Implementations are safe for use by
 // several goroutines.

@@ -134,6 +134,9 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	th.stopPC = ev.PC
 	if ev.Trap == target.TrapBreakpoint && th.regsOK {
 		ev.Regs = append([]byte(nil), th.regs[:]...)
+		if t.hooked(th, &ev) {
+			return
+		}
 	}
 	p.push(ev)
 }

@@ -43,10 +43,12 @@ type process struct {
 	// Owned by the tracer's thread.
 	threads    map[int]*thread
 	phase      phase
-	pendingReq *request // Attach or Detach waiting for every thread to stop
-	pendingErr error    // a failed Attach: detach what was seized, then report this
-	jobStopped bool     // a group (job-control) stop was in effect at the latest report
-	follow     bool     // forks are followed (PTRACE_O_TRACEFORK|TRACEVFORK): see SpawnWith
+	pendingReq *request        // Attach or Detach waiting for every thread to stop
+	pendingErr error           // a failed Attach: detach what was seized, then report this
+	jobStopped bool            // a group (job-control) stop was in effect at the latest report
+	follow     bool            // forks are followed (PTRACE_O_TRACEFORK|TRACEVFORK): see SpawnWith
+	hook       target.TrapHook // decides breakpoint hits where they are reaped (SetTrapHook)
+	pushed     uint64          // events queued so far
 }
 
 var _ target.Process = (*process)(nil)
@@ -145,7 +147,10 @@ func (p *process) Info() target.Info {
 // Events delivers the process's stops and state changes; see eventQueue for buffering.
 func (p *process) Events() <-chan target.Event { return p.events.out }
 
-func (p *process) push(ev target.Event) { p.events.push(ev) }
+func (p *process) push(ev target.Event) {
+	p.pushed++
+	p.events.push(ev)
+}
 
 // Auxv returns /proc/PID/auxv, the auxiliary vector the kernel gave the current image.
 func (p *process) Auxv() ([]byte, error) {

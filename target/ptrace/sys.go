@@ -113,6 +113,9 @@ func parseSiginfo(b []byte) (siginfo, error) {
 }
 
 // waitEvent is the PTRACE_EVENT_* number carried in bits 16-23 of a stop status.
+// schedYield gives the processor to another runnable thread, if any.
+func schedYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
 func waitEvent(ws unix.WaitStatus) int { return int(ws>>16) & 0xff }
 
 func isStopSignal(sig int) bool {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -29,7 +30,9 @@ import (
 // is therefore never blocked behind a wait, and a stop is noticed as soon as the SIGCHLD that
 // the kernel sends for every ptrace stop arrives. SIGCHLD is a standard signal, so several may
 // merge into one; draining until empty makes that harmless. A slow ticker drains as well, as a
-// guard against another package resetting SIGCHLD's disposition.
+// guard against another package resetting SIGCHLD's disposition. After a trap hook passed a
+// hit (SetTrapHook), the loop polls the wait queue for a short while instead (spin): a thread
+// in a loop is back at its trap sooner than SIGCHLD would wake the tracer.
 //
 // The alternative, a second thread blocked in waitid(WNOWAIT), was rejected: without
 // __WNOTHREAD it sees every child of the program, and an unrelated zombie that its owner has
@@ -39,8 +42,10 @@ type Tracer struct {
 	closing   chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
-	self      int // this program's pid: the sender of signals the tracer queues itself
-	tid       int // the tracer thread's id, which /proc/TID/status shows as TracerPid
+	self      int         // this program's pid: the sender of signals the tracer queues itself
+	tid       int         // the tracer thread's id, which /proc/TID/status shows as TracerPid
+	inHook    atomic.Bool // a trap hook runs on the tracer's thread: its requests run in place
+	passed    bool        // a trap hook passed a hit since the loop last looked (owned by the loop)
 
 	// Owned by the loop goroutine.
 	threads map[int]*thread   // every traced thread, by tid
@@ -132,6 +137,11 @@ func (t *Tracer) call(fn func() error) error {
 // submit runs run on the tracer's thread and waits until the request is finished.
 func (t *Tracer) submit(run func(r *request)) error {
 	r := &request{run: run, done: make(chan error, 1)}
+	if t.inHook.Load() && unix.Gettid() == t.tid {
+		// Called by a trap hook (SetTrapHook), on the tracer's thread itself.
+		run(r)
+		return <-r.done
+	}
 	select {
 	case t.reqs <- r:
 	case <-t.done:
@@ -163,12 +173,14 @@ func (t *Tracer) loop() {
 			t.shutdown()
 			return
 		}
+		t.spin()
 	}
 }
 
 // reap handles every wait status the kernel holds for this thread, then lets attaching and
-// detaching processes make progress.
-func (t *Tracer) reap() {
+// detaching processes make progress. It reports whether there was any.
+func (t *Tracer) reap() bool {
+	any := false
 	for {
 		var ws unix.WaitStatus
 		tid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL|unix.WNOTHREAD, nil)
@@ -178,10 +190,57 @@ func (t *Tracer) reap() {
 		if err != nil || tid <= 0 {
 			break
 		}
+		any = true
 		t.dispatch(tid, ws)
 	}
 	for p := range t.busy {
 		t.progress(p)
+	}
+	return any
+}
+
+// spinWindow is how long the tracer's thread keeps polling for the next stop after a trap
+// hook passed a hit (see spin).
+const spinWindow = 50 * time.Microsecond
+
+// spin polls for stops, serving requests meanwhile, for as long as trap hooks keep passing
+// hits no more than spinWindow apart. A thread passed by a hook is often back at a trap
+// within microseconds (a conditional breakpoint in a loop); polling finds its stop as soon
+// as the kernel reports it, where waiting for SIGCHLD costs the signal's way through
+// os/signal and two goroutine wake-ups, several times the ptrace calls of the hit. Each empty
+// poll yields the processor, to the traced thread first of all when it waits for this one.
+// What a window without a stop costs is bounded: spinWindow per passed hit.
+func (t *Tracer) spin() {
+	if !t.passed {
+		return
+	}
+	t.passed = false
+	// Nobody waits for SIGCHLD meanwhile: each would still wake the signal's goroutine and
+	// this one's channel. A stop that comes between the last poll and Notify sends none
+	// that reaches the channel, hence the last reap.
+	signal.Stop(t.sigch)
+	defer func() {
+		signal.Notify(t.sigch, unix.SIGCHLD)
+		t.reap()
+	}()
+	deadline := time.Now().Add(spinWindow)
+	for time.Now().Before(deadline) {
+		select {
+		case r := <-t.reqs:
+			t.reap()
+			r.run(r)
+		case <-t.closing:
+			return // the loop sees it too
+		default:
+		}
+		if t.reap() && t.passed {
+			t.passed = false
+			deadline = time.Now().Add(spinWindow)
+			continue
+		}
+		// The thread this loop waits for may want this very processor (two cores, many
+		// ranks): polling must not keep it from running.
+		schedYield()
 	}
 }
 
