@@ -86,18 +86,7 @@ func multiNodeAttach(t *testing.T, p *program, nodes []string, ssh string) {
 	cmd, goFile, done := startWaitingJob(t, p, needTool(t, "mpirun.openmpi"), envList(multiNodeEnv()),
 		"--host", nodes[0]+":2,"+nodes[1]+":2", "--map-by", "node", "--prtemca", "plm_ssh_agent", ssh, "-np", strconv.Itoa(np))
 	waitRanksRunning(t, cmd.Process.Pid, p.bin, done, np)
-	d := newDAP(t, viaPipe)
-	d.initialize()
-	d.call("attach", map[string]any{"launcherPid": cmd.Process.Pid, "stopAtEntry": true}, nil)
-	d.event("initialized")
-	d.call("configurationDone", nil, nil)
-	if b := d.stopped(); b.Reason != "entry" {
-		t.Fatalf("stop %+v, want the entry stop", b)
-	}
-	rs := d.ranks().Ranks
-	if len(rs) != np {
-		t.Fatalf("ranks %+v, want %d", rs, np)
-	}
+	d, rs := attachAtEntry(t, cmd.Process.Pid, np)
 	for _, r := range rs {
 		if got := hostOf(t, r.Pid); got != r.Host || got != nodes[r.Rank%2] {
 			t.Errorf("rank %d (pid %d) reported on %s runs on %s, want %s", r.Rank, r.Pid, r.Host, got, nodes[r.Rank%2])

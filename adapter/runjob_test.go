@@ -214,18 +214,7 @@ func TestRunjobAttach(t *testing.T) {
 			}
 		}
 	}
-	d := newDAP(t, viaPipe)
-	d.initialize()
-	d.call("attach", map[string]any{"launcherPid": cmd.Process.Pid, "stopAtEntry": true}, nil)
-	d.event("initialized")
-	d.call("configurationDone", nil, nil)
-	if st := d.stopped(); st.Reason != "entry" {
-		t.Fatalf("stop %+v, want the entry stop", st)
-	}
-	rs := d.ranks().Ranks
-	if len(rs) != np {
-		t.Fatalf("ranks %+v, want %d", rs, np)
-	}
+	d, rs := attachAtEntry(t, cmd.Process.Pid, np)
 	spin := p.line(t, "spin")
 	for _, r := range rs {
 		frames := d.stackTrace(r.ThreadID)

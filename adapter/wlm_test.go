@@ -130,6 +130,25 @@ func whereRanksAre(d *dapSession, stopped map[int]int) string {
 	return strings.Join(out, "; ")
 }
 
+// attachAtEntry attaches a new DAP session to the running job of launcher pid, stopped where
+// each of its np ranks is (stopAtEntry), and returns the session and its ranks.
+func attachAtEntry(t *testing.T, pid, np int) (*dapSession, []RankState) {
+	t.Helper()
+	d := newDAP(t, viaPipe)
+	d.initialize()
+	d.call("attach", map[string]any{"launcherPid": pid, "stopAtEntry": true}, nil)
+	d.event("initialized")
+	d.call("configurationDone", nil, nil)
+	if st := d.stopped(); st.Reason != "entry" {
+		t.Fatalf("stop %+v, want the entry stop", st)
+	}
+	rs := d.ranks().Ranks
+	if len(rs) != np {
+		t.Fatalf("ranks %+v, want %d", rs, np)
+	}
+	return d, rs
+}
+
 // stopInCombineAndGoOn waits for every rank to stop at the breakpoint in combine, checks each
 // rank's stack there, then clears the breakpoint (combine runs again in the reduction's later
 // rounds) and lets every rank go.
@@ -377,18 +396,7 @@ func mpirunAttach(t *testing.T, p *program, launcher string, envMap map[string]a
 	}
 	cmd, goFile, done := startWaitingJob(t, p, launcher, env, "-np", "4")
 	pids := waitRanksRunning(t, cmd.Process.Pid, p.bin, done, 4)
-	d := newDAP(t, viaPipe)
-	d.initialize()
-	d.call("attach", map[string]any{"launcherPid": cmd.Process.Pid, "stopAtEntry": true}, nil)
-	d.event("initialized")
-	d.call("configurationDone", nil, nil)
-	if b := d.stopped(); b.Reason != "entry" {
-		t.Fatalf("stop %+v, want the entry stop", b)
-	}
-	rs := d.ranks().Ranks
-	if len(rs) != 4 {
-		t.Fatalf("ranks %+v, want 4", rs)
-	}
+	d, rs := attachAtEntry(t, cmd.Process.Pid, 4)
 	seen := map[int]bool{}
 	for _, pid := range pids {
 		seen[pid] = true
