@@ -157,7 +157,7 @@ func (j *Job) sendStopCollective(ranks []*Rank) {
 	var awaited []*Rank
 	j.mu.Lock()
 	for _, r := range ranks {
-		if j.awaitedLocked(r) && r.state == RankRunning {
+		if j.awaitedLocked(r) && r.state == RankRunning && !r.quietStop {
 			awaited = append(awaited, r)
 		}
 	}
@@ -200,6 +200,12 @@ func (j *Job) sendStopCollective(ranks []*Rank) {
 			j.logf("rank %d: stop sent (notification to come: %v)", r.Num, st.Stopping)
 		}
 	}
+	// Until its notification is handled, a reported rank is not stopped again by anyone.
+	j.mu.Lock()
+	for _, r := range reported {
+		r.quietStop = true
+	}
+	j.mu.Unlock()
 	unlock()
 	for _, r := range reported {
 		j.mu.Lock()

@@ -59,6 +59,7 @@ type Rank struct {
 	exit        *cdti.ExitStatus
 	sigstopSent bool // a SIGSTOP to stop it is on its way (agents without StopProcess)
 	pauseReq    bool // a pause asked this rank to stop
+	quietStop   bool // a collective reported its stop: the notification it stands for is on its way to onSignal
 	stepHold    bool // a step waits to suspend the rank: a notification to pass on suspends it instead
 	gen         int  // bumped at every resume: frames and variables of older stops are stale
 	stepper     *stepper

@@ -52,6 +52,7 @@ func (j *Job) endStopLocked(r *Rank) {
 
 // beginRunLocked marks a rank running and invalidates everything read at its last stop.
 func (j *Job) beginRunLocked(r *Rank) {
+	r.pauseReq = false
 	if r.state == RankStopped {
 		r.state = RankRunning
 		j.markChanged(r)
@@ -236,14 +237,29 @@ func (j *Job) continueCollective(ranks []*Rank, epoch int) error {
 	if len(plain) > 1 {
 		out, err = j.collective(ctx, plain, 0, &cdti.ContinueProcess{})
 	}
+	// Ranks the collective did not answer for (all of them when it failed) are continued one
+	// by one, in parallel: one at a time, a slow connection would take each rank's time limit.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
 	for _, r := range plain {
 		a, ok := out[r]
-		if len(plain) == 1 || err != nil || !ok {
-			note(j.continueRank(r))
+		if len(plain) > 1 && err == nil && ok {
+			err := j.continueAnswered(r, a.res, a.err)
+			mu.Lock()
+			note(err)
+			mu.Unlock()
 			continue
 		}
-		note(j.continueAnswered(r, a.res, a.err))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := j.continueRank(r)
+			mu.Lock()
+			note(err)
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	return first
 }
 

@@ -109,6 +109,7 @@ func (j *Job) onSignal(r *Rank, m *cdti.Notify) {
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
+	r.quietStop = false
 	if st := r.stepper; st != nil {
 		j.mu.Unlock()
 		st.deliver(m)
@@ -245,6 +246,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 	j.logf("rank %d: stopped (%s, tid %d)", r.Num, info.reason, info.tid)
 	j.mu.Lock()
 	r.state = RankStopped
+	r.pauseReq = false // a pause's stop still to come is not awaited any more: this is the stop
 	r.stopReason, r.stopText, r.stopBPs = info.reason, info.text, info.bps
 	j.markChanged(r)
 	if j.mode != StopAll {
@@ -470,7 +472,7 @@ func (j *Job) sendStop(r *Rank) {
 	defer cancel()
 	r.evMu.Lock()
 	j.mu.Lock()
-	awaited := j.awaitedLocked(r) && r.state == RankRunning
+	awaited := j.awaitedLocked(r) && r.state == RankRunning && !r.quietStop
 	j.mu.Unlock()
 	var stopping bool
 	var err error
