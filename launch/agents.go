@@ -366,6 +366,10 @@ wait:
 			for _, g := range reg.Gone {
 				gone = append(gone, fmt.Sprintf("rank %d on %s (pid %d): %s", g.Rank, reg.Node, g.Pid, g.Error))
 			}
+			if served[reg.Node] >= len(h.Ranks) {
+				a.fe.logf("launch: %s: one more agent registered from %s, whose ranks are served: ignored", a.ID(), reg.Node)
+				continue
+			}
 			got[reg.Node] = append(got[reg.Node], ep)
 			served[reg.Node] += len(reg.Ranks) + len(reg.Gone)
 			if served[reg.Node] < len(h.Ranks) {
