@@ -169,16 +169,25 @@ func (n *localNodes) checkHosts(hosts []string) error {
 type localStaging struct{ dir, host string }
 
 func (n *localNodes) stage(_ context.Context, dir string) (Staging, error) {
+	if err := MakeSessionDir(dir); err != nil {
+		return nil, err
+	}
+	return localStaging{dir, n.host}, nil
+}
+
+// MakeSessionDir makes a session's directory on this host: dir itself, private to this user
+// (it must not exist), with bin/, lib/ and tmp/.
+func MakeSessionDir(dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("launch: staging directory: %w", err)
+		return fmt.Errorf("launch: session directory: %w", err)
 	}
 	for _, sub := range []string{"bin", "lib", "tmp"} {
 		if err := os.Mkdir(dir+"/"+sub, 0o700); err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("launch: staging directory: %w", err)
+			return fmt.Errorf("launch: session directory: %w", err)
 		}
 	}
-	return localStaging{dir, n.host}, nil
+	return nil
 }
 
 func (l localStaging) Stores() [][]string { return [][]string{{l.host}} }

@@ -73,6 +73,9 @@ func runAgentGroups(args []string, groups [][]string, stdout, stderr io.Writer) 
 	for i, g := range groups {
 		c := exec.Command(exe, append(append([]string{"agent"}, base...), "--attach", strings.Join(g, ","))...)
 		c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, stderr
+		// Killed outright, this process takes its agents with it: each then gives its ranks
+		// back as at any SIGTERM.
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		mu.Lock()
 		err := c.Start()
 		if err == nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/launch/pmix"
 	"golang.org/x/sys/unix"
 )
@@ -78,7 +79,7 @@ func runPMIxDaemon(args []string, stdout, stderr io.Writer) error {
 					own = filepath.Join(tmp, filepath.Base(dir)+"-"+host)
 				}
 			}
-			if err := makeSessionDir(own); err != nil {
+			if err := launch.MakeSessionDir(own); err != nil {
 				return fmt.Errorf("pmix-daemon on %s: %w", host, err)
 			}
 			argv = replaceFlag(argv, "--staging", own)
@@ -90,20 +91,6 @@ func runPMIxDaemon(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(os.Stderr, "pmix-daemon on %s: job %s: ranks %s\n", host, target, strings.Join(pairs, ","))
 	err = syscall.Exec(argv[0], argv, env)
 	return errors.Join(fmt.Errorf("pmix-daemon: exec %s", argv[0]), err)
-}
-
-// makeSessionDir makes a session directory, private to this user, with bin/, lib/ and tmp/.
-func makeSessionDir(dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("session directory: %w", err)
-	}
-	for _, sub := range []string{"bin", "lib", "tmp"} {
-		if err := os.Mkdir(dir+"/"+sub, 0o700); err != nil {
-			os.RemoveAll(dir)
-			return fmt.Errorf("session directory: %w", err)
-		}
-	}
-	return nil
 }
 
 // replaceFlag sets the value of flag (given as "--flag VALUE" or "--flag=VALUE") in argv, or
