@@ -17,7 +17,7 @@ import (
 )
 
 // releaseAgainAfter are the waits before each repeat of the release of a job held in
-// PMIx_Init, the last one repeated until the job ends. The launcher reports such a job ready
+// PMIx_Init: about half a minute in all. The launcher reports such a job ready
 // for debug (PRRTE 3.0: once every rank is launched) before every rank has reached its hold:
 // a rank still starting then (a rank of a loaded node, or of a node the launcher reaches
 // through its daemons) registers for the release after it went, and would wait in PMIx_Init
@@ -38,6 +38,7 @@ func (s *server) releaseAgain() {
 		fmt.Fprintln(os.Stderr, pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s (repeat)", s.appNs), rc))
 		return
 	}
-	s.agains = min(s.agains+1, len(releaseAgainAfter)-1)
-	s.again = time.After(releaseAgainAfter[s.agains])
+	if s.agains++; s.agains < len(releaseAgainAfter) {
+		s.again = time.After(releaseAgainAfter[s.agains])
+	}
 }
