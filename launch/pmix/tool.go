@@ -111,7 +111,7 @@ type server struct {
 	pulled       map[string]bool // nspaces whose output is pulled
 	launcherExit chan string     // how the launcher ended, once
 	inflight     chan struct{}   // closed when a PMIx call left running returns
-	// The release of a job held in PMIx_Init is sent again on this timer (rerelease.go).
+	// The release of a job held in PMIx_Init is sent again on this timer (release.go).
 	again  <-chan time.Time
 	agains int
 }
@@ -487,52 +487,6 @@ func goProcs(cp *C.hp_proc, n C.size_t, local func(host string) bool) []Proc {
 	}
 	slices.SortFunc(procs, func(a, b Proc) int { return a.Rank - b.Rank })
 	return procs
-}
-
-// release lets the held application run: DEBUGGER_RELEASE to its nspace (what a rank held in
-// PMIx_Init waits for), and for a stop-on-exec hold SIGCONT to each rank, which the launcher
-// left stopped and untraced.
-func (s *server) release() error {
-	cns := C.CString(s.appNs)
-	defer C.free(unsafe.Pointer(cns))
-	hold := s.hold
-	if rc := C.hp_release(cns, C.uint32_t(C.PMIX_RANK_WILDCARD)); rc != 0 {
-		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s", s.appNs), rc)
-	}
-	if hold == HoldInit {
-		s.agains = 0
-		s.again = time.After(releaseAgainAfter[0])
-	}
-	if hold == HoldExec {
-		if err := s.continueRanks(); err != nil {
-			return err
-		}
-	}
-	s.hold = ""
-	return nil
-}
-
-// continueRanks sends SIGCONT to every rank: directly on this host, through the launcher's
-// job control elsewhere.
-func (s *server) continueRanks() error {
-	host, _ := os.Hostname()
-	remote := false
-	var errs []error
-	for _, p := range s.procs {
-		if p.Host != host {
-			remote = true
-			continue
-		}
-		if err := syscall.Kill(p.Pid, syscall.SIGCONT); err != nil && err != syscall.ESRCH {
-			errs = append(errs, fmt.Errorf("pmix: release: SIGCONT rank %d pid %d: %w", p.Rank, p.Pid, err))
-		}
-	}
-	if remote {
-		if err := s.kill(int(syscall.SIGCONT)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 func (s *server) kill(sig int) error { return s.signal(s.appNs, sig) }
