@@ -68,18 +68,13 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 func (s *server) startJob(r Request, reqs <-chan Request) error {
 	cns := C.CString(s.launcherNs)
 	defer C.free(unsafe.Pointer(cns))
-	// The launcher calls back within a few tens of milliseconds of its start, but
-	// PMIx_tool_set_server's own wait (PMIX_WAIT_FOR_CONNECTION) looks for it only every
-	// quarter of a second: so the tool asks without waiting, every setServerPoll, until the
-	// launcher has called back or setServerTimeout has passed. A launcher that exits first is
-	// reported at once, and the asking stops with the launch.
+	// set_server waits up to its timeout for the launcher to call back; a launcher that exits
+	// first is reported at once (the call still runs out before the tool finalises).
 	setServer := make(chan C.int, 1)
 	s.inflight = make(chan struct{})
-	giveUp := make(chan struct{})
-	defer close(giveUp)
 	go func() {
 		defer close(s.inflight)
-		setServer <- pollSetServer(cns, giveUp)
+		setServer <- C.hp_set_server(cns, setServerTimeout)
 	}()
 	what := fmt.Sprintf("PMIx_tool_set_server %s rank 0 (%s, pid %d)", s.launcherNs, r.Launcher, s.launcherPid)
 	for connected := false; !connected; {
@@ -126,24 +121,6 @@ func (s *server) startJob(r Request, reqs <-chan Request) error {
 		return err
 	}
 	return s.readyEvent(r.Seq)
-}
-
-// pollSetServer makes the launcher nspace rank 0 the tool's server as soon as it has called
-// back: PMIX_ERR_UNREACH (not yet) is asked again every setServerPoll, up to setServerTimeout
-// or until giveUp is closed; it returns the last status.
-func pollSetServer(nspace *C.char, giveUp <-chan struct{}) C.int {
-	deadline := time.Now().Add(setServerTimeout)
-	for {
-		rc := C.hp_set_server(nspace)
-		if rc != C.PMIX_ERR_UNREACH || !time.Now().Before(deadline) {
-			return rc
-		}
-		select {
-		case <-giveUp:
-			return rc
-		case <-time.After(setServerPoll):
-		}
-	}
 }
 
 // duringLaunch answers a request read while a launch is in progress (ok false: the input

@@ -191,12 +191,20 @@ int hp_spawn_launcher(const char *cmd, char **argv, char **env, const char *cwd,
 	return rc;
 }
 
-int hp_set_server(const char *nspace)
+int hp_set_server(const char *nspace, int timeout)
 {
 	pmix_proc_t p;
+	pmix_info_t *info;
+	pmix_status_t rc;
+	bool t = true;
 
 	PMIX_LOAD_PROCID(&p, nspace, 0);
-	return PMIx_tool_set_server(&p, NULL, 0);
+	PMIX_INFO_CREATE(info, 2);
+	PMIX_INFO_LOAD(&info[0], PMIX_WAIT_FOR_CONNECTION, &t, PMIX_BOOL);
+	PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
+	rc = PMIx_tool_set_server(&p, info, 2);
+	PMIX_INFO_FREE(info, 2);
+	return rc;
 }
 
 int hp_release(const char *nspace, uint32_t rank)

@@ -40,12 +40,9 @@ const (
 	codeLostConnection = int(C.PMIX_ERR_LOST_CONNECTION)
 )
 
-// setServerTimeout bounds the wait for a launcher to call back. A program that is not a PMIx
-// launcher never does; a real one does within a second.
-const setServerTimeout = 10 * time.Second
-
-// setServerPoll is how often the tool looks whether the launcher has called back.
-const setServerPoll = 5 * time.Millisecond
+// setServerTimeout bounds the wait for a launcher to call back (seconds). A program that is
+// not a PMIx launcher never does; a real one does within a second.
+const setServerTimeout = 10
 
 // pmixEvent is what the C event handler found in one notification.
 type pmixEvent struct {
