@@ -177,7 +177,10 @@ func (n jobNodes) Start(ctx context.Context, hosts []string, argv func(string) [
 // filled. The launcher is left stopped at MPIR_Breakpoint; on any failure it is let go and
 // ended, and the error says which phase failed.
 func launchMPIR(ctx context.Context, fe *Frontend, family string, argv []string, spec LaunchSpec) (*mpirJob, error) {
-	return launchMPIRWith(ctx, fe, family, argv, spec, mpir.Options{})
+	// Open MPI's mpirun serves its ranks' start-up from other threads than the one that calls
+	// MPIR_Breakpoint, and its ranks wait at the end of MPI_Init for the release that follows
+	// MPIR_Breakpoint: holding that one thread lets them start while the ranks are taken.
+	return launchMPIRWith(ctx, fe, family, argv, spec, mpir.Options{HoldThread: family == "openmpi"})
 }
 
 // launchMPIRWith is launchMPIR with MPIR options (a tool daemon launch).

@@ -40,6 +40,12 @@ type Options struct {
 	// Daemons, when set, has the launcher co-spawn the tool's daemons: at launch, or on
 	// attach for a launcher that polls MPIR_being_debugged (BG/Q's runjob).
 	Daemons *ToolDaemons
+	// HoldThread: once the table is read, WaitSpawned holds only the launcher's thread that
+	// stopped in MPIR_Breakpoint and lets its other threads run until Release. Open MPI 4's
+	// mpirun serves its ranks' start-up (PMIx) from other threads, and sends the ranks the
+	// debugger release only after MPIR_Breakpoint returns: so its ranks go through MPI_Init
+	// while the tool works, and wait for that release at its end.
+	HoldThread bool
 }
 
 // ErrLauncherExited means the launcher ended before the table could be read.
@@ -63,6 +69,8 @@ type Starter struct {
 	bpSet   bool   // the breakpoint on MPIR_Breakpoint is planted
 	bpOrig  uint32 // the instruction it replaced (ResetBreakpoint needs it)
 	stopped bool   // the launcher is stopped at a notification this Starter holds
+	hold    bool   // Options.HoldThread
+	heldTid uint32 // the thread held in MPIR_Breakpoint while the others run (0: none)
 	exited  *cdti.ExitStatus
 	// Timings of the phases, for reports and benchmarks.
 	Timings map[string]time.Duration
@@ -104,7 +112,7 @@ func (s *Starter) mark(phase string, since time.Time) {
 
 // take attaches, takes control with SIGSTOP and waits for the stop.
 func take(ctx context.Context, c Conn, opts Options, mode cdti.DynamicNotifyMode) (*Starter, error) {
-	s := &Starter{c: c, rank: opts.Rank, exe: opts.Exe, mem: cdtiMemory{c, opts.Rank}}
+	s := &Starter{c: c, rank: opts.Rank, exe: opts.Exe, mem: cdtiMemory{c, opts.Rank}, hold: opts.HoldThread}
 	prio, tag := opts.Priority, opts.Tag
 	if prio == 0 {
 		prio = 90
@@ -310,8 +318,9 @@ func (s *Starter) plant(ctx context.Context) error {
 
 // WaitSpawned continues the launcher until it stops in MPIR_Breakpoint with MPIR_debug_state
 // MPIR_DEBUG_SPAWNED and a non-empty table, and returns the table. The launcher is left
-// stopped there. MPIR_NULL hits are continued; MPIR_DEBUG_ABORTING gives ErrAborting with the
-// launcher's reason; the launcher's exit gives ErrLauncherExited.
+// stopped there (with Options.HoldThread, only the thread that called MPIR_Breakpoint).
+// MPIR_NULL hits are continued; MPIR_DEBUG_ABORTING gives ErrAborting with the launcher's
+// reason; the launcher's exit gives ErrLauncherExited.
 func (s *Starter) WaitSpawned(ctx context.Context) ([]Proc, error) {
 	t0 := time.Now()
 	for {
@@ -345,12 +354,42 @@ func (s *Starter) WaitSpawned(ctx context.Context) ([]Proc, error) {
 				continue
 			}
 			procs, err := ReadTable(ctx, s.mem, s.layout(), s.syms.Proctable, s.syms.ProctableSize)
-			if err == nil {
-				s.mark("spawned", t0)
+			if err != nil {
+				return nil, err
 			}
-			return procs, err
+			s.mark("spawned", t0)
+			if s.hold {
+				if err := s.holdThread(ctx, n.ThreadID); err != nil {
+					return nil, err
+				}
+			}
+			return procs, nil
 		}
 	}
+}
+
+// holdThread holds tid, stopped in MPIR_Breakpoint, and lets the launcher's other threads run.
+func (s *Starter) holdThread(ctx context.Context, tid uint32) error {
+	if err := s.update(ctx, &cdti.HoldThread{ThreadID: tid}); err != nil {
+		return fmt.Errorf("mpir: hold the launcher's thread %d in MPIR_Breakpoint: %w", tid, err)
+	}
+	s.heldTid = tid
+	if err := s.cont(ctx); err != nil {
+		return fmt.Errorf("mpir: run the launcher's other threads: %w", err)
+	}
+	return nil
+}
+
+// releaseThread lets the thread held in MPIR_Breakpoint run again, if one is.
+func (s *Starter) releaseThread(ctx context.Context) error {
+	if s.heldTid == 0 {
+		return nil
+	}
+	if err := s.update(ctx, &cdti.ReleaseThread{ThreadID: s.heldTid}); err != nil {
+		return fmt.Errorf("mpir: release the launcher's thread %d: %w", s.heldTid, err)
+	}
+	s.heldTid = 0
+	return nil
 }
 
 // JobID returns totalview_jobid and totalview_stepid ("" when the launcher has none: srun has).
@@ -376,6 +415,13 @@ func (s *Starter) Release(ctx context.Context) error {
 	}
 	if err := s.removeBreakpoint(ctx); err != nil {
 		return err
+	}
+	held := s.heldTid != 0
+	if err := s.releaseThread(ctx); err != nil {
+		return err
+	}
+	if held && !s.stopped {
+		return nil // the other threads run already: the released one goes with them
 	}
 	return s.cont(ctx)
 }
@@ -427,6 +473,9 @@ func (s *Starter) Detach(ctx context.Context) error {
 		return nil
 	}
 	if err := s.removeBreakpoint(ctx); err != nil {
+		return err
+	}
+	if err := s.releaseThread(ctx); err != nil {
 		return err
 	}
 	if err := s.update(ctx, &cdti.ReleaseControl{}); err != nil {
