@@ -467,18 +467,60 @@ func TestHitCountAcrossConditionChange(t *testing.T) {
 	}
 }
 
-// TestConditionFortranFallsBack: the agents' compiler takes C and C++; a Fortran condition is
-// decided by the front end, which says so once, and stops where gdb stops.
-func TestConditionFortranFallsBack(t *testing.T) {
+// TestConditionFortran: conditions in Fortran syntax over a dummy argument (passed by
+// reference) and a module variable, with Fortran's operators and logical literals, are decided
+// by the agents on exactly the hits gdb stops on; one calling an intrinsic, which the agents'
+// compiler does not take, is decided by the front end, which says so once, also as gdb does.
+func TestConditionFortran(t *testing.T) {
 	t.Parallel()
 	// -J: the module file goes to a directory of the test's, not the package's.
 	p := compileWith(t, "gfortran", "condfort", ".f90", "-J", t.TempDir())
-	cases := []condCase{{mark: "f-probe", cond: "i > 5 .and. i /= 7 .and. i < 10"}}
-	want := gdbCondHits(t, p, cases)
-	if len(want) != 3 {
-		t.Fatalf("gdb stops %v, want i = 6, 8, 9", want)
+	for _, cond := range []string{
+		"i > 5 .and. i /= 7 .and. i < 10",
+		".not. (I .le. 10) .or. i == 3",
+		"(i * 4 >= 40) .eqv. .true.",
+		"total > 20 .and. i .lt. 9",
+		"i * 2147483647 > 2147483647 * 10",
+	} {
+		cases := []condCase{{mark: "f-probe", cond: cond}}
+		want := gdbCondHits(t, p, cases)
+		if len(want) == 0 {
+			t.Fatalf("%s: gdb never stops: the case tests nothing", cond)
+		}
+		got, out := dapCondHits(t, p, cases)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: stops %v, gdb %v", cond, got, want)
+		}
+		if strings.Contains(out, "evaluated by the debugger") {
+			t.Errorf("%s: left to the front end:\n%s", cond, out)
+		}
 	}
-	stopsAsGDBSaidOnce(t, p, cases, want, "is evaluated by the debugger at each hit")
+	cases := []condCase{{mark: "f-probe", cond: "mod(i, 4) == 0"}}
+	stopsAsGDBSaidOnce(t, p, cases, gdbCondHits(t, p, cases), "is evaluated by the debugger at each hit")
+}
+
+// TestConditionTLS: conditions over the thread-local variables of the main executable, each
+// thread reading its own, are decided by the agents on exactly the hits gdb stops on (threads
+// interleave, so the stops are compared as sets).
+func TestConditionTLS(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "tlscond", "-pthread")
+	for _, cond := range []string{"tlsv == 305", "tlsv % 100 == 9 && tlsv > 150", "tlsbig + tlsv == 7"} {
+		cases := []condCase{{mark: "tls-probe", cond: cond}}
+		want := gdbCondHitsExpr(t, p, cases, "tlsv")
+		if len(want) == 0 {
+			t.Fatalf("%s: gdb never stops: the case tests nothing", cond)
+		}
+		got, out := dapCondHitsExpr(t, p, cases, "tlsv")
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: stops %v, gdb %v", cond, got, want)
+		}
+		if strings.Contains(out, "evaluated by the debugger") {
+			t.Errorf("%s: left to the front end:\n%s", cond, out)
+		}
+	}
 }
 
 // TestHitCountOfInlinedBreakpoint: a breakpoint on a line of an inlined function has a location

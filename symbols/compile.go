@@ -2,6 +2,7 @@ package symbols
 
 import (
 	"debug/dwarf"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,11 +40,15 @@ func CheckSyntax(expr string) error {
 
 // CompileCondition compiles a breakpoint condition for evaluation in the agent at the
 // binary's link-time address pc: locals and parameters by their DWARF location at pc, the
-// binary's globals (relative to its load bias), pointer dereference, array indexing, struct
+// binary's globals (relative to its load bias), the main executable's thread-local variables
+// (tlsAddress), pointer dereference, array indexing, struct
 // and union members, arithmetic, comparisons, logical and bit operators, and integer,
-// character and floating-point literals of C and C++. What it cannot compile (other
-// operators, Fortran, registers other than general ones, bit fields, values the DWARF
-// locates only by a computation) is an error wrapping ErrNotCompiled.
+// character and floating-point literals of C and C++; in Fortran code the same over integer,
+// logical and real scalars, with Fortran's operators (.and., /=, .eqv., ...), its decimal
+// literals and .true./.false., names in any case, dummy arguments passed by reference, and
+// integer arithmetic in 8 bytes as the evaluator does it. What it cannot compile (other
+// operators, intrinsics and calls, registers other than general ones, bit fields, values the
+// DWARF locates by a longer computation) is an error wrapping ErrNotCompiled.
 func (b *Binary) CompileCondition(expr string, pc uint64) (prog *bpcode.Program, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -110,7 +115,7 @@ func (b *Binary) compilerAt(expr string, pc uint64) (*compiler, *node, error) {
 		return nil, nil, fmt.Errorf("no function at %#x: %w", pc, ErrNotCompiled)
 	}
 	lang := fn.Language()
-	if lang != LangC && lang != LangCPlusPlus {
+	if lang != LangC && lang != LangCPlusPlus && lang != LangFortran {
 		return nil, nil, fmt.Errorf("%s code: %w", lang, ErrNotCompiled)
 	}
 	c := &compiler{b: b, fn: fn, pc: pc, lang: lang}
@@ -121,7 +126,7 @@ func (b *Binary) compilerAt(expr string, pc uint64) (*compiler, *node, error) {
 	for _, s := range root.chainAt(pc) {
 		c.chain = append([]*scope{s}, c.chain...)
 	}
-	n, err := parseExpr(expr, false, func(name string) bool { _, ok := b.types[name]; return ok })
+	n, err := parseExpr(expr, lang == LangFortran, func(name string) bool { _, ok := b.types[name]; return ok })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -197,6 +202,9 @@ func (c *compiler) expr(n *node) (cv, error) {
 		}
 		c.bld.Const(math.Float64bits(f))
 		return cv{t: doubleType}, nil
+	case "bool": // Fortran's .true. and .false.
+		c.bld.Const(boolWord(n.text == ".true."))
+		return cv{t: &Type{Kind: KindBool, Name: "logical(kind=4)", Size: 4, Lang: c.lang}}, nil
 	case "ident":
 		if c.lang == LangCPlusPlus && (n.text == "true" || n.text == "false") {
 			c.bld.Const(boolWord(n.text == "true"))
@@ -238,6 +246,9 @@ func describeNode(n *node) string {
 
 // intLit compiles an integer literal with C's rules for its type.
 func (c *compiler) intLit(text string) (cv, error) {
+	if c.lang == LangFortran {
+		return c.fortranIntLit(text)
+	}
 	s := strings.ToLower(text)
 	unsigned := false
 	long := false
@@ -274,6 +285,9 @@ func (c *compiler) intLit(text string) (cv, error) {
 
 // ident compiles a variable: a local or parameter visible at pc, then a global of the binary.
 func (c *compiler) ident(name string) (cv, error) {
+	if c.lang == LangFortran {
+		name = strings.ToLower(name) // Fortran's names know no case; its DWARF's are lower case
+	}
 	for _, s := range c.chain {
 		for i := len(s.vars) - 1; i >= 0; i-- {
 			if d := s.vars[i]; d.name == name {
@@ -378,8 +392,18 @@ func (c *compiler) location(name string, expr []byte, t *Type) (cv, error) {
 		}
 		c.bld.Const(uint64(off))
 		c.bld.Emit(bpcode.OpAdd)
+	case op == dwop.OpConst8u && len(expr) == 10 && (expr[9] == dwop.OpFormTLSAddress || expr[9] == dwop.OpGNUPushTLSAddress):
+		if err := c.tlsAddress(name, r.U64()); err != nil {
+			return cv{}, err
+		}
+		r.U8()
 	default:
 		return cv{}, notCompiled("location of %s (%s)", name, dwop.OpName(op))
+	}
+	if r.Err == nil && r.Off == len(expr)-1 && expr[r.Off] == dwop.OpDeref {
+		// The address is in memory there: a dummy argument passed by reference.
+		c.bld.Sized(bpcode.OpLoad, c.b.Arch.PtrSize)
+		r.U8()
 	}
 	if r.Err != nil || r.Off != len(expr) {
 		return cv{}, notCompiled("location of %s (%s)", name,
@@ -429,4 +453,59 @@ func (c *compiler) frameBase() error {
 		return nil
 	}
 	return notCompiled("frame base of %s (%s)", c.fn.Name, dwop.Disassemble(expr, c.b.Arch.ByteOrder, c.b.Arch.PtrSize))
+}
+
+// fortranIntLit compiles a Fortran integer literal: decimal digits (a leading zero is not
+// octal) with an optional kind suffix (_8), integer(kind=4) unless it needs 8 bytes, as the
+// evaluator reads it.
+func (c *compiler) fortranIntLit(text string) (cv, error) {
+	s := text
+	if i := strings.IndexByte(s, '_'); i >= 0 {
+		s = s[:i]
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return cv{}, notCompiled("number %q", text)
+	}
+	c.bld.Const(v)
+	if v > math.MaxInt32 {
+		return cv{t: c.intType(8, true)}, nil
+	}
+	return cv{t: c.intType(4, true)}, nil
+}
+
+// tlsAddress compiles the address of a thread-local variable at offset off of the binary's TLS
+// block, for the thread that hit the breakpoint. Only the main executable's block is at an
+// offset from the thread pointer known before the program runs: on x86-64 (TLS variant II)
+// the block ends there, l_tls_offset = the block's size rounded up to its alignment (with the
+// segment's first-byte offset, as the dynamic linker lays it out). A shared library's block
+// is placed at run time: its variables are left to the front end, which reads the thread's.
+func (c *compiler) tlsAddress(name string, off uint64) error {
+	seg, ok := c.b.TLSSegment()
+	_, interp := c.b.ProgHeader(elf.PT_INTERP)
+	var soname []string
+	if c.b.file != nil {
+		soname, _ = c.b.file.DynString(elf.DT_SONAME)
+	}
+	switch {
+	case !ok:
+		return notCompiled("thread-local %s outside a TLS segment", name)
+	case c.b.Arch.Machine != elf.EM_X86_64:
+		return notCompiled("thread-local %s on %s", name, c.b.Arch.Name)
+	case c.b.Type != elf.ET_EXEC && !interp, len(soname) > 0:
+		// A library (one with a name to be loaded by, as libc.so.6, which can also run as a
+		// program): its block is placed at run time.
+		return notCompiled("thread-local %s of a shared library", name)
+	}
+	align := max(seg.Align, 1)
+	first := -(seg.Vaddr & (align - 1)) & (align - 1)
+	tlsOffset := (seg.Memsz-first+align-1)/align*align + first
+	reg, ok := c.b.Arch.Register(c.b.Arch.TPReg)
+	if !ok || reg.Set != arch.General {
+		return notCompiled("thread-local %s: no thread pointer", name)
+	}
+	c.bld.Reg(c.b.Arch.TPReg)
+	c.bld.Const(off - tlsOffset)
+	c.bld.Emit(bpcode.OpAdd)
+	return nil
 }

@@ -182,6 +182,9 @@ func (c *compiler) unary(n *node) (cv, error) {
 // promote applies the integer promotions to an integer word (a no-op on the word itself).
 func (c *compiler) promote(v cv) cv {
 	k, _ := classify(v.t)
+	if k == scInt && c.lang == LangFortran {
+		return cv{t: c.intType(8, true)} // as the evaluator promotes Fortran's integers
+	}
 	if k == scInt {
 		return cv{t: c.intType(promotedInt(v.t))}
 	}
@@ -193,7 +196,11 @@ func (c *compiler) promote(v cv) cv {
 
 // arithType is the common type of two integer operands (the usual arithmetic conversions).
 func (c *compiler) arithType(a, b *Type) *Type {
-	return c.intType(convertedInt(a, b))
+	size, sgn := convertedInt(a, b)
+	if c.lang == LangFortran {
+		size = 8
+	}
+	return c.intType(size, sgn)
 }
 
 func (c *compiler) binary(n *node) (cv, error) {

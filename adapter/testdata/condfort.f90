@@ -1,4 +1,4 @@
-! A Fortran loop for conditions the agents leave to the front end: probe is called 12 times.
+! A Fortran loop for breakpoint conditions in Fortran syntax: probe is called 12 times.
 module counting
   implicit none
   integer :: total = 0
