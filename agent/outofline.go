@@ -290,6 +290,18 @@ func (p *proc) passAtTrap(th *pthread, b *breakpoint, regs []byte) bool {
 	if !ok || len(regs) < amd64.UserRegsSize || !p.mayRunNow(th) {
 		return false
 	}
+	if !p.passTrap(th, b, regs, func(out []byte) error { return rr.ResumeWithRegisters(th.tid, out, 0) }) {
+		return false
+	}
+	th.sig = 0
+	th.stopped, th.pc = false, 0
+	return true
+}
+
+// passTrap passes th over trap b from the registers regs it stopped with (its PC past the trap
+// or on it), in one resume: the instruction emulated, branched or run out of line, then
+// resume called with the registers to run on with. It reports whether th runs on.
+func (p *proc) passTrap(th *pthread, b *breakpoint, regs []byte, resume func([]byte) error) bool {
 	at := append([]byte(nil), regs...)
 	amd64.SetReg(at, amd64.OffRIP, b.addr)
 	out, how := p.passOver(th, b, at)
@@ -298,14 +310,12 @@ func (p *proc) passAtTrap(th *pthread, b *breakpoint, regs []byte) bool {
 	default:
 		return false
 	}
-	if err := rr.ResumeWithRegisters(th.tid, out, 0); err != nil {
+	if err := resume(out); err != nil {
 		th.ool = oolPass{}
 		return false
 	}
 	p.passed(th, how, out)
 	p.passes.atTrap++
-	th.sig = 0
-	th.stopped, th.pc = false, 0
 	return true
 }
 

@@ -73,25 +73,39 @@ func (p *proc) decide(th *pthread, b *breakpoint, c *trapCond, regs []byte) (sto
 	if !p.decides(b, c) {
 		return true, false
 	}
-	m := &trapMachine{p: p, tid: th.tid, gp: regs}
-	ok, err := c.site.Condition(m, c.bias)
+	holds, stop, msg, err := c.judge(&trapMachine{p: p, tid: th.tid, gp: regs})
 	if err != nil {
 		return true, true
 	}
-	if !ok {
-		return false, false
+	p.count(c, holds, msg)
+	return stop, false
+}
+
+// judge evaluates c at a hit seen through m, with no effect yet: whether its condition holds,
+// whether the hit stops (the condition holds and so does the hit condition, counting this
+// hit), and a log point's message (a log point never stops).
+func (c *trapCond) judge(m *trapMachine) (holds, stop bool, msg string, err error) {
+	ok, err := c.site.Condition(m, c.bias)
+	switch {
+	case err != nil || !ok:
+		return false, false, "", err
+	case !c.site.HitOp.Holds(c.hits+1, c.site.HitN):
+		return true, false, "", nil
+	case len(c.site.Log) > 0:
+		return true, false, c.site.Message(m, c.bias), nil
 	}
-	c.hits++
-	if !c.site.HitOp.Holds(c.hits, c.site.HitN) {
-		return false, false
+	return true, true, "", nil
+}
+
+// count records a judged hit: counted when its condition held, and a log point's message sent
+// out with the rank's output (stream "log").
+func (p *proc) count(c *trapCond, holds bool, msg string) {
+	if holds {
+		c.hits++
 	}
-	if len(c.site.Log) > 0 {
-		// A log point: its message goes out with the rank's output (stream "log"), and the
-		// hit never stops.
-		p.a.output.publish(OutputParams{Rank: int(p.rank), Stream: LogStream, Text: c.site.Message(m, c.bias)})
-		return false, false
+	if msg != "" {
+		p.a.output.publish(OutputParams{Rank: int(p.rank), Stream: LogStream, Text: msg})
 	}
-	return true, false
 }
 
 // decides reports whether the agent decides the hits of trap b by c: c's tool holds control
@@ -137,45 +151,21 @@ func (p *proc) trapHook(ev *target.Event, seq uint64, resume func([]byte) error)
 	if b == nil || c == nil || b.lifted || addr == p.startBP || !p.decides(b, c) || len(ev.Regs) < amd64.UserRegsSize {
 		return false
 	}
-	m := &trapMachine{p: p, tid: th.tid, gp: ev.Regs, pc: addr}
-	holds, err := c.site.Condition(m, c.bias)
-	if err != nil {
+	holds, stop, msg, err := c.judge(&trapMachine{p: p, tid: th.tid, gp: ev.Regs, pc: addr})
+	if err != nil || stop {
 		return false
-	}
-	var msg string // a log point's message
-	if holds && c.site.HitOp.Holds(c.hits+1, c.site.HitN) {
-		if len(c.site.Log) == 0 {
-			return false // a stop
-		}
-		msg = c.site.Message(m, c.bias)
 	}
 	saved := *th
 	th.ool = oolPass{}
 	th.sig = 0
-	at := append([]byte(nil), ev.Regs...)
-	amd64.SetReg(at, amd64.OffRIP, addr)
-	out, how := p.passOver(th, b, at)
-	switch how {
-	case passEmulated, passBranched, passOutOfLine:
-	default:
+	if !p.passTrap(th, b, ev.Regs, resume) {
 		*th = saved
 		return false
 	}
-	if err := resume(out); err != nil {
-		*th = saved
-		return false
-	}
-	p.passed(th, how, out)
-	p.passes.atTrap++
 	p.passes.hooked++
 	th.brk = addr
 	th.pc = 0
-	if holds {
-		c.hits++
-	}
-	if msg != "" {
-		p.a.output.publish(OutputParams{Rank: int(p.rank), Stream: LogStream, Text: msg})
-	}
+	p.count(c, holds, msg)
 	return true
 }
 
