@@ -381,10 +381,12 @@ func TestOutOfLineDetach(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The program waits for a second byte before it ends: its memory is there to read.
 	fileCode, memCode := textAt(t, bin, a, 16), procMem(t, pid, a, 16)
 	if !bytes.Equal(fileCode, memCode) {
 		t.Errorf("code at ool_store after the detach % x, file % x", memCode, fileCode)
 	}
+	start.Write([]byte{2})
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("after the detach: %v (output %q)", err, out.String())
 	}

@@ -4,7 +4,8 @@
  *   ool fork N          kinds N times, then a child execs "ool kinds N" and the parent runs
  *                       kinds N times more and waits for it
  *   ool exec N          kinds N times, then execs "ool kinds N"
- *   ool wait N          kinds N times once a byte can be read from stdin
+ *   ool wait N          kinds N times once a byte can be read from stdin, and ends once a
+ *                       second one can (its memory can be read until then)
  *   ool signals N       kinds N times under a 2 ms interval timer whose SIGALRM handler
  *                       checks k_branch and k_sse itself */
 #include <pthread.h>
@@ -132,6 +133,12 @@ int main(int argc, char **argv)
 		int st;
 		waitpid(c, &st, 0);
 		printf("child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	if (strcmp(argv[1], "wait") == 0) {
+		char c;
+		fflush(stdout);
+		if (read(0, &c, 1) != 1)
+			return 3;
 	}
 	return 0;
 }
