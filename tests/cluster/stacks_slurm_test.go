@@ -90,15 +90,28 @@ func stackTreePaths(t *testing.T, js string) map[int][]string {
 	if err := json.Unmarshal([]byte(js), &b); err != nil {
 		t.Fatalf("hpcdap stacks --format json: %v\n%s", err, js)
 	}
-	paths, errs := b.rankPaths()
-	for _, err := range errs {
-		t.Errorf("hpcdap stacks --format json: %v", err)
-	}
 	out := map[int][]string{}
-	for r, nodes := range paths {
-		for _, n := range nodes {
-			out[r] = append(out[r], n.Name)
+	var walk func(n *psNode, path []string)
+	walk = func(n *psNode, path []string) {
+		path = append(slices.Clone(path), n.Name)
+		ends, err := rankset.Parse(n.Ranks, -1)
+		if err != nil {
+			t.Fatalf("node %s: ranks %q: %v", n.Name, n.Ranks, err)
 		}
+		for _, c := range n.Children {
+			cs, _ := rankset.Parse(c.Ranks, -1)
+			ends = ends.Minus(cs)
+			walk(c, path)
+		}
+		for _, r := range ends.Ranks() {
+			if _, dup := out[r]; dup {
+				t.Errorf("rank %d ends in two places of the tree", r)
+			}
+			out[r] = path
+		}
+	}
+	for _, n := range b.Roots {
+		walk(n, nil)
 	}
 	return out
 }

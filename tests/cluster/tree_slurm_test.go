@@ -75,39 +75,18 @@ func (d *dapRun) parallelStacks() map[int]string {
 	d.t.Helper()
 	var b psBody
 	d.call("hpcdap/parallelStacks", map[string]any{}, &b)
-	paths, errs := b.rankPaths()
-	for _, err := range errs {
-		d.errorf("parallel stacks: %v", err)
-	}
 	out := map[int]string{}
-	for r, nodes := range paths {
-		for _, n := range nodes {
-			out[r] += fmt.Sprintf("/%s:%d", n.Name, n.Line)
-		}
-	}
-	if b.Total != len(out) {
-		d.errorf("parallel stacks: total %d, but %d ranks in the tree", b.Total, len(out))
-	}
-	return out
-}
-
-// rankPaths reads a merged stack tree back as one path of nodes per rank, from the outermost:
-// a rank's path ends at the deepest node whose set holds it. A node whose ranks do not parse
-// or do not match its count, and a rank that ends in two places, are errors.
-func (b *psBody) rankPaths() (map[int][]*psNode, []error) {
-	out := map[int][]*psNode{}
-	var errs []error
-	var walk func(n *psNode, path []*psNode)
-	walk = func(n *psNode, path []*psNode) {
-		path = append(slices.Clone(path), n)
-		ends, err := rankset.Parse(n.Ranks, -1)
+	var walk func(n *psNode, path string)
+	walk = func(n *psNode, path string) {
+		path += fmt.Sprintf("/%s:%d", n.Name, n.Line)
+		set, err := rankset.Parse(n.Ranks, -1)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("node %s: ranks %q: %w", n.Name, n.Ranks, err))
-			return
+			d.fatalf("parallel stacks: node %s: ranks %q: %v", n.Name, n.Ranks, err)
 		}
-		if ends.Len() != n.Count {
-			errs = append(errs, fmt.Errorf("node %s: ranks %q are %d, count says %d", n.Name, n.Ranks, ends.Len(), n.Count))
+		if set.Len() != n.Count {
+			d.errorf("parallel stacks: node %s: ranks %q are %d, count says %d", n.Name, n.Ranks, set.Len(), n.Count)
 		}
+		ends := set
 		for _, c := range n.Children {
 			cs, _ := rankset.Parse(c.Ranks, -1)
 			ends = ends.Minus(cs)
@@ -115,15 +94,18 @@ func (b *psBody) rankPaths() (map[int][]*psNode, []error) {
 		}
 		for _, r := range ends.Ranks() {
 			if _, dup := out[r]; dup {
-				errs = append(errs, fmt.Errorf("rank %d ends in two places of the tree", r))
+				d.errorf("parallel stacks: rank %d ends in two places", r)
 			}
 			out[r] = path
 		}
 	}
 	for _, n := range b.Roots {
-		walk(n, nil)
+		walk(n, "")
 	}
-	return out, errs
+	if b.Total != len(out) {
+		d.errorf("parallel stacks: total %d, but %d ranks in the tree", b.Total, len(out))
+	}
+	return out
 }
 
 // stackPath is a rank's own stackTrace as a parallel-stacks path.
@@ -320,7 +302,15 @@ func TestDAPSlurmTree1024(t *testing.T) {
 
 	d.in("disconnect without terminating")
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
-	d.checkAgentsGone(ranks, job)
+	d.checkLetGo(ranks, 30*time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for left := agentWorkers(job); len(left) > 0; left = agentWorkers(job) {
+		if time.Now().After(deadline) {
+			d.errorf("%d agents left 30 s after the disconnect: %v", len(left), left)
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	d.ranks = nil // the job's ranks are not the session's to kill; the cleanup cancels the job
 }
 
@@ -363,21 +353,14 @@ func TestDAPSlurmRanksPerAgent(t *testing.T) {
 	}
 	d.in("disconnect")
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
-	d.checkAgentsGone(ranks, job)
-	d.ranks = nil
-}
-
-// checkAgentsGone checks, after a disconnect that did not terminate, that every rank of the
-// job runs untraced and that none of its agents is left within 30 s.
-func (d *dapRun) checkAgentsGone(ranks []rankState, job string) {
-	d.t.Helper()
 	d.checkLetGo(ranks, 30*time.Second)
 	deadline := time.Now().Add(30 * time.Second)
 	for left := agentWorkers(job); len(left) > 0; left = agentWorkers(job) {
 		if time.Now().After(deadline) {
 			d.errorf("%d agents left 30 s after the disconnect: %v", len(left), left)
-			return
+			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	d.ranks = nil
 }
