@@ -87,3 +87,27 @@ func dapToBreakpoint(b *testing.B, p *program, launcher string, np, line int, en
 	waitBreakpointStops(b, d, np)
 	return time.Since(t0)
 }
+
+// BenchmarkTerminateStoppedJob: the disconnect with terminateDebuggee of a 2-rank job stopped
+// at a breakpoint, request to response (the ranks and the launcher ended).
+//
+//	go test -run '^$' -bench TerminateStoppedJob -benchtime 3x ./adapter
+func BenchmarkTerminateStoppedJob(b *testing.B) {
+	for _, c := range []struct{ launcher, mpicc string }{{"mpirun.openmpi", "mpicc.openmpi"}, {"mpiexec.hydra", "mpicc.mpich"}} {
+		b.Run(c.launcher, func(b *testing.B) {
+			needTool(b, c.launcher)
+			p := compileMPI(b, c.mpicc)
+			var total time.Duration
+			for range b.N {
+				b.StopTimer()
+				d, _ := stoppedJobToTerminate(b, p, c.launcher)
+				t0 := time.Now()
+				d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+				total += time.Since(t0)
+				d.end()
+			}
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(total.Seconds()/float64(b.N), "s/terminate")
+		})
+	}
+}

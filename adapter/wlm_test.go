@@ -483,3 +483,47 @@ func frontEndKilled(t *testing.T, p *program, launcher string, env map[string]an
 	}
 	t.Errorf("%s's process %d, the ranks' parent, still runs: state %s", launcher, parent, procStatus(parent, "State"))
 }
+
+// A disconnect that terminates a job whose ranks are stopped at a breakpoint ends the ranks
+// and the launcher before it is answered: nothing of the job is left, under mpirun (which does
+// not end by itself when ranks a tool holds are killed) and under hydra.
+func TestTerminateStoppedJob(t *testing.T) {
+	for _, c := range []struct{ launcher, mpicc string }{{"mpirun.openmpi", "mpicc.openmpi"}, {"mpiexec.hydra", "mpicc.mpich"}} {
+		t.Run(c.launcher, func(t *testing.T) {
+			needTool(t, c.launcher)
+			p := compileMPI(t, c.mpicc)
+			d, pids := stoppedJobToTerminate(t, p, c.launcher)
+			d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+			d.end()
+			for _, pid := range pids {
+				if st := procStatus(pid, "State"); st != "" && !strings.HasPrefix(st, "Z") {
+					t.Errorf("pid %d (%s) is still there after the disconnect: %s", pid, procStatus(pid, "Name"), st)
+				}
+			}
+		})
+	}
+}
+
+// stoppedJobToTerminate launches two ranks of p through launcher to a breakpoint in combine
+// and returns the session and the pids of the ranks and of their parent (the launcher, or
+// hydra's proxy).
+func stoppedJobToTerminate(t testing.TB, p *program, launcher string) (*dapSession, []int) {
+	d := newDAP(t, viaPipe)
+	args := map[string]any{"program": p.bin, "launcher": launcher, "np": 2, "args": []string{"-", t.TempDir()},
+		"stopMode": "rank"}
+	if launcher == "mpirun.openmpi" {
+		args["env"] = ompiEnv
+	}
+	d.launch(args)
+	d.setBreakpoints(p.src, p.line(t, "combine"))
+	d.call("configurationDone", nil, nil)
+	waitBreakpointStops(t, d, 2)
+	var pids []int
+	for _, r := range d.ranks().Ranks {
+		pids = append(pids, r.Pid)
+	}
+	if ppid, err := strconv.Atoi(procStatus(pids[0], "PPid")); err == nil {
+		pids = append(pids, ppid)
+	}
+	return d, pids
+}

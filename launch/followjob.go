@@ -272,7 +272,7 @@ func (j *followJob) Kill(ctx context.Context, sig syscall.Signal) error {
 		sig = syscall.SIGKILL
 	}
 	err := j.ops.killRanks(ctx, j.procs, sig)
-	if lerr := endLauncher(ctx, j.la.pid, j.launcherExited); lerr != nil && err == nil {
+	if lerr := endLauncher(ctx, j.la.pid, launcherGrace(""), j.launcherExited); lerr != nil && err == nil {
 		err = lerr
 	}
 	return err

@@ -318,17 +318,16 @@ func (j *mpirJob) Kill(ctx context.Context, sig syscall.Signal) error {
 	if rerr := j.Release(ctx); rerr != nil && err == nil {
 		err = rerr
 	}
-	if lerr := endLauncher(ctx, j.la.pid, j.exited.Load); lerr != nil && err == nil {
+	if lerr := endLauncher(ctx, j.la.pid, launcherGrace(j.family), j.exited.Load); lerr != nil && err == nil {
 		err = lerr
 	}
 	return err
 }
 
-// endLauncher ends a launcher of this host whose ranks were killed. A launcher whose ranks
-// are gone ends by itself; signalling srun instead makes Slurm kill the step and hold the
-// job, and its nodes, for a minute: it is given launcherGrace first, then SIGTERM.
-func endLauncher(ctx context.Context, pid int, exited func() bool) error {
-	for deadline := time.Now().Add(launcherGrace); time.Now().Before(deadline) && ctx.Err() == nil &&
+// endLauncher ends a launcher of this host whose ranks were killed: it is given grace to end
+// by itself, then SIGTERM.
+func endLauncher(ctx context.Context, pid int, grace time.Duration, exited func() bool) error {
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline) && ctx.Err() == nil &&
 		!exited() && !processEnded(pid); {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -376,8 +375,22 @@ func (j *mpirJob) Close() error {
 	return err
 }
 
-// launcherGrace is how long Kill waits for a launcher to end by itself once its ranks are gone.
-const launcherGrace = 15 * time.Second
+// launcherGrace is how long Kill waits for a launcher of family to end by itself once its
+// ranks are gone, before it sends SIGTERM. srun ends by itself once its step's tasks are
+// gone, while signalling it makes Slurm kill the step and hold the job, and its nodes, for a
+// minute: it gets 15 s. Open MPI 4's mpirun does not end by itself when ranks it started
+// under MPIR are killed while a tool has them stopped (it stays in its event loop with
+// nothing to wait for), and ends its job on SIGTERM: it gets none. Other launchers get a
+// second to report their ranks' end themselves.
+func launcherGrace(family string) time.Duration {
+	switch family {
+	case "srun":
+		return 15 * time.Second
+	case "openmpi":
+		return 0
+	}
+	return time.Second
+}
 
 // processEnded reports whether a process of this host has exited (gone, or a zombie).
 func processEnded(pid int) bool {
