@@ -377,6 +377,9 @@ func (r *Router) link(c *Conn, addr string) (*link, error) { return r.linkTo(c, 
 // resumes it if it holds it) if there is none or, with renew, if the one there broke. One
 // dial at a time per link: others wait for it.
 func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
+	if c.Context().Err() != nil { // c ended: Closed drops its links, none is made after
+		return nil, ErrPeerClosed
+	}
 	r.mu.Lock()
 	if r.lost == nil {
 		r.lost = make(map[string]bool)
