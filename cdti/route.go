@@ -314,9 +314,17 @@ func (r *Router) heal(c *Conn, rt *Route) (lost []uint32) {
 		r.markCut(c, rt.Addr)
 		lost = slices.Clone(rt.Ranks)
 	}
-	for i := range rt.Children {
-		lost = append(lost, r.heal(c, &rt.Children[i])...)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range rt.Children { // at once: a child that does not answer delays no other
+		wg.Go(func() {
+			l := r.heal(c, &rt.Children[i])
+			mu.Lock()
+			lost = append(lost, l...)
+			mu.Unlock()
+		})
 	}
+	wg.Wait()
 	return lost
 }
 
