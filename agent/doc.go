@@ -202,7 +202,10 @@
 // threads it held (a tool in control must release it first: ToolControlReleaseRequired). A
 // tool whose connection drops is detached the same way, and more: it loses control, what it
 // left suspended runs on, and its queued notifications are dropped (the threads keep their
-// continuation signals). When the last tool leaves an attached process, it is let go untraced.
+// continuation signals). A connection relayed by the agent above (it names a tool session,
+// see cdti's Session) that breaks without that agent's farewell is not dropped at once: it is
+// held as it is for an agent further up to resume, and dropped only if none does within 10 s.
+// When the last tool leaves an attached process, it is let go untraced.
 // Shutdown (management "shutdown", or SIGTERM/SIGINT/SIGHUP to the command) does all of this
 // for every tool and process. If the agent is killed outright, the kernel lets every thread go
 // (the back end seizes without PTRACE_O_EXITKILL): no process is left stopped, but what the

@@ -115,6 +115,7 @@ var messageTypeNames = map[MessageType]string{
 	MsgControl: "Control", MsgControlAck: "ControlAck", MsgHello: "Hello", MsgHelloAck: "HelloAck",
 	MsgGatherStacks: "GatherStacks", MsgGatherStacksAck: "GatherStacksAck",
 	MsgCollective: "Collective", MsgCollectiveAck: "CollectiveAck",
+	MsgSession: "Session", MsgSessionAck: "SessionAck",
 }
 
 func (t MessageType) String() string {
@@ -127,7 +128,7 @@ func (t MessageType) String() string {
 // IsAck reports whether messages of type t answer a request (the types a tool waits for).
 func (t MessageType) IsAck() bool {
 	switch t {
-	case MsgErrorAck, MsgAttachAck, MsgDetachAck, MsgQueryAck, MsgUpdateAck, MsgControlAck, MsgHelloAck, MsgGatherStacksAck, MsgCollectiveAck:
+	case MsgErrorAck, MsgAttachAck, MsgDetachAck, MsgQueryAck, MsgUpdateAck, MsgControlAck, MsgHelloAck, MsgGatherStacksAck, MsgCollectiveAck, MsgSessionAck:
 		return true
 	}
 	return false

@@ -8,7 +8,8 @@
 // Every message is a struct that embeds Header (the 32-byte MessageHeader plus the toolId that
 // starts every tool message): ErrorAck, Attach, AttachAck, Detach, DetachAck, Query, QueryAck,
 // Update, UpdateAck, SetupJob, SetupJobAck, Notify, NotifyAck, Control, ControlAck, and the
-// extension messages Hello and HelloAck. Encode turns one into bytes; DecodeMessage turns bytes
+// extension messages Hello and HelloAck (and those of the tree: GatherStacks, Collective,
+// Session and their acks). Encode turns one into bytes; DecodeMessage turns bytes
 // back (types it does not know come back as *RawMessage). All integers are big-endian at the
 // offsets of IBM's header; padding is zero. ReadFrame and WriteFrame move whole messages over a
 // byte stream, reading exactly header.length bytes and refusing lengths outside [32, 65536].
@@ -108,18 +109,35 @@
 // need no rewriting. A message for a rank no agent below serves goes to the local handler,
 // which refuses it as a CNK would (ToolRankNotFound).
 //
-// Faults. When the link to a child breaks, the agents below it drop the tool whose
-// connection went through it (as after any tool's exit: its ranks are released, nothing stays
-// stopped or trapped), so for that tool's connection every rank of the subtree is unreachable
-// from then on. A child that cannot be dialed at all (for a tool that connects afterwards) is
-// bypassed: its children are dialed directly by the nearest live ancestor, and only its own
-// ranks are unreachable. Requests for unreachable ranks, and those outstanding on a broken
-// link, are answered with their own ack type, ReturnCode RequestFailed and errorCode
-// ErrorCodeUnreachable (113, EHOSTUNREACH), so the Client reports "cdti: query rank 2:
-// RequestFailed ..." for exactly those ranks; GatherStacks names them in Unreachable. When
-// the link breaks, the Router also tells the tool, unasked, which ranks it lost: one Notify of
-// kind NotifyTypeUnreachable (extension) per rank of the subtree, each carrying in Lost the
-// number of ranks of that loss, sent together before the answers to what was outstanding.
+// Sessions. Each link names, right after its Hello, the tool session it relays (Session: a
+// random id per tool connection at the root, the same on every link below it). When the tool
+// leaves, each Router says farewell on its links (Session with SessionEnd) before closing
+// them, so the agents below drop the tool at once (its ranks are released, nothing stays
+// stopped or trapped). A link that breaks without that farewell (the agent above was killed)
+// is held by the agent below, with the tool's attachments, stops and traps as they are and
+// the Notify messages it sends meanwhile kept, for Server.ResumeGrace (10 s): an agent above
+// that names the same session on a new authenticated connection resumes it (SessionAck
+// resumed; the kept notifications come first), and only a link not resumed in time drops
+// the tool as after its exit.
+//
+// Faults. When the link to a child breaks, the Router heals the tree for the tool connection
+// it served: it dials the child again with the session, and, if the child is gone, adopts
+// the child's children (dials them and resumes the session they hold), and so on down past
+// any other lost agent. Only the ranks of the agents it could not reach are lost (and the
+// whole subtree of an agent that answers that it dropped the session, SessionAck ended). The
+// Router tells the tool at once: one Notify of kind NotifyTypeUnreachable (extension) per lost
+// rank, each carrying in Lost the number of ranks of that loss, sent together before the
+// answers to what was outstanding. Requests for lost ranks are answered with their own ack
+// type, ReturnCode RequestFailed and errorCode ErrorCodeUnreachable (113, EHOSTUNREACH), so
+// the Client reports "cdti: query rank 2: RequestFailed ..." for exactly those ranks;
+// GatherStacks names them in Unreachable. Requests that were on their way through the broken
+// link are answered, for the ranks the healed tree still reaches, with RequestFailed and
+// ErrorCodeTimedOut (110): their answers were lost, the request perhaps applied; later
+// requests reach those ranks through the adopting agent. A child that cannot be dialed at all
+// (for a tool that connects afterwards) is bypassed the same way: its children are dialed
+// directly by the nearest live ancestor, and only its own ranks are unreachable. An agent
+// whose own upstream connection broke does not heal below it: the agents above adopt its
+// children. The root cannot be bypassed: the tool holds its connection alone.
 //
 // # Extensions
 //
@@ -159,6 +177,12 @@
 //	                                 ranges padded to 8, the reply: a whole QueryAck or UpdateAck whose header holds
 //	                                 only type, return code, error code and length, padded to 8}; a failed answer
 //	                                 is the ToolMessage alone
+//	5106  Session            message flags u32 @40 (1 end: the tool left), pad, session id @48 (16 bytes);
+//	                                 sent by a Router right after the Hello of a link (flags 0), and
+//	                                 before it closes the link when the tool leaves (flags 1, no answer)
+//	5107  SessionAck         message state u32 @40 (0 new: the session starts here, 1 resumed: this
+//	                                 connection took over the held one, 2 ended: the agent dropped the
+//	                                 session and closes), pad
 //	1101  GetTargetInfo      Query   (threadID only)
 //	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
 //	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24

@@ -96,6 +96,8 @@ func init() {
 		MsgHelloAck:        decHelloAck,
 		MsgCollective:      decCollective,
 		MsgCollectiveAck:   decCollectiveAck,
+		MsgSession:         decSession,
+		MsgSessionAck:      decSessionAck,
 	}
 }
 

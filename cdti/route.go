@@ -30,17 +30,27 @@ const ErrorCodeUnreachable = 113
 // the agent at the root sees it, and a tool that leaves releases its ranks everywhere), and
 // every message that child sends back (acks and Notify) goes up unaltered.
 //
-// Faults. When a child's connection breaks, the agents below it lose that tool (they see its
-// connection through the lost agent close, and release its ranks as after any tool's exit:
-// nothing stays stopped or trapped); so for the upstream connection it served, every rank of
-// that subtree is unreachable from then on: requests for them, and those outstanding on the
-// link, are answered with their ack type, RequestFailed and ErrorCodeUnreachable, and
-// GatherStacks names them in Unreachable. The tool hears of the loss at once: a Notify of kind
-// NotifyTypeUnreachable for each rank of the subtree (Lost: their number), sent up before
-// those answers. A child that cannot be dialed (lost before the
-// connection used it, e.g. for a tool that attaches again) is bypassed: the message goes to
-// the next agent on the way, so the lost agent's children are reached from their nearest live
-// ancestor, and only the lost agent's own ranks are unreachable.
+// Sessions. Each link names, right after its Hello, the tool session it relays (Session: one
+// random id per tool connection at the root, the same on every link below), and when the
+// tool leaves, the Router says farewell on each link (SessionEnd) before closing it, so that
+// the agents below drop the tool at once. An agent whose upstream link breaks without that
+// farewell holds the tool's connection, its attachments, stops and traps as they are, for
+// an agent above to resume it (see session.go).
+//
+// Faults. When a child's link breaks (the child was killed, say), the Router heals the tree
+// for that upstream connection: it dials the child again with the session, and, if the child
+// is gone, adopts its children (dials them and resumes the session they hold), and so on
+// down past any other lost agent. Only the ranks of the agents it could not reach are lost
+// (those of an agent that dropped the session: its whole subtree): the tool hears of them at
+// once, by a Notify of kind NotifyTypeUnreachable for each (Lost: their number), sent before
+// the answers to what was outstanding, and later requests for them are answered with their
+// ack type, RequestFailed and ErrorCodeUnreachable; GatherStacks names them in Unreachable.
+// Requests for the adopted ranks reach them from then on, through this Router. A request that
+// was on its way through the broken link when it broke is answered for the adopted ranks with
+// RequestFailed and ErrorCodeTimedOut: its answer was lost, and the request may or may not
+// have been applied. A child that cannot be dialed at all (lost before, e.g. for a tool that
+// attaches afterwards) is bypassed the same way: its children are reached from their nearest
+// live ancestor, and only the lost agent's own ranks are unreachable.
 //
 // Collective (see route_coll.go) goes down the same way, its rank set cut to each child's
 // subtree, and comes back reduced into groups of identical answers.
@@ -60,9 +70,10 @@ type Router struct {
 	children []Route             // the agents directly below
 	path     map[uint32][]*Route // rank → agents from the child down to the rank's agent
 	links    map[*Conn]map[string]*link
-	cut      map[*Conn]map[string]bool // per upstream connection: agents whose link to it broke
-	lost     map[string]bool           // agents that could not be reached
-	notifyMu sync.Mutex                // keeps one loss's notifications together
+	sessions map[*Conn][SessionIDSize]byte // the session ids of upstream connections that name none
+	cut      map[*Conn]map[string]bool     // per upstream connection: agents whose ranks it lost
+	lost     map[string]bool               // agents that could not be reached
+	notifyMu sync.Mutex                    // keeps one loss's notifications together
 }
 
 // StackGatherer is implemented by a Router's Local handler to take part in GatherStacks.
@@ -71,13 +82,26 @@ type StackGatherer interface {
 }
 
 type link struct {
+	ready   chan struct{} // closed once dialed (nc and br set) or failed (err set)
+	err     error
 	nc      net.Conn
+	br      *bufio.Reader
+	healed  chan struct{} // closed when the reader has ended and the tree is healed
 	wmu     sync.Mutex
 	mu      sync.Mutex
 	pending map[uint32]Header     // forwarded requests awaiting their ack
 	parts   map[uint32]*partsWait // collectives awaiting their (perhaps split) ack
 	dead    bool
 }
+
+// errLinkBroke is the error of a request whose link broke before its answer came.
+var errLinkBroke = errors.New("the link broke")
+
+// errDropped is the error of a link to an agent that dropped the session: the tool's
+// attachments in its subtree are gone.
+type errDropped struct{ addr string }
+
+func (e errDropped) Error() string { return fmt.Sprintf("agent %s dropped the tool session", e.addr) }
 
 func (r *Router) timeout() time.Duration {
 	if r.Timeout > 0 {
@@ -124,19 +148,60 @@ func (r *Router) Opened(c *Conn) {
 	}
 }
 
-// Closed closes the connections to the children made for c, then tells Local.
+// Closed says farewell on the connections to the children made for c and closes them (the
+// agents below drop the tool at once), then tells Local. When c ends because this agent's
+// Server is closing, not because the tool left, the connections are closed without farewell:
+// the agents below hold the tool's session for an agent above to adopt them.
 func (r *Router) Closed(c *Conn, err error) {
 	r.mu.Lock()
 	ls := r.links[c]
 	delete(r.links, c)
 	delete(r.cut, c)
-	r.mu.Unlock()
+	delete(r.sessions, c)
+	var ncs []*link
 	for _, l := range ls {
-		l.nc.Close()
+		if l.nc != nil { // set under r.mu; one still dialing closes itself
+			ncs = append(ncs, l)
+		}
+	}
+	r.mu.Unlock()
+	for _, l := range ncs {
+		if errors.Is(err, ErrServerClosed) {
+			l.nc.Close()
+		} else {
+			l.end()
+		}
 	}
 	if x, ok := r.Local.(CloseHandler); ok {
 		x.Closed(c, err)
 	}
+}
+
+// end says farewell on the link (SessionEnd) and closes it.
+func (l *link) end() {
+	if b, err := Encode(&Session{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion}, Flags: SessionEnd}); err == nil {
+		l.write(b)
+	}
+	l.nc.Close()
+}
+
+// sessionOf returns the id of the tool session c relays: the one its own Session named, or,
+// for a tool's own connection, one made for it.
+func (r *Router) sessionOf(c *Conn) [SessionIDSize]byte {
+	if id, ok := c.Session(); ok {
+		return id
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id, ok := r.sessions[c]
+	if !ok {
+		id = newSessionID()
+		if r.sessions == nil {
+			r.sessions = make(map[*Conn][SessionIDSize]byte)
+		}
+		r.sessions[c] = id
+	}
+	return id
 }
 
 // Relay routes one frame (RelayHandler).
@@ -154,48 +219,47 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 	if !below || ackFor(h.Type) == 0 {
 		return c.HandleWith(r.Local, frame)
 	}
-	if r.isCut(c, p) {
-		return c.Send(unreachableReply(h))
-	}
+	own := p[len(p)-1].Addr
 	for _, hop := range p {
+		if r.isCut(c, own) {
+			break
+		}
 		l, err := r.link(c, hop.Addr)
 		if err != nil {
-			if r.isCut(c, p) {
-				break
-			}
 			continue // bypass a lost agent: its children are reached directly
 		}
 		if l.forward(h, frame) != nil {
-			r.markCut(c, hop.Addr) // the link broke: the tool's attachments below it are gone
-			break
+			<-l.healed // the link broke: the tree is healed without it
+			if r.isCut(c, own) {
+				break
+			}
+			return c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut))
 		}
 		return nil
 	}
 	return c.Send(unreachableReply(h))
 }
 
-// isCut reports whether the way down p crosses an agent whose link to c broke: the tool's
-// attachments below it were dropped with that connection (the agents there released its
-// ranks), so those ranks are unreachable for this tool, though a new tool reaches them.
-func (r *Router) isCut(c *Conn, p []*Route) bool {
+// isCut reports whether c lost the ranks of the agent at addr: the agent could not be
+// reached when the tree healed, or it had dropped the tool's session.
+func (r *Router) isCut(c *Conn, addr string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, hop := range p {
-		if r.cut[c][hop.Addr] {
-			return true
-		}
-	}
-	return false
+	return r.cut[c][addr]
 }
 
-// markCut records that c's link to addr broke (and that addr is lost for later tools).
+// rankCut reports whether c lost rank (below this agent).
+func (r *Router) rankCut(c *Conn, rank uint32) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.path[rank]
+	return ok && r.cut[c][p[len(p)-1].Addr]
+}
+
+// markCut records that c lost the ranks of the agent at addr.
 func (r *Router) markCut(c *Conn, addr string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.lost == nil {
-		r.lost = make(map[string]bool)
-	}
-	r.lost[addr] = true
 	if r.cut == nil {
 		r.cut = make(map[*Conn]map[string]bool)
 	}
@@ -205,27 +269,68 @@ func (r *Router) markCut(c *Conn, addr string) {
 	r.cut[c][addr] = true
 }
 
-// notifyLost tells c's tool that the ranks of addr's subtree are cut off: one Notify of kind
-// NotifyTypeUnreachable per rank, each carrying their number, the losses of different links
-// not interleaved.
-func (r *Router) notifyLost(c *Conn, addr string) {
+// route returns the agent at addr among those below, or nil.
+func (r *Router) route(addr string) *Route {
 	r.mu.Lock()
-	var ranks []uint32
-	var find func(rts []Route) bool
-	find = func(rts []Route) bool {
+	defer r.mu.Unlock()
+	var find func(rts []Route) *Route
+	find = func(rts []Route) *Route {
 		for i := range rts {
 			if rts[i].Addr == addr {
-				ranks = subtreeRanks(&rts[i])
-				return true
+				return &rts[i]
 			}
-			if find(rts[i].Children) {
-				return true
+			if rt := find(rts[i].Children); rt != nil {
+				return rt
 			}
 		}
-		return false
+		return nil
 	}
-	find(r.children)
-	r.mu.Unlock()
+	return find(r.children)
+}
+
+// heal makes the tree whole again for c after its link to rt broke: rt is dialed again (and
+// resumes the session if it is still there), or else its children are adopted, each the same
+// way. It returns the ranks c lost: those of the agents that could not be reached, and the
+// whole subtree of an agent that had dropped the session.
+func (r *Router) heal(c *Conn, rt *Route) (lost []uint32) {
+	if r.isCut(c, rt.Addr) {
+		lost = nil // already lost: its children were adopted then
+	} else {
+		_, err := r.linkTo(c, rt.Addr, true)
+		if err == nil {
+			return nil
+		}
+		if _, ok := err.(errDropped); ok {
+			var cutAll func(rt *Route)
+			cutAll = func(rt *Route) {
+				r.markCut(c, rt.Addr)
+				for i := range rt.Children {
+					cutAll(&rt.Children[i])
+				}
+			}
+			cutAll(rt)
+			return subtreeRanks(rt)
+		}
+		r.markCut(c, rt.Addr)
+		lost = slices.Clone(rt.Ranks)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range rt.Children { // at once: a child that does not answer delays no other
+		wg.Go(func() {
+			l := r.heal(c, &rt.Children[i])
+			mu.Lock()
+			lost = append(lost, l...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return lost
+}
+
+// notifyLost tells c's tool that it lost ranks: one Notify of kind NotifyTypeUnreachable per
+// rank, each carrying their number, the losses of different links not interleaved.
+func (r *Router) notifyLost(c *Conn, ranks []uint32) {
 	r.notifyMu.Lock()
 	defer r.notifyMu.Unlock()
 	for _, rank := range ranks {
@@ -273,8 +378,16 @@ func ReplyTo(h Header, rc ReturnCode, errno uint32) Message {
 	return &ErrorAck{rh}
 }
 
-// link returns c's connection to the agent at addr, dialing it on first use.
-func (r *Router) link(c *Conn, addr string) (*link, error) {
+// link returns c's link to the agent at addr, dialing it on first use.
+func (r *Router) link(c *Conn, addr string) (*link, error) { return r.linkTo(c, addr, false) }
+
+// linkTo returns c's link to the agent at addr, dialing it (with c's session: the agent
+// resumes it if it holds it) if there is none or, with renew, if the one there broke. One
+// dial at a time per link: others wait for it.
+func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
+	if c.Context().Err() != nil { // c ended: Closed drops its links, none is made after
+		return nil, ErrPeerClosed
+	}
 	r.mu.Lock()
 	if r.lost == nil {
 		r.lost = make(map[string]bool)
@@ -282,52 +395,80 @@ func (r *Router) link(c *Conn, addr string) (*link, error) {
 	if r.links == nil {
 		r.links = make(map[*Conn]map[string]*link)
 	}
-	if r.lost[addr] {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("agent %s was lost", addr)
-	}
 	ls := r.links[c]
 	if ls == nil {
 		ls = make(map[string]*link)
 		r.links[c] = ls
 	}
-	if l := ls[addr]; l != nil {
+	l := ls[addr]
+	if l != nil && !(renew && l.broken()) {
 		r.mu.Unlock()
+		<-l.ready
+		if l.err != nil {
+			return nil, l.err
+		}
 		if l.isDead() {
-			r.markCut(c, addr)
-			return nil, fmt.Errorf("agent %s was lost", addr)
+			return nil, fmt.Errorf("agent %s: %w", addr, errLinkBroke)
 		}
 		return l, nil
 	}
+	if l == nil && r.lost[addr] && !renew {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("agent %s was lost", addr)
+	}
+	l = &link{ready: make(chan struct{}), healed: make(chan struct{}),
+		pending: make(map[uint32]Header), parts: make(map[uint32]*partsWait)}
+	ls[addr] = l
 	r.mu.Unlock()
+	defer close(l.ready)
 	ctx, cancel := context.WithTimeout(c.Context(), r.timeout())
 	defer cancel()
-	nc, err := dialAgent(ctx, addr, r.Token)
+	nc, br, st, err := dialAgent(ctx, addr, r.Token, r.sessionOf(c))
+	if err == nil && st == SessionEnded {
+		nc.Close()
+		err = errDropped{addr}
+	}
+	r.mu.Lock()
 	if err != nil {
-		r.mu.Lock()
-		r.lost[addr] = true
+		if _, dropped := err.(errDropped); !dropped {
+			r.lost[addr] = true
+		}
+		l.err, l.dead = err, true
+		close(l.healed)
 		r.mu.Unlock()
 		return nil, err
 	}
-	l := &link{nc: nc, pending: make(map[uint32]Header), parts: make(map[uint32]*partsWait)}
-	r.mu.Lock()
 	if r.links[c] == nil { // c closed meanwhile
 		r.mu.Unlock()
-		nc.Close()
+		l.nc = nc
+		l.end()
+		l.err, l.dead = ErrPeerClosed, true
+		close(l.healed)
 		return nil, ErrPeerClosed
 	}
-	r.links[c][addr] = l
+	l.nc, l.br = nc, br
+	delete(r.lost, addr) // reached again (a resumed link)
 	r.mu.Unlock()
 	go r.readLink(c, addr, l)
 	return l, nil
 }
 
+// broken reports whether the link failed (its dial or its connection).
+func (l *link) broken() bool {
+	select {
+	case <-l.ready:
+		return l.err != nil || l.isDead()
+	default:
+		return false // still dialing
+	}
+}
+
 // readLink sends up everything the child sends, but the acks of collectives, until the
-// connection fails; then it answers what was outstanding on it.
+// connection fails; then it heals the tree for c and answers what was outstanding on it.
 func (r *Router) readLink(c *Conn, addr string, l *link) {
-	br := bufio.NewReaderSize(l.nc, 64<<10)
+	defer close(l.healed)
 	for {
-		b, err := ReadFrame(br)
+		b, err := ReadFrame(l.br)
 		if err != nil {
 			break
 		}
@@ -361,13 +502,31 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 	l.nc.Close()
 	select {
 	case <-c.Context().Done(): // the tool left: the link closed with it
+		for _, w := range parts {
+			close(w.ch)
+		}
 		return
 	default:
 	}
-	r.markCut(c, addr)
-	r.notifyLost(c, addr)
+	if c.transportLost() {
+		// This agent lost its own way up: an agent above adopts the children, not this one
+		// (it would take them back from that ancestor).
+		for _, w := range parts {
+			close(w.ch)
+		}
+		return
+	}
+	if rt := r.route(addr); rt != nil {
+		if lost := r.heal(c, rt); len(lost) > 0 {
+			r.notifyLost(c, lost)
+		}
+	}
 	for _, h := range pending {
-		c.Send(unreachableReply(h))
+		if r.rankCut(c, h.Rank) {
+			c.Send(unreachableReply(h))
+		} else {
+			c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut)) // its answer was lost on the way
+		}
 	}
 	for _, w := range parts {
 		close(w.ch)
@@ -391,7 +550,9 @@ func (l *link) forward(h Header, frame []byte) error {
 	l.mu.Unlock()
 	if err := l.write(frame); err != nil {
 		l.mu.Lock()
-		delete(l.pending, h.SequenceID) // the caller answers it
+		if l.pending != nil {
+			delete(l.pending, h.SequenceID) // the caller answers it
+		}
 		l.mu.Unlock()
 		return err
 	}
@@ -414,22 +575,23 @@ func (l *link) write(frame []byte) error {
 // linkWriteTimeout bounds one write to a child, as Server.WriteTimeout bounds the agent's.
 const linkWriteTimeout = 30 * time.Second
 
-// dialAgent connects to an agent and authenticates as a tool (the Hello exchange of
-// Client.Hello), returning the connection ready for relayed frames.
-func dialAgent(ctx context.Context, addr string, token []byte) (net.Conn, error) {
+// dialAgent connects to an agent, authenticates as a tool (the Hello exchange of
+// Client.Hello) and names the tool session id (Session), returning the connection ready for
+// relayed frames, its reader, and what the agent made of the session.
+func dialAgent(ctx context.Context, addr string, token []byte, id [SessionIDSize]byte) (net.Conn, *bufio.Reader, SessionState, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return nil, &OpError{Op: "dial", Object: addr, Err: err}
+		return nil, nil, 0, &OpError{Op: "dial", Object: addr, Err: err}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
-	fail := func(err error) (net.Conn, error) {
+	fail := func(op string, err error) (net.Conn, *bufio.Reader, SessionState, error) {
 		nc.Close()
-		return nil, &OpError{Op: "hello", Object: addr, Err: err}
+		return nil, nil, 0, &OpError{Op: op, Object: addr, Err: err}
 	}
-	br := bufio.NewReader(nc)
+	br := bufio.NewReaderSize(nc, 64<<10)
 	exchange := func(m *Hello) (*HelloAck, error) {
 		m.Service, m.Version, m.SequenceID = ServiceToolctl, ProtocolVersion, 1
 		b, err := Encode(m)
@@ -454,13 +616,32 @@ func dialAgent(ctx context.Context, addr string, token []byte) (net.Conn, error)
 		return ack, nil
 	}
 	if _, err := ProveHello(token, exchange); err != nil {
-		return fail(err)
+		return fail("hello", err)
 	}
 	if br.Buffered() > 0 {
-		return fail(errors.New("the agent sent a message before the tool's first request"))
+		return fail("hello", errors.New("the agent sent a message before the tool's first request"))
+	}
+	b, err := Encode(&Session{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion, SequenceID: 2}, ID: id})
+	if err != nil {
+		return fail("session", err)
+	}
+	if _, err := nc.Write(b); err != nil {
+		return fail("session", err)
+	}
+	rb, err := ReadFrame(br)
+	if err != nil {
+		return fail("session", err)
+	}
+	a, err := DecodeMessage(rb)
+	if err != nil {
+		return fail("session", err)
+	}
+	ack, ok := a.(*SessionAck)
+	if !ok || ack.ReturnCode != Success {
+		return fail("session", fmt.Errorf("the agent answered %v (%v)", a.MessageType(), a.Hdr().ReturnCode))
 	}
 	nc.SetDeadline(time.Time{})
-	return nc, nil
+	return nc, br, ack.State, nil
 }
 
 // GatherStacks asks the agent (through the tree, every agent below it) for the merged

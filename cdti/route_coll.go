@@ -2,6 +2,7 @@ package cdti
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -80,24 +81,40 @@ func (r *Router) collective(c *Conn, h Header, frame []byte) error {
 	visit = func(rt *Route, sub []uint32) {
 		defer wg.Done()
 		set := RanksOf(sub...)
-		if r.isCut(c, []*Route{rt}) {
-			merge(func() { red.Unreachable(set) })
-			return
+		if !r.isCut(c, rt.Addr) {
+			a, err := r.collectFrom(c, rt, req, set)
+			if err == nil {
+				merge(func() { red.Merge(a) })
+				return
+			}
+			if _, slow := err.(errSlow); slow {
+				merge(func() { red.Add(AckGroup{Ranks: set, Code: RequestFailed, ErrorCode: ErrorCodeTimedOut}) })
+				return
+			}
+			if errors.Is(err, errLinkBroke) {
+				// The answer was lost with the link, the commands perhaps applied: the ranks
+				// the healed tree still reaches did not answer in time, the others are lost.
+				var lost, late []uint32
+				for _, x := range sub {
+					if r.rankCut(c, x) {
+						lost = append(lost, x)
+					} else {
+						late = append(late, x)
+					}
+				}
+				merge(func() {
+					if len(lost) > 0 {
+						red.Unreachable(RanksOf(lost...))
+					}
+					if len(late) > 0 {
+						red.Add(AckGroup{Ranks: RanksOf(late...), Code: RequestFailed, ErrorCode: ErrorCodeTimedOut})
+					}
+				})
+				return
+			}
 		}
-		a, err := r.collectFrom(c, rt, req, set)
-		if err == nil {
-			merge(func() { red.Merge(a) })
-			return
-		}
-		if _, slow := err.(errSlow); slow {
-			merge(func() { red.Add(AckGroup{Ranks: set, Code: RequestFailed, ErrorCode: ErrorCodeTimedOut}) })
-			return
-		}
-		if r.isCut(c, []*Route{rt}) {
-			merge(func() { red.Unreachable(set) })
-			return
-		}
-		// rt cannot be reached: its own ranks are unreachable, its children are asked directly.
+		// rt is lost: its own ranks are unreachable, its children (adopted, or reached
+		// directly) are asked.
 		in := make(map[uint32]bool, len(sub))
 		for _, x := range sub {
 			in[x] = true

@@ -319,7 +319,8 @@ func TestCollectiveSplitRoundTrip(t *testing.T) {
 }
 
 // TestCollectiveLostInteriorAgent: after interior agent 1 (children 3 and 4) is lost, a
-// collective stop names its subtree's ranks unreachable, and stops and continues the others.
+// collective stop names its own ranks unreachable, and stops and continues the others, those
+// of the agents it adopted included.
 func TestCollectiveLostInteriorAgent(t *testing.T) {
 	const n, per = 7, 2
 	srvs, root := simTree(t, n, 2, per)
@@ -330,15 +331,16 @@ func TestCollectiveLostInteriorAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	srvs[1].Close()
+	waitLost(t, c, 2, 3)
 	a, err := c.Collective(ctx, CollectiveQuietStop, all, &StopProcess{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := RanksOf(2, 3, 6, 7, 8, 9)
+	lost := RanksOf(2, 3)
 	if !a.Unreachable.Equal(lost) {
 		t.Fatalf("unreachable %v, want %v", a.Unreachable, lost)
 	}
-	if len(a.Groups) != 1 || !a.Groups[0].Ranks.Equal(RanksOf(0, 1, 4, 5, 10, 11, 12, 13)) {
+	if len(a.Groups) != 1 || !a.Groups[0].Ranks.Equal(RanksOf(0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)) {
 		t.Fatalf("groups %+v", a.Groups)
 	}
 	a, err = c.Collective(ctx, 0, all, &ContinueProcess{})
@@ -347,6 +349,27 @@ func TestCollectiveLostInteriorAgent(t *testing.T) {
 	}
 	if !a.Unreachable.Equal(lost) || len(a.Groups) != 1 || a.Groups[0].Results[0].Code != CmdSuccess {
 		t.Fatalf("continue after the loss: %+v", a)
+	}
+}
+
+// waitLost waits for the notifications of the loss of ranks, and fails on any other.
+func waitLost(t *testing.T, c *Client, ranks ...uint32) {
+	t.Helper()
+	ctx := testCtx(t)
+	var told []uint32
+	for len(told) < len(ranks) {
+		select {
+		case m := <-c.Notifications():
+			if m.Kind != NotifyTypeUnreachable || m.Lost != uint32(len(ranks)) {
+				t.Fatalf("notification %v (lost %d) for rank %d, want unreachable of %d", m.Kind, m.Lost, m.Rank, len(ranks))
+			}
+			told = append(told, m.Rank)
+		case <-ctx.Done():
+			t.Fatalf("told of ranks %v lost, want %v", told, ranks)
+		}
+	}
+	if !RanksOf(told...).Equal(RanksOf(ranks...)) {
+		t.Fatalf("told of ranks %v lost, want %v", told, ranks)
 	}
 }
 

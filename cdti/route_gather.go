@@ -1,6 +1,7 @@
 package cdti
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -27,22 +28,21 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 	var visit func(rt *Route)
 	visit = func(rt *Route) {
 		defer wg.Done()
-		if r.isCut(c, []*Route{rt}) {
-			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
-			return
+		if !r.isCut(c, rt.Addr) {
+			t, err := r.gatherFrom(c, rt.Addr, height(rt), h.SequenceID, frame)
+			if err == nil {
+				merge(t)
+				return
+			}
+			// Too slow this time (the subtree stays reachable), or the link broke and the
+			// agent came back: the whole subtree did not answer.
+			if _, slow := err.(errSlow); slow || (errors.Is(err, errLinkBroke) && !r.isCut(c, rt.Addr)) {
+				merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
+				return
+			}
 		}
-		t, err := r.gatherFrom(c, rt.Addr, height(rt), h.SequenceID, frame)
-		if err == nil {
-			merge(t)
-			return
-		}
-		// Too slow this time (the subtree stays reachable), or the link broke during the
-		// gather: the whole subtree did not answer.
-		if _, slow := err.(errSlow); slow || r.isCut(c, []*Route{rt}) {
-			merge(&StackTree{Unreachable: RanksOf(subtreeRanks(rt)...)})
-			return
-		}
-		// rt cannot be reached: its own ranks are unreachable, its children are asked directly.
+		// rt is lost: its own ranks are unreachable, its children (adopted, or reached
+		// directly) are asked.
 		merge(&StackTree{Unreachable: RanksOf(rt.Ranks...)})
 		for i := range rt.Children {
 			wg.Add(1)
@@ -129,8 +129,8 @@ func (r *Router) askParts(c *Conn, addr string, wait time.Duration, seq uint32, 
 	l.mu.Lock()
 	if l.dead {
 		l.mu.Unlock()
-		r.markCut(c, addr)
-		return nil, ErrPeerClosed
+		<-l.healed
+		return nil, errLinkBroke
 	}
 	l.parts[seq] = w
 	l.mu.Unlock()
@@ -144,8 +144,8 @@ func (r *Router) askParts(c *Conn, addr string, wait time.Duration, seq uint32, 
 	}
 	if err := l.write(frame); err != nil {
 		giveUp()
-		r.markCut(c, addr)
-		return nil, err
+		<-l.healed
+		return nil, errLinkBroke
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -153,9 +153,8 @@ func (r *Router) askParts(c *Conn, addr string, wait time.Duration, seq uint32, 
 	for {
 		select {
 		case b, ok := <-w.ch:
-			if !ok {
-				r.markCut(c, addr)
-				return nil, ErrPeerClosed
+			if !ok { // the link broke: the tree is healed without it
+				return nil, errLinkBroke
 			}
 			parts = append(parts, b)
 			h, _ := ParseHeader(b)

@@ -83,7 +83,7 @@ type (
 		Opened(c *Conn)
 	}
 	// CloseHandler is told when an accepted connection has ended (err is nil after a clean
-	// close by the peer). The agent must then drop the tool: release its control and remove its
+	// close by the peer, ErrServerClosed when the Server is closing). The agent must then drop the tool: release its control and remove its
 	// breakpoints.
 	CloseHandler interface {
 		Closed(c *Conn, err error)
@@ -116,6 +116,10 @@ type Server struct {
 	WriteTimeout time.Duration
 	// ErrorLog receives connection errors; nil discards them (CloseHandler still sees them).
 	ErrorLog *log.Logger
+	// ResumeGrace is how long a connection that names a tool session (a Router's link, see
+	// Session) is held after its transport breaks, for an agent above to resume it; 0 means
+	// 10 s.
+	ResumeGrace time.Duration
 	// CNK makes the server answer as a BG/Q Compute Node Kernel: extension commands get
 	// CmdInval, extension messages ErrorAck(UnsupportedType), ack payloads come shuffled
 	// (see cnk.go). Set it before Serve.
@@ -124,6 +128,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*Conn]struct{}
+	sessions  map[[SessionIDSize]byte]*Conn // connections that name a session, held ones included
+	ended     map[[SessionIDSize]byte]bool  // sessions dropped here
 	closed    bool
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64
@@ -224,7 +230,8 @@ func (s *Server) Close() error {
 		l.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		c.Close()
+		c.haltOnce.Do(func() { close(c.halt) })
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
@@ -247,14 +254,30 @@ func (s *Server) writeTimeout() time.Duration {
 // Conn is one accepted connection, as handlers see it.
 type Conn struct {
 	srv    *Server
-	nc     net.Conn
+	nc     net.Conn // the transport: replaced when a held connection is resumed
+	remote net.Addr // the first transport's peer
 	id     uint64
 	ctx    context.Context
 	cancel context.CancelFunc
 	hello  *Hello
 
-	wmu       sync.Mutex
+	wmu       sync.Mutex // serializes writes; guards nc's replacement and the session state below
 	notifySeq atomic.Uint32
+
+	// The tool session the connection relays (session.go), and its state when held.
+	session    [SessionIDSize]byte
+	hasSession bool
+	ending     bool     // the Router said farewell: do not hold
+	suspended  bool     // the transport broke: writes are kept (Notify) or dropped
+	closing    bool     // Close was called on the transport
+	done       bool     // ended for good: no resumption
+	overflow   bool     // more notifications than maxHeldNotifies came while held
+	held       [][]byte // the notifications kept while suspended
+	gen        uint64   // counts the transports that took the connection over
+	resumed    chan transport
+	handedOver chan struct{} // this connection's transport now serves a held one: closed when it no longer does
+	halt       chan struct{} // closed by Server.Close
+	haltOnce   sync.Once
 
 	amu       sync.Mutex
 	inRequest bool
@@ -268,7 +291,7 @@ type Conn struct {
 func (c *Conn) ID() uint64 { return c.id }
 
 // RemoteAddr is the peer's address.
-func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
 
 // Context is cancelled when the connection ends.
 func (c *Conn) Context() context.Context { return c.ctx }
@@ -290,8 +313,15 @@ func (c *Conn) SetValue(v any) {
 	c.vmu.Unlock()
 }
 
-// Close closes the connection.
-func (c *Conn) Close() error { return c.nc.Close() }
+// Close closes the connection. One that names a tool session is then held for a resumption
+// (Server.ResumeGrace), as after any break of its transport.
+func (c *Conn) Close() error {
+	c.wmu.Lock()
+	nc := c.nc
+	c.closing = true
+	c.wmu.Unlock()
+	return nc.Close()
+}
 
 // Notify sends an unsolicited Notify. It may be called from any goroutine at any time, also
 // concurrently with the acks the framework writes. Header fields left zero are filled: Service
@@ -346,17 +376,42 @@ func (c *Conn) AfterReply(f func()) {
 func (c *Conn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.suspended {
+		c.keep(b)
+		return nil
+	}
 	c.nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
 	if _, err := c.nc.Write(b); err != nil {
-		c.nc.Close() // a partial write leaves the stream unusable
+		// A partial write leaves the stream unusable. A connection that names a session is
+		// held until resumed: the frame is kept or dropped.
+		c.nc.Close()
+		if c.hasSession && !c.ending && !c.done {
+			c.suspended = true
+			c.keep(b)
+			return nil
+		}
 		return fmt.Errorf("write: %w", err)
 	}
 	return nil
 }
 
+// keep keeps a frame written while the connection is held, if it is a Notify (acks of
+// requests are dropped: the Router above answered them when its link broke).
+func (c *Conn) keep(b []byte) {
+	if h, _ := ParseHeader(b); h.Type != MsgNotify {
+		return
+	}
+	if len(c.held) >= maxHeldNotifies {
+		c.overflow = true
+		return
+	}
+	c.held = append(c.held, b)
+}
+
 func (s *Server) serveConn(nc net.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Conn{srv: s, nc: nc, id: s.nextID.Add(1), ctx: ctx, cancel: cancel}
+	c := &Conn{srv: s, nc: nc, remote: nc.RemoteAddr(), id: s.nextID.Add(1), ctx: ctx, cancel: cancel,
+		resumed: make(chan transport, 1), halt: make(chan struct{})}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -371,16 +426,28 @@ func (s *Server) serveConn(nc net.Conn) {
 	s.mu.Unlock()
 
 	opened, err := c.run()
-	nc.Close()
+	absorbed := errors.Is(err, errAbsorbed)
+	if absorbed {
+		err = nil
+	} else {
+		c.Close()
+	}
 	cancel()
+	s.forget(c)
 	if err != nil {
-		s.logf("cdti: connection %d from %v: %v", c.id, nc.RemoteAddr(), err)
+		s.logf("cdti: connection %d from %v: %v", c.id, c.remote, err)
 	}
 	s.mu.Lock()
 	delete(s.conns, c)
+	if s.closed && err == nil {
+		err = ErrServerClosed
+	}
 	s.mu.Unlock()
 	if h, ok := s.Handler.(CloseHandler); ok && opened {
 		h.Closed(c, err)
+	}
+	if absorbed {
+		<-c.handedOver // the transport serves the held connection it resumed until then
 	}
 }
 
@@ -469,13 +536,45 @@ func (c *Conn) readHello(r *bufio.Reader, which string) (Header, *Hello, error) 
 }
 
 func (c *Conn) serve(r *bufio.Reader) error {
+	var cur transport // the transport read: the first one (no done), or one that resumed c
+	defer func() {
+		if cur.done != nil {
+			close(cur.done)
+		}
+	}()
 	for {
 		b, err := ReadFrame(r)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
+			t, ok := c.hold(cur.gen)
+			if cur.done != nil {
+				close(cur.done) // c no longer reads it, nor writes to it
+			}
+			cur = transport{}
+			if ok { // resumed by another transport
+				cur, r = t, t.r
+				continue
+			}
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
 			return err
+		}
+		if h, _ := ParseHeader(b); h.Type == MsgSession && !c.srv.CNK {
+			m, err := DecodeMessage(b)
+			if err != nil {
+				return err
+			}
+			absorbed, err := c.onSession(m.(*Session), r)
+			if errors.Is(err, errSessionEnd) {
+				return nil
+			}
+			if absorbed {
+				return errAbsorbed
+			}
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		if h, _ := ParseHeader(b); c.srv.cnkUnsupported(h.Type) {
 			if err := c.Send(&ErrorAck{h.Reply(UnsupportedType)}); err != nil {

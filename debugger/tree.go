@@ -20,9 +20,10 @@ import (
 // up; stops, continues and breakpoints are Collectives (collective.go), reduced on the way up.
 // A job of at most fan-out agents keeps one connection per agent, as before the tree.
 
-// A Router that loses its link to an agent tells the front end, one notification per rank,
-// which ranks it cut off (cdti.NotifyTypeUnreachable, each counting the ranks of the loss): the
-// agents below dropped the session's connection and let those ranks run on as after a detach.
+// A Router that loses its link to an agent heals the tree (it adopts the agents below the lost
+// one, which held the session) and tells the front end, one notification per rank, which
+// ranks it could not keep (cdti.NotifyTypeUnreachable, each counting the ranks of the loss):
+// the lost agent's own, which run on as after a detach.
 // The engine then ends them as the ranks of a lost agent's own connection are ended: they are
 // lost (exited, without a code) and out of run control, so that a continue lets the others go
 // and an all-stop does not wait for them. A request that meets the loss first (its answer

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/rankset"
-	"github.com/hpcdap/hpcdap/topology"
 )
 
 // stacksRun is one run of `hpcdap stacks`: its output, exit status and duration, or, for a run
@@ -268,9 +267,10 @@ func TestStacksSlurmHung(t *testing.T) {
 }
 
 // `hpcdap stacks --samples 2 --interval 20s` on the same kind of job, with interior agent 1
-// (node2's) killed between the samples: the exit status is 1 and standard error names the ranks behind it
-// (node2's, 8-15, and node4's below it, 24-31) as not sampled, and the tree still holds the
-// first sample's every rank. Nothing is left stopped or traced.
+// (node2's) killed between the samples: the exit status is 1 and standard error names its own
+// ranks (node2's, 8-15) as not sampled, and no others (node4's agent below it, 24-31, is adopted
+// by the root), and the tree still holds the first sample's every rank. Nothing is left stopped
+// or traced.
 func TestStacksSlurmAgentLost(t *testing.T) {
 	hpcdap(t)
 	p := buildC(t, "hung", "gcc", "gcc")
@@ -295,11 +295,7 @@ func TestStacksSlurmAgentLost(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	tree, _ := topology.New(4, 2)
-	var lost rankset.Set
-	for _, i := range tree.Subtree(1) {
-		lost = lost.Union(rankset.Range(8*i, 8*i+7))
-	}
+	lost := rankset.Range(8, 15) // agent 1's own ranks: agent 3 below it is adopted
 	if r.code != 1 {
 		t.Errorf("exit %d, want 1\n%s", r.code, r.errOut)
 	}
@@ -309,6 +305,11 @@ func TestStacksSlurmAgentLost(t *testing.T) {
 	for _, rk := range lost.Ranks() {
 		if !strings.Contains(r.errOut, fmt.Sprintf("rank %d not sampled: sample 2", rk)) {
 			t.Errorf("standard error does not name rank %d:\n%s", rk, r.errOut)
+		}
+	}
+	for rk := 24; rk <= 31; rk++ { // below the lost agent: adopted, sampled
+		if strings.Contains(r.errOut, fmt.Sprintf("rank %d not sampled", rk)) {
+			t.Errorf("standard error names rank %d, of the adopted agent 3:\n%s", rk, r.errOut)
 		}
 	}
 	if paths := stackTreePaths(t, r.out); len(paths) != n {

@@ -205,8 +205,9 @@ func (d *dapRun) waitOutput(text string, limit time.Duration) string {
 // `hpcdap dap` at fan-out 2. A node's 256 ranks take four agents (an agent serves at most 64),
 // so the 16 agents make a tree four levels deep. Paused, the merged stacks equal the union of
 // every rank's own stackTrace, and each rank waits where the program says. Then kill -9 of
-// interior agent 1 (ranks 64-127, on node1): the next operation reports the ranks of its
-// subtree lost, by number, and the rest go on: their stacks as before, a continue and a pause.
+// interior agent 1 (ranks 64-127, on node1): the root adopts the agents below it, the next
+// operation reports agent 1's own ranks lost, by number, and no other, and the rest, those
+// below agent 1 included, go on: their stacks as before, a continue and a pause.
 // After the disconnect no rank of any node is left stopped or traced, and no agent is left.
 func TestDAPSlurmTree1024(t *testing.T) {
 	hpcdap(t)
@@ -263,18 +264,16 @@ func TestDAPSlurmTree1024(t *testing.T) {
 	if !tree.Interior(1) {
 		d.fatalf("agent 1 of %d is not interior at fan-out %d", len(workers), fanout)
 	}
-	var lost rankset.Set
-	for _, i := range tree.Subtree(1) {
-		for _, r := range workers[i].ranks {
-			lost = lost.Add(r)
-		}
+	var lost rankset.Set // agent 1's own ranks: the agents below it are adopted
+	for _, r := range workers[1].ranks {
+		lost = lost.Add(r)
 	}
 	if err := syscall.Kill(workers[1].pid, syscall.SIGKILL); err != nil {
 		d.fatalf("kill agent 1 (pid %d): %v", workers[1].pid, err)
 	}
 	// The operation after the loss (the stacks) reports the lost ranks by number.
 	d.parallelStacks()
-	t.Logf("agent 1 (pid %d) killed; its subtree %v serves ranks %s", workers[1].pid, tree.Subtree(1), lost)
+	t.Logf("agent 1 (pid %d) killed; it served ranks %s; agents %v below it are adopted", workers[1].pid, lost, tree.Subtree(1)[1:])
 	d.waitOutput(fmt.Sprintf("lost %d of %d ranks (an agent on the way to them is gone): %s", lost.Len(), n, lost), 30*time.Second)
 	d.in("the rest after the loss")
 	// The engine ends the lost ranks as it reports them: wait until it has ended them all.

@@ -1,0 +1,155 @@
+package adapter
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-dap"
+)
+
+// TestTreeHeals runs 8 ranks of a program that never ends on 8 local agents (one rank each)
+// at fan-out 2, a tree three levels deep below the root:
+//
+//	0 → 1 → 3 → 7
+//	      → 4
+//	  → 2 → 5
+//	      → 6
+//
+// kill -9 of interior agent 1 loses rank 1 alone: the root adopts agents 3 and 4, and ranks
+// 3, 4 and 7 (below the lost agent) still pause, give their stacks, hit a breakpoint and
+// continue. Then kill -9 of agent 3, adopted by the root and itself interior, loses rank 3
+// alone: agent 7 is adopted in turn and rank 7 still stops and continues. Each loss is
+// reported once, by number. The disconnect leaves no rank traced or stopped.
+func TestTreeHeals(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 1, "fanout": 2})
+	d.call("configurationDone", nil, nil)
+	ranks := d.ranks()
+	tid := ranks.Ranks[0].ThreadID
+	pids := map[int]int{}
+	for _, r := range ranks.Ranks {
+		pids[r.Rank] = r.Pid
+	}
+	t.Cleanup(func() { // the ranks the disconnect lets go, and those of the lost agents
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	lost := map[int]bool{}
+	states := func(when, live string) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%s: lost ranks exited, the others %s", when, live), func() bool {
+			for _, r := range d.ranks().Ranks {
+				if want := map[bool]string{true: "exited", false: live}[lost[r.Rank]]; r.State != want {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	states("launched", "running")
+	for r := range 8 { // each in its loop, so that its stack goes through main
+		waitFor(t, fmt.Sprintf("rank %d ticking", r), func() bool {
+			return strings.Contains(allOutput(d), fmt.Sprintf("[%d] tick", r))
+		})
+	}
+
+	// kill kills the agent of rank r (its parent process) and waits for the loss's report.
+	kill := func(r int) {
+		t.Helper()
+		agent := parentPid(t, pids[r])
+		t0 := time.Now()
+		if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitForExit(t, agent)
+		lost[r] = true
+		waitOutput(t, d, fmt.Sprintf("lost 1 of 8 ranks (an agent on the way to them is gone): %d;", r))
+		t.Logf("agent of rank %d killed: loss reported and tree healed after %v", r, time.Since(t0).Round(time.Millisecond))
+	}
+	// pauseAll pauses the job and checks that every rank but the lost ones stopped and gives
+	// its stack, main at the bottom.
+	pauseAll := func(when string) {
+		t.Helper()
+		d.call("pause", map[string]any{"threadId": tid}, nil)
+		d.stopped()
+		states(when, "stopped")
+		for _, r := range d.ranks().Ranks {
+			if lost[r.Rank] {
+				continue
+			}
+			frames := d.stackTrace(r.ThreadID)
+			if len(frames) == 0 || !slices.ContainsFunc(frames, func(f dap.StackFrame) bool { return f.Name == "main" }) {
+				t.Errorf("%s: rank %d: stack %+v, want main in it", when, r.Rank, frames)
+			}
+		}
+		var ps ParallelStacksBody
+		d.call("hpcdap/parallelStacks", map[string]any{}, &ps)
+		got := stackPaths(t, ps)
+		for r := range 8 {
+			if _, ok := got[r]; ok == lost[r] {
+				t.Errorf("%s: rank %d in the parallel stacks: %v, lost: %v", when, r, ok, lost[r])
+			}
+		}
+	}
+	// hitAll plants a breakpoint at tick and continues until every rank still in the session
+	// has hit it, then removes it and lets them run.
+	hitAll := func(when string) {
+		t.Helper()
+		d.setBreakpoints(p.src, p.line(t, "tick"))
+		hit := map[int]bool{}
+		for tries := 0; len(hit) < 8-len(lost); tries++ {
+			if tries > 20 {
+				t.Fatalf("%s: ranks %v hit the breakpoint after %d continues, want every rank but %v", when, hit, tries, lost)
+			}
+			d.call("continue", map[string]any{"threadId": tid}, nil)
+			d.stopped()
+			for _, r := range d.ranks().Ranks {
+				if r.StopReason == "breakpoint" {
+					hit[r.Rank] = true
+				}
+			}
+		}
+		d.setBreakpoints(p.src)
+		d.call("continue", map[string]any{"threadId": tid}, nil)
+		states(when+": continued", "running")
+	}
+
+	pauseAll("before the losses")
+	d.call("continue", map[string]any{"threadId": tid}, nil)
+	states("continued", "running")
+
+	kill(1) // interior: agents 3 (above 7) and 4 are adopted by the root
+	pauseAll("after the loss of agent 1")
+	hitAll("after the loss of agent 1")
+
+	kill(3) // adopted by the root, interior: agent 7 is adopted in turn
+	pauseAll("after the loss of agent 3")
+	hitAll("after the loss of agent 3")
+
+	out := allOutput(d)
+	for _, r := range []int{1, 3} {
+		if n := strings.Count(out, fmt.Sprintf("gone): %d;", r)); n != 1 {
+			t.Errorf("the loss of rank %d is reported %d times:\n%s", r, n, out)
+		}
+	}
+	if n := strings.Count(out, "lost 1 of 8 ranks"); n != 2 {
+		t.Errorf("%d losses reported, want 2:\n%s", n, out)
+	}
+
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	for r, pid := range pids {
+		waitFor(t, fmt.Sprintf("rank %d (pid %d) untraced and not stopped after the disconnect", r, pid), func() bool {
+			st := procStatus(pid, "State")
+			gone := st == "" || strings.HasPrefix(st, "Z")
+			return gone || procStatus(pid, "TracerPid") == "0" && !strings.HasPrefix(st, "t") && !strings.HasPrefix(st, "T")
+		})
+	}
+}

@@ -1,0 +1,101 @@
+package cdti
+
+import (
+	"testing"
+)
+
+// gatedAgent is a stackAgent whose Updates wait for gate to close, after telling entered.
+type gatedAgent struct {
+	*stackAgent
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (a *gatedAgent) Update(c *Conn, m *Update) ([]Result, ReturnCode) {
+	select {
+	case a.entered <- struct{}{}:
+	default:
+	}
+	<-a.gate
+	return a.stackAgent.Update(c, m)
+}
+
+// TestCollectiveInFlightWhenAgentLost: interior agent 1 (children 3 and 4 at fan-out 2) is
+// lost while a collective stop is in flight through it (its own ranks' stop waits). The
+// collective's answer names agent 1's ranks unreachable and those of the agents below it
+// (whose answers went with agent 1) timed out, not lost; the loss is told once, for agent
+// 1's ranks alone; the next collective reaches the adopted agents' ranks, which the lost
+// stop did stop.
+func TestCollectiveInFlightWhenAgentLost(t *testing.T) {
+	const n, per = 7, 2
+	gated := &gatedAgent{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	srvs, root := simTreeWith(t, n, 2, per, nil, func(i int, a *stackAgent) any {
+		if i != 1 {
+			return a
+		}
+		gated.stackAgent = a
+		return gated
+	})
+	c := dialRoot(t, root)
+	ctx := testCtx(t)
+	all := RanksOf(seq(n * per)...)
+	if _, err := c.Collective(ctx, 0, all, &GetThreadList{}); err != nil { // links open
+		t.Fatal(err)
+	}
+	type answer struct {
+		a   *CollectiveAck
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		a, err := c.Collective(ctx, CollectiveQuietStop, all, &StopProcess{})
+		done <- answer{a, err}
+	}()
+	<-gated.entered
+	closed := make(chan struct{})
+	go func() { srvs[1].Close(); close(closed) }() // its connections go at once; Close waits for the gate
+	ans := <-done
+	close(gated.gate)
+	<-closed
+	if ans.err != nil {
+		t.Fatal(ans.err)
+	}
+	if want := RanksOf(2, 3); !ans.a.Unreachable.Equal(want) {
+		t.Fatalf("unreachable %v, want %v", ans.a.Unreachable, want)
+	}
+	var late, stopped RankRanges
+	for _, g := range ans.a.Groups {
+		switch {
+		case g.Code == RequestFailed && g.ErrorCode == ErrorCodeTimedOut:
+			late = g.Ranks
+		case g.Code == Success:
+			stopped = g.Ranks
+		default:
+			t.Fatalf("group %+v", g)
+		}
+	}
+	if want := RanksOf(6, 7, 8, 9); !late.Equal(want) {
+		t.Fatalf("timed out %v, want %v", late, want)
+	}
+	if want := RanksOf(0, 1, 4, 5, 10, 11, 12, 13); !stopped.Equal(want) {
+		t.Fatalf("stopped %v, want %v", stopped, want)
+	}
+	waitLost(t, c, 2, 3)
+
+	a, err := c.Collective(ctx, 0, all, &ContinueProcess{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RanksOf(2, 3); !a.Unreachable.Equal(want) {
+		t.Fatalf("continue: unreachable %v, want %v", a.Unreachable, want)
+	}
+	if len(a.Groups) != 1 || a.Groups[0].Code != Success || a.Groups[0].Results[0].Code != CmdSuccess ||
+		a.Groups[0].Ranks.Count() != n*per-2 {
+		t.Fatalf("continue after the loss: %+v", a.Groups)
+	}
+	select {
+	case m := <-c.Notifications():
+		t.Fatalf("a second notification: %v for rank %d", m.Kind, m.Rank)
+	default:
+	}
+}

@@ -1,0 +1,239 @@
+package cdti
+
+import (
+	"bufio"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sessionAgent records the connections its Server opens and closes.
+type sessionAgent struct {
+	opened chan *Conn
+	closed chan *Conn
+}
+
+func (a *sessionAgent) Opened(c *Conn)            { a.opened <- c }
+func (a *sessionAgent) Closed(c *Conn, err error) { a.closed <- c }
+
+// startSessionServer serves a sessionAgent with the given grace.
+func startSessionServer(t *testing.T, grace time.Duration) (*sessionAgent, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &sessionAgent{opened: make(chan *Conn, 8), closed: make(chan *Conn, 8)}
+	srv := &Server{Handler: a, Token: []byte(testToken), ResumeGrace: grace}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return a, ln.Addr().String()
+}
+
+// dialSession connects to addr as a Router's link of session id.
+func dialSession(t *testing.T, addr string, id [SessionIDSize]byte) (net.Conn, *bufio.Reader, SessionState) {
+	t.Helper()
+	nc, br, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc, br, st
+}
+
+// waitHeld waits until c's transport has failed and c is held.
+func waitHeld(t *testing.T, c *Conn) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.wmu.Lock()
+		held := c.suspended
+		c.wmu.Unlock()
+		if held {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the connection was not held after its transport broke")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func recv(t *testing.T, ch chan *Conn, what string) *Conn {
+	t.Helper()
+	select {
+	case c := <-ch:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no connection %s", what)
+		return nil
+	}
+}
+
+// TestSessionResume: a connection that names a session and loses its transport without a
+// farewell is held, its handler not told; the notifications sent meanwhile are kept; another
+// connection naming the session resumes it (the same Conn, its context live) and receives
+// them first. A farewell then ends it at once, and the session cannot be resumed again.
+func TestSessionResume(t *testing.T) {
+	a, addr := startSessionServer(t, time.Minute)
+	id := newSessionID()
+	nc, _, st := dialSession(t, addr, id)
+	if st != SessionNew {
+		t.Fatalf("first link: %v, want new", st)
+	}
+	c := recv(t, a.opened, "opened")
+	if got, ok := c.Session(); !ok || got != id {
+		t.Fatalf("session %x %v, want %x", got, ok, id)
+	}
+	nc.Close() // as when the agent above is killed
+	waitHeld(t, c)
+	for i := range 3 {
+		if err := c.Notify(&Notify{Header: Header{Rank: uint32(i)}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
+			t.Fatalf("notify while held: %v", err)
+		}
+	}
+	select {
+	case <-a.closed:
+		t.Fatal("the handler was told of the close of a held connection")
+	case <-c.Context().Done():
+		t.Fatal("the held connection's context ended")
+	default:
+	}
+
+	nc2, br, st := dialSession(t, addr, id)
+	if st != SessionResumed {
+		t.Fatalf("second link: %v, want resumed", st)
+	}
+	recv(t, a.opened, "opened for the resuming connection") // the transport's own, soon closed
+	for i := range 3 {
+		b, err := ReadFrame(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := m.(*Notify); !ok || n.Rank != uint32(i) {
+			t.Fatalf("kept notification %d: %+v", i, m)
+		}
+	}
+	if err := c.Notify(&Notify{Header: Header{Rank: 9}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := ReadFrame(br)
+	if err != nil {
+		t.Fatalf("notify after the resumption: %v", err)
+	}
+	if h, _ := ParseHeader(b); h.Type != MsgNotify || h.Rank != 9 {
+		t.Fatalf("after the resumption: %v for rank %d", h.Type, h.Rank)
+	}
+	if closed := recv(t, a.closed, "closed for the resuming connection"); closed == c {
+		t.Fatal("the held connection was closed by its resumption")
+	}
+
+	end, _ := Encode(&Session{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion}, Flags: SessionEnd})
+	if _, err := nc2.Write(end); err != nil {
+		t.Fatal(err)
+	}
+	if closed := recv(t, a.closed, "closed after the farewell"); closed != c {
+		t.Fatal("another connection closed after the farewell")
+	}
+	if _, _, st := dialSession(t, addr, id); st != SessionEnded {
+		t.Fatalf("resuming after the farewell: %v, want ended", st)
+	}
+}
+
+// TestSessionGrace: a held connection that nobody resumes within the grace ends as any other
+// (its handler drops the tool), and the session is then answered ended.
+func TestSessionGrace(t *testing.T) {
+	a, addr := startSessionServer(t, 50*time.Millisecond)
+	id := newSessionID()
+	nc, _, _ := dialSession(t, addr, id)
+	c := recv(t, a.opened, "opened")
+	nc.Close()
+	if closed := recv(t, a.closed, "closed after the grace"); closed != c {
+		t.Fatal("another connection closed")
+	}
+	nc2, br, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	if st != SessionEnded {
+		t.Fatalf("resuming a dropped session: %v, want ended", st)
+	}
+	if _, err := ReadFrame(br); err == nil {
+		t.Fatal("the agent kept the connection of a dropped session open")
+	}
+}
+
+// TestSessionPlainConnection: a connection that names no session ends at once when its
+// transport breaks, as before sessions.
+func TestSessionPlainConnection(t *testing.T) {
+	a, addr := startSessionServer(t, time.Minute)
+	c, err := Dial(testCtx(t), "tcp", addr, ClientOptions{ToolID: 1, Token: []byte(testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := recv(t, a.opened, "opened")
+	c.Close()
+	if closed := recv(t, a.closed, "closed"); closed != conn {
+		t.Fatal("another connection closed")
+	}
+}
+
+// TestSessionConcurrentResumptions: several links resume one held session one after the
+// other while notifications are sent; the connection stays one, and the last link gets
+// what is sent after it took over.
+func TestSessionConcurrentResumptions(t *testing.T) {
+	a, addr := startSessionServer(t, time.Minute)
+	id := newSessionID()
+	nc, _, _ := dialSession(t, addr, id)
+	c := recv(t, a.opened, "opened")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := uint32(0); ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			c.Notify(&Notify{Header: Header{Rank: i % 100}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}})
+			time.Sleep(100 * time.Microsecond)
+		}
+	})
+	nc.Close()
+	var br *bufio.Reader
+	for range 5 {
+		var st SessionState
+		_, br, st = dialSession(t, addr, id)
+		if st != SessionResumed {
+			close(stop)
+			t.Fatalf("resumption: %v", st)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := c.Notify(&Notify{Header: Header{Rank: 1000}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		b, err := ReadFrame(br)
+		if err != nil {
+			t.Fatalf("the last link: %v", err)
+		}
+		if h, _ := ParseHeader(b); h.Rank == 1000 {
+			break
+		}
+	}
+	select {
+	case closed := <-a.closed:
+		if closed == c {
+			t.Fatal("the held connection closed")
+		}
+	default:
+	}
+}
