@@ -359,6 +359,8 @@ func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*ThreadStack, error)
 	}
 	rs.mu.Unlock()
 	ts := rs.unwind(ctx, lwp)
+	// The unwind read what it needed: what else its pages held goes.
+	rs.mem.trim()
 	rs.mu.Lock()
 	if rs.stacks == nil {
 		rs.stacks = map[int]*ThreadStack{}
@@ -536,7 +538,7 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 	for _, m := range mods {
 		tm = append(tm, threaddb.Module{Path: m.Path, Bias: m.Bias})
 	}
-	p, err := threaddb.Open(rs.rank.Pid, tm, rs.mem, &cdtiThreads{rs: rs})
+	p, err := threaddb.Open(rs.rank.Pid, tm, rs.mem.transient(), &cdtiThreads{rs: rs})
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,9 @@ type threadLabel struct {
 // a thread the library does not know keeps a name made of its LWP alone.
 func (rs *rankSymbols) threadLabels(ctx context.Context) map[int]threadLabel {
 	out := map[int]threadLabel{}
+	// The thread library's data is read once here, not again at this stop: its pages are not
+	// kept.
+	defer rs.mem.dropScratch()
 	p, err := rs.threadDB()
 	if err != nil {
 		return out
