@@ -25,7 +25,10 @@ type rankMemory struct {
 	// blocks its stack and variables need.
 	scratch blocks
 	epoch   int // bumped by reset: blocks read before it belong to an older stop
-	ro      []roSegment
+	// recording is set by recordFetches: the ranges transient reads fetch are kept in rec.
+	recording bool
+	rec       []memSpan
+	ro        []roSegment
 	// live is set while other threads of the rank run (stop mode thread): memory can change
 	// under the reader, so nothing is cached.
 	live atomic.Bool
@@ -86,6 +89,67 @@ func (m *rankMemory) dropScratch() {
 	m.mu.Lock()
 	m.scratch = nil
 	m.mu.Unlock()
+}
+
+// memSpan is a page-aligned range of memory [lo, hi).
+type memSpan struct{ lo, hi uint64 }
+
+// recordFetches starts recording the ranges that transient reads fetch.
+func (m *rankMemory) recordFetches() {
+	m.mu.Lock()
+	m.recording, m.rec = true, nil
+	m.mu.Unlock()
+}
+
+// recorded stops recording and returns the ranges fetched since recordFetches.
+func (m *rankMemory) recorded() []memSpan {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.rec
+	m.recording, m.rec = false, nil
+	return rec
+}
+
+// prefetch reads spans into the transient cache with one Query (split only if too large for
+// one message), for reads through transient that would fetch them one after the other. A span
+// that cannot be read is left out.
+func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan) {
+	if len(spans) == 0 || m.live.Load() {
+		return
+	}
+	var cmds []cdti.Command
+	var at []int // index of each span's first command
+	for _, s := range spans {
+		at = append(at, len(cmds))
+		cmds = append(cmds, cdti.SplitGetMemory(0, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)...)
+	}
+	m.mu.Lock()
+	epoch := m.epoch
+	m.mu.Unlock()
+	res, _ := m.rs.client().QueryBatch(ctx, m.rs.num(), cmds)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.epoch != epoch {
+		return
+	}
+	if m.scratch == nil {
+		m.scratch = blocks{}
+	}
+	for i, s := range spans {
+		end := len(cmds)
+		if i+1 < len(at) {
+			end = at[i+1]
+		}
+		data := make([]byte, 0, s.hi-s.lo)
+		for k := at[i]; k < end && k < len(res); k++ {
+			if a, ok := res[k].Ack.(*cdti.GetMemoryAck); ok && res[k].Code == cdti.CmdSuccess {
+				data = append(data, a.Data...)
+			}
+		}
+		if len(data) == int(s.hi-s.lo) {
+			m.scratch.put(s.lo, data)
+		}
+	}
 }
 
 // cached reports whether the block at a is cached in either map; m.mu must be held.
@@ -172,6 +236,9 @@ func (m *rankMemory) read(p []byte, addr uint64, transient bool) (int, error) {
 			*to = blocks{}
 		}
 		to.put(missLo, data) // and used below before a trim can drop them
+		if transient && m.recording {
+			m.rec = append(m.rec, memSpan{missLo, missHi})
+		}
 	} else {
 		m.mu.Lock()
 	}

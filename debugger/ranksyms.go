@@ -38,6 +38,7 @@ type rankSymbols struct {
 	stacks  map[int]*ThreadStack // by LWP, for the current stop
 	tdb     *threaddb.Process
 	tdbMods int    // len(mods) when tdb was opened
+	lwps    []int  // the kernel's threads while threadLabels runs (nil: ask the agent)
 	cnk     bool   // the agent is a BG/Q CNK: v6 commands only (bgq.go)
 	rbrk    uint64 // r_debug.r_brk, where the dynamic linker reports library loads (0: static)
 	libWait bool   // a trap at rbrk is planted (Job.updateLibraryWatch)
@@ -550,6 +551,12 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 type cdtiThreads struct{ rs *rankSymbols }
 
 func (c *cdtiThreads) LWPs() ([]int, error) {
+	c.rs.mu.Lock()
+	lwps := c.rs.lwps
+	c.rs.mu.Unlock()
+	if lwps != nil {
+		return slices.Clone(lwps), nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	list, err := c.rs.client().ThreadList(ctx, c.rs.num())

@@ -3,6 +3,9 @@ package debugger
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // threadLabel is what the thread library says of one thread, for its DAP name: the symbol of
@@ -14,21 +17,41 @@ type threadLabel struct {
 }
 
 // threadLabels reads the rank's thread list through threaddb and labels each LWP, best effort:
-// a thread the library does not know keeps a name made of its LWP alone.
-func (rs *rankSymbols) threadLabels(ctx context.Context) map[int]threadLabel {
+// a thread the library does not know keeps a name made of its LWP alone. lwps are the
+// kernel's threads as just listed, which threaddb then need not ask for again.
+func (rs *rankSymbols) threadLabels(ctx context.Context, lwps []int) map[int]threadLabel {
 	out := map[int]threadLabel{}
 	// The thread library's data is read once here, not again at this stop: its pages are not
 	// kept.
 	defer rs.mem.dropScratch()
+	rs.mu.Lock()
+	rs.lwps = lwps
+	rs.mu.Unlock()
+	defer func() {
+		rs.mu.Lock()
+		rs.lwps = nil
+		rs.mu.Unlock()
+	}()
 	p, err := rs.threadDB()
 	if err != nil {
 		return out
+	}
+	mods, _ := rs.modules(ctx, false)
+	if plan, lead := rs.rank.job.labelPlan(mods); lead {
+		rs.mem.recordFetches()
+		defer func() { plan.learned(rs.mem.recorded()) }()
+	} else {
+		select {
+		case <-plan.ready:
+			rs.mem.prefetch(ctx, plan.spans)
+		case <-ctx.Done():
+			return out
+		}
 	}
 	list, err := p.List()
 	if err != nil {
 		return out
 	}
-	mods, _ := rs.modules(ctx, false)
 	proc := rs.newProcess(mods, 0)
 	for _, t := range list.Threads {
 		if t.LWP == 0 {
@@ -68,4 +91,42 @@ func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 		name += fmt.Sprintf(" %#x", l.pthread)
 	}
 	return name
+}
+
+// labelPlan is what labelling the threads of the first rank of a module layout read of its
+// memory through CDTI (the thread library's list heads and thread descriptors: a few
+// pages). A later rank of the same layout reads those ranges of its own memory in one Query
+// before its own labelling, instead of one round trip per pointer followed: ranks of one
+// program without address randomization keep that data at the same addresses. What a rank
+// holds elsewhere (its data differs) is read as before, so the labels do not depend on it.
+type labelPlan struct {
+	ready chan struct{} // closed when spans are known
+	spans []memSpan
+}
+
+// learned records what the leading rank read and lets the others go.
+func (p *labelPlan) learned(spans []memSpan) {
+	p.spans = spans
+	close(p.ready)
+}
+
+// labelPlan returns the plan of the layout of mods, and whether the caller leads it (it
+// labels its rank's threads as before and then calls learned).
+func (j *Job) labelPlan(mods []*symbols.Module) (*labelPlan, bool) {
+	var b strings.Builder
+	for _, m := range mods {
+		fmt.Fprintf(&b, "%s@%#x;", m.Path, m.Bias)
+	}
+	key := b.String()
+	j.labelMu.Lock()
+	defer j.labelMu.Unlock()
+	if p := j.labelPlans[key]; p != nil {
+		return p, false
+	}
+	if j.labelPlans == nil {
+		j.labelPlans = map[string]*labelPlan{}
+	}
+	p := &labelPlan{ready: make(chan struct{})}
+	j.labelPlans[key] = p
+	return p, true
 }

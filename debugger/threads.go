@@ -88,12 +88,12 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 		}
 	}
 	j.mu.Unlock()
-	if labels == nil {
-		labels = r.sym.threadLabels(ctx)
-	}
 	lwps := make([]int, len(list))
 	for i, e := range list {
 		lwps[i] = int(e.TID)
+	}
+	if labels == nil {
+		labels = r.sym.threadLabels(ctx, lwps)
 	}
 	hw := r.hardwareThreads(ctx, lwps)
 	j.mu.Lock()
