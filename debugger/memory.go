@@ -4,6 +4,7 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,13 +112,14 @@ func (m *rankMemory) recorded() []memSpan {
 }
 
 // prefetch reads spans into the transient cache with one Query (split only if too large for
-// one message), for reads through transient that would fetch them one after the other. A span
-// that cannot be read is left out.
-func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan) {
-	if len(spans) == 0 || m.live.Load() {
-		return
+// one message), for reads through transient that would fetch them one after the other, and
+// returns the results of the commands first, sent first in the same Query (nil if it could
+// not be sent). A span that cannot be read is left out.
+func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan, first ...cdti.Command) []cdti.Result {
+	if m.live.Load() {
+		spans = nil
 	}
-	var cmds []cdti.Command
+	cmds := slices.Clone(first)
 	var at []int // index of each span's first command
 	for _, s := range spans {
 		at = append(at, len(cmds))
@@ -126,11 +128,17 @@ func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan) {
 	m.mu.Lock()
 	epoch := m.epoch
 	m.mu.Unlock()
-	res, _ := m.rs.client().QueryBatch(ctx, m.rs.num(), cmds)
+	if len(cmds) == 0 {
+		return nil
+	}
+	res, err := m.rs.client().QueryBatch(ctx, m.rs.num(), cmds)
+	if err != nil || len(res) != len(cmds) {
+		return nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.epoch != epoch {
-		return
+		return res[:len(first)]
 	}
 	if m.scratch == nil {
 		m.scratch = blocks{}
@@ -150,6 +158,7 @@ func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan) {
 			m.scratch.put(s.lo, data)
 		}
 	}
+	return res[:len(first)]
 }
 
 // cached reports whether the block at a is cached in either map; m.mu must be held.

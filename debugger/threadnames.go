@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
@@ -18,8 +20,10 @@ type threadLabel struct {
 
 // threadLabels reads the rank's thread list through threaddb and labels each LWP, best effort:
 // a thread the library does not know keeps a name made of its LWP alone. lwps are the
-// kernel's threads as just listed, which threaddb then need not ask for again.
-func (rs *rankSymbols) threadLabels(ctx context.Context, lwps []int) map[int]threadLabel {
+// kernel's threads as just listed, which threaddb then need not ask for again. With a plan,
+// the rank leads it (lead: what it reads is recorded for the others) or follows it (its
+// data was read with its list, listWithPlan).
+func (rs *rankSymbols) threadLabels(ctx context.Context, lwps []int, plan *labelPlan, lead bool) map[int]threadLabel {
 	out := map[int]threadLabel{}
 	// The thread library's data is read once here, not again at this stop: its pages are not
 	// kept.
@@ -36,22 +40,15 @@ func (rs *rankSymbols) threadLabels(ctx context.Context, lwps []int) map[int]thr
 	if err != nil {
 		return out
 	}
-	mods, _ := rs.modules(ctx, false)
-	if plan, lead := rs.rank.job.labelPlan(mods); lead {
+	if lead {
 		rs.mem.recordFetches()
 		defer func() { plan.learned(rs.mem.recorded()) }()
-	} else {
-		select {
-		case <-plan.ready:
-			rs.mem.prefetch(ctx, plan.spans)
-		case <-ctx.Done():
-			return out
-		}
 	}
 	list, err := p.List()
 	if err != nil {
 		return out
 	}
+	mods, _ := rs.modules(ctx, false)
 	proc := rs.newProcess(mods, 0)
 	for _, t := range list.Threads {
 		if t.LWP == 0 {
@@ -100,14 +97,36 @@ func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 // program without address randomization keep that data at the same addresses. What a rank
 // holds elsewhere (its data differs) is read as before, so the labels do not depend on it.
 type labelPlan struct {
+	once  sync.Once
 	ready chan struct{} // closed when spans are known
 	spans []memSpan
 }
 
-// learned records what the leading rank read and lets the others go.
+// learned records what the leading rank read and lets the others go (once: later calls do
+// nothing).
 func (p *labelPlan) learned(spans []memSpan) {
-	p.spans = spans
-	close(p.ready)
+	p.once.Do(func() {
+		p.spans = spans
+		close(p.ready)
+	})
+}
+
+// listWithPlan waits for plan to be learned and reads the rank's thread list and the plan's
+// memory of the rank in one Query, the memory for threadLabels; nil when that fails (the
+// caller lists the threads on its own).
+func (rs *rankSymbols) listWithPlan(ctx context.Context, plan *labelPlan) []cdti.ThreadEntry {
+	select {
+	case <-plan.ready:
+	case <-ctx.Done():
+		return nil
+	}
+	res := rs.mem.prefetch(ctx, plan.spans, &cdti.GetThreadList{})
+	if len(res) == 1 && res[0].Code == cdti.CmdSuccess {
+		if a, ok := res[0].Ack.(*cdti.GetThreadListAck); ok && len(a.Threads) > 0 {
+			return a.Threads
+		}
+	}
+	return nil
 }
 
 // labelPlan returns the plan of the layout of mods, and whether the caller leads it (it
