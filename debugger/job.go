@@ -89,7 +89,7 @@ type Job struct {
 	// labelPlans are what labelling a rank's threads reads, by the layout of the rank's
 	// modules (threadnames.go).
 	labelMu    sync.Mutex
-	labelPlans map[string]*labelPlan
+	labelPlans map[uint64]*labelPlan
 	size       int
 	labelRanks bool // more than one rank: output lines are labelled "[rank] " (fixed at creation)
 	mode       StopMode

@@ -3,7 +3,7 @@ package debugger
 import (
 	"context"
 	"fmt"
-	"strings"
+	"hash/fnv"
 	"sync"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -92,10 +92,11 @@ func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 
 // labelPlan is what labelling the threads of the first rank of a module layout read of its
 // memory through CDTI (the thread library's list heads and thread descriptors: a few
-// pages). A later rank of the same layout reads those ranges of its own memory in one Query
-// before its own labelling, instead of one round trip per pointer followed: ranks of one
-// program without address randomization keep that data at the same addresses. What a rank
-// holds elsewhere (its data differs) is read as before, so the labels do not depend on it.
+// pages). Another rank of the same layout reads those ranges of its own memory with its
+// thread list in one Query (listWithPlan), then labels its threads with no round trip per
+// pointer followed: ranks of one program without address randomization keep that data at the
+// same addresses. What a rank holds elsewhere (its data differs) is read as before, so the
+// labels never depend on the plan, only the number of round trips does.
 type labelPlan struct {
 	once  sync.Once
 	ready chan struct{} // closed when spans are known
@@ -132,18 +133,20 @@ func (rs *rankSymbols) listWithPlan(ctx context.Context, plan *labelPlan) []cdti
 // labelPlan returns the plan of the layout of mods, and whether the caller leads it (it
 // labels its rank's threads as before and then calls learned).
 func (j *Job) labelPlan(mods []*symbols.Module) (*labelPlan, bool) {
-	var b strings.Builder
+	// The layout's hash is its key: ranks whose layouts collide would only read ranges that
+	// do not help them.
+	h := fnv.New64a()
 	for _, m := range mods {
-		fmt.Fprintf(&b, "%s@%#x;", m.Path, m.Bias)
+		fmt.Fprintf(h, "%s@%#x;", m.Path, m.Bias)
 	}
-	key := b.String()
+	key := h.Sum64()
 	j.labelMu.Lock()
 	defer j.labelMu.Unlock()
 	if p := j.labelPlans[key]; p != nil {
 		return p, false
 	}
 	if j.labelPlans == nil {
-		j.labelPlans = map[string]*labelPlan{}
+		j.labelPlans = map[uint64]*labelPlan{}
 	}
 	p := &labelPlan{ready: make(chan struct{})}
 	j.labelPlans[key] = p
