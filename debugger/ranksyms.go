@@ -547,6 +547,15 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 	return p, nil
 }
 
+// dropThreadDB forgets p if it is the rank's threaddb handle.
+func (rs *rankSymbols) dropThreadDB(p *threaddb.Process) {
+	rs.mu.Lock()
+	if rs.tdb == p {
+		rs.tdb = nil
+	}
+	rs.mu.Unlock()
+}
+
 // cdtiThreads lists LWPs and thread pointers through CDTI for threaddb.
 type cdtiThreads struct{ rs *rankSymbols }
 

@@ -40,6 +40,9 @@ func (rs *rankSymbols) threadLabels(ctx context.Context, lwps []int, plan *label
 	if err != nil {
 		return out
 	}
+	// Labelling is done once a rank (again only for threads it has not seen): the handle is
+	// not kept for it, thread-local storage opens its own when a variable needs one.
+	defer rs.dropThreadDB(p)
 	if lead {
 		rs.mem.recordFetches()
 		defer func() { plan.learned(rs.mem.recorded()) }()
