@@ -17,6 +17,8 @@ import (
 //	                          beside lldb-vscode-15 on the same program; p50/p99 per request.
 //	BenchmarkLaunchToStop     launch → every rank stopped at a breakpoint, for 1, 16, 64 ranks.
 //	BenchmarkMemoryPerRank    the adapter's heap per rank of a stopped job with its stacks read.
+//	BenchmarkMemoryAtScale    the same per stopped rank at 1,024 ranks, every rank's stack read (scalebench_test.go).
+//	BenchmarkThreadsAfterPause the first threads after a pause of 256 and 1,024 ranks (scalebench_test.go).
 //	BenchmarkFunctionCall     evaluate of a function call at one stop (infcall_test.go).
 //	BenchmarkJoinStoppedJob   a client joining, and leaving, a shared job of 4 stopped ranks (shared_test.go).
 

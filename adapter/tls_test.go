@@ -222,3 +222,64 @@ func TestThreadNamesOfLaterThreads(t *testing.T) {
 		t.Errorf("thread roles %v, want %v", roles, want)
 	}
 }
+
+// TestThreadNamesOfRanksAgainstGDB: in a job of several ranks of one program, whose threads'
+// names the front end labels rank after rank from what the first rank's labelling read (the
+// thread library's data, read for the others in one Query each), every rank's threads are
+// named with their own pthread_t and start routine: after a detach, gdb attached to each rank
+// lists the same LWPs with the same pthread_t.
+func TestThreadNamesOfRanksAgainstGDB(t *testing.T) {
+	p := compileC(t, "tlsthreads", "-pthread")
+	const np = 4
+	d := newDAP(t, viaPipe)
+	defer d.end()
+	d.launch(map[string]any{"program": p.bin, "np": np, "stopMode": "rank"})
+	d.setBreakpoints(p.src, p.line(t, "all-ready"))
+	d.call("configurationDone", nil, nil)
+	waitFor(t, "every rank at the breakpoint", func() bool { return allRanksStopped(d, np) })
+	ranks := d.ranks().Ranks
+	var threads dap.ThreadsResponseBody
+	d.call("threads", nil, &threads)
+	name := regexp.MustCompile(`^rank (\d+) · (\w+) \(LWP (\d+)\) 0x([0-9a-f]+)$`)
+	type view struct {
+		rank    int
+		role    string
+		pthread uint64
+	}
+	seen := map[int]view{} // by LWP
+	for _, th := range threads.Threads {
+		m := name.FindStringSubmatch(th.Name)
+		if m == nil {
+			t.Fatalf("thread %d named %q", th.Id, th.Name)
+		}
+		rank, _ := strconv.Atoi(m[1])
+		lwp, _ := strconv.Atoi(m[3])
+		pt, _ := strconv.ParseUint(m[4], 16, 64)
+		seen[lwp] = view{rank, m[2], pt}
+	}
+	if len(threads.Threads) != np*9 {
+		t.Fatalf("%d threads, the job has %d", len(threads.Threads), np*9)
+	}
+	// Detach; every rank goes on to park all its threads, which stay as they were named.
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	for _, r := range ranks {
+		waitFor(t, "the rank to be untraced", func() bool { return procStatus(r.Pid, "TracerPid") == "0" })
+		oracle := gdbThreadsOracle(t, r.Pid)
+		if len(oracle) != 9 {
+			t.Errorf("rank %d: gdb lists %d threads, want 9", r.Rank, len(oracle))
+		}
+		for lwp, g := range oracle {
+			v, ok := seen[lwp]
+			switch {
+			case !ok:
+				t.Errorf("rank %d: gdb lists LWP %d, DAP does not", r.Rank, lwp)
+			case v.rank != r.Rank:
+				t.Errorf("LWP %d: DAP names it a thread of rank %d, it is rank %d's", lwp, v.rank, r.Rank)
+			case v.pthread != g.pthread:
+				t.Errorf("rank %d: LWP %d: DAP names pthread_t %#x, gdb %#x", r.Rank, lwp, v.pthread, g.pthread)
+			case (lwp == r.Pid) != (v.role == "main") || (v.role != "main" && v.role != "worker" && v.role != "helper"):
+				t.Errorf("rank %d: LWP %d named %s", r.Rank, lwp, v.role)
+			}
+		}
+	}
+}

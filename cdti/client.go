@@ -390,7 +390,9 @@ func (c *Client) readLoop() {
 			c.fail(fmt.Errorf("read: %w: %v\n%s", ErrInternal, p, debug.Stack()))
 		}
 	}()
-	r := bufio.NewReaderSize(c.conn, 64<<10)
+	// A burst of acks and notifications (a node's ranks answering at once) is read in one
+	// system call; a frame larger than the buffer is read past it.
+	r := bufio.NewReaderSize(c.conn, 16<<10)
 	for {
 		b, err := ReadFrame(r)
 		if err != nil {

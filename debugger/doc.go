@@ -54,8 +54,11 @@
 //
 // The front end reads symbols (package symbols): each rank's modules come from its auxiliary
 // vector and the dynamic linker's link map, read through CDTI; memory is read through a
-// per-stop page cache (read-only file segments come from the files); registers through
-// GetRegisterSet; thread-local storage through package threaddb. Parallel stacks take the bulk
+// per-stop cache of 512-byte blocks fetched by page, trimmed to what was used once a stack is
+// unwound (memcache.go; read-only file segments come from the files); registers through
+// GetRegisterSet; thread-local storage and thread names through package threaddb, the
+// thread library's data that one rank's labelling read being read for the other ranks of its
+// module layout together with their thread lists (threadnames.go). Parallel stacks take the bulk
 // of their work from the agents' GetTraceback and unwind one representative per
 // distinct traceback on the front end (pstacks.go). Against a Blue Gene/Q CNK, which answers
 // every extension with CmdInval, the machine comes from the executable's ELF header, registers

@@ -86,6 +86,10 @@ type Job struct {
 	ctx context.Context
 	// libWatchMu serialises updateLibraryWatch, so that a rank's link-map trap is planted once.
 	libWatchMu sync.Mutex
+	// labelPlans are what labelling a rank's threads reads, by the layout of the rank's
+	// modules (threadnames.go).
+	labelMu    sync.Mutex
+	labelPlans map[uint64]*labelPlan
 	size       int
 	labelRanks bool // more than one rank: output lines are labelled "[rank] " (fixed at creation)
 	mode       StopMode

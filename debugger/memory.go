@@ -4,6 +4,7 @@ import (
 	"context"
 	"debug/elf"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,20 +13,23 @@ import (
 	"github.com/hpcdap/hpcdap/symbols"
 )
 
-// pageSize is the granule of the per-stop memory cache. Symbol work reads many small pieces
-// of the stack and data; one CDTI round trip fetches a whole page instead.
-const pageSize = 4096
-
 // rankMemory is a rank's memory as the symbol layer reads it (symbols.Memory and
 // symbols.MemoryWriter): read-only file-backed segments come from the files on the front end,
-// everything else through CDTI GetMemory, cached per stop by page.
+// everything else through CDTI GetMemory, cached per stop by block (memcache.go).
 type rankMemory struct {
 	rs *rankSymbols
 
 	mu    sync.Mutex
-	pages map[uint64][]byte // page-aligned address → contents (nil: unreadable)
-	epoch int               // bumped by reset: pages read before it belong to an older stop
-	ro    []roSegment
+	pages blocks
+	// scratch holds the blocks read through transient (the thread library's data, read once
+	// when a rank's threads are labelled) until dropScratch: a stopped rank keeps only the
+	// blocks its stack and variables need.
+	scratch blocks
+	epoch   int // bumped by reset: blocks read before it belong to an older stop
+	// recording is set by recordFetches: the ranges transient reads fetch are kept in rec.
+	recording bool
+	rec       []memSpan
+	ro        []roSegment
 	// live is set while other threads of the rank run (stop mode thread): memory can change
 	// under the reader, so nothing is cached.
 	live atomic.Bool
@@ -41,6 +45,7 @@ type roSegment struct {
 func (m *rankMemory) reset() {
 	m.mu.Lock()
 	m.pages = nil
+	m.scratch = nil
 	m.epoch++
 	m.mu.Unlock()
 }
@@ -68,7 +73,115 @@ func (m *rankMemory) ctx() (context.Context, context.CancelFunc) {
 }
 
 // ReadAt reads len(p) bytes at addr.
-func (m *rankMemory) ReadAt(p []byte, addr uint64) (int, error) {
+func (m *rankMemory) ReadAt(p []byte, addr uint64) (int, error) { return m.read(p, addr, false) }
+
+// transientMemory reads a rank's memory as rankMemory does, but keeps the pages it fetches
+// apart (rankMemory.scratch), to be dropped once the work that needed them is done.
+type transientMemory struct{ m *rankMemory }
+
+// ReadAt reads len(p) bytes at addr.
+func (t transientMemory) ReadAt(p []byte, addr uint64) (int, error) { return t.m.read(p, addr, true) }
+
+// transient returns the memory for reads whose pages are not to be kept for the stop.
+func (m *rankMemory) transient() transientMemory { return transientMemory{m} }
+
+// dropScratch forgets the pages read through transient.
+func (m *rankMemory) dropScratch() {
+	m.mu.Lock()
+	m.scratch = nil
+	m.mu.Unlock()
+}
+
+// memSpan is a page-aligned range of memory [lo, hi).
+type memSpan struct{ lo, hi uint64 }
+
+// recordFetches starts recording the ranges that transient reads fetch.
+func (m *rankMemory) recordFetches() {
+	m.mu.Lock()
+	m.recording, m.rec = true, nil
+	m.mu.Unlock()
+}
+
+// recorded stops recording and returns the ranges fetched since recordFetches.
+func (m *rankMemory) recorded() []memSpan {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec := m.rec
+	m.recording, m.rec = false, nil
+	return rec
+}
+
+// prefetch reads spans into the transient cache with one Query (split only if too large for
+// one message), for reads through transient that would fetch them one after the other, and
+// returns the results of the commands first, sent first in the same Query (nil if it could
+// not be sent). A span that cannot be read is left out.
+func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan, first ...cdti.Command) []cdti.Result {
+	if m.live.Load() {
+		spans = nil
+	}
+	cmds := slices.Clone(first)
+	var at []int // index of each span's first command
+	for _, s := range spans {
+		at = append(at, len(cmds))
+		cmds = append(cmds, cdti.SplitGetMemory(0, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)...)
+	}
+	m.mu.Lock()
+	epoch := m.epoch
+	m.mu.Unlock()
+	if len(cmds) == 0 {
+		return nil
+	}
+	res, err := m.rs.client().QueryBatch(ctx, m.rs.num(), cmds)
+	if err != nil || len(res) != len(cmds) {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.epoch != epoch {
+		return res[:len(first)]
+	}
+	if m.scratch == nil {
+		m.scratch = blocks{}
+	}
+	for i, s := range spans {
+		end := len(cmds)
+		if i+1 < len(at) {
+			end = at[i+1]
+		}
+		data := make([]byte, 0, s.hi-s.lo)
+		for k := at[i]; k < end && k < len(res); k++ {
+			if a, ok := res[k].Ack.(*cdti.GetMemoryAck); ok && res[k].Code == cdti.CmdSuccess {
+				data = append(data, a.Data...)
+			}
+		}
+		if len(data) == int(s.hi-s.lo) {
+			m.scratch.put(s.lo, data)
+		}
+	}
+	return res[:len(first)]
+}
+
+// cached reports whether the block at a is cached in either map; m.mu must be held.
+func (m *rankMemory) cached(a uint64) bool { return m.pages.has(a) || m.scratch.has(a) }
+
+// use returns the cached block at a from either map, marking it used; m.mu must be held.
+func (m *rankMemory) use(a uint64) []byte {
+	if m.pages.has(a) {
+		return m.pages.use(a)
+	}
+	return m.scratch.use(a)
+}
+
+// trim drops the cached blocks no read has used (after a stack is unwound).
+func (m *rankMemory) trim() {
+	m.mu.Lock()
+	m.pages = m.pages.trimmed()
+	m.mu.Unlock()
+}
+
+// read reads len(p) bytes at addr through the cache, keeping the blocks it fetches in
+// m.scratch when transient is set, else in m.pages.
+func (m *rankMemory) read(p []byte, addr uint64, transient bool) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -92,23 +205,20 @@ func (m *rankMemory) ReadAt(p []byte, addr uint64) (int, error) {
 		m.mu.Unlock()
 		return m.readExact(p, addr)
 	}
-	if m.pages == nil {
-		m.pages = map[uint64][]byte{}
-	}
-	first := addr &^ (pageSize - 1)
-	last := (end - 1) &^ (pageSize - 1)
-	// Fetch the missing pages of the range in one batched read.
+	first := addr &^ (blockSize - 1)
+	last := (end - 1) &^ (blockSize - 1)
+	// Fetch the pages of the missing blocks of the range in one batched read.
 	var missLo, missHi uint64
 	missing := false
-	for pg := first; ; pg += pageSize {
-		if _, ok := m.pages[pg]; !ok {
+	for a := first; ; a += blockSize {
+		if !m.cached(a) {
 			if !missing {
-				missLo = pg
+				missLo = a &^ (pageSize - 1)
 			}
 			missing = true
-			missHi = pg + pageSize
+			missHi = (a + pageSize) &^ (pageSize - 1)
 		}
-		if pg == last {
+		if a == last {
 			break
 		}
 	}
@@ -116,7 +226,9 @@ func (m *rankMemory) ReadAt(p []byte, addr uint64) (int, error) {
 	m.mu.Unlock()
 	if missing && missHi-missLo <= 64*pageSize {
 		ctx, cancel := m.ctx()
-		data, err := m.rs.client().ReadMemory(ctx, m.rs.num(), 0, missLo, int(missHi-missLo), cdti.SpecAccessUseThreadState)
+		// Partly unmapped (an error): the readable prefix is kept, the request read exactly
+		// below.
+		data, _ := m.rs.client().ReadMemory(ctx, m.rs.num(), 0, missLo, int(missHi-missLo), cdti.SpecAccessUseThreadState)
 		cancel()
 		m.mu.Lock()
 		if m.epoch != epoch {
@@ -125,42 +237,48 @@ func (m *rankMemory) ReadAt(p []byte, addr uint64) (int, error) {
 			m.mu.Unlock()
 			return m.readExact(p, addr)
 		}
-		if err == nil {
-			for pg := missLo; pg < missHi; pg += pageSize {
-				m.pages[pg] = data[pg-missLo : pg-missLo+pageSize]
-			}
-		} else {
-			// Partly unmapped: keep the readable prefix, read the request exactly below.
-			for pg := missLo; pg+pageSize <= missLo+uint64(len(data)); pg += pageSize {
-				m.pages[pg] = data[pg-missLo : pg-missLo+pageSize]
-			}
+		to := &m.pages
+		if transient {
+			to = &m.scratch
 		}
-		m.mu.Unlock()
+		if *to == nil {
+			*to = blocks{}
+		}
+		to.put(missLo, data) // and used below before a trim can drop them
+		if transient && m.recording {
+			m.rec = append(m.rec, memSpan{missLo, missHi})
+		}
+	} else {
+		m.mu.Lock()
 	}
-	m.mu.Lock()
 	complete := true
-	for pg := first; ; pg += pageSize {
-		if m.pages[pg] == nil {
+	for a := first; ; a += blockSize {
+		if !m.cached(a) {
 			complete = false
 			break
 		}
-		if pg == last {
+		if a == last {
 			break
 		}
 	}
 	if complete {
 		n := 0
-		for pg := first; n < len(p); pg += pageSize {
-			page := m.pages[pg]
-			off := uint64(0)
-			if pg < addr {
-				off = addr - pg
+		for a := first; n < len(p); a += blockSize {
+			b := m.use(a)
+			if b == nil {
+				break
 			}
-			n += copy(p[n:], page[off:])
+			off := uint64(0)
+			if a < addr {
+				off = addr - a
+			}
+			n += copy(p[n:], b[off:])
 		}
-		m.mu.Unlock()
-		m.shadow(p, addr)
-		return n, nil
+		if n == len(p) {
+			m.mu.Unlock()
+			m.shadow(p, addr)
+			return n, nil
+		}
 	}
 	m.mu.Unlock()
 	return m.readExact(p, addr)
@@ -187,11 +305,13 @@ func (m *rankMemory) WriteAt(p []byte, addr uint64) (int, error) {
 		return 0, err
 	}
 	m.mu.Lock()
-	// Keep the cache coherent: patch cached pages.
+	// Keep the cache coherent: patch cached blocks.
 	for i := range p {
 		a := addr + uint64(i)
-		if page := m.pages[a&^(pageSize-1)]; page != nil {
-			page[a&(pageSize-1)] = p[i]
+		for _, bs := range []blocks{m.pages, m.scratch} {
+			if b := bs[a&^(blockSize-1)]; b.data != nil {
+				b.data[a&(blockSize-1)] = p[i]
+			}
 		}
 	}
 	m.mu.Unlock()

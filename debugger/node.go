@@ -194,7 +194,9 @@ type outputStream struct {
 }
 
 func (o *outputStream) forward(emit func(text string)) {
-	o.br = bufio.NewReaderSize(o.r, 64<<10)
+	// ReadString gathers a line longer than the buffer: a small one serves (an agent's
+	// stderr is quiet, and there is one per agent).
+	o.br = bufio.NewReader(o.r)
 	for {
 		o.busy.Store(false)
 		line, err := o.br.ReadString('\n')

@@ -38,6 +38,7 @@ type rankSymbols struct {
 	stacks  map[int]*ThreadStack // by LWP, for the current stop
 	tdb     *threaddb.Process
 	tdbMods int    // len(mods) when tdb was opened
+	lwps    []int  // the kernel's threads while threadLabels runs (nil: ask the agent)
 	cnk     bool   // the agent is a BG/Q CNK: v6 commands only (bgq.go)
 	rbrk    uint64 // r_debug.r_brk, where the dynamic linker reports library loads (0: static)
 	libWait bool   // a trap at rbrk is planted (Job.updateLibraryWatch)
@@ -359,6 +360,8 @@ func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*ThreadStack, error)
 	}
 	rs.mu.Unlock()
 	ts := rs.unwind(ctx, lwp)
+	// The unwind read what it needed: what else its pages held goes.
+	rs.mem.trim()
 	rs.mu.Lock()
 	if rs.stacks == nil {
 		rs.stacks = map[int]*ThreadStack{}
@@ -536,7 +539,7 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 	for _, m := range mods {
 		tm = append(tm, threaddb.Module{Path: m.Path, Bias: m.Bias})
 	}
-	p, err := threaddb.Open(rs.rank.Pid, tm, rs.mem, &cdtiThreads{rs: rs})
+	p, err := threaddb.Open(rs.rank.Pid, tm, rs.mem.transient(), &cdtiThreads{rs: rs})
 	if err != nil {
 		return nil, err
 	}
@@ -544,10 +547,25 @@ func (rs *rankSymbols) threadDB() (*threaddb.Process, error) {
 	return p, nil
 }
 
+// dropThreadDB forgets p if it is the rank's threaddb handle.
+func (rs *rankSymbols) dropThreadDB(p *threaddb.Process) {
+	rs.mu.Lock()
+	if rs.tdb == p {
+		rs.tdb = nil
+	}
+	rs.mu.Unlock()
+}
+
 // cdtiThreads lists LWPs and thread pointers through CDTI for threaddb.
 type cdtiThreads struct{ rs *rankSymbols }
 
 func (c *cdtiThreads) LWPs() ([]int, error) {
+	c.rs.mu.Lock()
+	lwps := c.rs.lwps
+	c.rs.mu.Unlock()
+	if lwps != nil {
+		return slices.Clone(lwps), nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	list, err := c.rs.client().ThreadList(ctx, c.rs.num())

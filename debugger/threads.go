@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/hpcdap/hpcdap/cdti"
 )
 
 // Thread is one (rank, LWP) pair: a DAP thread with a stable id.
@@ -73,9 +75,31 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	if fresh {
 		return
 	}
-	list, err := r.node.client.ThreadList(ctx, uint32(r.Num))
-	if err != nil {
-		return
+	// The first labelling of a rank's threads follows the plan of its module layout: the
+	// first rank of the layout leads it, the others read the list and the thread library's
+	// data together (threadnames.go).
+	j.mu.Lock()
+	first := r.labels == nil
+	j.mu.Unlock()
+	var plan *labelPlan
+	lead := false
+	if first {
+		if mods, err := r.sym.modules(ctx, false); err == nil && len(mods) > 0 {
+			plan, lead = j.labelPlan(mods)
+		}
+	}
+	if lead {
+		defer plan.learned(nil) // if the labelling did not get to it
+	}
+	var list []cdti.ThreadEntry
+	if plan != nil && !lead {
+		list = r.sym.listWithPlan(ctx, plan)
+	}
+	if list == nil {
+		var err error
+		if list, err = r.node.client.ThreadList(ctx, uint32(r.Num)); err != nil {
+			return
+		}
 	}
 	// A thread's pthread_t and start routine do not change while it lives: the thread
 	// library's list is read again only when a thread it has not labelled is there.
@@ -88,12 +112,12 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 		}
 	}
 	j.mu.Unlock()
-	if labels == nil {
-		labels = r.sym.threadLabels(ctx)
-	}
 	lwps := make([]int, len(list))
 	for i, e := range list {
 		lwps[i] = int(e.TID)
+	}
+	if labels == nil {
+		labels = r.sym.threadLabels(ctx, lwps, plan, lead)
 	}
 	hw := r.hardwareThreads(ctx, lwps)
 	j.mu.Lock()

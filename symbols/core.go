@@ -145,7 +145,7 @@ func (c *Core) parseNotes(b []byte, ef *elf.File) error {
 					if _, has := cur.Regs.Get(i); has {
 						continue
 					}
-					if b, ok := r.wide[i]; ok {
+					if b, ok := r.wideBytes(i); ok {
 						cur.Regs.SetBytes(i, b)
 					} else if v, ok := r.Get(i); ok && isFloatReg(c.Arch, i) {
 						cur.Regs.Set(i, v)

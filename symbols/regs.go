@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
+	"sort"
 
 	"github.com/hpcdap/hpcdap/arch"
 )
@@ -16,13 +18,61 @@ import (
 type Regs struct {
 	arch  *Arch
 	vals  []uint64
-	known []uint64       // bit set over vals
-	wide  map[int][]byte // registers wider than 8 bytes (xmm, x87), in memory order
+	known []uint64  // bit set over vals
+	wide  []wideReg // registers wider than 8 bytes (xmm, x87), by register number
+	// wideShared is set when wide is shared with other frames' Regs (derive): it is copied
+	// before it changes. The call frame information of these machines does not restore the
+	// wide registers, so the frames of a stack share one list instead of a copy each.
+	wideShared bool
+}
+
+// wideReg is the contents of one register wider than 8 bytes, in target memory order.
+type wideReg struct {
+	n int
+	b []byte
 }
 
 // NewRegs returns an empty register file for arch.
 func NewRegs(arch *Arch) *Regs {
 	return &Regs{arch: arch, vals: make([]uint64, arch.NumRegs), known: make([]uint64, (arch.NumRegs+63)/64)}
+}
+
+// derive returns a copy of r for its caller's frame, sharing r's wide registers.
+func (r *Regs) derive() *Regs {
+	c := &Regs{arch: r.arch, vals: append([]uint64(nil), r.vals...), known: append([]uint64(nil), r.known...)}
+	if r.wide != nil {
+		c.wide, c.wideShared = r.wide, true
+		r.wideShared = true
+	}
+	return c
+}
+
+// wideAt returns wide register n's index in r.wide and whether it is there.
+func (r *Regs) wideAt(n int) (int, bool) {
+	return sort.Find(len(r.wide), func(i int) int { return n - r.wide[i].n })
+}
+
+// wideBytes returns wide register n's contents.
+func (r *Regs) wideBytes(n int) ([]byte, bool) {
+	if i, ok := r.wideAt(n); ok {
+		return r.wide[i].b, true
+	}
+	return nil, false
+}
+
+// dropWide forgets wide register n's contents.
+func (r *Regs) dropWide(n int) {
+	if i, ok := r.wideAt(n); ok {
+		r.ownWide()
+		r.wide = slices.Delete(r.wide, i, i+1)
+	}
+}
+
+// ownWide makes r's wide registers its own before a change.
+func (r *Regs) ownWide() {
+	if r.wideShared {
+		r.wide, r.wideShared = slices.Clone(r.wide), false
+	}
 }
 
 // Arch returns the machine the registers belong to.
@@ -35,14 +85,15 @@ func (r *Regs) Set(n int, v uint64) {
 	}
 	r.vals[n] = v
 	r.known[n/64] |= 1 << (n % 64)
-	if r.wide != nil {
-		delete(r.wide, n)
-	}
+	r.dropWide(n)
 }
 
 // SetBytes stores a register wider than 8 bytes (vector or x87), given in target memory order.
 // Its low 8 bytes also become its integer value.
-func (r *Regs) SetBytes(n int, b []byte) {
+func (r *Regs) SetBytes(n int, b []byte) { r.setWide(n, append([]byte(nil), b...)) }
+
+// setWide is SetBytes with b kept, not copied.
+func (r *Regs) setWide(n int, b []byte) {
 	if n < 0 || n >= len(r.vals) {
 		return
 	}
@@ -54,10 +105,12 @@ func (r *Regs) SetBytes(n int, b []byte) {
 	}
 	r.vals[n] = v
 	r.known[n/64] |= 1 << (n % 64)
-	if r.wide == nil {
-		r.wide = map[int][]byte{}
+	r.ownWide()
+	if i, ok := r.wideAt(n); ok {
+		r.wide[i].b = b
+	} else {
+		r.wide = slices.Insert(r.wide, i, wideReg{n, b})
 	}
-	r.wide[n] = append([]byte(nil), b...)
 }
 
 // Get returns the value of register n and whether it is known.
@@ -75,7 +128,7 @@ func (r *Regs) Bytes(n int) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	if b, ok := r.wide[n]; ok {
+	if b, ok := r.wideBytes(n); ok {
 		return b, true
 	}
 	b := make([]byte, 8)
@@ -89,7 +142,7 @@ func (r *Regs) Clear(n int) {
 		return
 	}
 	r.known[n/64] &^= 1 << (n % 64)
-	delete(r.wide, n)
+	r.dropWide(n)
 }
 
 // PC returns the program counter.
@@ -110,12 +163,7 @@ func (r *Regs) Count() int {
 // Clone returns an independent copy.
 func (r *Regs) Clone() *Regs {
 	c := &Regs{arch: r.arch, vals: append([]uint64(nil), r.vals...), known: append([]uint64(nil), r.known...)}
-	if r.wide != nil {
-		c.wide = make(map[int][]byte, len(r.wide))
-		for k, v := range r.wide {
-			c.wide[k] = v
-		}
-	}
+	c.wide = slices.Clone(r.wide)
 	return c
 }
 
@@ -144,6 +192,16 @@ func RegsFromNative(a *Arch, gp, fp []byte) (*Regs, error) {
 		return nil, fmt.Errorf("symbols: %s %s: %d bytes, want at least %d", a.Name, a.GeneralSet, len(gp), needGP)
 	}
 	r := NewRegs(a)
+	// The wide registers' contents share one allocation.
+	var wideSize, wideRegs int
+	for _, s := range a.Registers {
+		if a.RegName(s.DWARF) != "" && s.Size != 8 {
+			wideSize += s.Size
+			wideRegs++
+		}
+	}
+	buf := make([]byte, 0, wideSize)
+	r.wide = make([]wideReg, 0, wideRegs)
 	for _, s := range a.Registers {
 		if a.RegName(s.DWARF) == "" {
 			continue
@@ -165,7 +223,9 @@ func RegsFromNative(a *Arch, gp, fp []byte) (*Regs, error) {
 				r.Set(alias, v)
 			}
 		} else {
-			r.SetBytes(s.DWARF, b)
+			at := len(buf)
+			buf = append(buf, b...)
+			r.setWide(s.DWARF, buf[at:len(buf):len(buf)])
 		}
 	}
 	return r, nil

@@ -323,18 +323,9 @@ func (p *Process) applyRow(f *Frame, row *cfi.Row) (*Regs, error) {
 		cfa = v + uint64(row.CFA.Offset)
 	}
 	f.CFA = cfa
-	next := NewRegs(p.Arch)
 	a := p.Arch
 	// Registers without a rule keep their value (gdb treats "unspecified" as "same value").
-	for n := 0; n < a.NumRegs; n++ {
-		if v, ok := regs.Get(n); ok {
-			if b, ok := regs.wide[n]; ok {
-				next.SetBytes(n, b)
-			} else {
-				next.Set(n, v)
-			}
-		}
-	}
+	next := regs.derive()
 	next.Set(a.SPReg, cfa)
 	// On Power the ABI's volatile registers are not recovered without an explicit rule, as
 	// gdb's ppc unwinder does (r0, r3-r12, f0-f13); other machines keep every register.
