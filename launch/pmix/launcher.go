@@ -68,13 +68,15 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 func (s *server) startJob(r Request, reqs <-chan Request) error {
 	cns := C.CString(s.launcherNs)
 	defer C.free(unsafe.Pointer(cns))
-	// set_server waits up to its timeout for the launcher to call back; a launcher that exits
-	// first is reported at once (the call still runs out before the tool finalises).
+	// Asked every callBackPoll whether the launcher has called back (up to setServerTimeout);
+	// a launcher that exits first is reported at once.
 	setServer := make(chan C.int, 1)
+	stop := make(chan struct{})
+	defer close(stop)
 	s.inflight = make(chan struct{})
 	go func() {
 		defer close(s.inflight)
-		setServer <- C.hp_set_server(cns, setServerTimeout)
+		setServer <- waitCallBack(cns, stop)
 	}()
 	what := fmt.Sprintf("PMIx_tool_set_server %s rank 0 (%s, pid %d)", s.launcherNs, r.Launcher, s.launcherPid)
 	for connected := false; !connected; {
@@ -121,6 +123,47 @@ func (s *server) startJob(r Request, reqs <-chan Request) error {
 		return err
 	}
 	return s.readyEvent(r.Seq)
+}
+
+// callBackPoll is how often the tool asks whether the launcher has called back. libpmix's
+// own wait for the connection (PMIX_WAIT_FOR_CONNECTION) looks only every quarter of a
+// second (OpenPMIx 5.0), while a launcher calls back within tens of milliseconds.
+const callBackPoll = 5 * time.Millisecond
+
+// callBackSettle is how long the tool leaves a launcher that has just called back before it
+// sends it anything. The launcher's first act on the connection is its own request for its
+// job data (PMIx_server_init, which also carries the launch directives: the hold); both
+// processes number their requests from the same first tag and match a reply to a request by
+// that tag alone (OpenPMIx 5.0.7), so a request of the tool's that crosses it on the wire is
+// taken by each side for the other's reply: the tool's request fails
+// (PMIX_ERR_SERVER_FAILED_REQUEST) and the launcher decodes the tool's request as its job
+// data. The launcher sends that request right after the connection and is answered at once;
+// this interval lets it through first.
+const callBackSettle = 50 * time.Millisecond
+
+// waitCallBack makes the launcher of nspace the tool's server once it has called back and
+// callBackSettle has passed; PMIX_ERR_NOT_FOUND when it has not called back within
+// setServerTimeout, PMIX_ERR_TIMEOUT when stop closes first.
+func waitCallBack(cns *C.char, stop <-chan struct{}) C.int {
+	deadline := time.Now().Add(setServerTimeout * time.Second)
+	for {
+		rc := C.hp_set_server(cns)
+		if rc == 0 {
+			time.Sleep(callBackSettle)
+			return 0
+		}
+		if rc != C.PMIX_ERR_UNREACH {
+			return rc
+		}
+		if time.Now().After(deadline) {
+			return C.PMIX_ERR_NOT_FOUND
+		}
+		select {
+		case <-stop:
+			return C.PMIX_ERR_TIMEOUT
+		case <-time.After(callBackPoll):
+		}
+	}
 }
 
 // duringLaunch answers a request read while a launch is in progress (ok false: the input
