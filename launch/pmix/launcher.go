@@ -132,17 +132,17 @@ const callBackPoll = 5 * time.Millisecond
 
 // callBackSettle is how long the tool leaves a launcher that has just called back before it
 // sends it anything. The launcher's first act on the connection is its own request for its
-// job data (PMIx_server_init, which also carries the launch directives: the hold); both
-// processes number their requests from the same first tag and match a reply to a request by
-// that tag alone (OpenPMIx 5.0.7), so a request of the tool's that crosses it on the wire is
-// taken by each side for the other's reply: the tool's request fails
-// (PMIX_ERR_SERVER_FAILED_REQUEST) and the launcher decodes the tool's request as its job
-// data. The launcher sends that request right after the connection and is answered at once;
-// this interval lets it through first.
+// job data (in PMIx_server_init; the answer carries the launch directives, the hold among
+// them). Both processes number their requests from the same first tag and match a reply to
+// a request by that tag alone (OpenPMIx 5.0.7), so a request of the tool's that crosses the
+// launcher's on the wire is taken by each side for the other's reply: the tool's request
+// fails (PMIX_ERR_SERVER_FAILED_REQUEST) and the launcher decodes it as its job data. The
+// launcher sends its request right after the connection and is answered at once; this
+// interval lets it through first.
 const callBackSettle = 50 * time.Millisecond
 
-// waitCallBack makes the launcher of nspace the tool's server once it has called back and
-// callBackSettle has passed; PMIX_ERR_NOT_FOUND when it has not called back within
+// waitCallBack makes the launcher of nspace the tool's server as soon as it has called back,
+// and returns callBackSettle later; PMIX_ERR_NOT_FOUND when it has not called back within
 // setServerTimeout, PMIX_ERR_TIMEOUT when stop closes first.
 func waitCallBack(cns *C.char, stop <-chan struct{}) C.int {
 	deadline := time.Now().Add(setServerTimeout * time.Second)
