@@ -136,9 +136,10 @@ const callBackPoll = 5 * time.Millisecond
 // them). Both processes number their requests from the same first tag and match a reply to
 // a request by that tag alone (OpenPMIx 5.0.7), so a request of the tool's that crosses the
 // launcher's on the wire is taken by each side for the other's reply: the tool's request
-// fails (PMIX_ERR_SERVER_FAILED_REQUEST) and the launcher decodes it as its job data. The
-// launcher sends its request right after the connection and is answered at once; this
-// interval lets it through first.
+// seems to succeed (the launcher's request reads as PMIX_SUCCESS), the launcher decodes it as
+// its job data and runs the job without the hold, and a later request of the tool's fails
+// (PMIX_ERR_SERVER_FAILED_REQUEST). The launcher sends its request right after the connection
+// and is answered at once; this interval lets it through first.
 const callBackSettle = 50 * time.Millisecond
 
 // waitCallBack makes the launcher of nspace the tool's server as soon as it has called back,
