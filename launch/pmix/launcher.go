@@ -288,8 +288,8 @@ func (s *server) spawnLauncher(r Request, env []string, uri string) error {
 	}
 	s.launcherNs = C.GoString(&ns[0])
 	s.launcherPid = childPid()
-	// libpmix reaps the launcher; watch its pid instead, for the time before it calls back
-	// (afterwards its exit shows as a lost connection).
+	// libpmix reaps the launcher; watch its pid instead: before it calls back, and until its
+	// job is ready (its exit does not always show as a lost connection, nor its job's end).
 	s.launcherExit = make(chan string, 1)
 	go func(pid int) {
 		for gone := 0; gone < 2; {
@@ -397,6 +397,25 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		select {
 		case ev := <-pmixEvents:
 			s.handle(ev)
+		case how := <-s.launcherExit:
+			s.launcherExit <- how
+			// A launcher whose job failed early can exit with neither the job's end nor the
+			// lost connection reported to the tool: its exit ends the wait. Notifications
+			// already on their way are read first; the job's end says more.
+			settle := time.After(exitSettle)
+		drain:
+			for !s.ended {
+				select {
+				case ev := <-pmixEvents:
+					s.handle(ev)
+				case <-settle:
+					break drain
+				}
+			}
+			if s.ended {
+				return fmt.Errorf("pmix: launch: job %s ended before it was ready", s.appNs)
+			}
+			return fmt.Errorf("pmix: launch: the launcher %s (pid %d) %s before its job was ready", r.Launcher, s.launcherPid, how)
 		case next, ok := <-reqs:
 			if err := s.duringLaunch(next, ok); err != nil {
 				return err
@@ -404,6 +423,10 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		}
 	}
 }
+
+// exitSettle is how long the tool still reads the launcher's notifications once it has seen
+// the launcher exit before its job was ready.
+const exitSettle = 200 * time.Millisecond
 
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
