@@ -422,6 +422,15 @@ wait:
 		g.Endpoints = append(g.Endpoints, eps...)
 	}
 	a.fe.logf("launch: %s: the agents of %d of %d nodes registered (%d agents) in %v", a.ID(), nodesIn, len(place.Hosts), len(g.Endpoints), time.Since(t0))
+	if nodesIn < len(place.Hosts) || len(gone) > 0 {
+		// Agents that fail on a job whose ranks have ended since its table was read (its
+		// launcher ends the daemons with the job) failed for that: it is the error.
+		if gj, ok := a.job.(interface{ goneError(when string) error }); ok {
+			if err := gj.goneError(atAgents); err != nil {
+				return g, err
+			}
+		}
+	}
 	if nodesIn < len(place.Hosts) {
 		var missing []string
 		for _, h := range place.Hosts {

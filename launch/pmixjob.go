@@ -133,7 +133,7 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 	}
 	j := newPMIxJob(fe, t, name, ready)
 	j.output = spec.Output
-	if err := j.goneError(); err != nil {
+	if err := j.goneError(atHold); err != nil {
 		t.Close()
 		return nil, err
 	}
@@ -141,10 +141,19 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 	return j, nil
 }
 
-// goneError says which ranks of the job ended before the launcher held them, nil when none
-// did. A rank that died before its hold ends the job: PRRTE then reports the job ready with
-// what is left of the table, or all of it, its ranks ending a moment later.
-func (j *pmixJob) goneError() error {
+// The moments of a launch at which a PMIx job's ranks are found gone (goneError).
+const (
+	atHold   = "the launcher held them"          // the proc table read at the ready event
+	atAgents = "their node agents were in place" // a later step, the agents' start, failed
+)
+
+// goneError says which ranks of the job have ended, nil when none has, for an error of the
+// launch at the moment when (atHold, atAgents). A rank that dies before its hold ends the
+// job: PRRTE reports the job ready for debug once its ranks are launched, with what is left
+// of the table or all of it, so the rank may still be alive when the table is read and end a
+// moment later, together with the others the launcher then kills; the step that fails next
+// (the agents' start) asks again.
+func (j *pmixJob) goneError(when string) error {
 	gone := goneRanks(j.procs)
 	if len(gone) == 0 {
 		return nil
@@ -157,7 +166,7 @@ func (j *pmixJob) goneError() error {
 		}
 	case <-time.After(2 * time.Second):
 	}
-	return &jobGoneError{fmt.Errorf("launch: %s: ranks ended before the launcher held them: %s%s%s", j.id,
+	return &jobGoneError{fmt.Errorf("launch: %s: ranks ended before %s: %s%s%s", j.id, when,
 		strings.Join(gone, ", "), status, outputTail(j.output))}
 }
 
@@ -301,7 +310,7 @@ func (j *pmixJob) spawnDaemons(ctx context.Context, hosts, argv, env []string, l
 	f.Close()
 	ns, err := j.tool.SpawnDaemons(ctx, argv, env)
 	if err != nil {
-		if gerr := j.goneError(); gerr != nil {
+		if gerr := j.goneError(atAgents); gerr != nil {
 			return nil, gerr
 		}
 		return nil, fmt.Errorf("launch: %s: start the agents as PMIx debugger daemons: %w", j.id, err)

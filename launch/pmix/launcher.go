@@ -68,13 +68,15 @@ func (s *server) launch(r Request, reqs <-chan Request) error {
 func (s *server) startJob(r Request, reqs <-chan Request) error {
 	cns := C.CString(s.launcherNs)
 	defer C.free(unsafe.Pointer(cns))
-	// set_server waits up to its timeout for the launcher to call back; a launcher that exits
-	// first is reported at once (the call still runs out before the tool finalises).
+	// Asked every callBackPoll whether the launcher has called back (up to setServerTimeout);
+	// a launcher that exits first is reported at once.
 	setServer := make(chan C.int, 1)
+	stop := make(chan struct{})
+	defer close(stop)
 	s.inflight = make(chan struct{})
 	go func() {
 		defer close(s.inflight)
-		setServer <- C.hp_set_server(cns, setServerTimeout)
+		setServer <- waitCallBack(cns, stop)
 	}()
 	what := fmt.Sprintf("PMIx_tool_set_server %s rank 0 (%s, pid %d)", s.launcherNs, r.Launcher, s.launcherPid)
 	for connected := false; !connected; {
@@ -121,6 +123,48 @@ func (s *server) startJob(r Request, reqs <-chan Request) error {
 		return err
 	}
 	return s.readyEvent(r.Seq)
+}
+
+// callBackPoll is how often the tool asks whether the launcher has called back. libpmix's
+// own wait for the connection (PMIX_WAIT_FOR_CONNECTION) looks only every quarter of a
+// second (OpenPMIx 5.0), while a launcher calls back within tens of milliseconds.
+const callBackPoll = 5 * time.Millisecond
+
+// callBackSettle is how long the tool leaves a launcher that has just called back before it
+// sends it anything. The launcher's first act on the connection is its own request for its
+// job data (in PMIx_server_init; the answer carries the launch directives, the hold among
+// them). Both processes number their requests from the same first tag and match a reply to
+// a request by that tag alone (OpenPMIx 5.0.7), so a request of the tool's that crosses the
+// launcher's on the wire is taken by each side for the other's reply: the tool's request
+// seems to succeed (the launcher's request reads as PMIX_SUCCESS), the launcher decodes it as
+// its job data and runs the job without the hold, and a later request of the tool's fails
+// (PMIX_ERR_SERVER_FAILED_REQUEST). The launcher sends its request right after the connection
+// and is answered at once; this interval lets it through first.
+const callBackSettle = 50 * time.Millisecond
+
+// waitCallBack makes the launcher of nspace the tool's server as soon as it has called back,
+// and returns callBackSettle later; PMIX_ERR_NOT_FOUND when it has not called back within
+// setServerTimeout, PMIX_ERR_TIMEOUT when stop closes first.
+func waitCallBack(cns *C.char, stop <-chan struct{}) C.int {
+	deadline := time.Now().Add(setServerTimeout * time.Second)
+	for {
+		rc := C.hp_set_server(cns)
+		if rc == 0 {
+			time.Sleep(callBackSettle)
+			return 0
+		}
+		if rc != C.PMIX_ERR_UNREACH {
+			return rc
+		}
+		if time.Now().After(deadline) {
+			return C.PMIX_ERR_NOT_FOUND
+		}
+		select {
+		case <-stop:
+			return C.PMIX_ERR_TIMEOUT
+		case <-time.After(callBackPoll):
+		}
+	}
 }
 
 // duringLaunch answers a request read while a launch is in progress (ok false: the input
@@ -244,8 +288,8 @@ func (s *server) spawnLauncher(r Request, env []string, uri string) error {
 	}
 	s.launcherNs = C.GoString(&ns[0])
 	s.launcherPid = childPid()
-	// libpmix reaps the launcher; watch its pid instead, for the time before it calls back
-	// (afterwards its exit shows as a lost connection).
+	// libpmix reaps the launcher; watch its pid instead: before it calls back, and until its
+	// job is ready (its exit does not always show as a lost connection, nor its job's end).
 	s.launcherExit = make(chan string, 1)
 	go func(pid int) {
 		for gone := 0; gone < 2; {
@@ -353,6 +397,25 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		select {
 		case ev := <-pmixEvents:
 			s.handle(ev)
+		case how := <-s.launcherExit:
+			s.launcherExit <- how
+			// A launcher whose job failed early can exit with neither the job's end nor the
+			// lost connection reported to the tool: its exit ends the wait. Notifications
+			// already on their way are read first; the job's end says more.
+			settle := time.After(exitSettle)
+		drain:
+			for !s.ended {
+				select {
+				case ev := <-pmixEvents:
+					s.handle(ev)
+				case <-settle:
+					break drain
+				}
+			}
+			if s.ended {
+				return fmt.Errorf("pmix: launch: job %s ended before it was ready", s.appNs)
+			}
+			return fmt.Errorf("pmix: launch: the launcher %s (pid %d) %s before its job was ready", r.Launcher, s.launcherPid, how)
 		case next, ok := <-reqs:
 			if err := s.duringLaunch(next, ok); err != nil {
 				return err
@@ -360,6 +423,10 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		}
 	}
 }
+
+// exitSettle is how long the tool still reads the launcher's notifications once it has seen
+// the launcher exit before its job was ready.
+const exitSettle = 200 * time.Millisecond
 
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

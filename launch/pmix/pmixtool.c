@@ -191,20 +191,15 @@ int hp_spawn_launcher(const char *cmd, char **argv, char **env, const char *cwd,
 	return rc;
 }
 
-int hp_set_server(const char *nspace, int timeout)
+/* hp_set_server makes the launcher nspace (rank 0) this tool's server if it has called back,
+ * and answers PMIX_ERR_UNREACH at once if it has not: without PMIX_WAIT_FOR_CONNECTION, with
+ * which libpmix would look for it only every quarter of a second. */
+int hp_set_server(const char *nspace)
 {
 	pmix_proc_t p;
-	pmix_info_t *info;
-	pmix_status_t rc;
-	bool t = true;
 
 	PMIX_LOAD_PROCID(&p, nspace, 0);
-	PMIX_INFO_CREATE(info, 2);
-	PMIX_INFO_LOAD(&info[0], PMIX_WAIT_FOR_CONNECTION, &t, PMIX_BOOL);
-	PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
-	rc = PMIx_tool_set_server(&p, info, 2);
-	PMIX_INFO_FREE(info, 2);
-	return rc;
+	return PMIx_tool_set_server(&p, NULL, 0);
 }
 
 int hp_release(const char *nspace, uint32_t rank)

@@ -19,7 +19,7 @@ int hp_get_string(const char *nspace, uint32_t rank, const char *key, char **out
 int hp_register(int code);
 int hp_spawn_launcher(const char *cmd, char **argv, char **env, const char *cwd,
                       const char *hold, const char *uri, char *nspace, size_t nslen);
-int hp_set_server(const char *nspace, int timeout);
+int hp_set_server(const char *nspace);
 int hp_release(const char *nspace, uint32_t rank);
 int hp_proctable(const char *nspace, hp_proc **procs, size_t *nprocs);
 void hp_free_procs(hp_proc *procs, size_t n);

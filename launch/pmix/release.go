@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
+	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -89,4 +91,64 @@ func (s *server) releaseAgain() {
 	if s.agains++; s.agains < len(releaseAgainAfter) {
 		s.again = time.After(releaseAgainAfter[s.agains])
 	}
+}
+
+// execStopTimeout bounds the wait for the ranks of a stop-on-exec hold to reach their stop
+// (waitStoppedAtExec); execStopPoll is how often their state is read.
+const (
+	execStopTimeout = 30 * time.Second
+	execStopPoll    = 5 * time.Millisecond
+)
+
+// waitStoppedAtExec waits until every rank of procs on host is stopped and untraced, as the
+// stop-on-exec hold leaves it. PRRTE reports the job ready for debug once its ranks are
+// launched, not once they are stopped: on a loaded machine a rank may still be running then
+// (through its exec, or between the launcher's detach and the stop it leaves pending), and a
+// job reported held must be held. A rank that has ended is left to the caller, which names
+// it; one not stopped within execStopTimeout fails the launch.
+func waitStoppedAtExec(procs []Proc, host string) error {
+	deadline := time.Now().Add(execStopTimeout)
+	for {
+		var running []string
+		for _, p := range procs {
+			if p.Host != host || p.Pid <= 0 {
+				continue
+			}
+			if st, tracer, ok := stopState(p.Pid); ok && st != "Z" && st != "X" && (st != "T" || tracer != "0") {
+				running = append(running, fmt.Sprintf("rank %d pid %d (state %s, tracer %s)", p.Rank, p.Pid, st, tracer))
+			}
+		}
+		if len(running) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pmix: launch: ranks not stopped at exec %v after the launcher reported them held: %s",
+				execStopTimeout, strings.Join(running, ", "))
+		}
+		time.Sleep(execStopPoll)
+	}
+}
+
+var tracerPidLine = regexp.MustCompile(`(?m)^TracerPid:\s*(\d+)`)
+
+// stopState returns the state letter of pid (/proc/PID/stat) and its tracer's pid
+// (/proc/PID/status, "0" when untraced); ok false when the process is gone.
+func stopState(pid int) (state, tracer string, ok bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 || i+2 >= len(stat) {
+		return "", "", false
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "", "", false
+	}
+	m := tracerPidLine.FindSubmatch(status)
+	if m == nil {
+		return "", "", false
+	}
+	return string(stat[i+2]), string(m[1]), true
 }

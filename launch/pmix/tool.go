@@ -396,6 +396,12 @@ func (s *server) readyEvent(seq uint64) error {
 	if hold == "" {
 		hold = HoldNone
 	}
+	if hold == HoldExec {
+		host, _ := os.Hostname()
+		if err := waitStoppedAtExec(procs, host); err != nil {
+			return err
+		}
+	}
 	s.emit(Event{Ev: EvReady, Seq: seq, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: procs,
 		Version: C.GoString(C.hp_version())})
 	return nil
