@@ -163,6 +163,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	s.mu.Lock()
 	s.callTimeout = plan.callTimeout
 	s.fanout = plan.fanout
+	s.priority = plan.priority
 	s.mu.Unlock()
 	if plan.coreFile != "" {
 		j, err := debugger.OpenCoreJob(s.jobConfig(), plan.coreFile, plan.program)
@@ -270,6 +271,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	s.sources.paths = plan.paths
 	s.mu.Lock()
 	s.fanout = plan.fanout
+	s.priority = plan.priority
 	s.mu.Unlock()
 	if plan.waitName != "" {
 		if err := s.waitForProcess(&req.Request, plan); err != nil {

@@ -17,12 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// toolID and toolPriority are how the adapter attaches to processes: a nonzero id and a
-// priority below the maximum, so that a higher-priority tool can still take control.
+// toolID and toolTag are how the adapter attaches to processes (its priority is the job's:
+// DefaultToolPriority unless the session names one).
 const (
-	toolID       = 1
-	toolPriority = 90
-	toolTag      = "hpcdap"
+	toolID  = 1
+	toolTag = "hpcdap"
 )
 
 // node is one agent connection: the CDTI data plane and the JSON-RPC management plane.
