@@ -177,6 +177,9 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 			return nil, err
 		}
 		j.nodes = append(j.nodes, n)
+		if ep.ToolID != 0 {
+			infos = n.subset(infos)
+		}
 		for _, ri := range infos {
 			if _, dup := j.byNum[ri.Rank]; dup {
 				j.CloseNodes(true)

@@ -25,7 +25,7 @@ func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 	for _, n := range j.nodes {
 		for _, kernel := range n.kernels() {
 			wg.Go(func() {
-				_, err := n.client.Attach(ctx, uint32(kernel[0].Num), cdti.RanksInNode, cdti.NewTag(toolTag), j.priority)
+				_, err := n.client.Attach(ctx, uint32(kernel[0].Num), n.kernelSelect(kernel), cdti.NewTag(toolTag), j.priority)
 				if err != nil {
 					mu.Lock()
 					failed = append(failed, fmt.Sprintf("ranks %s on %s: attach: %v", rankList(kernel), n.host, attachError(err, j.priority)))

@@ -301,9 +301,55 @@ func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, id string
 	}
 	out := make([]AgentEndpoint, 0, len(hosts))
 	for _, h := range hosts {
-		out = append(out, got[h])
+		ep := got[h]
+		if subset != "" {
+			var extra []int
+			ep.Ranks, extra = subsetRanks(procs, h, set)
+			if len(extra) > 0 {
+				fe.progressf("launch: %s: ranks %v of I/O node %s are outside the subset %q, yet held with it: a tool attaches one rank of a compute node, or all of them",
+					id, extra, h, subset)
+			}
+		}
+		out = append(out, ep)
 	}
 	return out, nil
+}
+
+// subsetRanks are the ranks of I/O node host that a session of the rank subset set holds,
+// ascending: on each compute node of the I/O node (a Proc's Pid on BG/Q), the subset's ranks
+// when they are one or all of the node's ranks, else every rank of the node, the others
+// returned as extra. toolctld takes one Attach per tool and socket (cdti-v6.md §9.1): one rank
+// (RankInHeader) or every rank of the compute node (RanksInNode). The other ranks of the I/O
+// node run untouched by the session.
+func subsetRanks(procs []Proc, host string, set rankset.Set) (held, extra []int) {
+	byNode := map[int][]int{}
+	for _, p := range procs {
+		if p.Host == host {
+			byNode[p.Pid] = append(byNode[p.Pid], p.Rank)
+		}
+	}
+	for _, ranks := range byNode {
+		var in []int
+		for _, r := range ranks {
+			if set.Contains(r) {
+				in = append(in, r)
+			}
+		}
+		switch {
+		case len(in) <= 1 || len(in) == len(ranks):
+			held = append(held, in...)
+		default:
+			held = append(held, ranks...)
+			for _, r := range ranks {
+				if !set.Contains(r) {
+					extra = append(extra, r)
+				}
+			}
+		}
+	}
+	sort.Ints(held)
+	sort.Ints(extra)
+	return held, extra
 }
 
 // bgqNodes are a BG/Q job's I/O nodes. Nothing is started, shipped or run on them but the
