@@ -128,6 +128,7 @@ type monitor struct {
 	mu       sync.Mutex
 	log      []string       // "rank 0: Conflict tool 2 priority 90", ... in the order heard
 	regained map[uint32]int // times control came back, by rank
+	failures []string       // its own requests that failed, for the log of a failed test
 	signals  chan *cdti.Notify
 }
 
@@ -158,6 +159,13 @@ func startMonitor(t *testing.T, root string, job uint64, id uint32, prio uint8, 
 		}
 	}
 	go m.serve()
+	t.Cleanup(func() {
+		if t.Failed() {
+			m.mu.Lock()
+			t.Logf("monitor %d: heard %q; failed %q", id, m.log, m.failures)
+			m.mu.Unlock()
+		}
+	})
 	return m
 }
 
@@ -178,17 +186,29 @@ func (m *monitor) serve() {
 			switch n.Control.Reason {
 			case cdti.ControlConflict:
 				if n.Control.Priority > 10 {
-					m.c.Update(ctx, n.Rank, &cdti.ReleaseControl{Notify: cdti.ReleaseActive})
+					rs, err := m.c.Update(ctx, n.Rank, &cdti.ReleaseControl{Notify: cdti.ReleaseActive})
+					if err != nil || rs[0].Code != cdti.CmdSuccess {
+						m.failed(fmt.Sprintf("rank %d: release control: %v %v", n.Rank, err, rs))
+					}
 				}
 			case cdti.ControlAvailable:
-				if ack, err := m.c.Control(ctx, n.Rank, monitorNotify); err == nil && ack.ControllingToolID == uint16(m.id) {
-					m.mu.Lock()
-					m.regained[n.Rank]++
-					m.mu.Unlock()
+				ack, err := m.c.Control(ctx, n.Rank, monitorNotify)
+				if err != nil || ack.ControllingToolID != uint16(m.id) {
+					m.failed(fmt.Sprintf("rank %d: control: %v %+v", n.Rank, err, ack))
+					return
 				}
+				m.mu.Lock()
+				m.regained[n.Rank]++
+				m.mu.Unlock()
 			}
 		}()
 	}
+}
+
+func (m *monitor) failed(what string) {
+	m.mu.Lock()
+	m.failures = append(m.failures, what)
+	m.mu.Unlock()
 }
 
 // heard returns what the monitor heard of other tools.

@@ -164,23 +164,34 @@ func (j *Job) regain(r *Rank, from string) {
 	j.output("console", fmt.Sprintf("rank %d: %s released control authority: it is this session's again\n", r.Num, from))
 }
 
-// noAuthority returns an error naming the tool that controls a rank of ranks in this
-// session's place, or nil when the session controls them all.
+// noAuthority returns an error naming the tool that controls the ranks of ranks still there
+// in this session's place, when another tool controls every one of them; nil when the
+// session controls one.
 func (j *Job) noAuthority(ranks []*Rank) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	var first *Rank
 	for _, r := range ranks {
-		if m := r.yieldedTo; m != nil && r.state != RankExited {
-			return fmt.Errorf("rank %d: control authority is with %s until it releases it", r.Num,
-				controlHolder(m.ToolID, m.Tag, m.Priority))
+		switch {
+		case r.state == RankExited:
+		case r.yieldedTo == nil:
+			return nil
+		case first == nil:
+			first = r
 		}
 	}
-	return nil
+	if first == nil {
+		return nil
+	}
+	m := first.yieldedTo
+	return fmt.Errorf("rank %d: control authority is with %s until it releases it", first.Num,
+		controlHolder(m.ToolID, m.Tag, m.Priority))
 }
 
-// Authority reports whether this session controls the ranks a run-control request on thread
-// t (nil: the focus) applies to: an error names a rank whose control it gave up to a tool of
-// higher priority, and that tool.
+// Authority reports whether this session controls any of the ranks a run-control request on
+// thread t (nil: the focus) applies to: an error names a rank whose control it gave up to a
+// tool of higher priority, and that tool. (Where it controls some of them, a stop of the
+// others fails rank by rank, naming the tool: stopRank.)
 func (j *Job) Authority(t *Thread) error {
 	if t == nil {
 		return j.noAuthority(j.focusRanks())
