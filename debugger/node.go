@@ -47,9 +47,10 @@ type node struct {
 	ext atomic.Bool
 }
 
-// kernels groups the node's ranks by the kernel that runs them, each attached and detached
-// with one RanksInNode message: all of them, but for a BG/Q CIOS agent (its endpoint names
-// the tool id jobctld gave it), whose ranks are on several compute nodes, each behind a
+// kernels groups the node's ranks by the kernel that runs them, each attached with one
+// message (kernelSelect: RanksInNode, or the one rank of a compute node a rank subset holds)
+// and detached with one RanksInNode: all of them, but for a BG/Q CIOS agent (its endpoint
+// names the tool id jobctld gave it), whose ranks are on several compute nodes, each behind a
 // toolctld that takes one Attach per tool (cdti-v6.md §9.1): there a rank's pid is its
 // compute node's id, as runjob's proc table has it.
 func (n *node) kernels() [][]*Rank {
