@@ -105,6 +105,9 @@ type bgqToolJob struct {
 	jobNodes
 }
 
+// The Job methods of a job reached through start_tool: nothing holds its ranks, and runjob is
+// another tool's to release.
+
 func (j *bgqToolJob) ID() string                    { return j.id }
 func (j *bgqToolJob) Procs() []Proc                 { return append([]Proc(nil), j.procs...) }
 func (j *bgqToolJob) Hold() Hold                    { return HoldNone }
@@ -112,8 +115,9 @@ func (j *bgqToolJob) Release(context.Context) error { return nil }
 func (j *bgqToolJob) LauncherPid() int              { return j.pid }
 func (j *bgqToolJob) nodeAgents() []AgentEndpoint   { return j.agents }
 func (j *bgqToolJob) Close() error                  { os.Remove(j.tokenFile); return nil }
-func (j *bgqToolJob) String() string                { return j.id }
 func (j *bgqToolJob) exited() bool                  { return processEnded(j.pid) }
+
+// Kill ends runjob with sig, which ends the job with it.
 func (j *bgqToolJob) Kill(_ context.Context, sig syscall.Signal) error {
 	if err := syscall.Kill(j.pid, sig); err != nil && err != syscall.ESRCH {
 		return fmt.Errorf("launch: kill %s: %w", j.id, err)
