@@ -123,6 +123,7 @@ type monitor struct {
 	t     *testing.T
 	c     *cdti.Client
 	id    uint32
+	prio  uint8
 	ranks []uint32
 
 	mu       sync.Mutex
@@ -139,14 +140,20 @@ var monitorNotify = cdti.Control{NotifySet: cdti.Signals(int(syscall.SIGTRAP), i
 // ranks at priority prio and, with control, takes control of each.
 func startMonitor(t *testing.T, root string, job uint64, id uint32, prio uint8, ranks []uint32, control bool) *monitor {
 	t.Helper()
-	path := filepath.Join(root, "ion0", "jobs", strconv.FormatUint(job, 10), "toolctl_node", "0")
+	return startMonitorOn(t, root, 0, 0, job, id, prio, ranks, control)
+}
+
+// startMonitorOn is startMonitor on compute node node of I/O node ion.
+func startMonitorOn(t *testing.T, root string, ion, node int, job uint64, id uint32, prio uint8, ranks []uint32, control bool) *monitor {
+	t.Helper()
+	path := filepath.Join(root, fmt.Sprintf("ion%d", ion), "jobs", strconv.FormatUint(job, 10), "toolctl_node", strconv.Itoa(node))
 	nc, err := net.Dial("unix", path) // toolctld speaks no Hello: cdti.Dial's
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := cdti.NewClient(nc, cdti.ClientOptions{ToolID: id, JobID: job, Serialize: true, Timeout: time.Minute})
 	t.Cleanup(func() { c.Close() })
-	m := &monitor{t: t, c: c, id: id, ranks: ranks, regained: map[uint32]int{}, signals: make(chan *cdti.Notify, 16)}
+	m := &monitor{t: t, c: c, id: id, prio: prio, ranks: ranks, regained: map[uint32]int{}, signals: make(chan *cdti.Notify, 16)}
 	ctx := context.Background()
 	if ack, err := c.Attach(ctx, ranks[0], cdti.RanksInNode, cdti.NewTag("monitor"), prio); err != nil || ack.ReturnCode != cdti.Success {
 		t.Fatalf("monitor %d: attach: %v %+v", id, err, ack)
@@ -185,7 +192,7 @@ func (m *monitor) serve() {
 			ctx := context.Background()
 			switch n.Control.Reason {
 			case cdti.ControlConflict:
-				if n.Control.Priority > 10 {
+				if n.Control.Priority > m.prio {
 					rs, err := m.c.Update(ctx, n.Rank, &cdti.ReleaseControl{Notify: cdti.ReleaseActive})
 					if err != nil || rs[0].Code != cdti.CmdSuccess {
 						m.failed(fmt.Sprintf("rank %d: release control: %v %v", n.Rank, err, rs))
@@ -504,4 +511,29 @@ func TestToolPriorityArgument(t *testing.T) {
 			t.Errorf("%s %v: %q, want %q", tc.req, tc.args, msg, tc.want)
 		}
 	}
+}
+
+// TestRunjobRefusedAttachLeavesJob: a DAP attach at priority 90 to a job of two compute nodes,
+// one of whose ranks a monitor at priority 95 controls, takes the other node's ranks and is
+// refused the monitor's: the attach fails naming the monitor, and gives back the ranks it took
+// (it does not kill them: the job is not the session's); a tool then takes those ranks, and
+// every rank runs to its end.
+func TestRunjobRefusedAttachLeavesJob(t *testing.T) {
+	const np = 4
+	p, _, root := runjobProgram(t)
+	rj := startRunjob(t, p, root, np, 1) // ranks 0-1 on ion0 (node 0), 2-3 on ion1 (node 1)
+	id, job := placeholderTool(t, rj)
+	high := startMonitorOn(t, root, 0, 0, job, id, 95, []uint32{0, 1}, true)
+	d := newDAP(t, viaPipe)
+	d.initialize()
+	msg := d.callErr("attach", map[string]any{"launcherPid": rj.pid, "toolPriority": 90})
+	if !strings.Contains(msg, fmt.Sprintf(`control authority is held by tool %d ("monitor", priority 95), which this session's priority 90 does not outrank`, id)) {
+		t.Errorf("the attach failed with %q", msg)
+	}
+	d.close()
+	other := startMonitorOn(t, root, 1, 1, job, id, 95, []uint32{2, 3}, true)
+	release := symbolAddr(t, p, "release")
+	high.releaseAll(release)
+	other.releaseAll(release)
+	rj.waitEnd(t, np)
 }
