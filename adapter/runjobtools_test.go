@@ -516,8 +516,8 @@ func TestToolPriorityArgument(t *testing.T) {
 // TestRunjobRefusedAttachLeavesJob: a DAP attach at priority 90 to a job of two compute nodes,
 // one of whose ranks a monitor at priority 95 controls, takes the other node's ranks and is
 // refused the monitor's: the attach fails naming the monitor, and gives back the ranks it took
-// (it does not kill them: the job is not the session's); a tool then takes those ranks, and
-// every rank runs to its end.
+// instead of killing them (the job is not the session's): another tool then attaches them and
+// takes control of each, and the monitor's ranks run to their end.
 func TestRunjobRefusedAttachLeavesJob(t *testing.T) {
 	const np = 4
 	p, _, root := runjobProgram(t)
@@ -531,9 +531,12 @@ func TestRunjobRefusedAttachLeavesJob(t *testing.T) {
 		t.Errorf("the attach failed with %q", msg)
 	}
 	d.close()
-	other := startMonitorOn(t, root, 1, 1, job, id, 95, []uint32{2, 3}, true)
-	release := symbolAddr(t, p, "release")
-	high.releaseAll(release)
-	other.releaseAll(release)
-	rj.waitEnd(t, np)
+	// A killed rank would refuse the attach (ToolRankNotFound).
+	startMonitorOn(t, root, 1, 1, job, id, 95, []uint32{2, 3}, true)
+	high.releaseAll(symbolAddr(t, p, "release"))
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(rj.output(), "rank 0: ") || !strings.Contains(rj.output(), "rank 1: "); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranks 0 and 1 did not run to their end")
+		}
+	}
 }
