@@ -235,7 +235,7 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 		if !t.Failed() {
 			return
 		}
-		logs, _ := filepath.Glob(filepath.Join(logDir, "agent-*.log"))
+		logs, _ := filepath.Glob(filepath.Join(logDir, "*agent-*.log")) // node and launcher agents
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
 			t.Logf("%s:\n%s", filepath.Base(l), b)

@@ -317,6 +317,17 @@ func consoleText(d *dapSession) string {
 	return b.String()
 }
 
+// waitConsole waits until d's output events hold text n times (a hang guard of a minute, not
+// a timing).
+func waitConsole(t *testing.T, d *dapSession, text string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); strings.Count(consoleText(d), text) < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the console does not say %q %d times:\n%s", text, n, consoleText(d))
+		}
+	}
+}
+
 // attachRunjob attaches a session to runjob pid with toolPriority prio and waits for the
 // ranks' entry stop.
 func attachRunjob(t *testing.T, pid, np, prio int) *dapSession {
@@ -430,24 +441,17 @@ func TestRunjobTwoSessions(t *testing.T) {
 					t.Errorf("the lower-priority attach failed with %q", msg)
 				}
 				b.close()
-				if c := consoleText(a); !strings.Contains(c, `tool 2 ("hpcdap", priority 10) asked for control authority; this session (priority 90) keeps it`) {
-					t.Errorf("the first session's console:\n%s", c)
-				}
+				// The first session hears of the request on its own connection, in its time.
+				waitConsole(t, a, `tool 2 ("hpcdap", priority 10) asked for control authority; this session (priority 90) keeps it`, 1)
 			} else {
 				b := attachRunjob(t, rj.pid, np, tc.again)
-				if c := consoleText(a); !strings.Contains(c, `tool 2 ("hpcdap", priority 90) took control authority`) {
-					t.Errorf("the first session's console does not say it gave control up:\n%s", c)
-				}
+				waitConsole(t, a, `tool 2 ("hpcdap", priority 90) took control authority`, np)
 				if msg := a.callErr("pause", map[string]any{"threadId": thread}); !strings.Contains(msg, `control authority is with tool 2 ("hpcdap", priority 90)`) {
 					t.Errorf("the first session's pause while the second controls: %q", msg)
 				}
 				b.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
 				b.end()
-				for deadline := time.Now().Add(time.Minute); strings.Count(consoleText(a), "released control authority: it is this session's again") < np; time.Sleep(20 * time.Millisecond) {
-					if time.Now().After(deadline) {
-						t.Fatalf("control did not come back to the first session:\n%s", consoleText(a))
-					}
-				}
+				waitConsole(t, a, "released control authority: it is this session's again", np)
 			}
 			a.call("pause", map[string]any{"threadId": thread}, nil)
 			a.stopped()
