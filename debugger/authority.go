@@ -148,6 +148,12 @@ func (j *Job) yield(r *Rank, m *cdti.NotifyControl) {
 func (j *Job) regain(r *Rank, from string) {
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
+	j.mu.Lock()
+	ending := j.stopAll || r.state == RankExited
+	j.mu.Unlock()
+	if ending {
+		return // the session is letting its ranks go
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req := startControl()
