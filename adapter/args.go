@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/debugger"
 	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/topology"
@@ -51,6 +52,10 @@ type LaunchArgs struct {
 	// more ranks has an agent per group of them, so that a job of few hosts can have several
 	// agents (and with Fanout a deeper tree of them).
 	RanksPerAgent *int `json:"ranksPerAgent"`
+	// ToolPriority is the CDTI priority the session attaches to the ranks with (1–99, default
+	// 90): where other tools are attached to the same ranks (a BG/Q job's), the highest
+	// priority takes control authority.
+	ToolPriority *int `json:"toolPriority"`
 }
 
 // AttachArgs are the attach request's arguments.
@@ -84,6 +89,8 @@ type AttachArgs struct {
 	// RanksPerAgent is how many ranks each node agent serves, as for launch, for an attach
 	// through a launcher or a Slurm step.
 	RanksPerAgent *int `json:"ranksPerAgent"`
+	// ToolPriority is the CDTI priority of the session's tool, as for launch.
+	ToolPriority *int `json:"toolPriority"`
 }
 
 // maxSessionName bounds the length of a session name.
@@ -117,9 +124,9 @@ func joinPlan(raw json.RawMessage) (string, pathMap, error) {
 		return "", nil, err
 	}
 	if a.Pid != nil || a.Pids != nil || a.LauncherPid != nil || a.SlurmJob != "" || a.PMIxNamespace != "" ||
-		a.ProcessName != "" || a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry || a.Fanout != nil || a.RanksPerAgent != nil {
+		a.ProcessName != "" || a.SessionName != "" || a.StopMode != "" || a.Ranks != "" || a.StopAtEntry || a.Fanout != nil || a.RanksPerAgent != nil || a.ToolPriority != nil {
 		return "", nil, errors.New(`"joinSession" joins a running job as it is: give none of "pid", "pids", "launcherPid", ` +
-			`"slurmJob", "pmixNamespace", "processName", "sessionName", "stopMode", "ranks", "stopAtEntry", "fanout" and "ranksPerAgent" with it`)
+			`"slurmJob", "pmixNamespace", "processName", "sessionName", "stopMode", "ranks", "stopAtEntry", "fanout", "ranksPerAgent" and "toolPriority" with it`)
 	}
 	paths, err := parseSubstitutePath(a.SubstitutePath)
 	return a.JoinSession, paths, err
@@ -170,6 +177,7 @@ type launchPlan struct {
 	sessionName string // shared under this name
 	fanout      int    // the agents' tree (0: the default)
 	perAgent    int    // ranks per agent (0: launch.RanksPerAgent)
+	priority    uint8  // the CDTI priority of the session's tool (0: the default)
 
 	// Through a workload manager's launcher (launcher != ""): mpirun, mpiexec.hydra or srun.
 	launcher     string
@@ -297,8 +305,27 @@ func planLaunch(raw json.RawMessage) (*launchPlan, error) {
 	if p.perAgent, err = parseRanksPerAgent(a.RanksPerAgent); err != nil {
 		return nil, err
 	}
+	if p.priority, err = parseToolPriority(a.ToolPriority); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
+
+// parseToolPriority checks the toolPriority argument; nil gives 0, the default. A CDTI
+// priority is 1 to 99 (MaxUpdatePriorityLevel); 0 would be a query-only tool, which cannot
+// debug.
+func parseToolPriority(n *int) (uint8, error) {
+	if n == nil {
+		return 0, nil
+	}
+	if *n < 1 || *n > maxToolPriority {
+		return 0, fmt.Errorf(`"toolPriority" must be between 1 and %d, not %d`, maxToolPriority, *n)
+	}
+	return uint8(*n), nil
+}
+
+// maxToolPriority is the highest CDTI priority a tool may attach with.
+const maxToolPriority = cdti.MaxUpdatePriorityLevel
 
 // parseRanksPerAgent checks the ranksPerAgent argument; nil gives 0, the most (64).
 func parseRanksPerAgent(n *int) (int, error) {
@@ -366,6 +393,7 @@ type attachPlan struct {
 	sessionName string // shared under this name
 	fanout      int    // the agents' tree (0: the default)
 	perAgent    int    // ranks per node agent (0: launch.RanksPerAgent)
+	priority    uint8  // the CDTI priority of the session's tool (0: the default)
 }
 
 // planAttach validates attach arguments: exactly one of pid, pids, launcherPid, slurmJob,
@@ -404,6 +432,9 @@ func planAttach(raw json.RawMessage) (*attachPlan, error) {
 		return nil, err
 	}
 	if p.perAgent, err = parseRanksPerAgent(a.RanksPerAgent); err != nil {
+		return nil, err
+	}
+	if p.priority, err = parseToolPriority(a.ToolPriority); err != nil {
 		return nil, err
 	}
 	if p.perAgent != 0 && a.LauncherPid == nil && a.PMIxNamespace == "" && a.SlurmJob == "" {

@@ -235,7 +235,11 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 		if !t.Failed() {
 			return
 		}
-		logs, _ := filepath.Glob(filepath.Join(logDir, "agent-*.log"))
+		// Node agents', and the launcher agent's of a workload manager's job, which is in the
+		// job's working directory (launch-*).
+		logs, _ := filepath.Glob(filepath.Join(logDir, "*agent-*.log"))
+		more, _ := filepath.Glob(filepath.Join(logDir, "launch-*", "*agent-*.log"))
+		logs = append(logs, more...)
 		for _, l := range logs {
 			b, _ := os.ReadFile(l)
 			t.Logf("%s:\n%s", filepath.Base(l), b)

@@ -29,9 +29,10 @@ func (e jobEvents) stale() bool { return e.gen != e.s.jobGen.Load() }
 func (s *Conn) jobConfig() debugger.Config {
 	s.mu.Lock()
 	sh := s.share
-	fanout := s.fanout
+	fanout, prio := s.fanout, s.priority
 	s.mu.Unlock()
-	return debugger.Config{Ctx: sh.ctx, Events: sh, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit(), Fanout: fanout}
+	return debugger.Config{Ctx: sh.ctx, Events: sh, Syms: s.srv.symbolCache(), CallTimeout: s.callLimit(), Fanout: fanout,
+		ToolPriority: prio}
 }
 
 // callLimit is the session's bound on one function call.

@@ -163,6 +163,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 	s.mu.Lock()
 	s.callTimeout = plan.callTimeout
 	s.fanout = plan.fanout
+	s.priority = plan.priority
 	s.mu.Unlock()
 	if plan.coreFile != "" {
 		j, err := debugger.OpenCoreJob(s.jobConfig(), plan.coreFile, plan.program)
@@ -222,7 +223,7 @@ func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
 		start = wl.Start
 		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
 	}
-	j, err := s.startJob(start, plan.mode, plan.focus, title)
+	j, err := s.startJob(start, plan.mode, plan.focus, title, false)
 	inPlace := false
 	if err == nil && wl != nil {
 		if inPlace, err = s.releaseWLM(j, wl, plan.stopAtEntry, true); err != nil {
@@ -270,6 +271,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 	s.sources.paths = plan.paths
 	s.mu.Lock()
 	s.fanout = plan.fanout
+	s.priority = plan.priority
 	s.mu.Unlock()
 	if plan.waitName != "" {
 		if err := s.waitForProcess(&req.Request, plan); err != nil {
@@ -302,7 +304,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 				}
 			}
 			var j *debugger.Job
-			j, err = s.startJob(start, plan.mode, plan.focus, title)
+			j, err = s.startJob(start, plan.mode, plan.focus, title, true)
 			if err == nil && wl != nil {
 				if _, err = s.releaseWLM(j, wl, false, false); err != nil {
 					j.Detach()
@@ -403,9 +405,10 @@ func (s *Conn) waitForProcess(r *dap.Request, plan *attachPlan) error {
 func (s *Conn) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
 
 // startJob brings a job up, with progress events: its agents (start, from package launch),
-// then its ranks.
+// then its ranks. If the ranks cannot all be taken, a launched job is killed; an attached one
+// (attach) is given back as a detach leaves it, for it is not the session's to end.
 func (s *Conn) startJob(start func(ctx context.Context, progress func(done, total int)) (*launch.Agents, error),
-	mode debugger.StopMode, focus, title string) (*debugger.Job, error) {
+	mode debugger.StopMode, focus, title string, attach bool) (*debugger.Job, error) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
 	defer cancel()
 	pid := s.progressStart(title)
@@ -435,8 +438,13 @@ func (s *Conn) startJob(start func(ctx context.Context, progress func(done, tota
 		}
 	}
 	if err != nil {
-		j.Kill(2 * time.Second)
-		j.CloseNodes(true)
+		if attach {
+			j.Detach()
+			j.CloseNodes(false)
+		} else {
+			j.Kill(2 * time.Second)
+			j.CloseNodes(true)
+		}
 		s.progressEnd(pid, "failed")
 		return nil, err
 	}

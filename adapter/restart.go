@@ -67,6 +67,7 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 	s.mu.Lock()
 	s.callTimeout = plan.callTimeout
 	s.fanout = plan.fanout
+	s.priority = plan.priority
 	s.mu.Unlock()
 
 	nj, inPlace, err := s.launchJob(plan)

@@ -22,6 +22,10 @@ func (s *Conn) onContinueRequest(req *dap.ContinueRequest) {
 		s.sendError(&req.Request, errBadArguments, fmt.Sprintf("continue: unknown thread %d", req.Arguments.ThreadId))
 		return
 	}
+	if err := j.Authority(t); err != nil {
+		s.sendError(&req.Request, errRunControl, "continue: "+err.Error())
+		return
+	}
 	if req.Arguments.SingleThread {
 		s.continueSingleThread(req, j, t)
 		return
@@ -133,6 +137,11 @@ func (s *Conn) onPauseRequest(req *dap.PauseRequest) {
 		return
 	}
 	t := j.Thread(req.Arguments.ThreadId)
+	if err := j.Authority(t); err != nil {
+		// Another tool controls the rank: nothing would stop it.
+		s.sendError(&req.Request, errRunControl, "pause: "+err.Error())
+		return
+	}
 	any := j.PauseFrom(t)
 	s.send(&dap.PauseResponse{Response: newResponse(&req.Request)})
 	if !any && t != nil {

@@ -286,21 +286,24 @@ func BenchmarkRunjobToBreakpoint(b *testing.B) {
 
 // TestRunjobSubset launches 8 ranks through runjob with "ranks": "5-6": runjob is given the
 // subset (MPIR_subset_attach) and starts the agent only on the I/O node that serves those
-// ranks (ranks 4–7), so the session holds those four ranks alone, and the breakpoint stops
-// ranks 5 and 6 only.
+// ranks (ranks 4–7, 2 per compute node), and the session attaches rank 5 alone on its compute
+// node and rank 6 alone on its own, so that it holds those two ranks and no other: the
+// breakpoint stops ranks 5 and 6, while ranks 4 and 7, out of the session, run on to their
+// loop.
 func TestRunjobSubset(t *testing.T) {
 	p, _, root := runjobProgram(t)
 	d := newDAP(t, viaPipe)
 	defer d.close()
+	ready := t.TempDir()
 	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": 8, "ranks": "5-6",
-		"env":          map[string]any{"READY_DIR": t.TempDir()},
+		"env":          map[string]any{"READY_DIR": ready},
 		"launcherArgs": []string{"--ranks-per-node", "2", "--cn-per-ion", "2", "--root", root}})
 	var ranks []int
 	for _, r := range d.ranks().Ranks {
 		ranks = append(ranks, r.Rank)
 	}
-	if fmt.Sprint(ranks) != "[4 5 6 7]" {
-		t.Fatalf("the session's ranks %v, want those of the subset's I/O node, [4 5 6 7]", ranks)
+	if fmt.Sprint(ranks) != "[5 6]" {
+		t.Fatalf("the session's ranks %v, want the subset's, [5 6]", ranks)
 	}
 	d.setBreakpoints(p.src, p.line(t, "leaf"))
 	d.call("configurationDone", nil, nil)
@@ -319,6 +322,17 @@ func TestRunjobSubset(t *testing.T) {
 	}
 	if len(hit) != 2 || !hit[5] || !hit[6] {
 		t.Errorf("ranks stopped at the breakpoint: %v, want 5 and 6", hit)
+	}
+	for _, r := range []int{4, 7} {
+		// While 5 and 6 are stopped for the session, the ranks outside it reach their loop.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(filepath.Join(ready, fmt.Sprintf("spin-%d", r))); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("rank %d, outside the session, did not run to its loop", r)
+			}
+		}
 	}
 	d.call("terminate", nil, nil)
 	if _, err := d.c.WaitEvent("terminated", time.Minute, nil); err != nil {

@@ -70,6 +70,7 @@ type Conn struct {
 	// callTimeout bounds a function call in an expression (0: the default, callTimeout).
 	callTimeout time.Duration
 	fanout      int         // the fan-out of the agents' tree (0: the default)
+	priority    uint8       // the CDTI priority the job's ranks are attached with (0: the default)
 	cancels     cancelTable // the requests a cancel request may end
 	dispatched  int         // the seq of the last request whose handling began
 

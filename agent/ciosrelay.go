@@ -67,7 +67,8 @@ type ciosLink struct {
 	traps    map[trapKey]uint32 // → the original instruction
 	origs    map[trapKey]uint32 // read before a SetBreakpoint whose ack has not come
 	dead     bool
-	done     chan struct{} // closed when the reader ends
+	refused  cdti.ReturnCode // the return code of an ErrorAck toolctld sent (Success: none)
+	done     chan struct{}   // closed when the reader ends
 }
 
 func newCIOSRelay(job *CIOSJob, logf func(string, ...any), opened, closed func()) *ciosRelay {
@@ -108,9 +109,28 @@ func (r *ciosRelay) Relay(c *cdti.Conn, frame []byte) error {
 		l.removeTraps(r.job, r.timeout, r.logf)
 	}
 	if err := l.forward(h, m, frame); err != nil {
+		if rc := l.refusal(r.timeout); rc != cdti.Success {
+			// toolctld refused the socket (a fifth tool): its ErrorAck, passed up first,
+			// has failed the request already; this answer says the same if it has not.
+			return c.Send(cdti.ReplyTo(h, rc, 0))
+		}
 		return c.Send(cdti.ReplyTo(h, cdti.RequestFailed, cdti.ErrorCodeUnreachable))
 	}
 	return nil
+}
+
+// refusal waits (up to limit) for the reader of a link whose socket broke to pass up what
+// toolctld sent before it closed the socket, and returns the return code of toolctld's
+// ErrorAck among it (Success if none): a toolctld that has its four tools answers a fifth
+// connection with ErrorAck(ToolMaxAttachedExceeded) and closes it (cdti-v6.md §2.9).
+func (l *ciosLink) refusal(limit time.Duration) cdti.ReturnCode {
+	select {
+	case <-l.done:
+	case <-time.After(limit):
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
 }
 
 // Closed gives back, on every compute node, what the front end's connection c left attached,
@@ -200,6 +220,9 @@ func (l *ciosLink) read(r *ciosRelay) {
 		}
 		if h.Type != cdti.MsgNotify {
 			l.mu.Lock()
+			if h.Type == cdti.MsgErrorAck {
+				l.refused = h.ReturnCode
+			}
 			ch := l.own[h.SequenceID]
 			delete(l.own, h.SequenceID)
 			req := l.sent[h.SequenceID]

@@ -198,6 +198,36 @@ func TestAllocateMemory(t *testing.T) {
 	}
 }
 
+// A SIGSTOP a tool sends to a process stopped at a breakpoint waits in the kernel; an
+// injected call (AllocateMemory here, the scratch page of a breakpoint's first pass in the
+// agent's own course) runs the thread, which takes the SIGSTOP first. That is the tool's stop:
+// once the process continues it is notified, and the process is not left in a job-control
+// stop that no tool hears of (a launcher stopped so as it reached MPIR_Breakpoint held an
+// attach until its time ran out).
+func TestSIGSTOPDuringInjectedCall(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "loop", "1")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	tt.cont(0)
+	tt.signalNotify()
+	tt.mustUpdate(0, &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)})
+	rs := tt.update(0, &cdti.AllocateMemory{Size: 4096})
+	if rs[0].Code != cdti.CmdSuccess {
+		t.Fatalf("AllocateMemory: %v", rs[0].Code)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: hit, Instruction: uint32(origByte(t, progBin, hit))})
+	tt.cont(0)
+	if n := tt.signalNotify(); n.Signal != uint32(syscall.SIGSTOP) {
+		t.Fatalf("after the continue: %+v, want the SIGSTOP", n)
+	}
+	tt.cont(0)
+	if st := tt.waitTermination(0); st.ExitCode() != 0 {
+		t.Errorf("exit %v", st)
+	}
+}
+
 // The file commands serve the staging directory and nothing outside it.
 func TestFileCommands(t *testing.T) {
 	staging := t.TempDir()

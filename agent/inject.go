@@ -104,8 +104,15 @@ func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdt
 			}
 			if abi.pc(after) == pc && ev.Kind == target.EventSignal && ev.Trap != target.TrapStep {
 				// A signal stopped the thread before the instruction ran: keep it for the
-				// thread (delivered when it next runs) and try again.
-				if ev.Signal != int(syscall.SIGTRAP) && th.sig == 0 {
+				// thread (delivered when it next runs) and try again. A SIGSTOP is a tool's
+				// stop, as onSignal takes it: told to the tool in control, never delivered
+				// (delivered, it would hold the process in a job-control stop no tool hears of:
+				// a launcher stopped by an attach as it reached a breakpoint whose first pass
+				// maps the scratch page stayed so).
+				switch {
+				case ev.Signal == int(syscall.SIGSTOP):
+					p.pendToolStop(th, pc)
+				case ev.Signal != int(syscall.SIGTRAP) && th.sig == 0:
 					th.sig = ev.Signal
 				}
 				continue
@@ -118,6 +125,14 @@ func (p *proc) injectSyscall(th *pthread, nr uint64, args ...uint64) (int64, cdt
 		return cdti.CmdMemUnavail
 	})
 	return result, code
+}
+
+// pendToolStop queues the notification of a SIGSTOP that stopped th at pc while the agent ran
+// it for itself, for the tool in control if it asked to hear of SIGSTOP (onSignal's rule).
+func (p *proc) pendToolStop(th *pthread, pc uint64) {
+	if p.holder != nil && p.ctl.notifySet.Has(int(syscall.SIGSTOP)) {
+		p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGSTOP), reason: cdti.SignalGeneric, inst: pc})
+	}
 }
 
 // Arguments of the injected mmap: private anonymous memory the tool can write code into.

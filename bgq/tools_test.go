@@ -34,9 +34,10 @@ done
 	return path
 }
 
-// startSpinningJob starts runjob (through its helper) on ranks that run until ended, and
-// waits for its control socket.
-func startSpinningJob(t *testing.T, root string, jobID int, extra ...string) {
+// startSpinningJob starts runjob (through its helper) on ranks that run until ended, waits
+// for its control socket, and returns runjob's pid (the helper's, which holds the MPIR
+// symbols).
+func startSpinningJob(t *testing.T, root string, jobID int, extra ...string) int {
 	t.Helper()
 	hpcdap, _ := built(t)
 	helper := filepath.Join(filepath.Dir(hpcdap), HelperName)
@@ -55,6 +56,7 @@ func startSpinningJob(t *testing.T, root string, jobID int, extra ...string) {
 		_, err := os.Stat(ControlPath(root, uint64(jobID)))
 		return err == nil
 	})
+	return rj.Process.Pid
 }
 
 // waitFor polls cond until it holds (a hang guard of two minutes, not a timing).
@@ -84,16 +86,21 @@ func hpcdapCmd(t *testing.T, args ...string) (string, int) {
 func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 
 // TestStartToolEndTool: start_tool starts a tool on every I/O node of a running job with the
-// next tool id, BG_JOBID and BG_TOOLID, tools/<id> naming its executable; end_tool sends it
-// SIGTERM and its entries go, the other tool running on; bad ids are refused by name.
+// next tool id, BG_JOBID and BG_TOOLID, tools/<id> naming its executable, the job named by its
+// id or by its runjob's pid (tool 2); end_tool sends it SIGTERM and its entries go, the other
+// tool running on; bad ids are refused by name.
 func TestStartToolEndTool(t *testing.T) {
 	root, rec := shortDir(t), t.TempDir()
 	tool := beatingTool(t, rec)
-	startSpinningJob(t, root, 94)
+	pid := startSpinningJob(t, root, 94)
 	jobDir := func(k int) string { return filepath.Join(root, fmt.Sprintf("ion%d", k), "jobs", "94") }
 
 	for id := 1; id <= 2; id++ {
-		out, code := hpcdapCmd(t, "bgq", "start_tool", "--id", "94", "--tool", tool, "--args", rec+" beat", "--root", root)
+		job := []string{"--id", "94", "--root", root}
+		if id == 2 {
+			job = []string{"--pid", fmt.Sprint(pid)} // whatever the job's root
+		}
+		out, code := hpcdapCmd(t, append(append([]string{"bgq", "start_tool"}, job...), "--tool", tool, "--args", rec+" beat")...)
 		if want := fmt.Sprintf("tool %d started for job 94\n", id); code != 0 || out != want {
 			t.Fatalf("start_tool: %d %q, want %q", code, out, want)
 		}
@@ -130,6 +137,8 @@ func TestStartToolEndTool(t *testing.T) {
 		want string
 	}{
 		{[]string{"end_tool", "--id", "94", "--tool", "7"}, "end tool 7 of job 94: no such tool"},
+		{[]string{"end_tool", "--pid", fmt.Sprint(pid), "--tool", "7"}, "end tool 7 of job 94: no such tool"},
+		{[]string{"start_tool", "--pid", "1", "--tool", tool}, "start_tool the job of runjob pid 1: dial unix"},
 		{[]string{"start_tool", "--id", "999", "--tool", tool}, "start_tool job 999"},
 		{[]string{"start_tool", "--id", "94", "--tool", "/nonexistent/tool"}, "start tool: stat /nonexistent/tool"},
 	} {

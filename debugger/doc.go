@@ -45,6 +45,8 @@
 // way (step.go; each rank's stepper, stepper.go, walks the lines, stepline.go). In stop mode
 // thread a stopped thread is held (HoldThread) while its rank runs; stepping it stops the rank
 // for the step and holds the thread again after it. Taking control of the ranks is start.go,
+// sharing it with the other tools of a rank by their priorities (waiting for a holder of lower
+// priority to give way, giving way to one of higher priority) authority.go, and
 // their end and the job's (exit, kill, detach) end.go. Breakpoints are resolved once per
 // binary and planted at each rank's load bias with batched SetBreakpoint Updates; conditions,
 // hit counts and log points are evaluated on the front end when a rank reports the trap. Data

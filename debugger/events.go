@@ -83,6 +83,10 @@ type Config struct {
 	// Fanout is the fan-out of the agents' tree overlay (0: topology.DefaultFanout; below 2
 	// is refused). A job of more agents than the fan-out is connected through the tree.
 	Fanout int
+	// ToolPriority is the CDTI priority the session attaches to the ranks with (1–99; 0:
+	// DefaultToolPriority): among the tools of a rank, the higher priority takes control
+	// authority (authority.go).
+	ToolPriority uint8
 }
 
 // recoverPanic, deferred at the top of a goroutine of the job, stops a panic there from

@@ -71,6 +71,12 @@ type Rank struct {
 	startOnce   sync.Once
 	endReported bool            // its exit has been reported to the client
 	outEOF      map[string]bool // streams whose end the agent reported (per-rank output)
+	// yieldedTo is the tool of higher priority this session gave control of the rank up to,
+	// until it releases it (authority.go); nil while the session controls the rank.
+	yieldedTo *cdti.NotifyControl
+	// controlFree receives Notify(Control, Available) while the session waits to take control
+	// from a lower-priority holder (takeControl).
+	controlFree chan struct{}
 
 	sym rankSymbols
 }
@@ -91,7 +97,8 @@ type Job struct {
 	labelMu    sync.Mutex
 	labelPlans map[uint64]*labelPlan
 	size       int
-	labelRanks bool // more than one rank: output lines are labelled "[rank] " (fixed at creation)
+	priority   uint8 // the CDTI priority the session attaches with (Config.ToolPriority)
+	labelRanks bool  // more than one rank: output lines are labelled "[rank] " (fixed at creation)
 	mode       StopMode
 	ranks      []*Rank       // by rank number
 	byNum      map[int]*Rank // rank number → rank
@@ -153,7 +160,10 @@ func (j *Job) drainOutput(r *Rank, limit time.Duration) {
 // NewJob connects to every agent of a job and builds the rank table.
 func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, focus string) (*Job, error) {
 	j := &Job{ev: cfg.Events, ctx: cfg.Ctx, callTimeout: cfg.CallTimeout, size: g.Size, labelRanks: g.Size > 1, mode: mode, byNum: map[int]*Rank{}, threads: map[int]*Thread{},
-		syms: cfg.Syms, changed: map[*Rank]bool{}, signalStop: true}
+		syms: cfg.Syms, changed: map[*Rank]bool{}, signalStop: true, priority: cfg.ToolPriority}
+	if j.priority == 0 {
+		j.priority = DefaultToolPriority
+	}
 	j.back = liveBackend{j}
 	j.bps = newBreakpoints(j)
 	// HPCDAP_COLLECTIVES=0 sends run control rank by rank, for comparison (BENCHMARKS.md).
@@ -171,13 +181,16 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 			return nil, err
 		}
 		j.nodes = append(j.nodes, n)
+		if ep.ToolID != 0 {
+			infos = n.subset(infos)
+		}
 		for _, ri := range infos {
 			if _, dup := j.byNum[ri.Rank]; dup {
 				j.CloseNodes(true)
 				return nil, fmt.Errorf("rank %d is served by two agents", ri.Rank)
 			}
 			r := &Rank{job: j, Num: ri.Rank, node: n, Pid: ri.Pid, Exe: ri.Executable, threadsGen: -1,
-				hits: map[int]int{}, started: make(chan struct{}), leader: ri.Pid}
+				hits: map[int]int{}, started: make(chan struct{}), leader: ri.Pid, controlFree: make(chan struct{}, 1)}
 			if ep.ToolID != 0 {
 				r.leader = 0 // a compute node's id: the thread is learnt at the first stop
 			}

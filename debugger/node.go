@@ -17,12 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// toolID and toolPriority are how the adapter attaches to processes: a nonzero id and a
-// priority below the maximum, so that a higher-priority tool can still take control.
+// toolID and toolTag are how the adapter attaches to processes (its priority is the job's:
+// DefaultToolPriority unless the session names one).
 const (
-	toolID       = 1
-	toolPriority = 90
-	toolTag      = "hpcdap"
+	toolID  = 1
+	toolTag = "hpcdap"
 )
 
 // node is one agent connection: the CDTI data plane and the JSON-RPC management plane.
@@ -39,15 +38,19 @@ type node struct {
 	// cnk: the agent answered GetTargetInfo with CmdInval: it is a BG/Q CNK, which speaks
 	// CDTI v6 only (see bgq.go).
 	cnk atomic.Bool
+	// kernelSize counts the ranks of each compute node behind a CIOS agent (by its id, the
+	// ranks' Pid), those the session does not hold too (subset).
+	kernelSize map[int]int
 	// ext: a rank of the node answered GetTargetInfo, so its agent has the extensions and
 	// run control may go to it as Collectives (never sent before, so that a BG/Q toolctld's
 	// ErrorAck, which fails every request outstanding on its connection, cannot meet one).
 	ext atomic.Bool
 }
 
-// kernels groups the node's ranks by the kernel that runs them, each attached and detached
-// with one RanksInNode message: all of them, but for a BG/Q CIOS agent (its endpoint names
-// the tool id jobctld gave it), whose ranks are on several compute nodes, each behind a
+// kernels groups the node's ranks by the kernel that runs them, each attached with one
+// message (kernelSelect: RanksInNode, or the one rank of a compute node a rank subset holds)
+// and detached with one RanksInNode: all of them, but for a BG/Q CIOS agent (its endpoint
+// names the tool id jobctld gave it), whose ranks are on several compute nodes, each behind a
 // toolctld that takes one Attach per tool (cdti-v6.md §9.1): there a rank's pid is its
 // compute node's id, as runjob's proc table has it.
 func (n *node) kernels() [][]*Rank {
@@ -66,6 +69,36 @@ func (n *node) kernels() [][]*Rank {
 		out[i] = append(out[i], r)
 	}
 	return out
+}
+
+// subset keeps, of the ranks a BG/Q CIOS agent serves (every rank of its I/O node's compute
+// nodes), those of its endpoint, the session's (a rank subset's: launch), and counts each
+// compute node's ranks, so that a node whose ranks the session holds only one of is attached
+// by that rank alone (kernelSelect).
+func (n *node) subset(infos []agentRankInfo) []agentRankInfo {
+	n.kernelSize = map[int]int{}
+	keep := map[int]bool{}
+	for _, r := range n.ep.Ranks {
+		keep[r] = true
+	}
+	var out []agentRankInfo
+	for _, ri := range infos {
+		n.kernelSize[ri.Pid]++
+		if len(n.ep.Ranks) == 0 || keep[ri.Rank] {
+			out = append(out, ri)
+		}
+	}
+	return out
+}
+
+// kernelSelect is how a kernel group of the node's ranks is attached: every rank of the
+// compute node (RanksInNode), or behind a CIOS agent the one rank of it the session holds
+// (RankInHeader).
+func (n *node) kernelSelect(kernel []*Rank) cdti.ProcessSelect {
+	if size, ok := n.kernelSize[kernel[0].Pid]; ok && len(kernel) < size {
+		return cdti.RankInHeader
+	}
+	return cdti.RanksInNode
 }
 
 // agentRankInfo is the management plane's description of one rank (agent.RankInfo).

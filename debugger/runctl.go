@@ -82,8 +82,7 @@ func (j *Job) readNotifications(nodes []*node) {
 		case cdti.NotifyTypeTermination:
 			go j.onExit(r, m.Exit)
 		case cdti.NotifyTypeControl:
-			j.output("console", fmt.Sprintf("rank %d: another tool (id %d, %q) %v control\n", r.Num,
-				m.Control.ToolID, m.Control.Tag.String(), m.Control.Reason))
+			go j.onControlNotify(r, &m.Control)
 		}
 	}
 	// The connection ended: every rank of the node is gone for this session.

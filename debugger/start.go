@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -26,17 +25,15 @@ func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 	for _, n := range j.nodes {
 		for _, kernel := range n.kernels() {
 			wg.Go(func() {
-				_, err := n.client.Attach(ctx, uint32(kernel[0].Num), cdti.RanksInNode, cdti.NewTag(toolTag), toolPriority)
+				_, err := n.client.Attach(ctx, uint32(kernel[0].Num), n.kernelSelect(kernel), cdti.NewTag(toolTag), j.priority)
 				if err != nil {
 					mu.Lock()
-					failed = append(failed, fmt.Sprintf("ranks %s on %s: attach: %v", rankList(kernel), n.host, err))
+					failed = append(failed, fmt.Sprintf("ranks %s on %s: attach: %v", rankList(kernel), n.host, attachError(err, j.priority)))
 					mu.Unlock()
 					return
 				}
 				for _, r := range kernel {
-					_, err := n.client.Control(ctx, uint32(r.Num), cdti.Control{NotifySet: notifySet,
-						SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyStart,
-						WatchPolicy: cdti.WatchPropagate})
+					err := j.takeControl(ctx, r, startControl())
 					mu.Lock()
 					if err != nil {
 						failed = append(failed, fmt.Sprintf("rank %d on %s: take control: %v", r.Num, n.host, err))

@@ -71,6 +71,9 @@ func (j *Job) stopFailed(r *Rank, err error) {
 // of that stop follows (false: one already on its way is the stop). Against an agent without
 // the extension (a real CNK) it sends SIGSTOP instead, which always notifies.
 func (j *Job) stopRank(ctx context.Context, r *Rank) (bool, error) {
+	if err := j.noAuthority([]*Rank{r}); err != nil {
+		return false, err // another tool controls it: it runs on
+	}
 	stopping, err := r.node.client.StopProcess(ctx, uint32(r.Num))
 	if !errors.Is(err, cdti.ErrNotSupported) {
 		return stopping, err

@@ -127,7 +127,7 @@ func (bgqWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier
 	j := &bgqJob{mpirJob: mj, tokenFile: tool.tokenFile}
 	j.hold = HoldByAgent
 	j.jobNodes = jobNodes{bgqNodes{procs: mj.procs}}
-	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, spec.Subset, spec.Output); err != nil {
+	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj.id, mj.procs, tool.token, spec.Subset, spec.Output); err != nil {
 		j.Kill(ctx, syscall.SIGKILL)
 		j.Close()
 		return nil, err
@@ -143,7 +143,8 @@ func (bgqWLM) Launch(ctx context.Context, fe *Frontend, spec LaunchSpec, barrier
 
 // Attach attaches to a running runjob of this host by its pid: the tool arrays written and
 // MPIR_being_debugged set, runjob (which polls it every second) starts the agents on the job's
-// I/O nodes once it runs again; the job runs on meanwhile.
+// I/O nodes once it runs again; the job runs on meanwhile. A runjob that another tool traces
+// already is joined as a further tool of its job, through start_tool (attachByStartTool).
 func (bgqWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error) {
 	if ref.LauncherPid == 0 || ref.Nspace != "" || ref.SlurmJob != "" {
 		return nil, errors.New("launch: a runjob is attached by its pid only")
@@ -152,7 +153,11 @@ func (bgqWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error)
 	if err != nil {
 		return nil, fmt.Errorf("launch: attach to runjob pid %d: %w", ref.LauncherPid, err)
 	}
-	tool, err := newBGQTool(fe, filepath.Base(exe) == EmulatedRunjob, "")
+	emulated := filepath.Base(exe) == EmulatedRunjob
+	if tracer := tracedBy(ref.LauncherPid); tracer != 0 {
+		return attachByStartTool(ctx, fe, ref.LauncherPid, tracer, exe, emulated)
+	}
+	tool, err := newBGQTool(fe, emulated, "")
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +169,7 @@ func (bgqWLM) Attach(ctx context.Context, fe *Frontend, ref JobRef) (Job, error)
 	}
 	j := &bgqJob{mpirJob: mj, tokenFile: tool.tokenFile}
 	j.jobNodes = jobNodes{bgqNodes{procs: mj.procs}}
-	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj, tool.token, "", ""); err != nil {
+	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, mj.id, mj.procs, tool.token, "", ""); err != nil {
 		j.Close()
 		return nil, err
 	}
@@ -241,14 +246,14 @@ func (j *bgqJob) Close() error {
 // waitCIOSAgents waits for the agent of each I/O node of the job that serves a rank of subset
 // ("": every I/O node) to register, and matches it to its I/O node by the ranks it serves (on
 // BG/Q an I/O node's name is runjob's, which the agent does not learn).
-func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, mj *mpirJob, token, subset, output string) ([]AgentEndpoint, error) {
-	set, err := rankset.Parse(subset, len(mj.procs))
+func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, id string, procs []Proc, token, subset, output string) ([]AgentEndpoint, error) {
+	set, err := rankset.Parse(subset, len(procs))
 	if err != nil {
-		return nil, fmt.Errorf("launch: %s: rank subset %q: %w", mj.id, subset, err)
+		return nil, fmt.Errorf("launch: %s: rank subset %q: %w", id, subset, err)
 	}
 	byHost := map[string][]int{}
 	wanted := map[string]bool{}
-	for _, p := range mj.procs {
+	for _, p := range procs {
 		byHost[p.Host] = append(byHost[p.Host], p.Rank)
 		wanted[p.Host] = wanted[p.Host] || subset == "" || set.Contains(p.Rank)
 	}
@@ -281,14 +286,14 @@ func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, mj *mpirJ
 				}
 			}
 			if host == "" {
-				fe.logf("launch: %s: an agent registered from %s for ranks %v, which no I/O node of the job runs", mj.id, reg.Node, ranks)
+				fe.logf("launch: %s: an agent registered from %s for ranks %v, which no I/O node of the job runs", id, reg.Node, ranks)
 				continue
 			}
 			got[host] = AgentEndpoint{Host: host, Addr: reg.Address, Token: token, Pid: reg.Pid, Ranks: ranks, Owned: true,
 				ToolID: reg.ToolID, JobID: reg.JobID}
-			fe.progressf("launch: %s: the agent of I/O node %s registered (%d of %d)", mj.id, host, len(got), len(hosts))
+			fe.progressf("launch: %s: the agent of I/O node %s registered (%d of %d)", id, host, len(got), len(hosts))
 		case <-deadline.C:
-			return nil, fmt.Errorf("launch: %s: %d of %d I/O node agents registered within %v%s", mj.id, len(got), len(hosts),
+			return nil, fmt.Errorf("launch: %s: %d of %d I/O node agents registered within %v%s", id, len(got), len(hosts),
 				fe.opts.Timeout, outputTail(output))
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -296,9 +301,55 @@ func waitCIOSAgents(ctx context.Context, fe *Frontend, rv *rendezvous, mj *mpirJ
 	}
 	out := make([]AgentEndpoint, 0, len(hosts))
 	for _, h := range hosts {
-		out = append(out, got[h])
+		ep := got[h]
+		if subset != "" {
+			var extra []int
+			ep.Ranks, extra = subsetRanks(procs, h, set)
+			if len(extra) > 0 {
+				fe.progressf("launch: %s: ranks %v of I/O node %s are outside the subset %q, yet held with it: a tool attaches one rank of a compute node, or all of them",
+					id, extra, h, subset)
+			}
+		}
+		out = append(out, ep)
 	}
 	return out, nil
+}
+
+// subsetRanks are the ranks of I/O node host that a session of the rank subset set holds,
+// ascending: on each compute node of the I/O node (a Proc's Pid on BG/Q), the subset's ranks
+// when they are one or all of the node's ranks, else every rank of the node, the others
+// returned as extra. toolctld takes one Attach per tool and socket (cdti-v6.md §9.1): one rank
+// (RankInHeader) or every rank of the compute node (RanksInNode). The other ranks of the I/O
+// node run untouched by the session.
+func subsetRanks(procs []Proc, host string, set rankset.Set) (held, extra []int) {
+	byNode := map[int][]int{}
+	for _, p := range procs {
+		if p.Host == host {
+			byNode[p.Pid] = append(byNode[p.Pid], p.Rank)
+		}
+	}
+	for _, ranks := range byNode {
+		var in []int
+		for _, r := range ranks {
+			if set.Contains(r) {
+				in = append(in, r)
+			}
+		}
+		switch {
+		case len(in) <= 1 || len(in) == len(ranks):
+			held = append(held, in...)
+		default:
+			held = append(held, ranks...)
+			for _, r := range ranks {
+				if !set.Contains(r) {
+					extra = append(extra, r)
+				}
+			}
+		}
+	}
+	sort.Ints(held)
+	sort.Ints(extra)
+	return held, extra
 }
 
 // bgqNodes are a BG/Q job's I/O nodes. Nothing is started, shipped or run on them but the

@@ -113,7 +113,7 @@ func runBGQRunjob(args []string, stdout, stderr io.Writer) error {
 		JobID: *jobID, Output: out, ToolTimeout: *toolTimeout,
 		Logf: func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }}}
 	rj.Control = func(j *bgq.Job) {
-		if err := bgq.ServeControl(j); err != nil {
+		if err := bgq.ServeControl(j, os.Getppid()); err != nil {
 			fmt.Fprintf(stderr, "hpcdap bgq runjob: %v (start_tool and end_tool cannot reach this job)\n", err)
 		}
 		fmt.Fprintf(stderr, "hpcdap bgq runjob: job %d: %d ranks, I/O nodes under %s\n", j.ID(), *np, *root)
@@ -127,6 +127,7 @@ func runBGQRunjob(args []string, stdout, stderr io.Writer) error {
 func runBGQStartTool(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bgq start_tool", stderr)
 	id := fs.Uint64("id", 0, "the job's id")
+	pid := fs.Int("pid", 0, "the `PID` of the job's runjob on this host (instead of --id)")
 	tool := fs.String("tool", "", "the tool's executable")
 	var toolArgs listFlag
 	fs.Var(&toolArgs, "args", "the tool's arguments (white-space separated; may be repeated)")
@@ -134,15 +135,15 @@ func runBGQStartTool(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *id == 0 || *tool == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: hpcdap bgq start_tool --id JOB --tool PATH [--args \"ARGS\"] [--root DIR]")
+	if (*id == 0) == (*pid == 0) || *pid < 0 || *tool == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: hpcdap bgq start_tool (--id JOB | --pid RUNJOBPID) --tool PATH [--args \"ARGS\"] [--root DIR]")
 		return errUsage
 	}
-	toolID, err := bgq.StartTool(*root, *id, *tool, toolArgs)
+	toolID, job, err := bgq.StartToolOf(bgq.JobRef{Root: *root, ID: *id, Pid: *pid}, *tool, toolArgs)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "tool %d started for job %d\n", toolID, *id)
+	fmt.Fprintf(stdout, "tool %d started for job %d\n", toolID, job)
 	return nil
 }
 
@@ -150,19 +151,21 @@ func runBGQStartTool(args []string, stdout, stderr io.Writer) error {
 func runBGQEndTool(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bgq end_tool", stderr)
 	id := fs.Uint64("id", 0, "the job's id")
+	pid := fs.Int("pid", 0, "the `PID` of the job's runjob on this host (instead of --id)")
 	tool := fs.String("tool", "", "the tool's `ID` (as start_tool printed it)")
 	root := fs.String("root", bgq.DefaultRoot(), "emulator: the job's root `DIR` (runjob's --root)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	toolID, err := strconv.ParseUint(*tool, 10, 32)
-	if *id == 0 || err != nil || toolID == 0 || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "usage: hpcdap bgq end_tool --id JOB --tool TOOLID [--root DIR]")
+	if (*id == 0) == (*pid == 0) || *pid < 0 || err != nil || toolID == 0 || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "usage: hpcdap bgq end_tool (--id JOB | --pid RUNJOBPID) --tool TOOLID [--root DIR]")
 		return errUsage
 	}
-	if err := bgq.EndTool(*root, *id, uint32(toolID)); err != nil {
+	ref := bgq.JobRef{Root: *root, ID: *id, Pid: *pid}
+	if err := bgq.EndToolOf(ref, uint32(toolID)); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "tool %d of job %d ended\n", toolID, *id)
+	fmt.Fprintf(stdout, "tool %d of %s ended\n", toolID, ref)
 	return nil
 }

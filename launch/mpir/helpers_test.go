@@ -23,6 +23,7 @@ import (
 var (
 	testDir   string
 	ompiProg  string // ../testdata/mpi_ranks.c with mpicc.openmpi
+	pollProg  string // testdata/polling_starter.c with gcc
 	agentBin  string // the hpcdap binary, for `hpcdap agent`
 	buildOnce sync.Once
 	buildErrs = map[string]error{}
@@ -37,6 +38,7 @@ func TestMain(m *testing.M) {
 	testDir = dir
 	ompiProg = filepath.Join(dir, "mpi_ranks_ompi")
 	agentBin = filepath.Join(dir, "hpcdap")
+	pollProg = filepath.Join(dir, "polling_starter")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -45,6 +47,7 @@ func TestMain(m *testing.M) {
 func build() {
 	buildErrs[ompiProg] = testenv.Build("libopenmpi-dev", "mpicc.openmpi", "-g", "-O0", "-o",
 		ompiProg, "../testdata/mpi_ranks.c")
+	buildErrs[pollProg] = testenv.Build("gcc", "gcc", "-g", "-O0", "-o", pollProg, "testdata/polling_starter.c")
 	buildErrs[agentBin] = testenv.Build("golang", "go", "build", "-o", agentBin, "github.com/hpcdap/hpcdap/cmd/hpcdap")
 }
 
@@ -128,11 +131,27 @@ type agent struct {
 // startAgent spawns argv under a new agent and connects a CDTI client to it.
 func startAgent(t testing.TB, env []string, argv ...string) *agent {
 	t.Helper()
+	return startAgentMode(t, env, func(out string) []string {
+		return append([]string{"--output", out, "--np", "1", "--"}, argv...)
+	})
+}
+
+// attachAgent starts an agent that serves the running process pid as rank 0 and connects a
+// CDTI client to it.
+func attachAgent(t testing.TB, pid int) *agent {
+	t.Helper()
+	return startAgentMode(t, os.Environ(), func(string) []string { return []string{"--attach", "0=" + strconv.Itoa(pid)} })
+}
+
+// startAgentMode starts an agent with the arguments mode gives (given the output file) after
+// its listener's, and connects a CDTI client to it.
+func startAgentMode(t testing.TB, env []string, mode func(out string) []string) *agent {
+	t.Helper()
 	need(t, agentBin)
 	dir := t.TempDir()
 	a := &agent{log: filepath.Join(dir, "agent.log"), out: filepath.Join(dir, "out"), done: make(chan struct{})}
 	token := "mpir-test-token"
-	args := append([]string{"agent", "--listen", "127.0.0.1:0", "--log", a.log, "--output", a.out, "--np", "1", "--"}, argv...)
+	args := append([]string{"agent", "--listen", "127.0.0.1:0", "--log", a.log}, mode(a.out)...)
 	a.cmd = exec.Command(agentBin, args...)
 	a.cmd.Env = append(env, "HPCDAP_TOKEN="+token)
 	stdout, err := a.cmd.StdoutPipe()

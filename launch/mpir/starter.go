@@ -244,14 +244,15 @@ func Attach(ctx context.Context, c Conn, opts Options) (*Starter, []Proc, error)
 	return s, procs, err
 }
 
-// latePoll is how long an attach waits for MPIR_Breakpoint before it looks at the table itself.
-const latePoll = time.Second
+// latePoll is how long an attach waits for MPIR_Breakpoint before it looks at the table itself
+// (a variable for the tests).
+var latePoll = time.Second
 
 // waitSpawnedLate is WaitSpawned for a launcher found before it marked its table filled. A
 // launcher that checked MPIR_being_debugged before the tool set it never calls
 // MPIR_Breakpoint (srun calls it only when a debugger is announced), yet fills its table and
 // sets MPIR_debug_state all the same: so every latePoll without a hit the launcher is stopped
-// and the table read. The launcher is left stopped.
+// (stopLate) and the table read. The launcher is left stopped.
 func (s *Starter) waitSpawnedLate(ctx context.Context) ([]Proc, error) {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, latePoll)
@@ -261,18 +262,45 @@ func (s *Starter) waitSpawnedLate(ctx context.Context) ([]Proc, error) {
 			return procs, err
 		}
 		if !s.stopped {
-			if err := s.update(ctx, &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)}); err != nil {
-				return nil, fmt.Errorf("mpir: stop the launcher: %w", err)
-			}
-			// A breakpoint hit that comes first is continued by waitSignal; the state tells.
-			if _, err := s.waitSignal(ctx, func(n *cdti.NotifySignal) bool { return n.Signal == uint32(syscall.SIGSTOP) }); err != nil {
-				return nil, fmt.Errorf("mpir: wait for the launcher to stop: %w", err)
+			if err := s.stopLate(ctx); err != nil {
+				return nil, err
 			}
 		}
 		if procs, ok, err := s.filledTable(ctx); ok || err != nil {
 			return procs, err
 		}
 	}
+}
+
+// stopLate stops the running launcher for waitSpawnedLate. The launcher may reach
+// MPIR_Breakpoint at the same moment (a runjob that polls MPIR_being_debugged calls it once
+// per poll): its hit, already on its way as a notification, is then the stop, and the state
+// tells whether the table is filled. A SIGSTOP would not do: sent to a launcher stopped at
+// the hit, or about to be, it stays queued in the launcher while the hit is continued past,
+// and its stop may never be told (an attach to runjob waited for it until its time ran out,
+// runjob held in MPIR_Breakpoint). StopProcess leaves nothing queued: the agent answers that
+// the notification on its way is the stop, or stops the launcher and says so once. An agent
+// without the extension (a CNK) is sent SIGSTOP, and a hit that comes first is continued.
+func (s *Starter) stopLate(ctx context.Context) error {
+	rs, err := s.c.Update(ctx, s.rank, &cdti.StopProcess{})
+	if err != nil {
+		return fmt.Errorf("mpir: stop the launcher: %w", err)
+	}
+	want := func(*cdti.NotifySignal) bool { return true }
+	switch rs[0].Code {
+	case cdti.CmdSuccess:
+	case cdti.CmdInval:
+		if err := s.update(ctx, &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGSTOP)}); err != nil {
+			return fmt.Errorf("mpir: stop the launcher: %w", err)
+		}
+		want = func(n *cdti.NotifySignal) bool { return n.Signal == uint32(syscall.SIGSTOP) }
+	default:
+		return fmt.Errorf("mpir: stop the launcher: %v: %w", cdti.TypeStopProcess, rs[0].Code)
+	}
+	if _, err := s.waitSignal(ctx, want); err != nil {
+		return fmt.Errorf("mpir: wait for the launcher to stop: %w", err)
+	}
+	return nil
 }
 
 // filledTable reads the table of a stopped launcher if MPIR_debug_state says it is filled

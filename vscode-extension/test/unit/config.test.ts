@@ -181,10 +181,10 @@ test('package.json declares exactly the launch and attach arguments of the READM
   assert.ok(launchFields.length >= 10 && attachFields.length >= 4, `${launchFields} / ${attachFields}`);
   const attrs = packageJson().contributes.debuggers[0].configurationAttributes;
   assert.deepEqual(Object.keys(attrs.launch.properties).sort(), [...launchFields].sort());
-  // Attach takes its own targets plus program, stopMode, ranks, substitutePath, fanout and
-  // ranksPerAgent of launch.
+  // Attach takes its own targets plus program, stopMode, ranks, substitutePath, fanout,
+  // ranksPerAgent and toolPriority of launch.
   assert.deepEqual(Object.keys(attrs.attach.properties).sort(),
-    [...attachFields, 'program', 'stopMode', 'ranks', 'substitutePath', 'fanout', 'ranksPerAgent'].sort());
+    [...attachFields, 'program', 'stopMode', 'ranks', 'substitutePath', 'fanout', 'ranksPerAgent', 'toolPriority'].sort());
   for (const [req, props] of Object.entries(attrs) as [string, { properties: Record<string, { description?: string; markdownDescription?: string }> }][]) {
     for (const [k, v] of Object.entries(props.properties)) {
       assert.ok((v.description ?? v.markdownDescription ?? '').length > 10, `${req}.${k} has no description`);
