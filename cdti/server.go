@@ -267,7 +267,7 @@ type Conn struct {
 	// The tool session the connection relays (session.go), and its state when held.
 	session    [SessionIDSize]byte
 	hasSession bool
-	ending     bool     // the Router said farewell: do not hold
+	ending     bool     // the Router said farewell, or the agent closed it: do not hold
 	suspended  bool     // the transport broke: writes are kept (Notify) or dropped
 	closing    bool     // Close was called on the transport
 	done       bool     // ended for good: no resumption
@@ -313,12 +313,12 @@ func (c *Conn) SetValue(v any) {
 	c.vmu.Unlock()
 }
 
-// Close closes the connection. One that names a tool session is then held for a resumption
-// (Server.ResumeGrace), as after any break of its transport.
+// Close closes the connection for good: the agent's own Close ends it even if it names a
+// tool session (only a break of its transport holds it for a resumption).
 func (c *Conn) Close() error {
 	c.wmu.Lock()
 	nc := c.nc
-	c.closing = true
+	c.closing, c.ending = true, true
 	c.wmu.Unlock()
 	return nc.Close()
 }

@@ -13,7 +13,8 @@ import (
 // A Router's link to a child relays one tool connection; the Router names it, right after the
 // Hello, with a Session message carrying the tool session's id (random, one per tool
 // connection at the root, the same on every link below it). A connection so named is held
-// when its transport breaks without the Router's farewell (a Session with SessionEnd): the
+// when its transport breaks without the Router's farewell (a Session with SessionEnd) and
+// without the agent closing it (Conn.Close ends it for good): the
 // handler is not told (no CloseHandler call, the context stays live), what the agent sends
 // meanwhile is kept if it is a Notify and dropped otherwise, and for ResumeGrace the Server
 // waits for an agent above to take the connection over: another authenticated connection
@@ -206,7 +207,7 @@ func writeFrameTo(nc net.Conn, m Message, timeout time.Duration) error {
 // using nc. It reports false if c ended or cannot be resumed.
 func (c *Conn) resume(nc net.Conn, r *bufio.Reader, done chan struct{}, ack func() error) (bool, error) {
 	c.wmu.Lock()
-	if c.done || c.overflow {
+	if c.done || c.ending || c.overflow {
 		c.wmu.Unlock()
 		return false, nil
 	}

@@ -237,3 +237,68 @@ func TestSessionConcurrentResumptions(t *testing.T) {
 	default:
 	}
 }
+
+// TestSessionCloseEnds: a connection the agent closes on purpose (as the agent does when a
+// tool's notifications overflow, or after an internal error) ends for good although it names
+// a session: the handler is told, and an agent above that dials the session again is
+// answered that it ended, instead of resuming a connection nothing notifies any more.
+func TestSessionCloseEnds(t *testing.T) {
+	a, addr := startSessionServer(t, time.Minute)
+	id := newSessionID()
+	dialSession(t, addr, id)
+	c := recv(t, a.opened, "opened")
+	c.Close()
+	if closed := recv(t, a.closed, "closed after the agent's Close"); closed != c {
+		t.Fatal("another connection closed")
+	}
+	if c.Context().Err() == nil {
+		t.Fatal("the closed connection's context is live")
+	}
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id); err == nil && st != SessionEnded {
+		t.Fatalf("dialing the session after the agent's Close: %v, want ended", st)
+	}
+}
+
+// TestSessionResumeNeedsToken: only an authenticated connection resumes a held session: a
+// wrong token is refused, a Session sent before any Hello is not answered with a SessionAck,
+// and neither disturbs the held connection, which a proper link then resumes.
+func TestSessionResumeNeedsToken(t *testing.T) {
+	a, addr := startSessionServer(t, time.Minute)
+	id := newSessionID()
+	nc, _, _ := dialSession(t, addr, id)
+	c := recv(t, a.opened, "opened")
+	nc.Close()
+	waitHeld(t, c)
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte("wrong-token-wrong-token-wrong-to"), id); err == nil {
+		t.Fatalf("resumed with a wrong token: %v", st)
+	}
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	b, err := Encode(&Session{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion}, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if fr, err := ReadFrame(bufio.NewReader(raw)); err == nil {
+		if h, _ := ParseHeader(fr); h.Type == MsgSessionAck && h.ReturnCode == Success {
+			t.Fatal("a Session before the Hello was answered")
+		}
+	}
+	raw.Close()
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id); err != nil || st != SessionResumed {
+		t.Fatalf("resuming after the refused attempts: %v, %v", st, err)
+	}
+	select {
+	case cl := <-a.closed:
+		if cl == c {
+			t.Fatal("the held connection ended")
+		}
+	default:
+	}
+}
