@@ -584,6 +584,11 @@ func dialAgent(ctx context.Context, addr string, token []byte, id [SessionIDSize
 	if err != nil {
 		return nil, nil, 0, &OpError{Op: "dial", Object: addr, Err: err}
 	}
+	return helloAgent(ctx, nc, addr, token, id)
+}
+
+// helloAgent is dialAgent on a connection made: it closes nc if the exchange fails.
+func helloAgent(ctx context.Context, nc net.Conn, addr string, token []byte, id [SessionIDSize]byte) (net.Conn, *bufio.Reader, SessionState, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}

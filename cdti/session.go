@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -219,15 +220,19 @@ func (c *Conn) resume(nc net.Conn, r *bufio.Reader, done chan struct{}, ack func
 	c.nc = nc
 	c.gen++
 	c.suspended, c.closing = false, false
-	held := c.held
-	c.held = nil
-	for _, b := range held {
-		nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
-		if _, err := nc.Write(b); err != nil {
-			c.suspended = true
-			nc.Close()
-			break
+	// The kept notifications go in one write; those not written whole stay kept for the
+	// next resumption if this transport fails too.
+	bufs := net.Buffers(slices.Clone(c.held))
+	nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
+	if n, err := bufs.WriteTo(nc); err != nil {
+		for n >= int64(len(c.held[0])) {
+			n -= int64(len(c.held[0]))
+			c.held = c.held[1:]
 		}
+		c.suspended = true
+		nc.Close()
+	} else {
+		c.held = nil
 	}
 	select {
 	case t := <-c.resumed: // an earlier resumption not taken up yet: this one replaces it

@@ -302,3 +302,66 @@ func TestSessionResumeNeedsToken(t *testing.T) {
 	default:
 	}
 }
+
+// TestSessionResumeWriteFails: when the transport of a resumption fails while the kept
+// notifications are being sent on it, those it did not carry stay kept, and the next
+// resumption delivers them in order.
+func TestSessionResumeWriteFails(t *testing.T) {
+	id0 := newSessionID()
+	a := &sessionAgent{opened: make(chan *Conn, 8), closed: make(chan *Conn, 8)}
+	srv := &Server{Handler: a, Token: []byte(testToken), ResumeGrace: time.Minute}
+	t.Cleanup(func() { srv.Close() })
+	// pipe serves one connection of srv over a synchronous in-memory transport (each frame
+	// written is read whole, the reader taking exactly what it asks for) and names the session.
+	pipe := func() (net.Conn, *bufio.Reader, SessionState) {
+		t.Helper()
+		tool, agent := net.Pipe()
+		go srv.ServeConn(agent)
+		nc, br, st, err := helloAgent(testCtx(t), tool, "pipe", []byte(testToken), id0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second)) // a notification lost fails, not hangs
+		return nc, br, st
+	}
+	nc, _, _ := pipe()
+	c := recv(t, a.opened, "opened")
+	nc.Close()
+	waitHeld(t, c)
+	for i := range 3 {
+		if err := c.Notify(&Notify{Header: Header{Rank: uint32(i)}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readRank := func(br *bufio.Reader) uint32 {
+		t.Helper()
+		b, err := ReadFrame(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := ParseHeader(b)
+		if h.Type != MsgNotify {
+			t.Fatalf("got %v, want a kept Notify", h.Type)
+		}
+		return h.Rank
+	}
+	nc, br, st := pipe()
+	if st != SessionResumed {
+		t.Fatalf("first resumption: %v", st)
+	}
+	if r := readRank(br); r != 0 {
+		t.Fatalf("first kept notification for rank %d, want 0", r)
+	}
+	nc.Close() // the rest cannot be written
+	waitHeld(t, c)
+	_, br, st = pipe()
+	if st != SessionResumed {
+		t.Fatalf("second resumption: %v", st)
+	}
+	for want := uint32(1); want < 3; want++ {
+		if r := readRank(br); r != want {
+			t.Fatalf("kept notification for rank %d, want %d", r, want)
+		}
+	}
+}
