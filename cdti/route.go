@@ -385,10 +385,11 @@ func (r *Router) link(c *Conn, addr string) (*link, error) { return r.linkTo(c, 
 // resumes it if it holds it) if there is none or, with renew, if the one there broke. One
 // dial at a time per link: others wait for it.
 func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
+	r.mu.Lock()
 	if c.Context().Err() != nil { // c ended: Closed drops its links, none is made after
+		r.mu.Unlock()
 		return nil, ErrPeerClosed
 	}
-	r.mu.Lock()
 	if r.lost == nil {
 		r.lost = make(map[string]bool)
 	}
@@ -430,7 +431,9 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 	}
 	r.mu.Lock()
 	if err != nil {
-		if _, dropped := err.(errDropped); !dropped {
+		// An agent is lost for every tool if it could not be reached, not if the dial
+		// stopped because c's tool left.
+		if _, dropped := err.(errDropped); !dropped && c.Context().Err() == nil {
 			r.lost[addr] = true
 		}
 		l.err, l.dead = err, true
@@ -592,6 +595,8 @@ func helloAgent(ctx context.Context, nc net.Conn, addr string, token []byte, id 
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) }) // cancelled: stop now
+	defer stop()
 	fail := func(op string, err error) (net.Conn, *bufio.Reader, SessionState, error) {
 		nc.Close()
 		return nil, nil, 0, &OpError{Op: op, Object: addr, Err: err}
@@ -644,6 +649,9 @@ func helloAgent(ctx context.Context, nc net.Conn, addr string, token []byte, id 
 	ack, ok := a.(*SessionAck)
 	if !ok || ack.ReturnCode != Success {
 		return fail("session", fmt.Errorf("the agent answered %v (%v)", a.MessageType(), a.Hdr().ReturnCode))
+	}
+	if !stop() {
+		return fail("session", ctx.Err())
 	}
 	nc.SetDeadline(time.Time{})
 	return nc, br, ack.State, nil
