@@ -64,7 +64,7 @@ const ErrorCodeUnreachable = 113
 type Router struct {
 	Local   any
 	Token   []byte        // the session token, proved to each child as a tool proves it
-	Timeout time.Duration // bounds a dial and a collective's wait; 0 means 30 s
+	Timeout time.Duration // bounds a dial (a re-dial while healing: 3 s at most) and a collective's wait; 0 means 30 s
 
 	mu       sync.Mutex
 	children []Route             // the agents directly below
@@ -229,11 +229,16 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 			continue // bypass a lost agent: its children are reached directly
 		}
 		if l.forward(h, frame) != nil {
-			<-l.healed // the link broke: the tree is healed without it
-			if r.isCut(c, own) {
-				break
-			}
-			return c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut))
+			// The link broke: the request is answered once the tree is healed without it,
+			// off this connection's only reader, which serves other requests meanwhile.
+			go func() {
+				<-l.healed
+				if r.isCut(c, own) {
+					c.Send(unreachableReply(h))
+					return
+				}
+				c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut))
+			}()
 		}
 		return nil
 	}
@@ -409,6 +414,7 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 			return nil, l.err
 		}
 		if l.isDead() {
+			<-l.healed // the tree is healed without it: the caller then sees what was cut
 			return nil, fmt.Errorf("agent %s: %w", addr, errLinkBroke)
 		}
 		return l, nil
@@ -422,7 +428,13 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 	ls[addr] = l
 	r.mu.Unlock()
 	defer close(l.ready)
-	ctx, cancel := context.WithTimeout(c.Context(), r.timeout())
+	timeout := r.timeout()
+	if renew {
+		// Healing: the lost agent's children hold the session only for their grace, and
+		// are adopted only once this dial has failed.
+		timeout = min(timeout, healDialTimeout)
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), timeout)
 	defer cancel()
 	nc, br, st, err := dialAgent(ctx, addr, r.Token, r.sessionOf(c))
 	if err == nil && st == SessionEnded {
@@ -455,6 +467,10 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 	go r.readLink(c, addr, l)
 	return l, nil
 }
+
+// healDialTimeout bounds the dial of an agent whose link broke, well below the default
+// Server.ResumeGrace for which its children hold the session.
+const healDialTimeout = 3 * time.Second
 
 // broken reports whether the link failed (its dial or its connection).
 func (l *link) broken() bool {
