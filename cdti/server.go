@@ -430,6 +430,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	if absorbed {
 		err = nil
 	} else {
+		c.wmu.Lock()
+		c.done = true // no resumption takes c over from here on: its transport would leak
+		c.wmu.Unlock()
 		c.Close()
 	}
 	cancel()

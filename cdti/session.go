@@ -313,6 +313,7 @@ func (s *Server) forget(c *Conn) {
 	select {
 	case t := <-c.resumed:
 		t.r = nil
+		c.nc.Close() // the transport it brought, which replaced the one closed
 		close(t.done)
 	default:
 	}
