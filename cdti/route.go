@@ -423,6 +423,7 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("agent %s was lost", addr)
 	}
+	linked := l != nil && l.nc != nil // the agent had the session on a link before
 	l = &link{ready: make(chan struct{}), healed: make(chan struct{}),
 		pending: make(map[uint32]Header), parts: make(map[uint32]*partsWait)}
 	ls[addr] = l
@@ -437,8 +438,14 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 	ctx, cancel := context.WithTimeout(c.Context(), timeout)
 	defer cancel()
 	nc, br, st, err := dialAgent(ctx, addr, r.Token, r.sessionOf(c))
-	if err == nil && st == SessionEnded {
+	switch {
+	case err == nil && st == SessionEnded:
 		nc.Close()
+		err = errDropped{addr}
+	case err == nil && st == SessionNew && linked:
+		// The agent no longer knows the session it had (it forgot it, or was started
+		// again): the tool's state there is gone. Farewell on what it started.
+		(&link{nc: nc}).end()
 		err = errDropped{addr}
 	}
 	r.mu.Lock()

@@ -128,8 +128,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*Conn]struct{}
-	sessions  map[[SessionIDSize]byte]*Conn // connections that name a session, held ones included
-	ended     map[[SessionIDSize]byte]bool  // sessions dropped here
+	sessions  map[[SessionIDSize]byte]*Conn     // connections that name a session, held ones included
+	ended     map[[SessionIDSize]byte]time.Time // sessions dropped here, and when
 	closed    bool
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64

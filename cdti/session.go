@@ -107,6 +107,11 @@ func newSessionID() [SessionIDSize]byte {
 	return id
 }
 
+// endedKeep is how many resume graces a Server remembers a session it dropped, answering
+// SessionEnded to an agent above that asks for it late; past that it forgets it, and such an
+// agent, whose link had been established, takes the SessionNew answer for a drop as well.
+const endedKeep = 10
+
 // maxHeldNotifies bounds the notifications a held connection keeps; past it the session
 // cannot be resumed faithfully and ends.
 const maxHeldNotifies = 4096
@@ -141,7 +146,7 @@ func (c *Conn) onSession(m *Session, r *bufio.Reader) (absorbed bool, err error)
 	}
 	s.mu.Lock()
 	held := s.sessions[m.ID]
-	ended := s.ended[m.ID]
+	_, ended := s.ended[m.ID]
 	if held == nil && !ended {
 		if s.sessions == nil {
 			s.sessions = make(map[[SessionIDSize]byte]*Conn)
@@ -325,10 +330,16 @@ func (s *Server) forget(c *Conn) {
 	defer s.mu.Unlock()
 	if s.sessions[id] == c {
 		delete(s.sessions, id)
+		now := time.Now()
 		if s.ended == nil {
-			s.ended = make(map[[SessionIDSize]byte]bool)
+			s.ended = make(map[[SessionIDSize]byte]time.Time)
 		}
-		s.ended[id] = true
+		for e, at := range s.ended {
+			if now.Sub(at) > endedKeep*s.resumeGrace() {
+				delete(s.ended, e)
+			}
+		}
+		s.ended[id] = now
 	}
 }
 
