@@ -349,3 +349,16 @@ type closedConn struct{ net.Conn }
 
 func (closedConn) Write([]byte) (int, error) { return 0, net.ErrClosed }
 func (closedConn) Close() error              { return nil }
+
+// keep keeps a frame written while the connection is held, if it is a Notify (acks of
+// requests are dropped: the Router above answered them when its link broke).
+func (c *Conn) keep(b []byte) {
+	if h, _ := ParseHeader(b); h.Type != MsgNotify {
+		return
+	}
+	if len(c.held) >= maxHeldNotifies {
+		c.overflow = true
+		return
+	}
+	c.held = append(c.held, b)
+}
