@@ -136,10 +136,18 @@ func (r *Router) linkBroke(c *Conn, addr string, l *link) {
 	default:
 	}
 	if c.transportLost() {
-		// This agent lost its own way up: an agent above adopts the children, not this one
-		// (it would take them back from that ancestor).
+		// This agent lost its own way up: the agent above answered what was outstanding. It
+		// heals the tree only once an agent above resumes c: if none does, that ancestor
+		// adopted the children itself (healing here would take them back).
 		for _, w := range parts {
 			close(w.ch)
+		}
+		if c.awaitTransport() {
+			if rt := r.route(addr); rt != nil {
+				if lost := r.heal(c, rt); len(lost) > 0 {
+					r.notifyLost(c, lost)
+				}
+			}
 		}
 		return
 	}

@@ -266,13 +266,14 @@ type Conn struct {
 	// The tool session the connection relays (session.go), and its state when held.
 	session    [SessionIDSize]byte
 	hasSession bool
-	ending     bool     // the Router said farewell, or the agent closed it: do not hold
-	suspended  bool     // the transport broke: writes are kept (Notify) or dropped
-	closing    bool     // Close was called on the transport
-	done       bool     // ended for good: no resumption
-	overflow   bool     // more notifications than maxHeldNotifies came while held
-	held       [][]byte // the notifications kept while suspended
-	gen        uint64   // counts the transports that took the connection over
+	ending     bool          // the Router said farewell, or the agent closed it: do not hold
+	suspended  bool          // the transport broke: writes are kept (Notify) or dropped
+	closing    bool          // Close was called on the transport
+	done       bool          // ended for good: no resumption
+	overflow   bool          // more notifications than maxHeldNotifies came while held
+	held       [][]byte      // the notifications kept while suspended
+	back       chan struct{} // closed when a resumption gives a held connection a working transport
+	gen        uint64        // counts the transports that took the connection over
 	resumed    chan transport
 	handedOver chan struct{} // this connection's transport now serves a held one: closed when it no longer does
 	halt       chan struct{} // closed by Server.Close

@@ -238,6 +238,10 @@ func (c *Conn) resume(nc net.Conn, r *bufio.Reader, done chan struct{}, ack func
 		nc.Close()
 	} else {
 		c.held = nil
+		if c.back != nil {
+			close(c.back)
+			c.back = nil
+		}
 	}
 	select {
 	case t := <-c.resumed: // an earlier resumption not taken up yet: this one replaces it
@@ -307,6 +311,32 @@ func (c *Conn) transportLost() bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	return c.suspended || c.closing || c.done
+}
+
+// awaitTransport waits until c, held, has a working transport again, and reports false if
+// c ends (or is ending) instead.
+func (c *Conn) awaitTransport() bool {
+	for {
+		c.wmu.Lock()
+		if c.done || c.ending {
+			c.wmu.Unlock()
+			return false
+		}
+		if !c.suspended && !c.closing {
+			c.wmu.Unlock()
+			return true
+		}
+		if c.back == nil {
+			c.back = make(chan struct{})
+		}
+		back := c.back
+		c.wmu.Unlock()
+		select {
+		case <-back:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
 }
 
 // forget removes c's session from the server when c ends, remembering that it ended here, and
