@@ -301,7 +301,13 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 			return nil, l.err
 		}
 		if l.isDead() {
-			<-l.healed // the tree is healed without it: the caller then sees what was cut
+			<-l.healed // the tree is healed: the caller then sees what was cut
+			r.mu.Lock()
+			again := r.links[c][addr]
+			r.mu.Unlock()
+			if again != nil && again != l { // the heal dialed the agent again
+				return r.linkTo(c, addr, false)
+			}
 			return nil, fmt.Errorf("agent %s: %w", addr, errLinkBroke)
 		}
 		return l, nil
