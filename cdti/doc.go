@@ -118,10 +118,11 @@
 // the Notify messages it sends meanwhile kept, for Server.ResumeGrace (10 s): an agent above
 // that names the same session on a new authenticated connection resumes it (SessionAck
 // resumed; the kept notifications come first), and only a link not resumed in time drops
-// the tool as after its exit.
+// the tool as after its exit. A connection the agent itself closes (Conn.Close) is not held.
 //
 // Faults. When the link to a child breaks, the Router heals the tree for the tool connection
-// it served: it dials the child again with the session, and, if the child is gone, adopts
+// it served: it dials the child again with the session (within 3 s, well inside the grace
+// the child's children hold the session for), and, if the child is gone, adopts
 // the child's children (dials them and resumes the session they hold), and so on down past
 // any other lost agent. Only the ranks of the agents it could not reach are lost (and the
 // whole subtree of an agent that answers that it dropped the session, SessionAck ended). The

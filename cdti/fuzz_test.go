@@ -41,7 +41,9 @@ func seedMessages(t testing.TB) [][]byte {
 		&GatherStacks{Header: hdr(15), MaxFrames: 64}, &GatherStacksAck{Header: hdr(16), Tree: seedStackTree()},
 	}
 	msgs = append(msgs, seedCollectives()...)
-	msgs = append(msgs, &GatherStacksAck{Header: hdr(22), More: true, Tree: seedStackTree()})
+	msgs = append(msgs, &GatherStacksAck{Header: hdr(22), More: true, Tree: seedStackTree()},
+		&Session{Header: hdr(23), Flags: SessionEnd, ID: [SessionIDSize]byte{1, 2, 3}},
+		&SessionAck{Header: hdr(24), State: SessionResumed})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {
@@ -49,7 +51,16 @@ func seedMessages(t testing.TB) [][]byte {
 		}
 		seeds = append(seeds, b)
 	}
-	return seeds
+	// A refused Session answered by the header alone.
+	short := &SessionAck{Header: hdr(25)}
+	short.ReturnCode = RequestFailed
+	b, err := EncodeLax(short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = b[:ToolMessageSize]
+	short.Header.put(b, MsgSessionAck, len(b))
+	return append(seeds, b)
 }
 
 // seedCollectives are Collective and CollectiveAck messages of both kinds.

@@ -64,7 +64,7 @@ const ErrorCodeUnreachable = 113
 type Router struct {
 	Local   any
 	Token   []byte        // the session token, proved to each child as a tool proves it
-	Timeout time.Duration // bounds a dial and a collective's wait; 0 means 30 s
+	Timeout time.Duration // bounds a dial (a re-dial while healing: 3 s at most) and a collective's wait; 0 means 30 s
 
 	mu       sync.Mutex
 	children []Route             // the agents directly below
@@ -229,129 +229,21 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 			continue // bypass a lost agent: its children are reached directly
 		}
 		if l.forward(h, frame) != nil {
-			<-l.healed // the link broke: the tree is healed without it
-			if r.isCut(c, own) {
-				break
-			}
-			return c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut))
+			// The link broke: the request is answered once the tree is healed without it,
+			// off this connection's only reader, which serves other requests meanwhile.
+			go func() {
+				<-l.healed
+				if r.isCut(c, own) {
+					c.Send(unreachableReply(h))
+					return
+				}
+				c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut))
+			}()
 		}
 		return nil
 	}
 	return c.Send(unreachableReply(h))
 }
-
-// isCut reports whether c lost the ranks of the agent at addr: the agent could not be
-// reached when the tree healed, or it had dropped the tool's session.
-func (r *Router) isCut(c *Conn, addr string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cut[c][addr]
-}
-
-// rankCut reports whether c lost rank (below this agent).
-func (r *Router) rankCut(c *Conn, rank uint32) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	p, ok := r.path[rank]
-	return ok && r.cut[c][p[len(p)-1].Addr]
-}
-
-// markCut records that c lost the ranks of the agent at addr.
-func (r *Router) markCut(c *Conn, addr string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cut == nil {
-		r.cut = make(map[*Conn]map[string]bool)
-	}
-	if r.cut[c] == nil {
-		r.cut[c] = make(map[string]bool)
-	}
-	r.cut[c][addr] = true
-}
-
-// route returns the agent at addr among those below, or nil.
-func (r *Router) route(addr string) *Route {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var find func(rts []Route) *Route
-	find = func(rts []Route) *Route {
-		for i := range rts {
-			if rts[i].Addr == addr {
-				return &rts[i]
-			}
-			if rt := find(rts[i].Children); rt != nil {
-				return rt
-			}
-		}
-		return nil
-	}
-	return find(r.children)
-}
-
-// heal makes the tree whole again for c after its link to rt broke: rt is dialed again (and
-// resumes the session if it is still there), or else its children are adopted, each the same
-// way. It returns the ranks c lost: those of the agents that could not be reached, and the
-// whole subtree of an agent that had dropped the session.
-func (r *Router) heal(c *Conn, rt *Route) (lost []uint32) {
-	if r.isCut(c, rt.Addr) {
-		lost = nil // already lost: its children were adopted then
-	} else {
-		_, err := r.linkTo(c, rt.Addr, true)
-		if err == nil {
-			return nil
-		}
-		if _, ok := err.(errDropped); ok {
-			var cutAll func(rt *Route)
-			cutAll = func(rt *Route) {
-				r.markCut(c, rt.Addr)
-				for i := range rt.Children {
-					cutAll(&rt.Children[i])
-				}
-			}
-			cutAll(rt)
-			return subtreeRanks(rt)
-		}
-		r.markCut(c, rt.Addr)
-		lost = slices.Clone(rt.Ranks)
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for i := range rt.Children { // at once: a child that does not answer delays no other
-		wg.Go(func() {
-			l := r.heal(c, &rt.Children[i])
-			mu.Lock()
-			lost = append(lost, l...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return lost
-}
-
-// notifyLost tells c's tool that it lost ranks: one Notify of kind NotifyTypeUnreachable per
-// rank, each carrying their number, the losses of different links not interleaved.
-func (r *Router) notifyLost(c *Conn, ranks []uint32) {
-	r.notifyMu.Lock()
-	defer r.notifyMu.Unlock()
-	for _, rank := range ranks {
-		n := &Notify{Header: Header{Rank: rank}, Kind: NotifyTypeUnreachable, Lost: uint32(len(ranks))}
-		if c.Notify(n) != nil {
-			return
-		}
-	}
-}
-
-// subtreeRanks lists the ranks of rt and every agent below it.
-func subtreeRanks(rt *Route) []uint32 {
-	out := slices.Clone(rt.Ranks)
-	for i := range rt.Children {
-		out = append(out, subtreeRanks(&rt.Children[i])...)
-	}
-	return out
-}
-
-// unreachableReply answers request h for a rank whose agent cannot be reached.
-func unreachableReply(h Header) Message { return ReplyTo(h, RequestFailed, ErrorCodeUnreachable) }
 
 // ReplyTo is the answer to request h that carries only a message-level result: the ack of
 // h's message type (an ErrorAck for a type without one), return code rc, and errno as the
@@ -385,10 +277,11 @@ func (r *Router) link(c *Conn, addr string) (*link, error) { return r.linkTo(c, 
 // resumes it if it holds it) if there is none or, with renew, if the one there broke. One
 // dial at a time per link: others wait for it.
 func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
+	r.mu.Lock()
 	if c.Context().Err() != nil { // c ended: Closed drops its links, none is made after
+		r.mu.Unlock()
 		return nil, ErrPeerClosed
 	}
-	r.mu.Lock()
 	if r.lost == nil {
 		r.lost = make(map[string]bool)
 	}
@@ -408,6 +301,13 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 			return nil, l.err
 		}
 		if l.isDead() {
+			<-l.healed // the tree is healed: the caller then sees what was cut
+			r.mu.Lock()
+			again := r.links[c][addr]
+			r.mu.Unlock()
+			if again != nil && again != l { // the heal dialed the agent again
+				return r.linkTo(c, addr, false)
+			}
 			return nil, fmt.Errorf("agent %s: %w", addr, errLinkBroke)
 		}
 		return l, nil
@@ -416,21 +316,36 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("agent %s was lost", addr)
 	}
+	linked := l != nil && l.nc != nil // the agent had the session on a link before
 	l = &link{ready: make(chan struct{}), healed: make(chan struct{}),
 		pending: make(map[uint32]Header), parts: make(map[uint32]*partsWait)}
 	ls[addr] = l
 	r.mu.Unlock()
 	defer close(l.ready)
-	ctx, cancel := context.WithTimeout(c.Context(), r.timeout())
+	timeout := r.timeout()
+	if renew {
+		// Healing: the lost agent's children hold the session only for their grace, and
+		// are adopted only once this dial has failed.
+		timeout = min(timeout, healDialTimeout)
+	}
+	ctx, cancel := context.WithTimeout(c.Context(), timeout)
 	defer cancel()
 	nc, br, st, err := dialAgent(ctx, addr, r.Token, r.sessionOf(c))
-	if err == nil && st == SessionEnded {
+	switch {
+	case err == nil && st == SessionEnded:
 		nc.Close()
+		err = errDropped{addr}
+	case err == nil && st == SessionNew && linked:
+		// The agent no longer knows the session it had (it forgot it, or was started
+		// again): the tool's state there is gone. Farewell on what it started.
+		(&link{nc: nc}).end()
 		err = errDropped{addr}
 	}
 	r.mu.Lock()
 	if err != nil {
-		if _, dropped := err.(errDropped); !dropped {
+		// An agent is lost for every tool if it could not be reached, not if the dial
+		// stopped because c's tool left.
+		if _, dropped := err.(errDropped); !dropped && c.Context().Err() == nil {
 			r.lost[addr] = true
 		}
 		l.err, l.dead = err, true
@@ -453,6 +368,10 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 	return l, nil
 }
 
+// healDialTimeout bounds the dial of an agent whose link broke, well below the default
+// Server.ResumeGrace for which its children hold the session.
+const healDialTimeout = 3 * time.Second
+
 // broken reports whether the link failed (its dial or its connection).
 func (l *link) broken() bool {
 	select {
@@ -464,7 +383,8 @@ func (l *link) broken() bool {
 }
 
 // readLink sends up everything the child sends, but the acks of collectives, until the
-// connection fails; then it heals the tree for c and answers what was outstanding on it.
+// connection fails; then it heals the tree for c and answers what was outstanding on it
+// (linkBroke).
 func (r *Router) readLink(c *Conn, addr string, l *link) {
 	defer close(l.healed)
 	for {
@@ -494,43 +414,7 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 			break
 		}
 	}
-	l.mu.Lock()
-	l.dead = true
-	pending, parts := l.pending, l.parts
-	l.pending, l.parts = nil, nil
-	l.mu.Unlock()
-	l.nc.Close()
-	select {
-	case <-c.Context().Done(): // the tool left: the link closed with it
-		for _, w := range parts {
-			close(w.ch)
-		}
-		return
-	default:
-	}
-	if c.transportLost() {
-		// This agent lost its own way up: an agent above adopts the children, not this one
-		// (it would take them back from that ancestor).
-		for _, w := range parts {
-			close(w.ch)
-		}
-		return
-	}
-	if rt := r.route(addr); rt != nil {
-		if lost := r.heal(c, rt); len(lost) > 0 {
-			r.notifyLost(c, lost)
-		}
-	}
-	for _, h := range pending {
-		if r.rankCut(c, h.Rank) {
-			c.Send(unreachableReply(h))
-		} else {
-			c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut)) // its answer was lost on the way
-		}
-	}
-	for _, w := range parts {
-		close(w.ch)
-	}
+	r.linkBroke(c, addr, l)
 }
 
 func (l *link) isDead() bool {
@@ -584,9 +468,16 @@ func dialAgent(ctx context.Context, addr string, token []byte, id [SessionIDSize
 	if err != nil {
 		return nil, nil, 0, &OpError{Op: "dial", Object: addr, Err: err}
 	}
+	return helloAgent(ctx, nc, addr, token, id)
+}
+
+// helloAgent is dialAgent on a connection made: it closes nc if the exchange fails.
+func helloAgent(ctx context.Context, nc net.Conn, addr string, token []byte, id [SessionIDSize]byte) (net.Conn, *bufio.Reader, SessionState, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Now()) }) // cancelled: stop now
+	defer stop()
 	fail := func(op string, err error) (net.Conn, *bufio.Reader, SessionState, error) {
 		nc.Close()
 		return nil, nil, 0, &OpError{Op: op, Object: addr, Err: err}
@@ -639,6 +530,9 @@ func dialAgent(ctx context.Context, addr string, token []byte, id [SessionIDSize
 	ack, ok := a.(*SessionAck)
 	if !ok || ack.ReturnCode != Success {
 		return fail("session", fmt.Errorf("the agent answered %v (%v)", a.MessageType(), a.Hdr().ReturnCode))
+	}
+	if !stop() {
+		return fail("session", ctx.Err())
 	}
 	nc.SetDeadline(time.Time{})
 	return nc, br, ack.State, nil

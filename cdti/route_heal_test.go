@@ -1,7 +1,11 @@
 package cdti
 
 import (
+	"io"
+	"net"
+	"sync"
 	"testing"
+	"time"
 )
 
 // gatedAgent is a stackAgent whose Updates wait for gate to close, after telling entered.
@@ -97,5 +101,82 @@ func TestCollectiveInFlightWhenAgentLost(t *testing.T) {
 	case m := <-c.Notifications():
 		t.Fatalf("a second notification: %v for rank %d", m.Kind, m.Rank)
 	default:
+	}
+}
+
+// TestRouterToolLeavesDuringHeal: the tool leaves while its Router re-dials a child whose
+// link broke (the child accepts but does not answer yet). That dial stops, and the child is
+// not taken for lost: the next tool reaches its rank.
+func TestRouterToolLeavesDuringHeal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	child := &stackAgent{index: 1, ranks: []uint32{1}}
+	newChild := func() *Server {
+		return &Server{Token: []byte(testToken), Handler: &Router{Local: child, Token: []byte(testToken)}}
+	}
+	var mu sync.Mutex
+	srv, silent := newChild(), false
+	held := make(chan net.Conn, 1)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			s, quiet := srv, silent
+			mu.Unlock()
+			if quiet {
+				held <- nc
+				continue
+			}
+			go s.ServeConn(nc)
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		srv.Close()
+	})
+	rootLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &Router{Local: &stackAgent{ranks: []uint32{0}}, Token: []byte(testToken), Timeout: time.Minute}
+	rt.SetChildren([]Route{{Addr: ln.Addr().String(), Ranks: []uint32{1}}})
+	root := &Server{Token: []byte(testToken), Handler: rt}
+	go root.Serve(rootLn)
+	t.Cleanup(func() { root.Close() })
+
+	ctx := testCtx(t)
+	tool := dialRoot(t, rootLn.Addr().String())
+	if _, err := tool.Query(ctx, 1, &GetThreadList{}); err != nil {
+		t.Fatalf("first query: %v", err)
+	}
+	mu.Lock()
+	old := srv
+	srv, silent = newChild(), true
+	mu.Unlock()
+	old.Close() // the link breaks; the Router dials the child again and waits for its answer
+	var nc net.Conn
+	select {
+	case nc = <-held:
+	case <-ctx.Done():
+		t.Fatal("the Router did not dial the child again")
+	}
+	defer nc.Close()
+	tool.Close()
+	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); err != nil {
+		t.Fatalf("the dial did not stop when the tool left: %v", err)
+	}
+	mu.Lock()
+	silent = false
+	mu.Unlock()
+	if _, err := dialRoot(t, rootLn.Addr().String()).Query(ctx, 1, &GetThreadList{}); err != nil {
+		t.Fatalf("the next tool's query: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package cdti
 import (
 	"bufio"
 	"context"
-	"crypto/hmac"
 	"errors"
 	"fmt"
 	"io"
@@ -128,8 +127,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*Conn]struct{}
-	sessions  map[[SessionIDSize]byte]*Conn // connections that name a session, held ones included
-	ended     map[[SessionIDSize]byte]bool  // sessions dropped here
+	sessions  map[[SessionIDSize]byte]*Conn     // connections that name a session, held ones included
+	ended     map[[SessionIDSize]byte]time.Time // sessions dropped here, and when
 	closed    bool
 	wg        sync.WaitGroup
 	nextID    atomic.Uint64
@@ -267,13 +266,14 @@ type Conn struct {
 	// The tool session the connection relays (session.go), and its state when held.
 	session    [SessionIDSize]byte
 	hasSession bool
-	ending     bool     // the Router said farewell: do not hold
-	suspended  bool     // the transport broke: writes are kept (Notify) or dropped
-	closing    bool     // Close was called on the transport
-	done       bool     // ended for good: no resumption
-	overflow   bool     // more notifications than maxHeldNotifies came while held
-	held       [][]byte // the notifications kept while suspended
-	gen        uint64   // counts the transports that took the connection over
+	ending     bool          // the Router said farewell, or the agent closed it: do not hold
+	suspended  bool          // the transport broke: writes are kept (Notify) or dropped
+	closing    bool          // Close was called on the transport
+	done       bool          // ended for good: no resumption
+	overflow   bool          // more notifications than maxHeldNotifies came while held
+	held       [][]byte      // the notifications kept while suspended
+	back       chan struct{} // closed when a resumption gives a held connection a working transport
+	gen        uint64        // counts the transports that took the connection over
 	resumed    chan transport
 	handedOver chan struct{} // this connection's transport now serves a held one: closed when it no longer does
 	halt       chan struct{} // closed by Server.Close
@@ -313,12 +313,12 @@ func (c *Conn) SetValue(v any) {
 	c.vmu.Unlock()
 }
 
-// Close closes the connection. One that names a tool session is then held for a resumption
-// (Server.ResumeGrace), as after any break of its transport.
+// Close closes the connection for good: the agent's own Close ends it even if it names a
+// tool session (only a break of its transport holds it for a resumption).
 func (c *Conn) Close() error {
 	c.wmu.Lock()
 	nc := c.nc
-	c.closing = true
+	c.closing, c.ending = true, true
 	c.wmu.Unlock()
 	return nc.Close()
 }
@@ -395,19 +395,6 @@ func (c *Conn) write(b []byte) error {
 	return nil
 }
 
-// keep keeps a frame written while the connection is held, if it is a Notify (acks of
-// requests are dropped: the Router above answered them when its link broke).
-func (c *Conn) keep(b []byte) {
-	if h, _ := ParseHeader(b); h.Type != MsgNotify {
-		return
-	}
-	if len(c.held) >= maxHeldNotifies {
-		c.overflow = true
-		return
-	}
-	c.held = append(c.held, b)
-}
-
 func (s *Server) serveConn(nc net.Conn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Conn{srv: s, nc: nc, remote: nc.RemoteAddr(), id: s.nextID.Add(1), ctx: ctx, cancel: cancel,
@@ -430,6 +417,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	if absorbed {
 		err = nil
 	} else {
+		c.wmu.Lock()
+		c.done = true // no resumption takes c over from here on: its transport would leak
+		c.wmu.Unlock()
 		c.Close()
 	}
 	cancel()
@@ -468,71 +458,6 @@ func (c *Conn) run() (opened bool, err error) {
 		h.Opened(c)
 	}
 	return true, c.serve(r)
-}
-
-// maxHelloSize bounds a frame read before authentication: a Hello needs far less.
-const maxHelloSize = 4096
-
-// handshake authenticates the peer by challenge and response (see Hello): the first message
-// must be a Hello with the tool's nonce, answered with the agent's nonce and proof, and the
-// second a Hello with the tool's proof of the token.
-func (c *Conn) handshake(r *bufio.Reader) error {
-	to := c.srv.HandshakeTimeout
-	if to <= 0 {
-		to = 10 * time.Second
-	}
-	c.nc.SetReadDeadline(time.Now().Add(to))
-	h, first, err := c.readHello(r, "first")
-	if err != nil {
-		return err
-	}
-	if len(first.Nonce) != NonceSize || len(first.Proof) != 0 {
-		c.Send(&HelloAck{Header: h.Reply(ToolAuthorityError), ExtVersion: ExtensionVersion})
-		return fmt.Errorf("handshake: %w: first Hello without a %d-byte nonce (extension version %d, this agent's %d)",
-			ErrAuthentication, NonceSize, first.ExtVersion, ExtensionVersion)
-	}
-	mine := NewNonce()
-	if err := c.Send(&HelloAck{Header: h.Reply(Success), ExtVersion: ExtensionVersion, Nonce: mine,
-		Proof: HelloProof(c.srv.Token, HelloRoleAgent, first.Nonce, mine)}); err != nil {
-		return fmt.Errorf("handshake: %w", err)
-	}
-	h, second, err := c.readHello(r, "second")
-	if err != nil {
-		return err
-	}
-	if !hmac.Equal(second.Proof, HelloProof(c.srv.Token, HelloRoleTool, mine, first.Nonce)) {
-		c.Send(&HelloAck{Header: h.Reply(ToolAuthorityError), ExtVersion: ExtensionVersion})
-		return fmt.Errorf("handshake: %w: wrong token", ErrAuthentication)
-	}
-	c.nc.SetReadDeadline(time.Time{})
-	c.hello = second
-	node := c.srv.Node[:min(len(c.srv.Node), MaxNodeNameSize)]
-	return c.Send(&HelloAck{Header: h.Reply(Success), ExtVersion: ExtensionVersion, Node: node})
-}
-
-// readHello reads one handshake message, which must be a Hello of at most maxHelloSize bytes.
-func (c *Conn) readHello(r *bufio.Reader, which string) (Header, *Hello, error) {
-	hb, err := r.Peek(HeaderSize)
-	if err != nil {
-		return Header{}, nil, fmt.Errorf("handshake: %w", err)
-	}
-	h, _ := ParseHeader(hb)
-	if h.Type != MsgHello {
-		c.Send(&ErrorAck{h.Reply(ToolAuthorityError)})
-		return h, nil, fmt.Errorf("handshake: %s message is %v, not Hello", which, h.Type)
-	}
-	if h.Length > maxHelloSize {
-		return h, nil, fmt.Errorf("handshake: Hello of %d bytes (limit %d)", h.Length, maxHelloSize)
-	}
-	b, err := ReadFrame(r)
-	if err != nil {
-		return h, nil, fmt.Errorf("handshake: %w", err)
-	}
-	m, err := DecodeMessage(b)
-	if err != nil {
-		return h, nil, fmt.Errorf("handshake: %w", err)
-	}
-	return h, m.(*Hello), nil
 }
 
 func (c *Conn) serve(r *bufio.Reader) error {

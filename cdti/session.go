@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -13,7 +14,8 @@ import (
 // A Router's link to a child relays one tool connection; the Router names it, right after the
 // Hello, with a Session message carrying the tool session's id (random, one per tool
 // connection at the root, the same on every link below it). A connection so named is held
-// when its transport breaks without the Router's farewell (a Session with SessionEnd): the
+// when its transport breaks without the Router's farewell (a Session with SessionEnd) and
+// without the agent closing it (Conn.Close ends it for good): the
 // handler is not told (no CloseHandler call, the context stays live), what the agent sends
 // meanwhile is kept if it is a Notify and dropped otherwise, and for ResumeGrace the Server
 // waits for an agent above to take the connection over: another authenticated connection
@@ -105,6 +107,11 @@ func newSessionID() [SessionIDSize]byte {
 	return id
 }
 
+// endedKeep is how many resume graces a Server remembers a session it dropped, answering
+// SessionEnded to an agent above that asks for it late; past that it forgets it, and such an
+// agent, whose link had been established, takes the SessionNew answer for a drop as well.
+const endedKeep = 10
+
 // maxHeldNotifies bounds the notifications a held connection keeps; past it the session
 // cannot be resumed faithfully and ends.
 const maxHeldNotifies = 4096
@@ -139,7 +146,7 @@ func (c *Conn) onSession(m *Session, r *bufio.Reader) (absorbed bool, err error)
 	}
 	s.mu.Lock()
 	held := s.sessions[m.ID]
-	ended := s.ended[m.ID]
+	_, ended := s.ended[m.ID]
 	if held == nil && !ended {
 		if s.sessions == nil {
 			s.sessions = make(map[[SessionIDSize]byte]*Conn)
@@ -206,7 +213,7 @@ func writeFrameTo(nc net.Conn, m Message, timeout time.Duration) error {
 // using nc. It reports false if c ended or cannot be resumed.
 func (c *Conn) resume(nc net.Conn, r *bufio.Reader, done chan struct{}, ack func() error) (bool, error) {
 	c.wmu.Lock()
-	if c.done || c.overflow {
+	if c.done || c.ending || c.overflow {
 		c.wmu.Unlock()
 		return false, nil
 	}
@@ -218,14 +225,22 @@ func (c *Conn) resume(nc net.Conn, r *bufio.Reader, done chan struct{}, ack func
 	c.nc = nc
 	c.gen++
 	c.suspended, c.closing = false, false
-	held := c.held
-	c.held = nil
-	for _, b := range held {
-		nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
-		if _, err := nc.Write(b); err != nil {
-			c.suspended = true
-			nc.Close()
-			break
+	// The kept notifications go in one write; those not written whole stay kept for the
+	// next resumption if this transport fails too.
+	bufs := net.Buffers(slices.Clone(c.held))
+	nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
+	if n, err := bufs.WriteTo(nc); err != nil {
+		for n >= int64(len(c.held[0])) {
+			n -= int64(len(c.held[0]))
+			c.held = c.held[1:]
+		}
+		c.suspended = true
+		nc.Close()
+	} else {
+		c.held = nil
+		if c.back != nil {
+			close(c.back)
+			c.back = nil
 		}
 	}
 	select {
@@ -298,6 +313,32 @@ func (c *Conn) transportLost() bool {
 	return c.suspended || c.closing || c.done
 }
 
+// awaitTransport waits until c, held, has a working transport again, and reports false if
+// c ends (or is ending) instead.
+func (c *Conn) awaitTransport() bool {
+	for {
+		c.wmu.Lock()
+		if c.done || c.ending {
+			c.wmu.Unlock()
+			return false
+		}
+		if !c.suspended && !c.closing {
+			c.wmu.Unlock()
+			return true
+		}
+		if c.back == nil {
+			c.back = make(chan struct{})
+		}
+		back := c.back
+		c.wmu.Unlock()
+		select {
+		case <-back:
+		case <-c.ctx.Done():
+			return false
+		}
+	}
+}
+
 // forget removes c's session from the server when c ends, remembering that it ended here, and
 // lets go a transport that resumed c too late to be read.
 func (s *Server) forget(c *Conn) {
@@ -307,6 +348,7 @@ func (s *Server) forget(c *Conn) {
 	select {
 	case t := <-c.resumed:
 		t.r = nil
+		c.nc.Close() // the transport it brought, which replaced the one closed
 		close(t.done)
 	default:
 	}
@@ -318,10 +360,16 @@ func (s *Server) forget(c *Conn) {
 	defer s.mu.Unlock()
 	if s.sessions[id] == c {
 		delete(s.sessions, id)
+		now := time.Now()
 		if s.ended == nil {
-			s.ended = make(map[[SessionIDSize]byte]bool)
+			s.ended = make(map[[SessionIDSize]byte]time.Time)
 		}
-		s.ended[id] = true
+		for e, at := range s.ended {
+			if now.Sub(at) > endedKeep*s.resumeGrace() {
+				delete(s.ended, e)
+			}
+		}
+		s.ended[id] = now
 	}
 }
 
@@ -331,3 +379,16 @@ type closedConn struct{ net.Conn }
 
 func (closedConn) Write([]byte) (int, error) { return 0, net.ErrClosed }
 func (closedConn) Close() error              { return nil }
+
+// keep keeps a frame written while the connection is held, if it is a Notify (acks of
+// requests are dropped: the Router above answered them when its link broke).
+func (c *Conn) keep(b []byte) {
+	if h, _ := ParseHeader(b); h.Type != MsgNotify {
+		return
+	}
+	if len(c.held) >= maxHeldNotifies {
+		c.overflow = true
+		return
+	}
+	c.held = append(c.held, b)
+}

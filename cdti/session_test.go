@@ -237,3 +237,131 @@ func TestSessionConcurrentResumptions(t *testing.T) {
 	default:
 	}
 }
+
+// TestSessionCloseEnds: a connection the agent closes on purpose (as the agent does when a
+// tool's notifications overflow, or after an internal error) ends for good although it names
+// a session: the handler is told, and an agent above that dials the session again is
+// answered that it ended, instead of resuming a connection nothing notifies any more.
+func TestSessionCloseEnds(t *testing.T) {
+	a, addr := startSessionServer(t, time.Minute)
+	id := newSessionID()
+	dialSession(t, addr, id)
+	c := recv(t, a.opened, "opened")
+	c.Close()
+	if closed := recv(t, a.closed, "closed after the agent's Close"); closed != c {
+		t.Fatal("another connection closed")
+	}
+	if c.Context().Err() == nil {
+		t.Fatal("the closed connection's context is live")
+	}
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id); err == nil && st != SessionEnded {
+		t.Fatalf("dialing the session after the agent's Close: %v, want ended", st)
+	}
+}
+
+// TestSessionResumeNeedsToken: only an authenticated connection resumes a held session: a
+// wrong token is refused, a Session sent before any Hello is not answered with a SessionAck,
+// and neither disturbs the held connection, which a proper link then resumes.
+func TestSessionResumeNeedsToken(t *testing.T) {
+	a, addr := startSessionServer(t, time.Minute)
+	id := newSessionID()
+	nc, _, _ := dialSession(t, addr, id)
+	c := recv(t, a.opened, "opened")
+	nc.Close()
+	waitHeld(t, c)
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte("wrong-token-wrong-token-wrong-to"), id); err == nil {
+		t.Fatalf("resumed with a wrong token: %v", st)
+	}
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	b, err := Encode(&Session{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion}, ID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if fr, err := ReadFrame(bufio.NewReader(raw)); err == nil {
+		if h, _ := ParseHeader(fr); h.Type == MsgSessionAck && h.ReturnCode == Success {
+			t.Fatal("a Session before the Hello was answered")
+		}
+	}
+	raw.Close()
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id); err != nil || st != SessionResumed {
+		t.Fatalf("resuming after the refused attempts: %v, %v", st, err)
+	}
+	select {
+	case cl := <-a.closed:
+		if cl == c {
+			t.Fatal("the held connection ended")
+		}
+	default:
+	}
+}
+
+// TestSessionResumeWriteFails: when the transport of a resumption fails while the kept
+// notifications are being sent on it, those it did not carry stay kept, and the next
+// resumption delivers them in order.
+func TestSessionResumeWriteFails(t *testing.T) {
+	id0 := newSessionID()
+	a := &sessionAgent{opened: make(chan *Conn, 8), closed: make(chan *Conn, 8)}
+	srv := &Server{Handler: a, Token: []byte(testToken), ResumeGrace: time.Minute}
+	t.Cleanup(func() { srv.Close() })
+	// pipe serves one connection of srv over a synchronous in-memory transport (each frame
+	// written is read whole, the reader taking exactly what it asks for) and names the session.
+	pipe := func() (net.Conn, *bufio.Reader, SessionState) {
+		t.Helper()
+		tool, agent := net.Pipe()
+		go srv.ServeConn(agent)
+		nc, br, st, err := helloAgent(testCtx(t), tool, "pipe", []byte(testToken), id0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second)) // a notification lost fails, not hangs
+		return nc, br, st
+	}
+	nc, _, _ := pipe()
+	c := recv(t, a.opened, "opened")
+	nc.Close()
+	waitHeld(t, c)
+	for i := range 3 {
+		if err := c.Notify(&Notify{Header: Header{Rank: uint32(i)}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readRank := func(br *bufio.Reader) uint32 {
+		t.Helper()
+		b, err := ReadFrame(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := ParseHeader(b)
+		if h.Type != MsgNotify {
+			t.Fatalf("got %v, want a kept Notify", h.Type)
+		}
+		return h.Rank
+	}
+	nc, br, st := pipe()
+	if st != SessionResumed {
+		t.Fatalf("first resumption: %v", st)
+	}
+	if r := readRank(br); r != 0 {
+		t.Fatalf("first kept notification for rank %d, want 0", r)
+	}
+	nc.Close() // the rest cannot be written
+	waitHeld(t, c)
+	_, br, st = pipe()
+	if st != SessionResumed {
+		t.Fatalf("second resumption: %v", st)
+	}
+	for want := uint32(1); want < 3; want++ {
+		if r := readRank(br); r != want {
+			t.Fatalf("kept notification for rank %d, want %d", r, want)
+		}
+	}
+}

@@ -14,7 +14,7 @@ const blockSize = 512
 
 // block is one cached block and whether a read used it since it was fetched.
 type block struct {
-	data []byte // blockSize bytes (nil: unreadable)
+	data []byte // blockSize bytes (only readable blocks are cached)
 	used bool
 	own  bool // data is a copy of its own, not part of the page it was read with
 }

@@ -25,7 +25,7 @@ type rankMemory struct {
 	// when a rank's threads are labelled) until dropScratch: a stopped rank keeps only the
 	// blocks its stack and variables need.
 	scratch blocks
-	epoch   int // bumped by reset: blocks read before it belong to an older stop
+	epoch   int // bumped by reset and WriteAt: blocks read before it are stale
 	// recording is set by recordFetches: the ranges transient reads fetch are kept in rec.
 	recording bool
 	rec       []memSpan
@@ -314,6 +314,7 @@ func (m *rankMemory) WriteAt(p []byte, addr uint64) (int, error) {
 			}
 		}
 	}
+	m.epoch++ // a read that started before the write keeps nothing it read
 	m.mu.Unlock()
 	return len(p), nil
 }

@@ -1,0 +1,169 @@
+package cdti
+
+import (
+	"slices"
+	"sync"
+)
+
+// isCut reports whether c lost the ranks of the agent at addr: the agent could not be
+// reached when the tree healed, or it had dropped the tool's session.
+func (r *Router) isCut(c *Conn, addr string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cut[c][addr]
+}
+
+// rankCut reports whether c lost rank (below this agent).
+func (r *Router) rankCut(c *Conn, rank uint32) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.path[rank]
+	return ok && r.cut[c][p[len(p)-1].Addr]
+}
+
+// markCut records that c lost the ranks of the agent at addr.
+func (r *Router) markCut(c *Conn, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cut == nil {
+		r.cut = make(map[*Conn]map[string]bool)
+	}
+	if r.cut[c] == nil {
+		r.cut[c] = make(map[string]bool)
+	}
+	r.cut[c][addr] = true
+}
+
+// route returns the agent at addr among those below, or nil.
+func (r *Router) route(addr string) *Route {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var find func(rts []Route) *Route
+	find = func(rts []Route) *Route {
+		for i := range rts {
+			if rts[i].Addr == addr {
+				return &rts[i]
+			}
+			if rt := find(rts[i].Children); rt != nil {
+				return rt
+			}
+		}
+		return nil
+	}
+	return find(r.children)
+}
+
+// heal makes the tree whole again for c after its link to rt broke: rt is dialed again (and
+// resumes the session if it is still there), or else its children are adopted, each the same
+// way. It returns the ranks c lost: those of the agents that could not be reached, and the
+// whole subtree of an agent that had dropped the session.
+func (r *Router) heal(c *Conn, rt *Route) (lost []uint32) {
+	if r.isCut(c, rt.Addr) {
+		lost = nil // already lost: its children were adopted then
+	} else {
+		_, err := r.linkTo(c, rt.Addr, true)
+		if err == nil {
+			return nil
+		}
+		if _, ok := err.(errDropped); ok {
+			var cutAll func(rt *Route)
+			cutAll = func(rt *Route) {
+				r.markCut(c, rt.Addr)
+				for i := range rt.Children {
+					cutAll(&rt.Children[i])
+				}
+			}
+			cutAll(rt)
+			return subtreeRanks(rt)
+		}
+		r.markCut(c, rt.Addr)
+		lost = slices.Clone(rt.Ranks)
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range rt.Children { // at once: a child that does not answer delays no other
+		wg.Go(func() {
+			l := r.heal(c, &rt.Children[i])
+			mu.Lock()
+			lost = append(lost, l...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return lost
+}
+
+// notifyLost tells c's tool that it lost ranks: one Notify of kind NotifyTypeUnreachable per
+// rank, each carrying their number, the losses of different links not interleaved.
+func (r *Router) notifyLost(c *Conn, ranks []uint32) {
+	r.notifyMu.Lock()
+	defer r.notifyMu.Unlock()
+	for _, rank := range ranks {
+		n := &Notify{Header: Header{Rank: rank}, Kind: NotifyTypeUnreachable, Lost: uint32(len(ranks))}
+		if c.Notify(n) != nil {
+			return
+		}
+	}
+}
+
+// subtreeRanks lists the ranks of rt and every agent below it.
+func subtreeRanks(rt *Route) []uint32 {
+	out := slices.Clone(rt.Ranks)
+	for i := range rt.Children {
+		out = append(out, subtreeRanks(&rt.Children[i])...)
+	}
+	return out
+}
+
+// unreachableReply answers request h for a rank whose agent cannot be reached.
+func unreachableReply(h Header) Message { return ReplyTo(h, RequestFailed, ErrorCodeUnreachable) }
+
+// linkBroke is the end of readLink when c's link l to the agent at addr failed: it heals the
+// tree for c, tells c's tool what it lost, and answers what was outstanding on l.
+func (r *Router) linkBroke(c *Conn, addr string, l *link) {
+	l.mu.Lock()
+	l.dead = true
+	pending, parts := l.pending, l.parts
+	l.pending, l.parts = nil, nil
+	l.mu.Unlock()
+	l.nc.Close()
+	select {
+	case <-c.Context().Done(): // the tool left: the link closed with it
+		for _, w := range parts {
+			close(w.ch)
+		}
+		return
+	default:
+	}
+	if c.transportLost() {
+		// This agent lost its own way up: the agent above answered what was outstanding. It
+		// heals the tree only once an agent above resumes c: if none does, that ancestor
+		// adopted the children itself (healing here would take them back).
+		for _, w := range parts {
+			close(w.ch)
+		}
+		if c.awaitTransport() {
+			if rt := r.route(addr); rt != nil {
+				if lost := r.heal(c, rt); len(lost) > 0 {
+					r.notifyLost(c, lost)
+				}
+			}
+		}
+		return
+	}
+	if rt := r.route(addr); rt != nil {
+		if lost := r.heal(c, rt); len(lost) > 0 {
+			r.notifyLost(c, lost)
+		}
+	}
+	for _, h := range pending {
+		if r.rankCut(c, h.Rank) {
+			c.Send(unreachableReply(h))
+		} else {
+			c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut)) // its answer was lost on the way
+		}
+	}
+	for _, w := range parts {
+		close(w.ch)
+	}
+}
