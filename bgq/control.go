@@ -123,6 +123,7 @@ type JobRef struct {
 	Pid  int // when not 0, the job of runjob pid Pid (Root and ID unused)
 }
 
+// String names the job in messages: by its runjob's pid or by its id.
 func (r JobRef) String() string {
 	if r.Pid != 0 {
 		return fmt.Sprintf("the job of runjob pid %d", r.Pid)
@@ -130,6 +131,8 @@ func (r JobRef) String() string {
 	return fmt.Sprintf("job %d", r.ID)
 }
 
+// path is the socket of the job's runjob control: PidPath of its pid, or ControlPath of
+// its id under Root.
 func (r JobRef) path() string {
 	if r.Pid != 0 {
 		return PidPath(r.Pid)

@@ -76,6 +76,7 @@ func ReadRunningTable(ctx context.Context, pid int, exe string) ([]Proc, error) 
 // fileMemory reads a process's memory from its /proc/<pid>/mem.
 type fileMemory struct{ f *os.File }
 
+// ReadMemory reads n bytes at addr of the process's memory.
 func (m fileMemory) ReadMemory(_ context.Context, addr uint64, n int) ([]byte, error) {
 	b := make([]byte, n)
 	if _, err := m.f.ReadAt(b, int64(addr)); err != nil {
