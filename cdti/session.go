@@ -189,6 +189,17 @@ func (c *Conn) onSession(m *Session, r *bufio.Reader) (absorbed bool, err error)
 	return true, nil
 }
 
+// unwritten is what is left of the frames held once n of their bytes were written: the
+// frames not written whole (a frame written in part is sent again whole). A write can report
+// every byte written together with an error: nothing is left then.
+func unwritten(held [][]byte, n int64) [][]byte {
+	for len(held) > 0 && n >= int64(len(held[0])) {
+		n -= int64(len(held[0]))
+		held = held[1:]
+	}
+	return held
+}
+
 // errSessionEnd ends a connection whose Router said farewell; errSessionEnded one that asked
 // for a session this agent dropped.
 var (
@@ -230,10 +241,7 @@ func (c *Conn) resume(nc net.Conn, r *bufio.Reader, done chan struct{}, ack func
 	bufs := net.Buffers(slices.Clone(c.held))
 	nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
 	if n, err := bufs.WriteTo(nc); err != nil {
-		for n >= int64(len(c.held[0])) {
-			n -= int64(len(c.held[0]))
-			c.held = c.held[1:]
-		}
+		c.held = unwritten(c.held, n)
 		c.suspended = true
 		nc.Close()
 	} else {

@@ -365,3 +365,22 @@ func TestSessionResumeWriteFails(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionUnwritten: the kept notifications left after a failed write are those not
+// written whole, none when the write reported every byte written with its error.
+func TestSessionUnwritten(t *testing.T) {
+	held := [][]byte{make([]byte, 10), make([]byte, 20), make([]byte, 5)}
+	for _, tc := range []struct {
+		n    int64
+		want int
+	}{{0, 3}, {9, 3}, {10, 2}, {29, 2}, {30, 1}, {34, 1}, {35, 0}} {
+		got := unwritten(held, tc.n)
+		if len(got) != tc.want {
+			t.Errorf("%d bytes written: %d frames left, want %d", tc.n, len(got), tc.want)
+			continue
+		}
+		if tc.want > 0 && &got[0][0] != &held[3-tc.want][0] {
+			t.Errorf("%d bytes written: the frames left are not the last %d", tc.n, tc.want)
+		}
+	}
+}
