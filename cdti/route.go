@@ -92,6 +92,7 @@ type link struct {
 	pending map[uint32]Header     // forwarded requests awaiting their ack
 	parts   map[uint32]*partsWait // collectives awaiting their (perhaps split) ack
 	dead    bool
+	upLost  bool // c's own transport was lost when the link broke: the agent above answered
 }
 
 // errLinkBroke is the error of a request whose link broke before its answer came.
@@ -219,25 +220,54 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 	if !below || ackFor(h.Type) == 0 {
 		return c.HandleWith(r.Local, frame)
 	}
+	return r.relayAlong(c, h, frame, p, false)
+}
+
+// relayAlong forwards request h (encoded as frame) to the first agent of path p that c
+// still reaches. A link that broke, whose tree is being healed, is waited for off c's only
+// reader, which serves other requests meanwhile: the request then goes its way in the
+// healed tree (healed true: it waits for no heal again).
+func (r *Router) relayAlong(c *Conn, h Header, frame []byte, p []*Route, healed bool) error {
 	own := p[len(p)-1].Addr
 	for _, hop := range p {
 		if r.isCut(c, own) {
 			break
 		}
-		l, err := r.link(c, hop.Addr)
+		var l *link
+		var err error
+		if healed {
+			l, err = r.linkHealed(c, hop.Addr, false)
+		} else {
+			l, err = r.linkTo(c, hop.Addr, false, false)
+		}
+		if l != nil && (errors.Is(err, errLinkBroke) || err == errLinkDialing) {
+			go r.relayAlong(c, h, frame, p, true)
+			return nil
+		}
 		if err != nil {
 			continue // bypass a lost agent: its children are reached directly
 		}
-		if l.forward(h, frame) != nil {
-			// The link broke: the request is answered once the tree is healed without it,
-			// off this connection's only reader, which serves other requests meanwhile.
+		switch err := l.forward(h, frame); {
+		case err == nil, errors.Is(err, errReaderOwns):
+			// Sent, or the link's reader answers it (or the agent above did).
+		case errors.Is(err, errLinkBroke):
+			// It was not sent: it goes its way in the healed tree.
+			go r.relayAlong(c, h, frame, p, true)
+		default:
+			// The link broke while it was sent: it is answered once the tree is healed
+			// without the link.
 			go func() {
 				<-l.healed
-				if r.isCut(c, own) {
+				l.mu.Lock()
+				upLost := l.upLost
+				l.mu.Unlock()
+				switch {
+				case upLost: // the agent above answered it
+				case r.isCut(c, own):
 					c.Send(unreachableReply(h))
-					return
+				default:
+					c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut))
 				}
-				c.Send(ReplyTo(h, RequestFailed, ErrorCodeTimedOut))
 			}()
 		}
 		return nil
@@ -270,13 +300,36 @@ func ReplyTo(h Header, rc ReturnCode, errno uint32) Message {
 	return &ErrorAck{rh}
 }
 
-// link returns c's link to the agent at addr, dialing it on first use.
-func (r *Router) link(c *Conn, addr string) (*link, error) { return r.linkTo(c, addr, false) }
+// errLinkDialing is linkTo's error, when it may not wait, for a link another caller is
+// dialing.
+var errLinkDialing = errors.New("the link is being dialed")
+
+// linkHealed is linkTo for a caller that may wait for the heal of a broken link: once the
+// tree is healed it returns the link the heal made to the same agent, or else errLinkBroke
+// (the caller then sees what was cut).
+func (r *Router) linkHealed(c *Conn, addr string, renew bool) (*link, error) {
+	for {
+		l, err := r.linkTo(c, addr, renew, true)
+		if l == nil || !errors.Is(err, errLinkBroke) {
+			return l, err
+		}
+		<-l.healed
+		r.mu.Lock()
+		again := r.links[c][addr]
+		r.mu.Unlock()
+		if again == nil || again == l { // the heal did not dial the agent again
+			return nil, err
+		}
+		renew = false
+	}
+}
 
 // linkTo returns c's link to the agent at addr, dialing it (with c's session: the agent
 // resumes it if it holds it) if there is none or, with renew, if the one there broke. One
-// dial at a time per link: others wait for it.
-func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
+// dial at a time per link: others wait for it, or, unless wait, get it with errLinkDialing.
+// A link whose connection broke is returned with errLinkBroke, without waiting for its heal
+// (see linkHealed).
+func (r *Router) linkTo(c *Conn, addr string, renew, wait bool) (*link, error) {
 	r.mu.Lock()
 	if c.Context().Err() != nil { // c ended: Closed drops its links, none is made after
 		r.mu.Unlock()
@@ -296,19 +349,19 @@ func (r *Router) linkTo(c *Conn, addr string, renew bool) (*link, error) {
 	l := ls[addr]
 	if l != nil && !(renew && l.broken()) {
 		r.mu.Unlock()
+		if !wait {
+			select {
+			case <-l.ready:
+			default:
+				return l, errLinkDialing
+			}
+		}
 		<-l.ready
 		if l.err != nil {
 			return nil, l.err
 		}
 		if l.isDead() {
-			<-l.healed // the tree is healed: the caller then sees what was cut
-			r.mu.Lock()
-			again := r.links[c][addr]
-			r.mu.Unlock()
-			if again != nil && again != l { // the heal dialed the agent again
-				return r.linkTo(c, addr, false)
-			}
-			return nil, fmt.Errorf("agent %s: %w", addr, errLinkBroke)
+			return l, fmt.Errorf("agent %s: %w", addr, errLinkBroke)
 		}
 		return l, nil
 	}
@@ -423,21 +476,29 @@ func (l *link) isDead() bool {
 	return l.dead
 }
 
-// forward writes one request on the link, remembering it until its ack.
+// errReaderOwns is forward's error for a request whose write failed after the link's reader
+// took it among those outstanding: the reader answers it, not the caller.
+var errReaderOwns = errors.New("the link's reader answers the request")
+
+// forward writes one request on the link, remembering it until its ack. It fails with
+// errLinkBroke if the link had already broken (nothing was sent), with errReaderOwns if the
+// write failed and the link's reader answers the request, and with the write's error if the
+// write failed and the caller answers it.
 func (l *link) forward(h Header, frame []byte) error {
 	l.mu.Lock()
 	if l.dead {
 		l.mu.Unlock()
-		return ErrPeerClosed
+		return errLinkBroke
 	}
 	l.pending[h.SequenceID] = h
 	l.mu.Unlock()
 	if err := l.write(frame); err != nil {
 		l.mu.Lock()
-		if l.pending != nil {
-			delete(l.pending, h.SequenceID) // the caller answers it
+		defer l.mu.Unlock()
+		if l.pending == nil {
+			return errReaderOwns
 		}
-		l.mu.Unlock()
+		delete(l.pending, h.SequenceID) // the caller answers it
 		return err
 	}
 	return nil

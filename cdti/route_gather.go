@@ -121,7 +121,7 @@ func (r *Router) gatherFrom(c *Conn, addr string, height int, seq uint32, frame 
 // tool's attachments in that subtree) stays, only this collective stops waiting for it, and
 // the rest of its answer is dropped.
 func (r *Router) askParts(c *Conn, addr string, wait time.Duration, seq uint32, frame []byte) ([][]byte, error) {
-	l, err := r.link(c, addr)
+	l, err := r.linkHealed(c, addr, false)
 	if err != nil {
 		return nil, err
 	}

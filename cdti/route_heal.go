@@ -61,7 +61,7 @@ func (r *Router) heal(c *Conn, rt *Route) (lost []uint32) {
 	if r.isCut(c, rt.Addr) {
 		lost = nil // already lost: its children were adopted then
 	} else {
-		_, err := r.linkTo(c, rt.Addr, true)
+		_, err := r.linkHealed(c, rt.Addr, true)
 		if err == nil {
 			return nil
 		}
@@ -121,8 +121,9 @@ func unreachableReply(h Header) Message { return ReplyTo(h, RequestFailed, Error
 // linkBroke is the end of readLink when c's link l to the agent at addr failed: it heals the
 // tree for c, tells c's tool what it lost, and answers what was outstanding on l.
 func (r *Router) linkBroke(c *Conn, addr string, l *link) {
+	upLost := c.transportLost()
 	l.mu.Lock()
-	l.dead = true
+	l.dead, l.upLost = true, upLost
 	pending, parts := l.pending, l.parts
 	l.pending, l.parts = nil, nil
 	l.mu.Unlock()
@@ -135,7 +136,7 @@ func (r *Router) linkBroke(c *Conn, addr string, l *link) {
 		return
 	default:
 	}
-	if c.transportLost() {
+	if upLost {
 		// This agent lost its own way up: the agent above answered what was outstanding. It
 		// heals the tree only once an agent above resumes c: if none does, that ancestor
 		// adopted the children itself (healing here would take them back).

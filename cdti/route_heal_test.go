@@ -1,6 +1,7 @@
 package cdti
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -178,5 +179,101 @@ func TestRouterToolLeavesDuringHeal(t *testing.T) {
 	mu.Unlock()
 	if _, err := dialRoot(t, rootLn.Addr().String()).Query(ctx, 1, &GetThreadList{}); err != nil {
 		t.Fatalf("the next tool's query: %v", err)
+	}
+}
+
+// TestRouterServesDuringHeal: while the Router re-dials a child whose link broke (the child
+// accepts but does not answer yet), a request for the child's rank waits for the heal off
+// the connection's reader: a request for another rank is answered meanwhile, before the
+// re-dial is answered or given up. The child then answers the re-dial (it no longer knows
+// the session): the rank-1 request comes back unreachable, and the child is not taken for
+// lost, the next tool reaching its rank.
+func TestRouterServesDuringHeal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	child := &stackAgent{index: 1, ranks: []uint32{1}}
+	newChild := func() *Server {
+		return &Server{Token: []byte(testToken), Handler: &Router{Local: child, Token: []byte(testToken)}}
+	}
+	var mu sync.Mutex
+	srv, silent := newChild(), false
+	held := make(chan net.Conn, 1)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			s, quiet := srv, silent
+			mu.Unlock()
+			if quiet {
+				held <- nc
+				continue
+			}
+			go s.ServeConn(nc)
+		}
+	}()
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		srv.Close()
+	})
+	rootLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &Router{Local: &stackAgent{ranks: []uint32{0}}, Token: []byte(testToken), Timeout: time.Minute}
+	rt.SetChildren([]Route{{Addr: ln.Addr().String(), Ranks: []uint32{1}}})
+	root := &Server{Token: []byte(testToken), Handler: rt}
+	go root.Serve(rootLn)
+	t.Cleanup(func() { root.Close() })
+
+	ctx := testCtx(t)
+	tool := dialRoot(t, rootLn.Addr().String())
+	if _, err := tool.Query(ctx, 1, &GetThreadList{}); err != nil {
+		t.Fatalf("first query: %v", err)
+	}
+	mu.Lock()
+	old := srv
+	srv, silent = newChild(), true
+	mu.Unlock()
+	old.Close() // the link breaks; the Router dials the child again and waits for its answer
+	var nc net.Conn
+	select {
+	case nc = <-held:
+	case <-ctx.Done():
+		t.Fatal("the Router did not dial the child again")
+	}
+	defer nc.Close()
+	sent, _ := tool.Messages()
+	lost := make(chan error, 1)
+	go func() {
+		_, err := tool.Query(ctx, 1, &GetThreadList{})
+		lost <- err
+	}()
+	for n, _ := tool.Messages(); n == sent; n, _ = tool.Messages() { // the rank-1 request is on its way
+		select {
+		case err := <-lost:
+			t.Fatalf("the rank-1 query was answered during the heal: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if _, err := tool.Query(ctx, 0, &GetThreadList{}); err != nil {
+		t.Fatalf("rank-0 query during the heal: %v", err)
+	}
+	mu.Lock()
+	go srv.ServeConn(nc) // the re-dial is answered only now
+	silent = false
+	mu.Unlock()
+	var rc *ReturnCodeError
+	if err := <-lost; !errors.As(err, &rc) || rc.ErrorCode != ErrorCodeUnreachable {
+		t.Fatalf("rank-1 query across the heal: %v, want unreachable", err)
+	}
+	if _, err := dialRoot(t, rootLn.Addr().String()).Query(ctx, 1, &GetThreadList{}); err != nil {
+		t.Fatalf("the next tool's query: %v (the child was taken for lost)", err)
 	}
 }
