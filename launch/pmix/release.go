@@ -97,21 +97,38 @@ func (s *server) releaseAgain() {
 // (waitStoppedAtExec); execStopPoll is how often their state is read.
 const (
 	execStopTimeout = 30 * time.Second
-	execStopPoll    = 5 * time.Millisecond
+	execStopPoll    = 25 * time.Millisecond
 )
 
-// waitStoppedAtExec waits until every rank of procs on host is stopped and untraced, as the
+// waitStoppedAtExec waits until every rank of procs on host (sameHost) is stopped and untraced, as the
 // stop-on-exec hold leaves it. PRRTE reports the job ready for debug once its ranks are
 // launched, not once they are stopped: on a loaded machine a rank may still be running then
 // (through its exec, or between the launcher's detach and the stop it leaves pending), and a
 // job reported held must be held. A rank that has ended is left to the caller, which names
-// it; one not stopped within execStopTimeout fails the launch.
+// it; one not stopped within execStopTimeout fails the launch. If no rank is on host by its
+// name while one runs here all the same (its pid runs its executable), the host names do not
+// match and the launch fails rather than check none.
 func waitStoppedAtExec(procs []Proc, host string) error {
+	matched := false
+	for _, p := range procs {
+		matched = matched || (sameHost(p.Host, host) && p.Pid > 0)
+	}
+	if !matched {
+		for _, p := range procs {
+			if p.Pid <= 0 || p.Executable == "" {
+				continue
+			}
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid)); err == nil && exe == p.Executable {
+				return fmt.Errorf("pmix: launch: rank %d (pid %d) runs on this host, named %q, but the launcher names its host %q: cannot check the stop-on-exec hold",
+					p.Rank, p.Pid, host, p.Host)
+			}
+		}
+	}
 	deadline := time.Now().Add(execStopTimeout)
 	for {
 		var running []string
 		for _, p := range procs {
-			if p.Host != host || p.Pid <= 0 {
+			if !sameHost(p.Host, host) || p.Pid <= 0 {
 				continue
 			}
 			if st, tracer, ok := stopState(p.Pid); ok && st != "Z" && st != "X" && (st != "T" || tracer != "0") {
@@ -127,6 +144,18 @@ func waitStoppedAtExec(procs []Proc, host string) error {
 		}
 		time.Sleep(execStopPoll)
 	}
+}
+
+// sameHost reports whether host names a and b name the same host, comparing their short
+// names (before the first dot): the launcher may report a host fully qualified.
+func sameHost(a, b string) bool {
+	short := func(h string) string {
+		if i := strings.IndexByte(h, '.'); i >= 0 {
+			return h[:i]
+		}
+		return h
+	}
+	return short(a) == short(b)
 }
 
 var tracerPidLine = regexp.MustCompile(`(?m)^TracerPid:\s*(\d+)`)

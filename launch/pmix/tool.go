@@ -475,7 +475,7 @@ func (s *server) procTable(nspace string) ([]Proc, error) {
 	}
 	defer C.hp_free_procs(cp, n)
 	host, _ := os.Hostname()
-	return goProcs(cp, n, func(h string) bool { return h == host }), nil
+	return goProcs(cp, n, func(h string) bool { return sameHost(h, host) }), nil
 }
 
 // goProcs converts a C proc table to Procs by rank; the executables of the processes on this
