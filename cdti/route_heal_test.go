@@ -25,6 +25,22 @@ func (a *gatedAgent) Update(c *Conn, m *Update) ([]Result, ReturnCode) {
 	return a.stackAgent.Update(c, m)
 }
 
+// doneAgent is a stackAgent that tells did after each Update.
+type doneAgent struct {
+	*stackAgent
+	did chan struct{}
+}
+
+func (a *doneAgent) Update(c *Conn, m *Update) ([]Result, ReturnCode) {
+	defer func() {
+		select {
+		case a.did <- struct{}{}:
+		default:
+		}
+	}()
+	return a.stackAgent.Update(c, m)
+}
+
 // TestCollectiveInFlightWhenAgentLost: interior agent 1 (children 3 and 4 at fan-out 2) is
 // lost while a collective stop is in flight through it (its own ranks' stop waits). The
 // collective's answer names agent 1's ranks unreachable and those of the agents below it
@@ -34,12 +50,16 @@ func (a *gatedAgent) Update(c *Conn, m *Update) ([]Result, ReturnCode) {
 func TestCollectiveInFlightWhenAgentLost(t *testing.T) {
 	const n, per = 7, 2
 	gated := &gatedAgent{entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	below := make(chan struct{}, 2*per) // agents 3 and 4 applied an Update
 	srvs, root := simTreeWith(t, n, 2, per, nil, func(i int, a *stackAgent) any {
-		if i != 1 {
-			return a
+		switch i {
+		case 1:
+			gated.stackAgent = a
+			return gated
+		case 3, 4:
+			return &doneAgent{a, below}
 		}
-		gated.stackAgent = a
-		return gated
+		return a
 	})
 	c := dialRoot(t, root)
 	ctx := testCtx(t)
@@ -57,6 +77,9 @@ func TestCollectiveInFlightWhenAgentLost(t *testing.T) {
 		done <- answer{a, err}
 	}()
 	<-gated.entered
+	for range 2 * per { // agent 1 lost only once the stop reached the agents below it
+		<-below
+	}
 	closed := make(chan struct{})
 	go func() { srvs[1].Close(); close(closed) }() // its connections go at once; Close waits for the gate
 	ans := <-done

@@ -469,6 +469,11 @@ func (c *Conn) serve(r *bufio.Reader) error {
 	}()
 	for {
 		b, err := ReadFrame(r)
+		if err == nil && c.superseded(cur.gen) {
+			// Another transport resumed c: what is still read on this one (a farewell of
+			// the agent above that was lost, say) is not acted on.
+			err = net.ErrClosed
+		}
 		if err != nil {
 			t, ok := c.hold(cur.gen)
 			if cur.done != nil {

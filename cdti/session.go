@@ -271,6 +271,13 @@ type transport struct {
 	done chan struct{}
 }
 
+// superseded reports whether another transport resumed c after the one of generation gen.
+func (c *Conn) superseded(gen uint64) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.gen != gen
+}
+
 // hold is called when reading c's transport failed (gen is the generation of the transport
 // that failed). It returns the transport that took over, or ok false if c ends: it names no
 // session, said farewell, or was not resumed within the grace.
