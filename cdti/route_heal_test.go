@@ -300,3 +300,38 @@ func TestRouterServesDuringHeal(t *testing.T) {
 		t.Fatalf("the next tool's query: %v (the child was taken for lost)", err)
 	}
 }
+
+// TestLinkForwardReaderOwns: a request whose write fails after the link's reader took the
+// outstanding requests (to answer them) is the reader's to answer: forward says so rather
+// than have its caller answer it a second time. One whose write fails before is the caller's.
+func TestLinkForwardReaderOwns(t *testing.T) {
+	for _, taken := range []bool{true, false} {
+		near, far := net.Pipe()
+		l := &link{nc: near, pending: make(map[uint32]Header), parts: make(map[uint32]*partsWait)}
+		h := Header{Type: MsgQuery, SequenceID: 7}
+		res := make(chan error, 1)
+		go func() { res <- l.forward(h, make([]byte, 64)) }() // blocks: nothing reads far
+		for {
+			l.mu.Lock()
+			_, in := l.pending[h.SequenceID]
+			if in && taken { // the reader's end: it answers what was outstanding
+				l.pending = nil
+			}
+			l.mu.Unlock()
+			if in {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		far.Close() // the write fails
+		err := <-res
+		switch {
+		case taken && !errors.Is(err, errReaderOwns):
+			t.Errorf("write failed after the reader took the request: %v, want errReaderOwns", err)
+		case !taken && (err == nil || errors.Is(err, errReaderOwns)):
+			t.Errorf("write failed before the reader took the request: %v, want the write's error", err)
+		case !taken && len(l.pending) != 0:
+			t.Errorf("the failed request stays outstanding: %v", l.pending)
+		}
+	}
+}
