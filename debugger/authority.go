@@ -37,11 +37,11 @@ func startControl() cdti.Control {
 }
 
 // takeControl asks for control of rank r with req. Against a holder of lower priority it
-// waits, up to controlWait, for the holder to give control up (Notify(Control, Available)),
-// and asks again; against one of equal or higher priority it fails, naming the holder.
-func (j *Job) takeControl(ctx context.Context, r *Rank, req cdti.Control) error {
-	limit := time.NewTimer(controlWait)
-	defer limit.Stop()
+// waits, until wait ends (the start's one bound for such waits, controlWait), for the holder
+// to give control up (Notify(Control, Available)), and asks again; against one of equal or
+// higher priority it fails, naming the holder. The wait also ends with ctx (the request's)
+// and with the connection to r's agent.
+func (j *Job) takeControl(ctx, wait context.Context, r *Rank, req cdti.Control) error {
 	said := false
 	for {
 		ack, err := r.node.client.Control(ctx, uint32(r.Num), req)
@@ -60,10 +60,16 @@ func (j *Job) takeControl(ctx context.Context, r *Rank, req cdti.Control) error 
 		}
 		select {
 		case <-r.controlFree:
-		case <-limit.C:
-			return fmt.Errorf("control authority is held by %s, which did not give it up within %v", holder, controlWait)
 		case <-ctx.Done():
-			return fmt.Errorf("control authority is held by %s: %w", holder, ctx.Err())
+			return fmt.Errorf("control authority is held by %s: %w", holder, context.Cause(ctx))
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("control authority is held by %s: %w", holder, context.Cause(ctx))
+			}
+			return fmt.Errorf("control authority is held by %s, which did not give it up within %v", holder, controlWait)
+		case <-r.node.client.Done():
+			return fmt.Errorf("control authority is held by %s, and the connection to the agent ended while waiting: %v",
+				holder, r.node.client.Err())
 		}
 	}
 }
