@@ -544,3 +544,49 @@ func TestRunjobRefusedAttachLeavesJob(t *testing.T) {
 		}
 	}
 }
+
+// TestRunjobYieldWhileStopped: a session of priority 10 holds the ranks stopped at their entry
+// stop when a session of priority 90 attaches. The first gives way: its ranks run under the
+// other tool (no stop of the first session's is left behind), and a step is refused naming
+// the tool in control, as a continue is; once the second detaches, control comes back to the
+// first, which stops and releases the ranks, and the job runs to its end.
+func TestRunjobYieldWhileStopped(t *testing.T) {
+	const np = 2
+	p, _, root := runjobProgram(t)
+	root, err := os.MkdirTemp(root, "job") // short: the sockets' paths are bounded
+	if err != nil {
+		t.Fatal(err)
+	}
+	rj := startRunjob(t, p, root, np, 1)
+	a := attachRunjob(t, rj.pid, np, 10)
+	defer a.close()
+	b := attachRunjob(t, rj.pid, np, 90)
+	waitConsole(t, a, `tool 2 ("hpcdap", priority 90) took control authority`, np)
+	var thread int
+	for _, r := range a.ranks().Ranks {
+		if r.State == "stopped" {
+			t.Errorf("rank %d is stopped for the session that gave its control up", r.Rank)
+		}
+		thread = r.ThreadID
+	}
+	const holder = `control authority is with tool 2 ("hpcdap", priority 90)`
+	if msg := a.callErr("next", map[string]any{"threadId": thread}); !strings.Contains(msg, holder) {
+		t.Errorf("next while the other session controls: %q", msg)
+	}
+	if msg := a.callErr("continue", map[string]any{"threadId": thread}); !strings.Contains(msg, holder) {
+		t.Errorf("continue while the other session controls: %q", msg)
+	}
+	b.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	b.end()
+	waitConsole(t, a, "released control authority: it is this session's again", np)
+	a.call("pause", map[string]any{"threadId": thread}, nil)
+	a.stopped()
+	for _, r := range a.ranks().Ranks {
+		f := a.stackTrace(r.ThreadID)
+		var ev dap.EvaluateResponseBody
+		a.call("evaluate", map[string]any{"expression": "release = 1", "frameId": f[0].Id, "context": "repl"}, &ev)
+	}
+	a.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	a.end()
+	rj.waitEnd(t, np)
+}
