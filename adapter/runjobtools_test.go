@@ -130,6 +130,7 @@ type monitor struct {
 	log      []string       // "rank 0: Conflict tool 2 priority 90", ... in the order heard
 	regained map[uint32]int // times control came back, by rank
 	failures []string       // its own requests that failed, for the log of a failed test
+	keep     bool           // it gives control up to nobody
 	signals  chan *cdti.Notify
 }
 
@@ -192,7 +193,10 @@ func (m *monitor) serve() {
 			ctx := context.Background()
 			switch n.Control.Reason {
 			case cdti.ControlConflict:
-				if n.Control.Priority > m.prio {
+				m.mu.Lock()
+				keep := m.keep
+				m.mu.Unlock()
+				if n.Control.Priority > m.prio && !keep {
 					rs, err := m.c.Update(ctx, n.Rank, &cdti.ReleaseControl{Notify: cdti.ReleaseActive})
 					if err != nil || rs[0].Code != cdti.CmdSuccess {
 						m.failed(fmt.Sprintf("rank %d: release control: %v %v", n.Rank, err, rs))
@@ -588,5 +592,36 @@ func TestRunjobYieldWhileStopped(t *testing.T) {
 	}
 	a.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
 	a.end()
+	rj.waitEnd(t, np)
+}
+
+// TestRunjobCancelControlWait: a DAP attach at priority 90 to a job whose ranks a monitor of
+// priority 10 controls, and does not give up, waits for the monitor; a cancel of the attach
+// ends the wait at once, and the job runs on under the monitor, which lets it end.
+func TestRunjobCancelControlWait(t *testing.T) {
+	const np = 2
+	p, _, root := runjobProgram(t)
+	rj := startRunjob(t, p, root, np, 1)
+	monID, job := placeholderTool(t, rj)
+	mon := startMonitor(t, root, job, monID, 10, []uint32{0, 1}, true)
+	mon.mu.Lock()
+	mon.keep = true
+	mon.mu.Unlock()
+
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.initialize()
+	seq, ch, err := d.c.Send("attach", map[string]any{"launcherPid": rj.pid, "toolPriority": 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConsole(t, d, fmt.Sprintf(`tool %d ("monitor", priority 10) holds control authority; waiting for it to give way`, monID), 1)
+	d.call("cancel", map[string]any{"requestId": seq}, nil)
+	if m := <-ch; m.Success || !strings.Contains(m.Message, "cancel") {
+		t.Fatalf("cancelled attach answered %+v", m)
+	}
+	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	d.end()
+	mon.releaseAll(symbolAddr(t, p, "release"))
 	rj.waitEnd(t, np)
 }
