@@ -218,6 +218,11 @@ func (j *Job) regain(r *Rank, from string) {
 	defer r.evMu.Unlock()
 	j.mu.Lock()
 	ending := j.stopAll || r.state == RankExited
+	if !ending {
+		// Notifications read from here on are the session's again (a breakpoint the rank hits
+		// as soon as control is back); those read before were sent under the other tool.
+		r.ctlGen++
+	}
 	j.mu.Unlock()
 	if ending {
 		return // the session is letting its ranks go
@@ -243,7 +248,6 @@ func (j *Job) regain(r *Rank, from string) {
 		// by it, and a later stop or continue says why it fails.
 		j.mu.Lock()
 		r.yieldedTo = nil
-		r.ctlGen++
 		j.mu.Unlock()
 		j.output("important", fmt.Sprintf("rank %d: %s released control authority, and this session could not take it back: %v; "+
 			"the rank runs on, no longer controlled by this session\n", r.Num, from, err))
@@ -251,7 +255,6 @@ func (j *Job) regain(r *Rank, from string) {
 	}
 	j.mu.Lock()
 	r.yieldedTo = nil
-	r.ctlGen++
 	j.mu.Unlock()
 	j.output("console", fmt.Sprintf("rank %d: %s released control authority: it is this session's again\n", r.Num, from))
 }
