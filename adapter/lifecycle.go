@@ -182,7 +182,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 		s.send(&dap.LaunchResponse{Response: newResponse(&req.Request)})
 		return
 	}
-	j, inPlace, err := s.launchJob(plan)
+	j, inPlace, err := s.launchJob(&req.Request, plan)
 	if err != nil {
 		s.abandonShare(sh)
 		s.sendError(&req.Request, errFailedToLaunch, named("launch", err))
@@ -204,7 +204,7 @@ func (s *Conn) onLaunchRequest(req *dap.LaunchRequest) {
 
 // launchJob starts the job a launch plan describes (not a core file): its agents, its ranks,
 // through a launcher when the plan names one, held before they run.
-func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
+func (s *Conn) launchJob(r *dap.Request, plan *launchPlan) (*debugger.Job, bool, error) {
 	logDir, err := s.prepareLogDir()
 	if err != nil {
 		return nil, false, fmt.Errorf("log directory: %w", err)
@@ -223,7 +223,7 @@ func (s *Conn) launchJob(plan *launchPlan) (*debugger.Job, bool, error) {
 		start = wl.Start
 		title = fmt.Sprintf("Starting %s through %s", filepath.Base(plan.program), plan.launcher)
 	}
-	j, err := s.startJob(start, plan.mode, plan.focus, title, false)
+	j, err := s.startJob(r, start, plan.mode, plan.focus, title, false)
 	inPlace := false
 	if err == nil && wl != nil {
 		if inPlace, err = s.releaseWLM(j, wl, plan.stopAtEntry, true); err != nil {
@@ -304,7 +304,7 @@ func (s *Conn) onAttachRequest(req *dap.AttachRequest) {
 				}
 			}
 			var j *debugger.Job
-			j, err = s.startJob(start, plan.mode, plan.focus, title, true)
+			j, err = s.startJob(&req.Request, start, plan.mode, plan.focus, title, true)
 			if err == nil && wl != nil {
 				if _, err = s.releaseWLM(j, wl, false, false); err != nil {
 					j.Detach()
@@ -407,10 +407,12 @@ func (s *Conn) launchPhase(msg string) { s.sendOutput("console", msg+"\n") }
 // startJob brings a job up, with progress events: its agents (start, from package launch),
 // then its ranks. If the ranks cannot all be taken, a launched job is killed; an attached one
 // (attach) is given back as a detach leaves it, for it is not the session's to end.
-func (s *Conn) startJob(start func(ctx context.Context, progress func(done, total int)) (*launch.Agents, error),
+// A cancel of request r (the launch or attach) ends the start.
+func (s *Conn) startJob(r *dap.Request, start func(ctx context.Context, progress func(done, total int)) (*launch.Agents, error),
 	mode debugger.StopMode, focus, title string, attach bool) (*debugger.Job, error) {
-	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
+	ctx, cancel := context.WithTimeout(s.requestContext(r), 5*time.Minute)
 	defer cancel()
+	defer s.requestDone(r)
 	pid := s.progressStart(title)
 	g, err := start(ctx, func(done, total int) {
 		s.progressUpdate(pid, fmt.Sprintf("%d of %d agent(s) up", done, total), 10*float64(done)/float64(total))

@@ -70,6 +70,10 @@ func (s *Conn) onWriteMemoryRequest(req *dap.WriteMemoryRequest) {
 		s.sendError(&req.Request, errWriteMemory, "writeMemory: no rank is alive")
 		return
 	}
+	if err := j.RankAuthority(r); err != nil {
+		s.sendError(&req.Request, errWriteMemory, "writeMemory: "+err.Error())
+		return
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	if err := j.WriteMemory(ctx, r, addr, data); err != nil {

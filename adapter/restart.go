@@ -70,7 +70,7 @@ func (s *Conn) onRestartRequest(req *dap.RestartRequest) {
 	s.priority = plan.priority
 	s.mu.Unlock()
 
-	nj, inPlace, err := s.launchJob(plan)
+	nj, inPlace, err := s.launchJob(&req.Request, plan)
 	if err != nil {
 		// Nothing runs any more: the session is over.
 		nsh.abandon()

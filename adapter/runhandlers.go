@@ -78,6 +78,12 @@ func (s *Conn) step(r *dap.Request, threadID int, single bool, gran dap.Stepping
 		s.sendError(r, errRunControl, r.Command+": "+err.Error())
 		return
 	}
+	if t := j.Thread(threadID); t != nil {
+		if err := j.Authority(t); err != nil {
+			s.sendError(r, errRunControl, r.Command+": "+err.Error())
+			return
+		}
+	}
 	t := s.stoppedThread(r, j, threadID)
 	if t == nil {
 		return

@@ -130,6 +130,7 @@ type monitor struct {
 	log      []string       // "rank 0: Conflict tool 2 priority 90", ... in the order heard
 	regained map[uint32]int // times control came back, by rank
 	failures []string       // its own requests that failed, for the log of a failed test
+	keep     bool           // it gives control up to nobody
 	signals  chan *cdti.Notify
 }
 
@@ -192,7 +193,10 @@ func (m *monitor) serve() {
 			ctx := context.Background()
 			switch n.Control.Reason {
 			case cdti.ControlConflict:
-				if n.Control.Priority > m.prio {
+				m.mu.Lock()
+				keep := m.keep
+				m.mu.Unlock()
+				if n.Control.Priority > m.prio && !keep {
 					rs, err := m.c.Update(ctx, n.Rank, &cdti.ReleaseControl{Notify: cdti.ReleaseActive})
 					if err != nil || rs[0].Code != cdti.CmdSuccess {
 						m.failed(fmt.Sprintf("rank %d: release control: %v %v", n.Rank, err, rs))
@@ -543,4 +547,81 @@ func TestRunjobRefusedAttachLeavesJob(t *testing.T) {
 			t.Fatalf("ranks 0 and 1 did not run to their end")
 		}
 	}
+}
+
+// TestRunjobYieldWhileStopped: a session of priority 10 holds the ranks stopped at their entry
+// stop when a session of priority 90 attaches. The first gives way: its ranks run under the
+// other tool (no stop of the first session's is left behind), and a step is refused naming
+// the tool in control, as a continue is; once the second detaches, control comes back to the
+// first, which stops and releases the ranks, and the job runs to its end.
+func TestRunjobYieldWhileStopped(t *testing.T) {
+	const np = 2
+	p, _, root := runjobProgram(t)
+	root, err := os.MkdirTemp(root, "job") // short: the sockets' paths are bounded
+	if err != nil {
+		t.Fatal(err)
+	}
+	rj := startRunjob(t, p, root, np, 1)
+	a := attachRunjob(t, rj.pid, np, 10)
+	defer a.close()
+	b := attachRunjob(t, rj.pid, np, 90)
+	waitConsole(t, a, `tool 2 ("hpcdap", priority 90) took control authority`, np)
+	var thread int
+	for _, r := range a.ranks().Ranks {
+		if r.State == "stopped" {
+			t.Errorf("rank %d is stopped for the session that gave its control up", r.Rank)
+		}
+		thread = r.ThreadID
+	}
+	const holder = `control authority is with tool 2 ("hpcdap", priority 90)`
+	if msg := a.callErr("next", map[string]any{"threadId": thread}); !strings.Contains(msg, holder) {
+		t.Errorf("next while the other session controls: %q", msg)
+	}
+	if msg := a.callErr("continue", map[string]any{"threadId": thread}); !strings.Contains(msg, holder) {
+		t.Errorf("continue while the other session controls: %q", msg)
+	}
+	b.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	b.end()
+	waitConsole(t, a, "released control authority: it is this session's again", np)
+	a.call("pause", map[string]any{"threadId": thread}, nil)
+	a.stopped()
+	for _, r := range a.ranks().Ranks {
+		f := a.stackTrace(r.ThreadID)
+		var ev dap.EvaluateResponseBody
+		a.call("evaluate", map[string]any{"expression": "release = 1", "frameId": f[0].Id, "context": "repl"}, &ev)
+	}
+	a.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	a.end()
+	rj.waitEnd(t, np)
+}
+
+// TestRunjobCancelControlWait: a DAP attach at priority 90 to a job whose ranks a monitor of
+// priority 10 controls, and does not give up, waits for the monitor; a cancel of the attach
+// ends the wait at once, and the job runs on under the monitor, which lets it end.
+func TestRunjobCancelControlWait(t *testing.T) {
+	const np = 2
+	p, _, root := runjobProgram(t)
+	rj := startRunjob(t, p, root, np, 1)
+	monID, job := placeholderTool(t, rj)
+	mon := startMonitor(t, root, job, monID, 10, []uint32{0, 1}, true)
+	mon.mu.Lock()
+	mon.keep = true
+	mon.mu.Unlock()
+
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.initialize()
+	seq, ch, err := d.c.Send("attach", map[string]any{"launcherPid": rj.pid, "toolPriority": 90})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConsole(t, d, fmt.Sprintf(`tool %d ("monitor", priority 10) holds control authority; waiting for it to give way`, monID), 1)
+	d.call("cancel", map[string]any{"requestId": seq}, nil)
+	if m := <-ch; m.Success || !strings.Contains(m.Message, "cancel") {
+		t.Fatalf("cancelled attach answered %+v", m)
+	}
+	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	d.end()
+	mon.releaseAll(symbolAddr(t, p, "release"))
+	rj.waitEnd(t, np)
 }

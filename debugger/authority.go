@@ -37,11 +37,11 @@ func startControl() cdti.Control {
 }
 
 // takeControl asks for control of rank r with req. Against a holder of lower priority it
-// waits, up to controlWait, for the holder to give control up (Notify(Control, Available)),
-// and asks again; against one of equal or higher priority it fails, naming the holder.
-func (j *Job) takeControl(ctx context.Context, r *Rank, req cdti.Control) error {
-	limit := time.NewTimer(controlWait)
-	defer limit.Stop()
+// waits, until wait ends (the start's one bound for such waits, controlWait), for the holder
+// to give control up (Notify(Control, Available)), and asks again; against one of equal or
+// higher priority it fails, naming the holder. The wait also ends with ctx (the request's)
+// and with the connection to r's agent.
+func (j *Job) takeControl(ctx, wait context.Context, r *Rank, req cdti.Control) error {
 	said := false
 	for {
 		ack, err := r.node.client.Control(ctx, uint32(r.Num), req)
@@ -60,12 +60,46 @@ func (j *Job) takeControl(ctx context.Context, r *Rank, req cdti.Control) error 
 		}
 		select {
 		case <-r.controlFree:
-		case <-limit.C:
-			return fmt.Errorf("control authority is held by %s, which did not give it up within %v", holder, controlWait)
 		case <-ctx.Done():
-			return fmt.Errorf("control authority is held by %s: %w", holder, ctx.Err())
+			return fmt.Errorf("control authority is held by %s: %w", holder, context.Cause(ctx))
+		case <-wait.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("control authority is held by %s: %w", holder, context.Cause(ctx))
+			}
+			return fmt.Errorf("control authority is held by %s, which did not give it up within %v", holder, controlWait)
+		case <-r.node.client.Done():
+			return fmt.Errorf("control authority is held by %s, and the connection to the agent ended while waiting: %v",
+				holder, r.node.client.Err())
 		}
 	}
+}
+
+// queueControl hands a Notify(Control) of rank r to onControlNotify without blocking the
+// notification reader, in the order the notifications came: an Available and a new Conflict
+// are then never handled the other way round.
+func (j *Job) queueControl(r *Rank, m *cdti.NotifyControl) {
+	j.mu.Lock()
+	r.ctlQueue = append(r.ctlQueue, m)
+	if r.ctlBusy {
+		j.mu.Unlock()
+		return
+	}
+	r.ctlBusy = true
+	j.mu.Unlock()
+	go func() {
+		for {
+			j.mu.Lock()
+			if len(r.ctlQueue) == 0 {
+				r.ctlQueue, r.ctlBusy = nil, false
+				j.mu.Unlock()
+				return
+			}
+			next := r.ctlQueue[0]
+			r.ctlQueue = r.ctlQueue[1:]
+			j.mu.Unlock()
+			j.onControlNotify(r, next)
+		}
+	}()
 }
 
 // onControlNotify handles a Notify(Control) for rank r: another tool asks for the control
@@ -103,9 +137,17 @@ func (j *Job) onControlNotify(r *Rank, m *cdti.NotifyControl) {
 func (j *Job) yield(r *Rank, m *cdti.NotifyControl) {
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
+	other := controlHolder(m.ToolID, m.Tag, m.Priority)
 	j.mu.Lock()
 	if r.state == RankExited || r.yieldedTo != nil || j.stopAll {
 		j.mu.Unlock()
+		return
+	}
+	if r.state == RankStarting {
+		// The session's start waits for the rank's first stop, which the release would cancel.
+		j.mu.Unlock()
+		j.output("important", fmt.Sprintf("rank %d: %s asked for control authority; this session keeps it until the rank has started\n",
+			r.Num, other))
 		return
 	}
 	c := *m
@@ -113,7 +155,6 @@ func (j *Job) yield(r *Rank, m *cdti.NotifyControl) {
 	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	other := controlHolder(m.ToolID, m.Tag, m.Priority)
 	var err error
 	for range 100 {
 		var rs []cdti.Result
@@ -135,12 +176,39 @@ func (j *Job) yield(r *Rank, m *cdti.NotifyControl) {
 		return
 	}
 	j.mu.Lock()
+	// Notifications the agent sent before the release (the pending ones it flushed) are
+	// about a control that is over: onSignal drops them.
+	r.ctlGen++
 	if r.state == RankStopped {
 		j.beginRunLocked(r) // ReleaseControl continued it (cdti-v6.md §9.5)
 	}
-	j.mu.Unlock()
+	j.abandonLocked(r) // unlocks j.mu
 	j.output("important", fmt.Sprintf("rank %d: %s took control authority (priority %d over this session's %d): the rank runs "+
 		"under its control, and this session cannot stop or step it until that tool releases it\n", r.Num, other, m.Priority, j.priority))
+}
+
+// abandonLocked ends what the session was doing with rank r, whose control it gave up: a step
+// under way ends (its completion will not come), and an all-stop or a step group no longer
+// waits for the rank. j.mu must be held; abandonLocked unlocks it.
+func (j *Job) abandonLocked(r *Rank) {
+	if st := r.stepper; st != nil {
+		st.endLocked()
+		r.stepper = nil
+	}
+	r.pauseReq = false
+	r.sigstopSent = false
+	if g := j.steps; g != nil && g.ranks[r] {
+		delete(g.ranks, r)
+		if len(g.ranks) == 0 && j.collect == nil && !j.stopAll {
+			j.endStepGroupLocked(g)
+		}
+	}
+	if c := j.collect; c != nil && c.waiting[r] {
+		delete(c.waiting, r)
+		j.finishCollectLocked()
+		return
+	}
+	j.mu.Unlock()
 }
 
 // regain takes rank r's control back once the tool it was yielded to released it, without
@@ -150,6 +218,11 @@ func (j *Job) regain(r *Rank, from string) {
 	defer r.evMu.Unlock()
 	j.mu.Lock()
 	ending := j.stopAll || r.state == RankExited
+	if !ending {
+		// Notifications read from here on are the session's again (a breakpoint the rank hits
+		// as soon as control is back); those read before were sent under the other tool.
+		r.ctlGen++
+	}
 	j.mu.Unlock()
 	if ending {
 		return // the session is letting its ranks go
@@ -158,10 +231,26 @@ func (j *Job) regain(r *Rank, from string) {
 	defer cancel()
 	req := startControl()
 	req.SendSignal, req.DynamicNotify = 0, 0
-	_, err := r.node.client.Control(ctx, uint32(r.Num), req)
+	ack, err := r.node.client.Control(ctx, uint32(r.Num), req)
+	if err != nil && errors.Is(err, cdti.ToolControlConflict) && ack != nil {
+		// Another tool took control first: the session waits for it to be free again, as
+		// takeControl does (the next Notify(Control, Available) calls regain).
+		j.mu.Lock()
+		r.yieldedTo = &cdti.NotifyControl{Reason: cdti.ControlConflict, ToolID: uint32(ack.ControllingToolID), Tag: ack.Tag,
+			Priority: ack.Priority}
+		j.mu.Unlock()
+		j.output("important", fmt.Sprintf("rank %d: %s released control authority, and %s took it before this session could: "+
+			"this session waits for it to be free again\n", r.Num, from, controlHolder(uint32(ack.ControllingToolID), ack.Tag, ack.Priority)))
+		return
+	}
 	if err != nil {
-		j.output("important", fmt.Sprintf("rank %d: %s released control authority, and this session could not take it back: %v\n",
-			r.Num, from, err))
+		// The session gives up the wait: the rank is its own again, though not controlled
+		// by it, and a later stop or continue says why it fails.
+		j.mu.Lock()
+		r.yieldedTo = nil
+		j.mu.Unlock()
+		j.output("important", fmt.Sprintf("rank %d: %s released control authority, and this session could not take it back: %v; "+
+			"the rank runs on, no longer controlled by this session\n", r.Num, from, err))
 		return
 	}
 	j.mu.Lock()
@@ -204,6 +293,10 @@ func (j *Job) Authority(t *Thread) error {
 	}
 	return j.noAuthority(j.runTargets(t, false))
 }
+
+// RankAuthority reports whether this session controls rank r: an error names the tool of
+// higher priority it gave the rank's control up to.
+func (j *Job) RankAuthority(r *Rank) error { return j.noAuthority([]*Rank{r}) }
 
 // attachError says what an Attach refused by the CNK or toolctld means for the session.
 func attachError(err error, prio uint8) error {

@@ -209,11 +209,11 @@ func (j *Job) sendStopCollective(ranks []*Rank) {
 	unlock()
 	for _, r := range reported {
 		j.mu.Lock()
-		tid := r.leader
+		tid, gen := r.leader, r.ctlGen
 		j.mu.Unlock()
 		n := &cdti.Notify{Header: cdti.Header{Rank: uint32(r.Num)}, Kind: cdti.NotifyTypeSignal,
 			Signal: cdti.NotifySignal{Signal: uint32(syscall.SIGSTOP), ThreadID: uint32(tid), Reason: cdti.SignalInterrupt}}
-		go j.onSignal(r, n)
+		go j.onSignal(r, n, gen)
 	}
 	for _, r := range again {
 		go j.sendStop(r)

@@ -74,6 +74,13 @@ type Rank struct {
 	// yieldedTo is the tool of higher priority this session gave control of the rank up to,
 	// until it releases it (authority.go); nil while the session controls the rank.
 	yieldedTo *cdti.NotifyControl
+	// ctlGen counts the changes of control authority (yield, regain): a signal notification
+	// read under an older one is about a control that is over (onSignal).
+	ctlGen int
+	// ctlQueue holds the Notify(Control) of the rank not yet handled, in the order they
+	// came; ctlBusy is set while a goroutine works it off (queueControl).
+	ctlQueue []*cdti.NotifyControl
+	ctlBusy  bool
 	// controlFree receives Notify(Control, Available) while the session waits to take control
 	// from a lower-priority holder (takeControl).
 	controlFree chan struct{}

@@ -78,11 +78,14 @@ func (j *Job) readNotifications(nodes []*node) {
 				j.onLost(lost)
 			}
 		case cdti.NotifyTypeSignal:
-			go j.onSignal(r, m)
+			j.mu.Lock()
+			gen := r.ctlGen
+			j.mu.Unlock()
+			go j.onSignal(r, m, gen)
 		case cdti.NotifyTypeTermination:
 			go j.onExit(r, m.Exit)
 		case cdti.NotifyTypeControl:
-			go j.onControlNotify(r, &m.Control)
+			j.queueControl(r, &m.Control)
 		}
 	}
 	// The connection ended: every rank of the node is gone for this session.
@@ -101,12 +104,20 @@ func (j *Job) readNotifications(nodes []*node) {
 	}
 }
 
-// onSignal handles a signal notification of rank r.
-func (j *Job) onSignal(r *Rank, m *cdti.Notify) {
+// onSignal handles a signal notification of rank r, read while r's control generation was
+// gen. One read before the session gave control up or took it back, or while another tool
+// controls the rank, is about a stop that is not the session's (the release continued the
+// rank): it is dropped.
+func (j *Job) onSignal(r *Rank, m *cdti.Notify, gen int) {
 	defer j.recoverPanic(fmt.Sprintf("signal notification of rank %d", r.Num))
 	r.evMu.Lock()
 	defer r.evMu.Unlock()
 	j.mu.Lock()
+	if r.yieldedTo != nil || r.ctlGen != gen {
+		j.mu.Unlock()
+		j.logf("rank %d: notify %s dropped: sent under a control authority that is over", r.Num, SignalName(int(m.Signal.Signal)))
+		return
+	}
 	r.quietStop = false
 	if st := r.stepper; st != nil {
 		j.mu.Unlock()
@@ -291,7 +302,7 @@ func (j *Job) rankStopped(r *Rank, info stopInfo) {
 		j.stops++
 		var stop []*Rank
 		for _, q := range j.ranks {
-			if q == r || q.state != RankRunning {
+			if q == r || q.state != RankRunning || q.yieldedTo != nil { // another tool controls it: it runs on
 				continue
 			}
 			j.collect.waiting[q] = true
@@ -343,7 +354,7 @@ func (j *Job) endStepGroupLocked(g *stepGroup) {
 		j.stops++
 		var stop []*Rank
 		for _, q := range j.ranks {
-			if q.state == RankRunning && q.stepper == nil {
+			if q.state == RankRunning && q.stepper == nil && q.yieldedTo == nil {
 				j.collect.waiting[q] = true
 				stop = append(stop, q)
 			}

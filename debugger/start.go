@@ -18,6 +18,9 @@ func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 	for _, g := range j.clientGroups() {
 		go j.readNotifications(g)
 	}
+	// One wait for lower-priority holders to give control up, for every rank of the start.
+	waitCtx, cancelWait := context.WithTimeout(ctx, controlWait)
+	defer cancelWait()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed []string // "rank 5 on node2: why", in no particular order
@@ -33,7 +36,7 @@ func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 					return
 				}
 				for _, r := range kernel {
-					err := j.takeControl(ctx, r, startControl())
+					err := j.takeControl(ctx, waitCtx, r, startControl())
 					mu.Lock()
 					if err != nil {
 						failed = append(failed, fmt.Sprintf("rank %d on %s: take control: %v", r.Num, n.host, err))

@@ -66,10 +66,13 @@ func (st *stepper) run() {
 	ctx := context.Background()
 	lwp, err := st.perform(ctx)
 	st.cleanup(ctx)
-	if errors.Is(err, errAborted) {
+	j := st.j
+	j.mu.Lock()
+	given := st.ended // the rank ended, or its control was given up (abandonLocked)
+	j.mu.Unlock()
+	if errors.Is(err, errAborted) || given {
 		return
 	}
-	j := st.j
 	j.mu.Lock()
 	if st.r.stepper == st {
 		st.r.stepper = nil

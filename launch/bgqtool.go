@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,9 +90,36 @@ func attachByStartTool(ctx context.Context, fe *Frontend, pid, tracer int, exe s
 	fe.progressf("launch: %s: %s", id, bytes.TrimSpace(out))
 	if j.agents, err = waitCIOSAgents(ctx, fe, tool.rv, id, j.procs, tool.token, "", ""); err != nil {
 		j.Close()
+		// The tool start_tool started holds one of the job's tool slots: end it.
+		if e := endStartedTool(ctx, fe, emulated, pid, out); e != nil {
+			err = fmt.Errorf("%w (and %v)", err, e)
+		}
 		return nil, err
 	}
 	return j, nil
+}
+
+// startedTool matches the tool id in start_tool's report ("tool 3 started for job 17").
+var startedTool = regexp.MustCompile(`(?i)\btool\s+(\d+)`)
+
+// endStartedTool ends, with end_tool, the tool of runjob pid that start_tool reported
+// starting in out.
+func endStartedTool(ctx context.Context, fe *Frontend, emulated bool, pid int, out []byte) error {
+	m := startedTool.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("launch: end_tool: no tool id in start_tool's report %q", bytes.TrimSpace(out))
+	}
+	args := []string{"--pid", strconv.Itoa(pid), "--tool", string(m[1])}
+	argv := append([]string{"end_tool"}, args...)
+	if emulated {
+		argv = append([]string{fe.opts.AgentPath, "bgq", "end_tool"}, args...)
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fe.opts.Timeout)
+	defer cancel()
+	if b, err := exec.CommandContext(cctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("launch: end_tool %s of runjob pid %d: %v: %s", m[1], pid, err, bytes.TrimSpace(b))
+	}
+	return nil
 }
 
 // bgqToolJob is a running BG/Q job this session reaches through a tool start_tool started:
