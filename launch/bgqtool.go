@@ -24,21 +24,6 @@ import (
 // next tool id on each I/O node of the job. The front end reads runjob's proc table without
 // tracing it (mpir.ReadRunningTable) to know which I/O node's agent serves which ranks.
 
-// tracedBy returns the pid of the process that traces pid, or 0.
-func tracedBy(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
-}
-
 // bgqStartToolCommand is the start_tool that reaches runjob pid: BG/Q's on PATH, or for the
 // emulated runjob the emulator's (hpcdap bgq start_tool, the agent's binary). Both find the
 // job by runjob's pid. start_tool splits the tool's arguments at white space, so none may

@@ -190,6 +190,21 @@ func statFields(pid int) []string {
 	return strings.Fields(string(b[i+1:]))
 }
 
+// tracedBy returns the pid of the process that traces pid, or 0.
+func tracedBy(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
 // parentOf returns pid's parent, from /proc.
 func parentOf(pid int) (int, bool) {
 	f := statFields(pid)
