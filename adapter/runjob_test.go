@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -181,40 +180,8 @@ func bgqExit(rank int) int {
 func TestRunjobAttach(t *testing.T) {
 	const np = 4
 	p, _, root := runjobProgram(t)
-	ready := t.TempDir()
-	out, err := os.Create(filepath.Join(t.TempDir(), "runjob.out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	cmd := exec.Command(hpcdapBinary(t), "bgq", "runjob", "--np", strconv.Itoa(np), "--ranks-per-node", "2",
-		"--cn-per-ion", "1", "--root", root, "--exe", p.bin, "--envs", "READY_DIR="+ready)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			b, _ := os.ReadFile(out.Name())
-			t.Logf("runjob's output:\n%s", b)
-		}
-	}()
-	for r := range np {
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-			if _, err := os.Stat(filepath.Join(ready, fmt.Sprintf("spin-%d", r))); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				b, _ := os.ReadFile(out.Name())
-				t.Fatalf("rank %d did not reach its loop:\n%s", r, b)
-			}
-		}
-	}
-	d, rs := attachAtEntry(t, cmd.Process.Pid, np)
+	rj := startRunjob(t, p, root, np, 1)
+	d, rs := attachAtEntry(t, rj.pid, np)
 	spin := p.line(t, "spin")
 	for _, r := range rs {
 		frames := d.stackTrace(r.ThreadID)
@@ -227,21 +194,7 @@ func TestRunjobAttach(t *testing.T) {
 	}
 	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
 	d.end()
-	select {
-	case err := <-exited:
-		exited <- err
-		if err != nil {
-			t.Errorf("runjob: %v", err)
-		}
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the job did not end after the detach")
-	}
-	b, _ := os.ReadFile(out.Name())
-	for r := range np {
-		if want := fmt.Sprintf("rank %d: ", r); !strings.Contains(string(b), want) {
-			t.Errorf("rank %d printed nothing after the detach:\n%s", r, b)
-		}
-	}
+	rj.waitEnd(t, np)
 }
 
 // BenchmarkRunjobToBreakpoint: launch → every one of 8 ranks stopped at a breakpoint (stop

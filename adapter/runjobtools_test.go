@@ -2,7 +2,6 @@ package adapter
 
 import (
 	"context"
-	"debug/elf"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // runningRunjob is a runjob of the emulated BG/Q started outside the debugger, whose ranks
@@ -288,27 +288,6 @@ func (m *monitor) releaseAll(release uint64) {
 	}
 }
 
-// symbolAddr is the address of a symbol of the static program p.
-func symbolAddr(t *testing.T, p *program, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(p.bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
-		if s.Name == name {
-			return s.Value
-		}
-	}
-	t.Fatalf("no %s in %s", name, p.bin)
-	return 0
-}
-
 // consoleText is every output event's text so far.
 func consoleText(d *dapSession) string {
 	var b strings.Builder
@@ -385,7 +364,7 @@ func TestRunjobMultiToolDAP(t *testing.T) {
 	if got := mon.heard(); !sameSet(got, want) {
 		t.Errorf("the monitor heard %q, want %q", got, want)
 	}
-	mon.releaseAll(symbolAddr(t, p, "release"))
+	mon.releaseAll(testenv.ELFSymbol(t, p.bin, "release").Value)
 	rj.waitEnd(t, np)
 }
 
@@ -494,7 +473,7 @@ func TestRunjobFifthTool(t *testing.T) {
 	if !strings.Contains(msg, "ToolMaxAttachedExceeded (32)") || !strings.Contains(msg, "already have 4 tools attached") {
 		t.Errorf("the fifth tool's attach failed with %q", msg)
 	}
-	first.releaseAll(symbolAddr(t, p, "release"))
+	first.releaseAll(testenv.ELFSymbol(t, p.bin, "release").Value)
 	rj.waitEnd(t, np)
 }
 
@@ -541,7 +520,7 @@ func TestRunjobRefusedAttachLeavesJob(t *testing.T) {
 	d.close()
 	// A killed rank would refuse the attach (ToolRankNotFound).
 	startMonitorOn(t, root, 1, 1, job, id, 95, []uint32{2, 3}, true)
-	high.releaseAll(symbolAddr(t, p, "release"))
+	high.releaseAll(testenv.ELFSymbol(t, p.bin, "release").Value)
 	for deadline := time.Now().Add(time.Minute); !strings.Contains(rj.output(), "rank 0: ") || !strings.Contains(rj.output(), "rank 1: "); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("ranks 0 and 1 did not run to their end")
@@ -622,6 +601,6 @@ func TestRunjobCancelControlWait(t *testing.T) {
 	}
 	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
 	d.end()
-	mon.releaseAll(symbolAddr(t, p, "release"))
+	mon.releaseAll(testenv.ELFSymbol(t, p.bin, "release").Value)
 	rj.waitEnd(t, np)
 }
