@@ -512,7 +512,10 @@ func stoppedJobToTerminate(t testing.TB, p *program, launcher string) (*dapSessi
 	args := map[string]any{"program": p.bin, "launcher": launcher, "np": 2, "args": []string{"-", t.TempDir()},
 		"stopMode": "rank"}
 	if launcher == "mpirun.openmpi" {
-		args["env"] = ompiEnv
+		// Open MPI's defaults: with orte_abort_on_non_zero_status=0 (ompiEnv, for the other
+		// tests' non-zero exit codes) mpirun does not end by itself once its ranks are killed.
+		args["env"] = map[string]any{"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+			"OMPI_MCA_rmaps_base_oversubscribe": "1"}
 	}
 	d.launch(args)
 	d.setBreakpoints(p.src, p.line(t, "combine"))

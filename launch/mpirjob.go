@@ -378,10 +378,10 @@ func (j *mpirJob) Close() error {
 // launcherGrace is how long Kill waits for a launcher of family to end by itself once its
 // ranks are gone, before it sends SIGTERM. srun ends by itself once its step's tasks are
 // gone, while signalling it makes Slurm kill the step and hold the job, and its nodes, for a
-// minute: it gets 15 s. Open MPI 4's mpirun does not end by itself when ranks it started
-// under MPIR are killed while a tool has them stopped (it stays in its event loop with
-// nothing to wait for), and ends its job on SIGTERM: it gets none. Other launchers get a
-// second to report their ranks' end themselves.
+// minute: it gets 15 s. Open MPI's mpirun ends its job on SIGTERM, and does not end by
+// itself at all once its ranks are killed when the job runs with
+// orte_abort_on_non_zero_status=0: it gets none. Other launchers get a second to report
+// their ranks' end themselves.
 func launcherGrace(family string) time.Duration {
 	switch family {
 	case "srun":
