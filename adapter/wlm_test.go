@@ -485,8 +485,8 @@ func frontEndKilled(t *testing.T, p *program, launcher string, env map[string]an
 }
 
 // A disconnect that terminates a job whose ranks are stopped at a breakpoint ends the ranks
-// and the launcher before it is answered: nothing of the job is left, under mpirun (which does
-// not end by itself when ranks a tool holds are killed) and under hydra.
+// and the launcher before it is answered: nothing of the job is left, under mpirun and under
+// hydra.
 func TestTerminateStoppedJob(t *testing.T) {
 	for _, c := range []struct{ launcher, mpicc string }{{"mpirun.openmpi", "mpicc.openmpi"}, {"mpiexec.hydra", "mpicc.mpich"}} {
 		t.Run(c.launcher, func(t *testing.T) {
