@@ -315,6 +315,9 @@ func decGatherStacksAck(h Header, b []byte) (Message, error) {
 		if uint64(round8(rangeBytes*int(min(n, 1<<20)))) > uint64(len(b)-at) {
 			return nil, bad(fmt.Sprintf("%d rank ranges", n))
 		}
+		if n == 0 {
+			return nil, nil // as readRanges: no ranges decode as nil, whatever the padding
+		}
 		out := make(RankRanges, n)
 		for i := range out {
 			r := RankRange{be.Uint32(b[at:]), be.Uint32(b[at+4:]), be.Uint32(b[at+8:])}
