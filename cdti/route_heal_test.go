@@ -1,6 +1,7 @@
 package cdti
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -132,75 +133,17 @@ func TestCollectiveInFlightWhenAgentLost(t *testing.T) {
 // link broke (the child accepts but does not answer yet). That dial stops, and the child is
 // not taken for lost: the next tool reaches its rank.
 func TestRouterToolLeavesDuringHeal(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	child := &stackAgent{index: 1, ranks: []uint32{1}}
-	newChild := func() *Server {
-		return &Server{Token: []byte(testToken), Handler: &Router{Local: child, Token: []byte(testToken)}}
-	}
-	var mu sync.Mutex
-	srv, silent := newChild(), false
-	held := make(chan net.Conn, 1)
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			s, quiet := srv, silent
-			mu.Unlock()
-			if quiet {
-				held <- nc
-				continue
-			}
-			go s.ServeConn(nc)
-		}
-	}()
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		srv.Close()
-	})
-	rootLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &Router{Local: &stackAgent{ranks: []uint32{0}}, Token: []byte(testToken), Timeout: time.Minute}
-	rt.SetChildren([]Route{{Addr: ln.Addr().String(), Ranks: []uint32{1}}})
-	root := &Server{Token: []byte(testToken), Handler: rt}
-	go root.Serve(rootLn)
-	t.Cleanup(func() { root.Close() })
-
-	ctx := testCtx(t)
-	tool := dialRoot(t, rootLn.Addr().String())
-	if _, err := tool.Query(ctx, 1, &GetThreadList{}); err != nil {
-		t.Fatalf("first query: %v", err)
-	}
-	mu.Lock()
-	old := srv
-	srv, silent = newChild(), true
-	mu.Unlock()
-	old.Close() // the link breaks; the Router dials the child again and waits for its answer
-	var nc net.Conn
-	select {
-	case nc = <-held:
-	case <-ctx.Done():
-		t.Fatal("the Router did not dial the child again")
-	}
-	defer nc.Close()
+	s := newHealScene(t)
+	ctx, tool, nc, rootAddr := s.ctx, s.tool, s.nc, s.rootAddr
 	tool.Close()
 	nc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.Copy(io.Discard, nc); err != nil {
 		t.Fatalf("the dial did not stop when the tool left: %v", err)
 	}
-	mu.Lock()
-	silent = false
-	mu.Unlock()
-	if _, err := dialRoot(t, rootLn.Addr().String()).Query(ctx, 1, &GetThreadList{}); err != nil {
+	s.mu.Lock()
+	s.silent = false
+	s.mu.Unlock()
+	if _, err := dialRoot(t, rootAddr).Query(ctx, 1, &GetThreadList{}); err != nil {
 		t.Fatalf("the next tool's query: %v", err)
 	}
 }
@@ -212,66 +155,8 @@ func TestRouterToolLeavesDuringHeal(t *testing.T) {
 // the session): the rank-1 request comes back unreachable, and the child is not taken for
 // lost, the next tool reaching its rank.
 func TestRouterServesDuringHeal(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	child := &stackAgent{index: 1, ranks: []uint32{1}}
-	newChild := func() *Server {
-		return &Server{Token: []byte(testToken), Handler: &Router{Local: child, Token: []byte(testToken)}}
-	}
-	var mu sync.Mutex
-	srv, silent := newChild(), false
-	held := make(chan net.Conn, 1)
-	go func() {
-		for {
-			nc, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			s, quiet := srv, silent
-			mu.Unlock()
-			if quiet {
-				held <- nc
-				continue
-			}
-			go s.ServeConn(nc)
-		}
-	}()
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		srv.Close()
-	})
-	rootLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &Router{Local: &stackAgent{ranks: []uint32{0}}, Token: []byte(testToken), Timeout: time.Minute}
-	rt.SetChildren([]Route{{Addr: ln.Addr().String(), Ranks: []uint32{1}}})
-	root := &Server{Token: []byte(testToken), Handler: rt}
-	go root.Serve(rootLn)
-	t.Cleanup(func() { root.Close() })
-
-	ctx := testCtx(t)
-	tool := dialRoot(t, rootLn.Addr().String())
-	if _, err := tool.Query(ctx, 1, &GetThreadList{}); err != nil {
-		t.Fatalf("first query: %v", err)
-	}
-	mu.Lock()
-	old := srv
-	srv, silent = newChild(), true
-	mu.Unlock()
-	old.Close() // the link breaks; the Router dials the child again and waits for its answer
-	var nc net.Conn
-	select {
-	case nc = <-held:
-	case <-ctx.Done():
-		t.Fatal("the Router did not dial the child again")
-	}
-	defer nc.Close()
+	s := newHealScene(t)
+	ctx, tool, nc, rootAddr := s.ctx, s.tool, s.nc, s.rootAddr
 	sent, _ := tool.Messages()
 	lost := make(chan error, 1)
 	go func() {
@@ -288,15 +173,15 @@ func TestRouterServesDuringHeal(t *testing.T) {
 	if _, err := tool.Query(ctx, 0, &GetThreadList{}); err != nil {
 		t.Fatalf("rank-0 query during the heal: %v", err)
 	}
-	mu.Lock()
-	go srv.ServeConn(nc) // the re-dial is answered only now
-	silent = false
-	mu.Unlock()
+	s.mu.Lock()
+	go s.srv.ServeConn(nc) // the re-dial is answered only now
+	s.silent = false
+	s.mu.Unlock()
 	var rc *ReturnCodeError
 	if err := <-lost; !errors.As(err, &rc) || rc.ErrorCode != ErrorCodeUnreachable {
 		t.Fatalf("rank-1 query across the heal: %v, want unreachable", err)
 	}
-	if _, err := dialRoot(t, rootLn.Addr().String()).Query(ctx, 1, &GetThreadList{}); err != nil {
+	if _, err := dialRoot(t, rootAddr).Query(ctx, 1, &GetThreadList{}); err != nil {
 		t.Fatalf("the next tool's query: %v (the child was taken for lost)", err)
 	}
 }
@@ -334,4 +219,82 @@ func TestLinkForwardReaderOwns(t *testing.T) {
 			t.Errorf("the failed request stays outstanding: %v", l.pending)
 		}
 	}
+}
+
+// healScene is a Router whose child's link has just broken: the Router has dialed the child
+// again (nc, held unanswered by the test), while the tool that was connected through it
+// stays connected.
+type healScene struct {
+	ctx      context.Context
+	tool     *Client
+	nc       net.Conn // the Router's re-dial of the child, not yet answered
+	rootAddr string
+	mu       sync.Mutex
+	srv      *Server // the child's server for connections answered from now on
+	silent   bool    // connections to the child are held (sent on held) instead of served
+}
+
+func newHealScene(t *testing.T) *healScene {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	child := &stackAgent{index: 1, ranks: []uint32{1}}
+	newChild := func() *Server {
+		return &Server{Token: []byte(testToken), Handler: &Router{Local: child, Token: []byte(testToken)}}
+	}
+	s := &healScene{}
+	s.srv, s.silent = newChild(), false
+	held := make(chan net.Conn, 1)
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			srv, quiet := s.srv, s.silent
+			s.mu.Unlock()
+			if quiet {
+				held <- nc
+				continue
+			}
+			go srv.ServeConn(nc)
+		}
+	}()
+	t.Cleanup(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.srv.Close()
+	})
+	rootLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &Router{Local: &stackAgent{ranks: []uint32{0}}, Token: []byte(testToken), Timeout: time.Minute}
+	rt.SetChildren([]Route{{Addr: ln.Addr().String(), Ranks: []uint32{1}}})
+	root := &Server{Token: []byte(testToken), Handler: rt}
+	go root.Serve(rootLn)
+	t.Cleanup(func() { root.Close() })
+
+	ctx := testCtx(t)
+	tool := dialRoot(t, rootLn.Addr().String())
+	if _, err := tool.Query(ctx, 1, &GetThreadList{}); err != nil {
+		t.Fatalf("first query: %v", err)
+	}
+	s.mu.Lock()
+	old := s.srv
+	s.srv, s.silent = newChild(), true
+	s.mu.Unlock()
+	old.Close() // the link breaks; the Router dials the child again and waits for its answer
+	var nc net.Conn
+	select {
+	case nc = <-held:
+	case <-ctx.Done():
+		t.Fatal("the Router did not dial the child again")
+	}
+	t.Cleanup(func() { nc.Close() })
+	s.ctx, s.tool, s.nc, s.rootAddr = ctx, tool, nc, rootLn.Addr().String()
+	return s
 }
