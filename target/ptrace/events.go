@@ -63,7 +63,9 @@ func (t *Tracer) stopped(th *thread, ws unix.WaitStatus) {
 		if msg, err := eventMsg(th.tid); err == nil {
 			t.cloned(th, int(msg))
 		}
-		t.unasked(th)
+		if th.holding == 0 {
+			t.unasked(th)
+		}
 	case unix.PTRACE_EVENT_EXEC:
 		t.execed(th)
 	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
@@ -212,6 +214,27 @@ func (t *Tracer) cloned(parent *thread, tid int) {
 	th := p.addThread(tid, tsNew)
 	th.parent = parent.tid
 	th.cloneSeen = true
+	if p.phase == phaseLive {
+		parent.holding = tid
+	}
+}
+
+// releaseCreator ends the hold of th's creator (thread.holding): th's first stop was seen, or
+// th is gone. The creator then carries on as after any stop nobody asked for.
+//
+// A thread that created another stays in its clone event's stop until the new thread's own
+// first stop is seen: until then the new thread runs in the kernel, on its way to that stop,
+// unknown to the agent. Were the creator let go at once, an agent that stops every thread it
+// knows of could report the process stopped with the new thread missing from its threads
+// (and still running). Held, the creator is reported stopped (Interrupt) only after the new
+// thread is announced. The first stop comes within a scheduling delay.
+func (t *Tracer) releaseCreator(th *thread) {
+	parent := t.threads[th.parent]
+	if parent == nil || parent.holding != th.tid {
+		return
+	}
+	parent.holding = 0
+	t.unasked(parent)
 }
 
 // announce makes a new thread known to the agent once both its parent's clone event and its own
@@ -224,10 +247,12 @@ func (t *Tracer) announce(th *thread) {
 	}
 	th.state = tsStopped
 	if p.phase != phaseLive {
+		t.releaseCreator(th)
 		return
 	}
 	th.stopPC = th.pc()
 	p.push(target.Event{Kind: target.EventNewThread, Tid: th.tid, Parent: th.parent, PC: th.stopPC})
+	t.releaseCreator(th)
 }
 
 // execed handles PTRACE_EVENT_EXEC, always reported with the leader's tid. The thread that
@@ -288,6 +313,9 @@ func (t *Tracer) gone(th *thread, ws unix.WaitStatus) {
 	}
 	if th.state != tsNew && p.phase == phaseLive {
 		p.push(target.Event{Kind: target.EventThreadExit, Tid: th.tid})
+	}
+	if th.state == tsNew {
+		t.releaseCreator(th) // killed on its way to its first stop
 	}
 }
 

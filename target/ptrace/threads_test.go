@@ -4,6 +4,7 @@ package ptrace
 
 import (
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/hpcdap/hpcdap/target"
@@ -136,4 +137,46 @@ func TestLeaderExitsFirst(t *testing.T) {
 		t.Fatalf("event %+v, want exit of %d", ev, worker)
 	}
 	expectExit(t, p, 5<<8)
+}
+
+// TestStopWhileCreatingThreads: the leader creates 16 threads that block in pause() while it
+// is interrupted again and again; each time its stop is reported, every thread it created so
+// far has been announced (EventNewThread) and is in a traced stop: none is still on its way
+// to its first stop, unknown to the tracer's consumer and running in the kernel.
+func TestStopWhileCreatingThreads(t *testing.T) {
+	const n = 16
+	tr := newTracer(t)
+	p := spawn(t, tr, "idle", strconv.Itoa(n))
+	pid := p.Info().Pid
+	known := map[int]bool{pid: true}
+	for stops := 0; len(known) < n; stops++ {
+		if stops > 10000 {
+			t.Fatalf("%d threads known after %d stops, want %d", len(known), stops, n)
+		}
+		if err := p.Resume(pid, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Interrupt(pid); err != nil {
+			t.Fatal(err)
+		}
+		for stopped := false; !stopped; {
+			switch ev := nextEvent(t, p); ev.Kind {
+			case target.EventNewThread:
+				known[ev.Tid] = true // left stopped
+			case target.EventStopped, target.EventSignal:
+				stopped = ev.Tid == pid
+				if !stopped {
+					t.Fatalf("stop of %d, not the leader", ev.Tid)
+				}
+			default:
+				t.Fatalf("event %+v", ev)
+			}
+		}
+		for _, tid := range procTasks(t, pid) {
+			if s := threadState(t, tid); !known[tid] || s != 't' {
+				t.Fatalf("stop %d: thread %d in state %c, announced %v; want every thread announced and in state t",
+					stops, tid, s, known[tid])
+			}
+		}
+	}
 }
