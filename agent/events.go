@@ -284,6 +284,11 @@ func (p *proc) sendNext() {
 			n.inst = p.threadPC(th) // where the thread stands now that every thread is stopped
 		}
 	}
+	p.notifySeq++
+	if p.notifySeq == 0 {
+		p.notifySeq = 1 // 0 is an unnumbered notification
+	}
+	n.seq = p.notifySeq
 	p.inflight = &n
 	p.holder.defaultTid = n.tid
 	if n.quiet && p.quietFor == p.holder {
@@ -297,12 +302,13 @@ func (p *proc) sendNext() {
 	p.notifyInflight()
 }
 
-// notifyInflight sends the holder the notification in flight.
+// notifyInflight sends the holder the notification in flight, numbered (SequenceID) so that
+// the tool drops a repeat of it (see stopProcess).
 func (p *proc) notifyInflight() {
 	n := p.inflight
 	n.unsent = false
 	p.holder.tc.send(&cdti.Notify{
-		Header: cdti.Header{Rank: p.rank, JobID: p.a.jobID, ToolID: p.holder.id},
+		Header: cdti.Header{Rank: p.rank, JobID: p.a.jobID, ToolID: p.holder.id, SequenceID: n.seq},
 		Kind:   cdti.NotifyTypeSignal,
 		Signal: cdti.NotifySignal{Signal: uint32(n.sig), ThreadID: uint32(n.tid), InstAddress: n.inst,
 			DataAddress: n.data, Reason: n.reason},

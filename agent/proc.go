@@ -40,20 +40,21 @@ type proc struct {
 	access access // what Check needs, as of the last request or event
 
 	// Owned by loop.
-	tp       target.Process // nil while untraced (attach mode without tools)
-	events   <-chan target.Event
-	info     target.Info
-	mach     *machine // nil when the agent has no support for the target's machine
-	exited   bool
-	status   int
-	started  bool // false: spawned and held before its first instruction
-	threads  map[int]*pthread
-	leader   int
-	tools    []*tool // by descending priority
-	holder   *tool   // the tool with control authority
-	ctl      controlSettings
-	pending  []notif // signal notifications not yet sent, oldest first
-	inflight *notif  // the notification sent to the holder and not yet satisfied
+	tp        target.Process // nil while untraced (attach mode without tools)
+	events    <-chan target.Event
+	info      target.Info
+	mach      *machine // nil when the agent has no support for the target's machine
+	exited    bool
+	status    int
+	started   bool // false: spawned and held before its first instruction
+	threads   map[int]*pthread
+	leader    int
+	tools     []*tool // by descending priority
+	holder    *tool   // the tool with control authority
+	ctl       controlSettings
+	pending   []notif // signal notifications not yet sent, oldest first
+	inflight  *notif  // the notification sent to the holder and not yet satisfied
+	notifySeq uint32  // the number of the last notification put in flight (notif.seq)
 	// quietFor is the tool whose StopProcess stops are reported by a collective instead of a
 	// Notify (quiet.go); quietDone is closed when such a stop is complete.
 	quietFor  *tool
@@ -152,9 +153,10 @@ type notif struct {
 	reason cdti.NotifySignalReason
 	inst   uint64
 	data   uint64
-	gone   bool // the thread exited after it was notified
-	quiet  bool // a collective's quiet stop: not to be sent (quiet.go)
-	unsent bool // in flight without having been sent: a collective reported it
+	gone   bool   // the thread exited after it was notified
+	quiet  bool   // a collective's quiet stop: not to be sent (quiet.go)
+	unsent bool   // in flight without having been sent: a collective reported it
+	seq    uint32 // its number among the rank's notifications, sent as the Notify's SequenceID
 }
 
 var errShutdown = errors.New("agent is shutting down")

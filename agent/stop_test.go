@@ -1,10 +1,7 @@
 package agent
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,23 +23,15 @@ func (tt *testTool) stopProcess() bool {
 
 // StopProcess stops every thread of a running process with one Notify(SIGSTOP, Interrupt)
 // and leaves no signal behind in the kernel; asked again while that notification is in
-// flight, it answers that no other notification comes. Repeated, so that stops land
-// everywhere in the program's run.
+// flight, it answers that no other notification comes (the repeat of the notification it
+// sends then is dropped by the Client). Repeated, so that stops land everywhere in the
+// program's run, its start of threads included.
 func TestStopProcess(t *testing.T) {
 	h := newHarness(t, "")
 	h.spawn(1, threadsBin, "100000000")
 	tt, _ := startStopped(t, h, 1)
 	pid := h.rankPid(0)
-	tt.cont(0)
-	// Every thread has run before the first stop: a thread being created is not yet stopped
-	// in the kernel when the agent, which has not heard of it, reports the process stopped
-	// (it stops before its first instruction all the same).
-	for deadline := time.Now().Add(30 * time.Second); !allRan(pid, 5); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the program's 5 threads have not all run: %v", taskStates(t, pid))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	tt.cont(0) // the stops come while the program creates its threads, too
 	for i := range 30 {
 		time.Sleep(time.Duration(i%5) * time.Millisecond)
 		if !tt.stopProcess() {
@@ -105,28 +94,6 @@ func TestRemovedBreakpointDropsQueuedHits(t *testing.T) {
 	}
 }
 
-// allRan reports whether process pid has n threads and each has run (used processor time or
-// sleeps).
-func allRan(pid, n int) bool {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil || len(ents) != n {
-		return false
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
-		if err != nil {
-			return false
-		}
-		// state is field 3, utime and stime fields 14 and 15, counted after the command name.
-		// A thread that sleeps has run; one that is runnable may not have run yet.
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 13 || f[0] != "S" && f[11] == "0" && f[12] == "0" {
-			return false
-		}
-	}
-	return true
-}
-
 // A stop that cuts short the step over a breakpoint (the thread interrupted before the
 // original instruction ran) leaves the thread on the breakpoint, to step over it when it runs
 // again: every hit is reported exactly once. Stops are sent right after each continue, where
@@ -169,4 +136,92 @@ func TestStopDuringStepOver(t *testing.T) {
 		t.Errorf("%d breakpoint hits reported for 300 calls (%d stops)", hits, interrupts)
 	}
 	out.waitFor(t, "iterations 300 counter 44850")
+}
+
+// TestStopProcessRepeatsSentNotify: a tool that lost a breakpoint's notification (read here
+// on a raw connection and dropped, as when a link of a tree of agents breaks while it is on
+// its way) takes the rank for running and asks to stop it: the agent sends the notification
+// again, with the same number (SequenceID), after its answer that no other comes; the next
+// notification has another number. A Client drops such a repeat of what it delivered
+// (TestStopProcess asks again while a stop is in flight and sees nothing more).
+func TestStopProcessRepeatsSentNotify(t *testing.T) {
+	bin := buildOOL(t, false)
+	h := newHarness(t, "")
+	h.spawn(1, bin, "threads", "1", "1000000")
+	a := testenv.NMSymbol(t, bin, "ool_bump")
+	rc := h.rawDial(testToken)
+	if m, err := rc.recv(); err != nil || m.Hdr().ReturnCode != cdti.Success {
+		t.Fatalf("hello: %v %v", m, err)
+	}
+	hdr := cdti.Header{Service: cdti.ServiceToolctl, Version: cdti.ProtocolVersion, ToolID: 1}
+	rc.send(&cdti.Attach{Header: hdr, Priority: 99})
+	if m, err := rc.recv(); err != nil || m.Hdr().ReturnCode != cdti.Success {
+		t.Fatalf("attach: %v %v", m, err)
+	}
+	rc.send(&cdti.Control{Header: hdr, NotifySet: cdti.Signals(int(syscall.SIGTRAP), int(syscall.SIGSTOP)),
+		SendSignal: uint32(syscall.SIGSTOP), DynamicNotify: cdti.DynamicNotifyDLoader})
+	if m, err := rc.recv(); err != nil || m.Hdr().ReturnCode != cdti.Success {
+		t.Fatalf("control: %v %v", m, err)
+	}
+	next := func(what string) cdti.Message {
+		t.Helper()
+		rc.nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		b, err := cdti.ReadFrame(rc.r)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		m, err := cdti.DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return m
+	}
+	notify := func(what string) *cdti.Notify {
+		t.Helper()
+		m := next(what)
+		n, ok := m.(*cdti.Notify)
+		if !ok || n.Kind != cdti.NotifyTypeSignal {
+			t.Fatalf("%s: %T %+v, want a signal notification", what, m, m)
+		}
+		return n
+	}
+	update := func(what string, cs ...cdti.Command) *cdti.UpdateAck {
+		t.Helper()
+		rc.send(&cdti.Update{Header: hdr, Commands: cs})
+		m := next(what)
+		ack, ok := m.(*cdti.UpdateAck)
+		if !ok || ack.ReturnCode != cdti.Success {
+			t.Fatalf("%s: %+v, want its ack", what, m)
+		}
+		for i, r := range ack.Results {
+			if r.Code != cdti.CmdSuccess {
+				t.Fatalf("%s: command %d: %v", what, i, r.Code)
+			}
+		}
+		return ack
+	}
+	notify("the stop at the loader")
+	update("set the breakpoint and continue", &cdti.SetBreakpoint{Addr: a, Instruction: 0xCC}, &cdti.ContinueProcess{})
+	hit := notify("the breakpoint's hit")
+	if hit.Signal.Reason != cdti.SignalBreakpoint || hit.Signal.InstAddress != a || hit.SequenceID == 0 {
+		t.Fatalf("hit %+v, want a numbered breakpoint notification at %#x", hit, a)
+	}
+	// The hit is lost; the tool asks to stop the process it takes for running.
+	rc.send(&cdti.Update{Header: hdr, Commands: []cdti.Command{&cdti.StopProcess{}}})
+	m := next("StopProcess's answer")
+	ack, ok := m.(*cdti.UpdateAck)
+	if !ok || len(ack.Results) != 1 || ack.Results[0].Code != cdti.CmdSuccess {
+		t.Fatalf("StopProcess: %+v", m)
+	}
+	if st := ack.Results[0].Ack.(*cdti.StopProcessAck); st.Stopping {
+		t.Errorf("StopProcess answered that another notification comes")
+	}
+	again := notify("the hit sent again")
+	if again.SequenceID != hit.SequenceID || again.Signal != hit.Signal {
+		t.Errorf("sent again: %+v, want %+v", again, hit)
+	}
+	update("continue", &cdti.ContinueProcess{})
+	if n := notify("the second hit"); n.SequenceID == hit.SequenceID || n.SequenceID == 0 {
+		t.Errorf("second hit numbered %d, the first %d", n.SequenceID, hit.SequenceID)
+	}
 }

@@ -212,6 +212,12 @@ func (p *proc) stopProcess(t *tool, th *pthread) cdti.Result {
 		p.notifyInflight()
 		return ok(&cdti.StopProcessAck{ThreadID: tid, Stopping: true})
 	}
+	if n := p.inflight; n != nil && !n.unsent && p.holder == t {
+		// Sent, and not answered: the tool asks to stop a process it takes for running, so the
+		// notification may be lost (a link of the tree broke while it was on its way). It is
+		// sent again; a tool that had it drops the repeat by its number.
+		p.notifyInflight()
+	}
 	if p.inflight != nil || len(p.pending) > 0 {
 		return ok(&cdti.StopProcessAck{ThreadID: tid})
 	}

@@ -75,6 +75,9 @@ type Client struct {
 	nq       []*Notify
 	nended   bool
 	notifyCh chan *Notify
+	// lastNotify is the number of the signal notification last delivered per rank (repeated);
+	// owned by the reading goroutine.
+	lastNotify map[uint32]uint32
 }
 
 type call struct {
@@ -413,7 +416,11 @@ func (c *Client) readLoop() {
 				c.fail(err)
 				return
 			}
-			if !c.pushNotify(m.(*Notify)) {
+			n := m.(*Notify)
+			if c.repeated(n) {
+				continue
+			}
+			if !c.pushNotify(n) {
 				return
 			}
 		case h.Type == MsgErrorAck:
@@ -488,6 +495,24 @@ func (c *Client) errorAck(h Header) {
 			Note: note}}
 		c.release(cl)
 	}
+}
+
+// repeated reports whether n repeats the signal notification of its rank the Client delivered
+// last: an agent numbers its signal notifications per rank (Header.SequenceID, 0 for none) and
+// sends one again, with its number, when the tool may have lost it (see StopProcess). Runs on
+// the reading goroutine only.
+func (c *Client) repeated(n *Notify) bool {
+	if n.Kind != NotifyTypeSignal || n.SequenceID == 0 {
+		return false
+	}
+	if c.lastNotify == nil {
+		c.lastNotify = make(map[uint32]uint32)
+	}
+	if c.lastNotify[n.Rank] == n.SequenceID {
+		return true
+	}
+	c.lastNotify[n.Rank] = n.SequenceID
+	return false
 }
 
 // pushNotify queues a notification; it fails the connection when the queue is full.

@@ -20,7 +20,11 @@ const SignalInterrupt NotifySignalReason = 100
 // StopProcessAck.Stopping says what follows. True: every thread is being stopped and one
 // Notify(SIGSTOP, SignalInterrupt) comes once all are (after the ack). False: the process is
 // already suspended for the tool, or a notification to it is in flight or queued; that
-// notification is the stop and no other comes. With nothing queued, a tool step under way is
+// notification is the stop and no other comes. A notification already sent and not answered
+// yet is sent again, with the same number (Header.SequenceID): the tool asking to stop a
+// process it takes for running may have lost it, as when a link of a tree of agents broke
+// while it was on its way; a Client drops a repeat of the notification it delivered last.
+// With nothing queued, a tool step under way is
 // cancelled (its thread stops where it is; no StepComplete follows). A real CNK answers
 // CmdInval, and so does an agent whose back end cannot interrupt a running thread: the tool
 // then sends a signal instead.
