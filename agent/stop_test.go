@@ -23,9 +23,9 @@ func (tt *testTool) stopProcess() bool {
 
 // StopProcess stops every thread of a running process with one Notify(SIGSTOP, Interrupt)
 // and leaves no signal behind in the kernel; asked again while that notification is in
-// flight, it answers that no other notification comes (the repeat of the notification it
-// sends then is dropped by the Client). Repeated, so that stops land everywhere in the
-// program's run, its start of threads included.
+// flight, it answers that no other notification comes, and the repeat of that notification
+// StopResendOnly makes the agent send is dropped by the Client that delivered it. Repeated,
+// so that stops land everywhere in the program's run, its start of threads included.
 func TestStopProcess(t *testing.T) {
 	h := newHarness(t, "")
 	h.spawn(1, threadsBin, "100000000")
@@ -57,6 +57,7 @@ func TestStopProcess(t *testing.T) {
 		if tt.stopProcess() {
 			t.Fatalf("stop %d: a suspended process answered that another notification comes", i)
 		}
+		tt.mustUpdate(0, &cdti.StopProcess{Flags: cdti.StopResendOnly})
 		tt.noNotify(50 * time.Millisecond)
 		tt.cont(0)
 	}
@@ -140,10 +141,10 @@ func TestStopDuringStepOver(t *testing.T) {
 
 // TestStopProcessRepeatsSentNotify: a tool that lost a breakpoint's notification (read here
 // on a raw connection and dropped, as when a link of a tree of agents breaks while it is on
-// its way) takes the rank for running and asks to stop it: the agent sends the notification
-// again, with the same number (SequenceID), after its answer that no other comes; the next
-// notification has another number. A Client drops such a repeat of what it delivered
-// (TestStopProcess asks again while a stop is in flight and sees nothing more).
+// its way) and asks to stop the process hears that the notification is the stop; asked with
+// StopResendOnly, the agent sends it again with the same number (SequenceID) after its answer.
+// StopResendOnly stops nothing: on a running process, what comes next is the next hit,
+// numbered after the first.
 func TestStopProcessRepeatsSentNotify(t *testing.T) {
 	bin := buildOOL(t, false)
 	h := newHarness(t, "")
@@ -206,22 +207,45 @@ func TestStopProcessRepeatsSentNotify(t *testing.T) {
 	if hit.Signal.Reason != cdti.SignalBreakpoint || hit.Signal.InstAddress != a || hit.SequenceID == 0 {
 		t.Fatalf("hit %+v, want a numbered breakpoint notification at %#x", hit, a)
 	}
-	// The hit is lost; the tool asks to stop the process it takes for running.
-	rc.send(&cdti.Update{Header: hdr, Commands: []cdti.Command{&cdti.StopProcess{}}})
-	m := next("StopProcess's answer")
-	ack, ok := m.(*cdti.UpdateAck)
-	if !ok || len(ack.Results) != 1 || ack.Results[0].Code != cdti.CmdSuccess {
-		t.Fatalf("StopProcess: %+v", m)
+	// The hit is lost. A plain stop answers that the notification on its way is the stop, and
+	// sends nothing; asked to send it again, the agent repeats it with its number.
+	stop := func(what string, flags cdti.StopFlags) {
+		t.Helper()
+		rc.send(&cdti.Update{Header: hdr, Commands: []cdti.Command{&cdti.StopProcess{Flags: flags}}})
+		m := next(what)
+		ack, ok := m.(*cdti.UpdateAck)
+		if !ok || len(ack.Results) != 1 || ack.Results[0].Code != cdti.CmdSuccess {
+			t.Fatalf("%s: %+v", what, m)
+		}
+		if st := ack.Results[0].Ack.(*cdti.StopProcessAck); st.Stopping {
+			t.Errorf("%s: answered that another notification comes", what)
+		}
 	}
-	if st := ack.Results[0].Ack.(*cdti.StopProcessAck); st.Stopping {
-		t.Errorf("StopProcess answered that another notification comes")
-	}
+	stop("StopProcess", 0)
+	stop("StopProcess again", 0) // its answer comes next: nothing was sent in between
+	stop("StopResendOnly", cdti.StopResendOnly)
 	again := notify("the hit sent again")
 	if again.SequenceID != hit.SequenceID || again.Signal != hit.Signal {
 		t.Errorf("sent again: %+v, want %+v", again, hit)
 	}
+	// Running, the process is not stopped by StopResendOnly: what comes is the next hit (its
+	// repeat too, should the hit come first), numbered after the first, never a stop.
 	update("continue", &cdti.ContinueProcess{})
-	if n := notify("the second hit"); n.SequenceID == hit.SequenceID || n.SequenceID == 0 {
-		t.Errorf("second hit numbered %d, the first %d", n.SequenceID, hit.SequenceID)
+	rc.send(&cdti.Update{Header: hdr, Commands: []cdti.Command{&cdti.StopProcess{Flags: cdti.StopResendOnly}}})
+	for acked, hits := false, 0; !acked || hits == 0; {
+		switch m := next("StopResendOnly's answer and the next hit").(type) {
+		case *cdti.UpdateAck:
+			if len(m.Results) != 1 || m.Results[0].Code != cdti.CmdSuccess || m.Results[0].Ack.(*cdti.StopProcessAck).Stopping {
+				t.Fatalf("StopResendOnly while running: %+v", m)
+			}
+			acked = true
+		case *cdti.Notify:
+			if m.Signal.Reason != cdti.SignalBreakpoint || m.SequenceID != hit.SequenceID+1 {
+				t.Fatalf("while running: %+v, want the next hit, numbered %d", m, hit.SequenceID+1)
+			}
+			hits++
+		default:
+			t.Fatalf("while running: %+v", m)
+		}
 	}
 }

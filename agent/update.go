@@ -80,7 +80,7 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 	case *cdti.SendSignalToProcess:
 		return p.sendSignal(th, 0, c.Signal, tid), nil
 	case *cdti.StopProcess:
-		return p.stopProcess(t, th), nil
+		return p.stopProcess(t, th, c.Flags), nil
 	case *cdti.ContinueProcess:
 		code, _ := p.satisfy(th.tid)
 		if code != cdti.CmdSuccess {
@@ -196,13 +196,22 @@ func (p *proc) stopByInterrupt(th *pthread, ackTid uint32) cdti.Result {
 	return ok(&cdti.BareAck{ThreadID: ackTid})
 }
 
-// stopProcess answers the StopProcess extension: every thread stops without a signal and one
+// stopProcess answers the StopProcess extension (StopResendOnly aside, below): every thread stops without a signal and one
 // Notify(SIGSTOP, SignalInterrupt) names th once all are stopped; nothing is left in the
 // kernel to stop the process again later. A notification already queued or in flight is the
 // stop (Stopping false, nothing more is sent). A tool step under way is cancelled: its thread
 // stops where it stands, and its step trap, should it still come, is ignored as stale.
-func (p *proc) stopProcess(t *tool, th *pthread) cdti.Result {
+func (p *proc) stopProcess(t *tool, th *pthread, flags cdti.StopFlags) cdti.Result {
 	tid := uint32(th.tid)
+	if flags&cdti.StopResendOnly != 0 {
+		// Nothing is stopped: a notification sent and not answered is sent again, with its
+		// number, for a tool that may have lost it on its way (a Client drops a repeat of
+		// what it delivered).
+		if n := p.inflight; n != nil && !n.unsent && p.holder == t {
+			p.notifyInflight()
+		}
+		return ok(&cdti.StopProcessAck{ThreadID: tid})
+	}
 	if !p.started {
 		return fail(cdti.CmdParmErr, tid) // held before its first instruction: nothing runs
 	}
@@ -211,12 +220,6 @@ func (p *proc) stopProcess(t *tool, th *pthread) cdti.Result {
 		// and learns of the stop now.
 		p.notifyInflight()
 		return ok(&cdti.StopProcessAck{ThreadID: tid, Stopping: true})
-	}
-	if n := p.inflight; n != nil && !n.unsent && p.holder == t {
-		// Sent, and not answered: the tool asks to stop a process it takes for running, so the
-		// notification may be lost (a link of the tree broke while it was on its way). It is
-		// sent again; a tool that had it drops the repeat by its number.
-		p.notifyInflight()
 	}
 	if p.inflight != nil || len(p.pending) > 0 {
 		return ok(&cdti.StopProcessAck{ThreadID: tid})

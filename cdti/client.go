@@ -499,7 +499,7 @@ func (c *Client) errorAck(h Header) {
 
 // repeated reports whether n repeats the signal notification of its rank the Client delivered
 // last: an agent numbers its signal notifications per rank (Header.SequenceID, 0 for none) and
-// sends one again, with its number, when the tool may have lost it (see StopProcess). Runs on
+// sends one again, with its number, when the tool may have lost it (StopResendOnly). Runs on
 // the reading goroutine only.
 func (c *Client) repeated(n *Notify) bool {
 	if n.Kind != NotifyTypeSignal || n.SequenceID == 0 {

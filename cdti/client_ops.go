@@ -299,8 +299,7 @@ func (c *Client) Traceback(ctx context.Context, rank, tid uint32, maxFrames int)
 
 // StopProcess stops every thread of rank's process without a signal (extension). It reports
 // whether a Notify(SIGSTOP, SignalInterrupt) follows; false means a notification already on
-// its way is the stop (sent again if it had been sent: see StopProcess). A real BG/Q answers
-// ErrNotSupported.
+// its way is the stop. A real BG/Q answers ErrNotSupported.
 func (c *Client) StopProcess(ctx context.Context, rank uint32) (bool, error) {
 	a, err := oneAck[*StopProcessAck](ctx, c, "stop", rank, &StopProcess{})
 	if err != nil {

@@ -20,21 +20,47 @@ const SignalInterrupt NotifySignalReason = 100
 // StopProcessAck.Stopping says what follows. True: every thread is being stopped and one
 // Notify(SIGSTOP, SignalInterrupt) comes once all are (after the ack). False: the process is
 // already suspended for the tool, or a notification to it is in flight or queued; that
-// notification is the stop and no other comes. A notification already sent and not answered
-// yet is sent again, with the same number (Header.SequenceID): the tool asking to stop a
-// process it takes for running may have lost it, as when a link of a tree of agents broke
-// while it was on its way; a Client drops a repeat of the notification it delivered last.
-// With nothing queued, a tool step under way is
+// notification is the stop and no other comes. With nothing queued, a tool step under way is
 // cancelled (its thread stops where it is; no StepComplete follows). A real CNK answers
 // CmdInval, and so does an agent whose back end cannot interrupt a running thread: the tool
 // then sends a signal instead.
-type StopProcess struct{ ThreadID uint32 }
+//
+// Encoded: thread id u32 @0, flags u32 @4 (StopFlags).
+type StopProcess struct {
+	ThreadID uint32
+	Flags    StopFlags
+}
+
+// StopFlags are the flags of a StopProcess.
+type StopFlags uint32
+
+// StopResendOnly stops nothing: the agent sends again the notification it sent the tool and
+// has not had answered, if there is one, with its number (Header.SequenceID), and answers
+// Stopping false. A tool asks it of the ranks it takes for running once a tree of agents has
+// healed: a notification on its way through the lost agent is gone, and its rank would stay
+// suspended unseen. A Client drops a repeat of the notification it delivered last for the
+// rank, so asking is harmless where nothing was lost.
+const StopResendOnly StopFlags = 1
 
 func (c *StopProcess) CommandType() CommandType { return TypeStopProcess }
 func (c *StopProcess) Thread() uint32           { return c.ThreadID }
 func (c *StopProcess) EncodedSize() int         { return 8 }
 func (c *StopProcess) AckSize() int             { return stopProcessAckSize }
-func (c *StopProcess) Encode(b []byte)          { be.PutUint32(b, c.ThreadID) }
+func (c *StopProcess) Encode(b []byte) {
+	be.PutUint32(b, c.ThreadID)
+	be.PutUint32(b[4:], uint32(c.Flags))
+}
+
+func decStopProcess(b []byte) (Command, error) {
+	if err := need(TypeStopProcess, b, 8); err != nil {
+		return nil, err
+	}
+	f := StopFlags(be.Uint32(b[4:]))
+	if f&^StopResendOnly != 0 {
+		return nil, fmt.Errorf("%v: unknown flags %#x", TypeStopProcess, uint32(f))
+	}
+	return &StopProcess{ThreadID: be.Uint32(b), Flags: f}, nil
+}
 
 // stopProcessAckSize: thread id uint32 @0, stopping uint32 @8 (0, 1, or 2: reported).
 const stopProcessAckSize = 16
@@ -74,5 +100,5 @@ func decStopProcessAck(b []byte) (Ack, error) {
 
 func init() {
 	register(TypeStopProcess, "StopProcess", MsgUpdate, true,
-		threadDecoder(TypeStopProcess, func(t uint32) Command { return &StopProcess{t} }), decStopProcessAck)
+		decStopProcess, decStopProcessAck)
 }

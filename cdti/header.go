@@ -19,7 +19,7 @@ type Header struct {
 	Version    uint8       // @1  ProtocolVersion (a Termination Notify carries 0)
 	Type       MessageType // @2  set by Encode from the message struct
 	Rank       uint32      // @4  the MPI rank the message is about; acks echo it
-	SequenceID uint32      // @8  chosen by the tool, echoed in the ack; numbers an agent's signal Notify (StopProcess)
+	SequenceID uint32      // @8  chosen by the tool, echoed in the ack; numbers an agent's signal Notify (StopResendOnly)
 	ReturnCode ReturnCode  // @12 message-level result in acks
 	ErrorCode  uint32      // @16 detail, usually an errno
 	Length     uint32      // @20 whole message, header included; set by Encode

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -323,6 +324,14 @@ func TestDecodeMessageErrors(t *testing.T) {
 		if _, err := DecodeMessage(b); err == nil || !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	// A command that does not decode is kept raw with its error (the framework answers it
+	// CmdParmErr): a StopProcess with a flag no agent knows.
+	stop, _ := Encode(&Update{Header: hdr(2), Commands: []Command{&StopProcess{Flags: 2}}})
+	if m, err := DecodeMessage(stop); err != nil {
+		t.Errorf("StopProcess with unknown flags: %v", err)
+	} else if raw, ok := m.(*Update).Commands[0].(*RawCommand); !ok || raw.Err == nil || !strings.Contains(raw.Err.Error(), "unknown flags 0x2") {
+		t.Errorf("StopProcess with unknown flags: %#v", m.(*Update).Commands[0])
 	}
 	// Unknown types are not errors.
 	b := withU32(withU32(make([]byte, 48), 0, 0x05061f40), 20, 48)

@@ -90,6 +90,7 @@ func commandSamples() []cmdSample {
 			Args: []CallArg{{CallInt, 7}, {CallFloat64, 0x4004000000000000}, {CallData, 0}}, Data: []byte("abc\x00")},
 			32 + 3*16 + 4, 32},
 		{&StopProcess{ThreadID: 54}, 8, 16},
+		{&StopProcess{ThreadID: 56, Flags: StopResendOnly}, 8, 16},
 		{&SetTrapCondition{ThreadID: 55, Address: 0x401136, Bias: 0x555555554000, Hits: 7, Site: data}, 40 + len(data), 16},
 	}
 }

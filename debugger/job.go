@@ -57,6 +57,7 @@ type Rank struct {
 	stopText    string             // its description
 	stopBPs     []int
 	exit        *cdti.ExitStatus
+	lostTold    bool // named in a "lost k of N" line (onLost)
 	sigstopSent bool // a SIGSTOP to stop it is on its way (agents without StopProcess)
 	pauseReq    bool // a pause asked this rank to stop
 	quietStop   bool // a collective reported its stop: the notification it stands for is on its way to onSignal

@@ -118,6 +118,13 @@ func (j *Job) onSignal(r *Rank, m *cdti.Notify, gen int) {
 		j.logf("rank %d: notify %s dropped: sent under a control authority that is over", r.Num, SignalName(int(m.Signal.Signal)))
 		return
 	}
+	if r.state == RankExited {
+		// Read before its end, handled after it: a rank lost with its agent, whose last
+		// notification was on its way, is out of the session and stops nothing.
+		j.mu.Unlock()
+		j.logf("rank %d: notify %s dropped: the rank has left the session", r.Num, SignalName(int(m.Signal.Signal)))
+		return
+	}
 	r.quietStop = false
 	if st := r.stepper; st != nil {
 		j.mu.Unlock()

@@ -48,12 +48,14 @@ func (l *lostRanks) add(r *Rank, n uint32) []*Rank {
 }
 
 // onLost ends ranks that a lost agent cut off from the session: one important line names
-// those not already ended, k of N, and each is ended as after its agent's connection closed.
+// those that had not ended on their own, k of N (an operation's unreachable answer may have
+// ended some already, silently), and each is ended as after its agent's connection closed.
 func (j *Job) onLost(ranks []*Rank) {
 	var set rankset.Set
 	j.mu.Lock()
 	for _, r := range ranks {
-		if r.state != RankExited {
+		if !r.lostTold && (r.state != RankExited || r.exit == nil) {
+			r.lostTold = true
 			set = set.Add(r.Num)
 		}
 	}
@@ -65,6 +67,45 @@ func (j *Job) onLost(ranks []*Rank) {
 		set.Len(), len(j.ranks), set))
 	for _, r := range ranks {
 		go j.onExit(r, cdti.ExitStatus(-1))
+	}
+	go j.resendNotifications(ranks)
+}
+
+// resendNotifications asks every rank the session takes for running, but the lost ones, to
+// send again a notification it sent and had no answer to (StopResendOnly): one that was on
+// its way through the lost agent is gone, and its rank, suspended, would never be seen to
+// stop, an all-stop under way waiting for it for ever. One collective per connection that
+// reaches several ranks; a Client drops the repeat of a notification it delivered.
+func (j *Job) resendNotifications(lost []*Rank) {
+	defer j.recoverPanic("notifications sent again after a loss")
+	gone := make(map[*Rank]bool, len(lost))
+	for _, r := range lost {
+		gone[r] = true
+	}
+	var running []*Rank
+	j.mu.Lock()
+	for _, r := range j.ranks {
+		if r.state == RankRunning && r.yieldedTo == nil && !gone[r] {
+			running = append(running, r)
+		}
+	}
+	j.mu.Unlock()
+	if len(running) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), collectiveTimeout)
+	defer cancel()
+	resend := &cdti.StopProcess{Flags: cdti.StopResendOnly}
+	groups, single := j.collectiveGroups(running)
+	for _, g := range groups {
+		if _, err := j.collective(ctx, g, 0, resend); err != nil {
+			single = append(single, g...)
+		}
+	}
+	for _, r := range single {
+		if _, err := r.node.client.Update(ctx, uint32(r.Num), resend); err != nil {
+			j.logf("rank %d: notification not asked for again: %v", r.Num, err)
+		}
 	}
 }
 
