@@ -52,7 +52,7 @@ func TestCollectiveInFlightWhenAgentLost(t *testing.T) {
 	const n, per = 7, 2
 	gated := &gatedAgent{entered: make(chan struct{}, 1), gate: make(chan struct{})}
 	below := make(chan struct{}, 2*per) // agents 3 and 4 applied an Update
-	srvs, root := simTreeWith(t, n, 2, per, nil, func(i int, a *stackAgent) any {
+	srvs, root := simTreeWith(t, n, 2, per, simSpec{local: func(i int, a *stackAgent) any {
 		switch i {
 		case 1:
 			gated.stackAgent = a
@@ -61,7 +61,7 @@ func TestCollectiveInFlightWhenAgentLost(t *testing.T) {
 			return &doneAgent{a, below}
 		}
 		return a
-	})
+	}})
 	c := dialRoot(t, root)
 	ctx := testCtx(t)
 	all := RanksOf(seq(n * per)...)
