@@ -234,6 +234,10 @@ func (s *Conn) launchJob(r *dap.Request, plan *launchPlan) (*debugger.Job, bool,
 	}
 	if err != nil {
 		if wl != nil {
+			// A rank that ended before the debugger took it is why the start failed.
+			if gone := wl.RanksGone(); gone != nil {
+				err = gone
+			}
 			wl.End(true)
 		}
 		return nil, false, err

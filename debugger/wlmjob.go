@@ -72,6 +72,15 @@ func (l *WLMJob) Start(ctx context.Context, progress func(done, total int)) (*la
 // Hold says how the ranks wait for release.
 func (l *WLMJob) Hold() launch.Hold { return l.app.Hold() }
 
+// RanksGone says which ranks of the launched job have ended before the debugger took them
+// (launch.App.RanksGone), nil when none has or before the launch has a job.
+func (l *WLMJob) RanksGone() error {
+	if l.app == nil {
+		return nil
+	}
+	return l.app.RanksGone()
+}
+
 // release lets the launcher go once every rank is under the adapter's control (stopped by
 // Job.start), so that the launcher never stays stopped while ranks run: Open MPI's ranks
 // leave MPI_Init when continued, srun's (held at exec in a job-control stop) also need a

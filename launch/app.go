@@ -75,6 +75,17 @@ func (a *App) Hold() Hold {
 	return a.job.Hold()
 }
 
+// RanksGone says which of the job's ranks have ended before the debugger took them, nil when
+// none has or the job cannot tell (only a PMIx job can): the launcher reports a job ready
+// before its ranks reached their hold, and a rank that dies after that report ends the job
+// under the debugger's attach, which then fails for that.
+func (a *App) RanksGone() error {
+	if gj, ok := a.job.(interface{ goneError(when string) error }); ok {
+		return gj.goneError(atDebugger)
+	}
+	return nil
+}
+
 // Procs is the rank table.
 func (a *App) Procs() []Proc { return a.job.Procs() }
 

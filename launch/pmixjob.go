@@ -129,6 +129,16 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 		ProgramArgs: spec.ProgramArgs, Env: env, Dir: spec.Dir, Hold: pmixHold(spec.Program, spec.Dir, env)})
 	if err != nil {
 		t.Close()
+		var ended *pmix.JobEndedError
+		if errors.As(err, &ended) {
+			// The job was not held: a rank ended before its hold.
+			status := ""
+			if ended.Ended {
+				status = fmt.Sprintf("; the job ended with status %d", ended.Status)
+			}
+			return nil, &jobGoneError{fmt.Errorf("launch: %s pid %d: ranks ended before %s: %s%s (%w)%s",
+				name, t.LauncherPid(), atHold, endedRanks(ended.Gone), status, err, outputTail(spec.Output))}
+		}
 		return nil, fmt.Errorf("launch: %s through PMIx: %w%s", name, err, outputTail(spec.Output))
 	}
 	j := newPMIxJob(fe, t, name, ready)
@@ -143,8 +153,9 @@ func launchPMIx(ctx context.Context, fe *Frontend, path string, spec LaunchSpec)
 
 // The moments of a launch at which a PMIx job's ranks are found gone (goneError).
 const (
-	atHold   = "the launcher held them"          // the proc table read at the ready event
-	atAgents = "their node agents were in place" // a later step, the agents' start, failed
+	atHold     = "the launcher held them"          // the proc table read at the ready event
+	atAgents   = "their node agents were in place" // a later step, the agents' start, failed
+	atDebugger = "the debugger took them"          // the debugger's attach to the ranks failed
 )
 
 // goneError says which ranks of the job have ended, nil when none has, for an error of the
@@ -191,6 +202,24 @@ func goneRanks(procs []Proc) []string {
 		}
 	}
 	return gone
+}
+
+// endedRanks names the ranks a launcher gave as the cause of its job's end, with their hosts
+// and pids where its proc table gave them.
+func endedRanks(procs []pmix.Proc) string {
+	var names []string
+	for _, p := range procs {
+		host := p.Host
+		if host == "" {
+			host = "an unknown host"
+		}
+		if p.Pid > 0 {
+			names = append(names, fmt.Sprintf("rank %d on %s (pid %d, ended)", p.Rank, host, p.Pid))
+		} else {
+			names = append(names, fmt.Sprintf("rank %d on %s (ended)", p.Rank, host))
+		}
+	}
+	return strings.Join(names, ", ")
 }
 
 // attachPMIx connects a PMIx tool process to a running launcher of this host and reads the

@@ -319,6 +319,9 @@ func replyResult(ev Event, what, want string) (Event, error) {
 	case want:
 		return ev, nil
 	case EvError:
+		if len(ev.Gone) > 0 {
+			return ev, &JobEndedError{Msg: ev.Error, Gone: ev.Gone, Ended: ev.Ended, Status: ev.Status}
+		}
 		return ev, errors.New(ev.Error)
 	}
 	return ev, fmt.Errorf("%s: the tool replied %q, want %q", what, ev.Ev, want)

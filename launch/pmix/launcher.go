@@ -69,18 +69,27 @@ func (s *server) startJob(r Request, reqs <-chan Request) error {
 	cns := C.CString(s.launcherNs)
 	defer C.free(unsafe.Pointer(cns))
 	// Asked every callBackPoll whether the launcher has called back (up to setServerTimeout);
-	// a launcher that exits first is reported at once.
+	// a launcher that exits first is reported at once. The asking goroutine owns its copy of
+	// the name: it may be left in libpmix (stuckAfter).
 	setServer := make(chan C.int, 1)
 	stop := make(chan struct{})
 	defer close(stop)
-	s.inflight = make(chan struct{})
-	go func() {
-		defer close(s.inflight)
+	done := s.inflightCall()
+	go func(ns string) {
+		defer done()
+		cns := C.CString(ns)
+		defer C.free(unsafe.Pointer(cns))
 		setServer <- waitCallBack(cns, stop)
-	}()
+	}(s.launcherNs)
 	what := fmt.Sprintf("PMIx_tool_set_server %s rank 0 (%s, pid %d)", s.launcherNs, r.Launcher, s.launcherPid)
+	stuck := time.After(setServerTimeout*time.Second + stuckAfter)
 	for connected := false; !connected; {
 		select {
+		case <-stuck:
+			// The call never returned: libpmix waits on a launcher that no longer answers.
+			s.stuck = true
+			return fmt.Errorf("pmix: %s: no answer within %v: the launcher (pid %d) started but does not answer",
+				what, setServerTimeout*time.Second+stuckAfter, s.launcherPid)
 		case rc := <-setServer:
 			if rc != 0 {
 				err := pmixError(what, rc)
@@ -115,14 +124,17 @@ func (s *server) startJob(r Request, reqs <-chan Request) error {
 		return pmixError(fmt.Sprintf("PMIx_Notify_event DEBUGGER_RELEASE to %s@0", s.launcherNs), rc)
 	}
 	if err := s.waitLaunched(r, reqs); err != nil {
-		return err
+		return s.notReady(err)
 	}
 	// From here the job is at its hold: a failure ends it with the launcher.
 	s.hold = r.Hold
 	if err := s.pullOutput(s.appNs); err != nil {
-		return err
+		return s.notReady(err)
 	}
-	return s.readyEvent(r.Seq)
+	if err := s.readyEvent(r.Seq); err != nil {
+		return s.notReady(err)
+	}
+	return nil
 }
 
 // callBackPoll is how often the tool asks whether the launcher has called back. libpmix's
@@ -372,8 +384,11 @@ func (s *server) pullOutput(nspace string) error {
 	return nil
 }
 
-// waitLaunched waits for READY_FOR_DEBUG (held) or LAUNCH_COMPLETE (no hold) for the application.
+// waitLaunched waits for READY_FOR_DEBUG (held) or LAUNCH_COMPLETE (no hold) for the
+// application. A held job one of whose ranks on this host ends first will not be ready.
 func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
+	tick := time.NewTicker(rankWatch)
+	defer tick.Stop()
 	for {
 		if s.appNs != "" && (r.Hold != "" || s.launchSeen[s.appNs]) && !s.ended {
 			return nil
@@ -397,6 +412,11 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		select {
 		case ev := <-pmixEvents:
 			s.handle(ev)
+			s.readLaunchedTable(r)
+		case <-tick.C:
+			if gone := s.endedRanks(); len(gone) > 0 {
+				return s.notReady(s.goneError(gone, "no ready event"))
+			}
 		case how := <-s.launcherExit:
 			s.launcherExit <- how
 			// A launcher whose job failed early can exit with neither the job's end nor the

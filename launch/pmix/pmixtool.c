@@ -73,8 +73,9 @@ static void evhandler(size_t id, pmix_status_t status, const pmix_proc_t *source
                       pmix_info_t info[], size_t ninfo, pmix_info_t results[], size_t nresults,
                       pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
 {
-	char *nspace = NULL, *affected = NULL, *breakpoint = NULL;
+	char *nspace = NULL, *affected = NULL, *breakpoint = NULL, *message = NULL;
 	int exitcode = 0, haveexit = 0, term = 0, haveterm = 0;
+	uint32_t affrank = PMIX_RANK_WILDCARD;
 	size_t i;
 
 	for (i = 0; i < ninfo; i++) {
@@ -84,8 +85,11 @@ static void evhandler(size_t id, pmix_status_t status, const pmix_proc_t *source
 		} else if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) && v->type == PMIX_PROC &&
 		           v->data.proc != NULL) {
 			affected = v->data.proc->nspace;
+			affrank = v->data.proc->rank;
 		} else if (PMIX_CHECK_KEY(&info[i], PMIX_BREAKPOINT) && v->type == PMIX_STRING) {
 			breakpoint = v->data.string;
+		} else if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_TEXT_MESSAGE) && v->type == PMIX_STRING) {
+			message = v->data.string;
 		} else if (PMIX_CHECK_KEY(&info[i], PMIX_EXIT_CODE)) {
 			if (v->type == PMIX_INT) {
 				exitcode = v->data.integer, haveexit = 1;
@@ -101,7 +105,7 @@ static void evhandler(size_t id, pmix_status_t status, const pmix_proc_t *source
 		}
 	}
 	goPMIxEvent(status, source ? (char *) source->nspace : NULL, source ? source->rank : 0,
-	            nspace, affected, breakpoint, exitcode, haveexit, term, haveterm);
+	            nspace, affected, affrank, breakpoint, message, exitcode, haveexit, term, haveterm);
 	if (cbfunc != NULL) {
 		cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
 	}

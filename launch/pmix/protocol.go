@@ -76,6 +76,10 @@ type Event struct {
 	Status      int    `json:"status"`
 	Error       string `json:"error,omitempty"`
 	Version     string `json:"version,omitempty"` // the PMIx library version of the tool
+	// Gone, in the error of a launch whose job ended before it was ready, names the ranks whose
+	// end ended it; Ended says that the launcher reported the job's end, with Status.
+	Gone  []Proc `json:"gone,omitempty"`
+	Ended bool   `json:"ended,omitempty"`
 }
 
 // Proc is one rank of the job as the launcher's proc table gives it.
@@ -85,6 +89,19 @@ type Proc struct {
 	Pid        int    `json:"pid"`
 	Executable string `json:"executable"` // absolute: from the table, or /proc/PID/exe on the tool's host
 }
+
+// JobEndedError is the error of a launch whose job ended before it was ready: Gone are the
+// ranks whose end ended it (by rank, with host and pid where the proc table gave them), as
+// the launcher named them or as the tool saw them end. Ended says that the launcher reported
+// the job's end, with Status.
+type JobEndedError struct {
+	Msg    string
+	Gone   []Proc
+	Ended  bool
+	Status int
+}
+
+func (e *JobEndedError) Error() string { return e.Msg }
 
 // Ready describes a job the tool holds (or, for Hold "none", watches).
 type Ready struct {

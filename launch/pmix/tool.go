@@ -46,27 +46,34 @@ const setServerTimeout = 10
 
 // pmixEvent is what the C event handler found in one notification.
 type pmixEvent struct {
-	code       int
-	source     string // the notifying proc's nspace
-	nspace     string // PMIX_NSPACE
-	affected   string // PMIX_EVENT_AFFECTED_PROC's nspace
-	breakpoint string
-	exitCode   int
-	haveExit   bool
-	term       int
-	haveTerm   bool
+	code     int
+	source   string // the notifying proc's nspace
+	nspace   string // PMIX_NSPACE
+	affected string // PMIX_EVENT_AFFECTED_PROC's nspace
+	// affectedRank is PMIX_EVENT_AFFECTED_PROC's rank, -1 when none is named (the whole job):
+	// in a job's end, the rank whose end ended the job (PRRTE).
+	affectedRank int
+	message      string // PMIX_EVENT_TEXT_MESSAGE: the launcher's own words on the event
+	breakpoint   string
+	exitCode     int
+	haveExit     bool
+	term         int
+	haveTerm     bool
 }
 
 // pmixEvents carries notifications from libpmix's progress thread, which must never block.
 var pmixEvents = make(chan pmixEvent, 4096)
 
 //export goPMIxEvent
-func goPMIxEvent(code C.int, source *C.char, rank C.uint32_t, nspace, affected, breakpoint *C.char,
-	exitCode, haveExit, term, haveTerm C.int) {
+func goPMIxEvent(code C.int, source *C.char, rank C.uint32_t, nspace, affected *C.char, affectedRank C.uint32_t,
+	breakpoint, message *C.char, exitCode, haveExit, term, haveTerm C.int) {
 	ev := pmixEvent{
 		code: int(code), source: goString(source), nspace: goString(nspace),
-		affected: goString(affected), breakpoint: goString(breakpoint),
+		affected: goString(affected), affectedRank: -1, breakpoint: goString(breakpoint), message: goString(message),
 		exitCode: int(exitCode), haveExit: haveExit != 0, term: int(term), haveTerm: haveTerm != 0,
+	}
+	if affected != nil && affectedRank < C.PMIX_RANK_VALID {
+		ev.affectedRank = int(affectedRank)
 	}
 	select {
 	case pmixEvents <- ev:
@@ -97,20 +104,29 @@ type server struct {
 	out *json.Encoder // events, on descriptor 3
 	mu  sync.Mutex
 
-	inited       bool
-	nspace       string // the tool's own
-	launcherNs   string
-	launcherPid  int
-	appNs        string
-	daemonNs     string // the debugger daemons' job, once spawned
-	hold         string // the hold the job is at, "" once released
-	procs        []Proc
+	inited      bool
+	nspace      string // the tool's own
+	launcherNs  string
+	launcherPid int
+	appNs       string
+	daemonNs    string // the debugger daemons' job, once spawned
+	hold        string // the hold the job is at, "" once released
+	procs       []Proc // the job's proc table, once read (at its launch's end, and when ready)
+	// How the job ended, once it has: its status, and the rank whose end ended it (-1 when the
+	// launcher named none) with the launcher's words on it.
+	endStatus    int
+	endRank      int
+	endMessage   string
 	lost         bool
 	ended        bool
 	launchSeen   map[string]bool // nspaces with LAUNCH_COMPLETE
 	pulled       map[string]bool // nspaces whose output is pulled
 	launcherExit chan string     // how the launcher ended, once
-	inflight     chan struct{}   // closed when a PMIx call left running returns
+	// PMIx calls run off the main goroutine, to be waited for at the end (inflight), or given
+	// up when one never returns (stuck: libpmix waits on a launcher that no longer answers,
+	// and the tool then exits without finalising).
+	inflight sync.WaitGroup
+	stuck    bool
 	// The release of a job held in PMIx_Init is sent again on this timer (release.go).
 	again  <-chan time.Time
 	agains int
@@ -124,7 +140,12 @@ func (s *server) emit(ev Event) {
 
 // fail reports that request seq failed (seq 0: a request that could not be read).
 func (s *server) fail(seq uint64, err error) {
-	s.emit(Event{Ev: EvError, Seq: seq, Error: err.Error()})
+	ev := Event{Ev: EvError, Seq: seq, Error: err.Error()}
+	var ended *JobEndedError
+	if errors.As(err, &ended) {
+		ev.Gone, ev.Status, ev.Ended = ended.Gone, ended.Status, ended.Ended
+	}
+	s.emit(ev)
 }
 
 // ServeTool serves the tool protocol: requests on stdin, events on events, until stdin ends or a
@@ -251,8 +272,11 @@ func (s *server) releaseHeld() {
 }
 
 func (s *server) finalize() {
-	if s.inflight != nil {
-		<-s.inflight
+	if s.stuck {
+		// A PMIx call never returned: PMIx_tool_finalize would wait on it too.
+		s.inited = false
+	} else {
+		s.inflight.Wait()
 	}
 	if s.inited {
 		s.inited = false
@@ -327,6 +351,7 @@ func (s *server) handle(ev pmixEvent) {
 		if !s.ended {
 			output.flush()
 			s.ended = true
+			s.endStatus, s.endRank, s.endMessage = status, ev.affectedRank, ev.message
 			s.hold = ""
 			s.emit(Event{Ev: EvEnd, Nspace: ns, Status: status})
 		}
@@ -387,7 +412,7 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 
 // readyEvent reads the proc table of the application and reports it in the reply to request seq.
 func (s *server) readyEvent(seq uint64) error {
-	procs, err := s.procTable(s.appNs)
+	procs, err := s.procTableBounded(s.appNs)
 	if err != nil {
 		return err
 	}

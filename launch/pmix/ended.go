@@ -1,0 +1,193 @@
+//go:build cgo && pmix
+
+package pmix
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// How a launch notices that its job ended before it was ready. A rank that dies before its
+// hold ends the job, and the launcher says so in its own time, or not at all: PRRTE may report
+// the job ready for debug with the rank already dead, report the job's end with no ready
+// event, stop answering the tool's queries while it ends the job, or stall with the dead
+// rank unreaped (prterun 3.0.8 under load: both its threads waiting, the job's proc table
+// query never answered). So the tool reads the proc table as soon as the job is launched
+// and watches the ranks of its host itself, and no PMIx request to the launcher made after
+// its release is waited for longer than a bound.
+
+// endWait bounds how long a launch that failed once its launcher was released waits for the
+// launcher to report its job's end, which says why it failed.
+const endWait = 2 * time.Second
+
+// queryTimeout bounds a proc table query to the launcher; stuckAfter is the margin after
+// which a libpmix call that should have returned by itself (PMIx_tool_set_server, asked
+// without waiting, within setServerTimeout) is taken for stuck.
+const (
+	queryTimeout = 10 * time.Second
+	stuckAfter   = 5 * time.Second
+)
+
+// rankWatch is how often the ranks of this host are looked at while the tool waits on the
+// launcher.
+const rankWatch = 50 * time.Millisecond
+
+// inflightCall counts a PMIx call run off the main goroutine; the function it returns marks
+// its return.
+func (s *server) inflightCall() func() {
+	s.inflight.Add(1)
+	return s.inflight.Done
+}
+
+// readLaunchedTable reads the proc table of a held job once the launcher reports it launched,
+// before it reports it ready: should a rank end before its hold, the table gives its host and
+// pid, and its pid lets the tool see it end (endedRanks).
+func (s *server) readLaunchedTable(r Request) {
+	if r.Hold == "" || s.procs != nil || s.ended || s.lost {
+		return
+	}
+	for ns := range s.launchSeen {
+		if ns != s.launcherNs && (s.appNs == "" || ns == s.appNs) {
+			// Read once: a launcher that cannot answer is ending the job.
+			s.procs = []Proc{}
+			if procs, err := s.procTableBounded(ns); err == nil {
+				s.procs = procs
+			}
+			return
+		}
+	}
+}
+
+// endedRanks returns the ranks of the proc table read so far that run on this host and have
+// ended (gone, or a zombie its launcher has not reaped).
+func (s *server) endedRanks() []Proc {
+	host, _ := os.Hostname()
+	var gone []Proc
+	for _, p := range s.procs {
+		if sameHost(p.Host, host) && p.Pid > 0 && !alive(p.Pid) {
+			gone = append(gone, p)
+		}
+	}
+	return gone
+}
+
+// procTableBounded reads the proc table of nspace from the launcher, waiting at most
+// queryTimeout, and less when a rank of this host ends meanwhile (the job is then ending and
+// the launcher may never answer): the error is then a *JobEndedError naming it.
+func (s *server) procTableBounded(nspace string) ([]Proc, error) {
+	type result struct {
+		procs []Proc
+		err   error
+	}
+	res := make(chan result, 1)
+	done := s.inflightCall()
+	go func() {
+		defer done()
+		procs, err := s.procTable(nspace)
+		res <- result{procs, err}
+	}()
+	limit := time.After(queryTimeout)
+	tick := time.NewTicker(rankWatch)
+	defer tick.Stop()
+	for {
+		select {
+		case r := <-res:
+			return r.procs, r.err
+		case <-tick.C:
+			if gone := s.endedRanks(); len(gone) > 0 {
+				s.stuck = true
+				return nil, s.goneError(gone, fmt.Sprintf("the proc table query of %s unanswered", nspace))
+			}
+		case <-limit:
+			s.stuck = true
+			return nil, fmt.Errorf("pmix: PMIx_Query_info PMIX_QUERY_PROC_TABLE %s: no answer from the launcher (pid %d) within %v",
+				nspace, s.launcherPid, queryTimeout)
+		}
+	}
+}
+
+// goneError is the error of a launch whose ranks gone ended before the job was ready, as the
+// tool saw them end (why: what the launcher had not done by then).
+func (s *server) goneError(gone []Proc, why string) error {
+	var names []string
+	for _, p := range gone {
+		names = append(names, procText(p))
+	}
+	return &JobEndedError{Msg: fmt.Sprintf("pmix: launch: ranks of %s ended before it was ready (%s): %s",
+		firstOf(s.appNs, s.launcherNs+"@1"), why, strings.Join(names, ", ")), Gone: gone}
+}
+
+// notReady returns the error of a launch that failed with err after the launcher was
+// released: a *JobEndedError naming the rank whose end ended the job when the launcher
+// reports that end within endWait (or before its own exit is seen), or when the tool sees a
+// rank of its host ended; else err.
+func (s *server) notReady(err error) error {
+	if _, ok := err.(*JobEndedError); ok {
+		return err
+	}
+	limit := time.After(endWait)
+	exited := false
+	var settle <-chan time.Time
+	tick := time.NewTicker(rankWatch)
+	defer tick.Stop()
+wait:
+	for !s.ended && !s.lost {
+		select {
+		case ev := <-pmixEvents:
+			s.handle(ev)
+		case how := <-s.launcherExitOnce(exited):
+			s.launcherExit <- how
+			// Notifications still on their way are read for a moment.
+			exited, settle = true, time.After(exitSettle)
+		case <-tick.C:
+			if len(s.endedRanks()) > 0 && s.stuck {
+				// The launcher stalled: it reports nothing more.
+				break wait
+			}
+		case <-settle:
+			break wait
+		case <-limit:
+			break wait
+		}
+	}
+	if !s.ended || s.endRank < 0 {
+		if gone := s.endedRanks(); len(gone) > 0 {
+			return s.goneError(gone, "the launcher's report: "+err.Error())
+		}
+		return err
+	}
+	gone := Proc{Rank: s.endRank}
+	for _, p := range s.procs {
+		if p.Rank == s.endRank {
+			gone = p
+		}
+	}
+	msg := fmt.Sprintf("pmix: launch: job %s ended with status %d before it was ready: %s", s.appNs, s.endStatus, procText(gone))
+	if m := strings.TrimSpace(s.endMessage); m != "" {
+		msg += " (the launcher: " + strings.Join(strings.Fields(m), " ") + ")"
+	}
+	return &JobEndedError{Msg: msg, Gone: []Proc{gone}, Ended: true, Status: s.endStatus}
+}
+
+// launcherExitOnce is the channel on which the launcher's exit is read, nil once it was
+// (exited).
+func (s *server) launcherExitOnce(exited bool) <-chan string {
+	if exited {
+		return nil
+	}
+	return s.launcherExit
+}
+
+// procText names a rank of the proc table with its host and pid where they are known.
+func procText(p Proc) string {
+	t := fmt.Sprintf("rank %d", p.Rank)
+	if p.Host != "" {
+		t += " on " + p.Host
+	}
+	if p.Pid > 0 {
+		t += fmt.Sprintf(" (pid %d)", p.Pid)
+	}
+	return t
+}
