@@ -66,7 +66,7 @@ func (a *Agent) FollowExec(spec FollowSpec) error {
 	}
 	pid := tp.Info().Pid
 	l := &launcherRec{pid: pid, exe: tp.Info().Exe}
-	f := &follower{a: a, fb: fb, prog: prog, launcher: l, events: make(chan followEvent, 64),
+	f := &follower{a: a, fb: fb, prog: prog, launcher: l, events: make(chan followEvent),
 		procs: make(map[int]*followed), quit: make(chan struct{}), ended: make(chan struct{})}
 	a.setLauncher(l)
 	a.mu.Lock()
@@ -114,6 +114,10 @@ type follower struct {
 	fb       forkBackend
 	prog     string
 	launcher *launcherRec
+	// events is unbuffered: a watcher's event is either taken by run, which handles it, or,
+	// once the following has stopped, passed through by the watcher. A buffered event that
+	// run no longer reads would leave its thread stopped for good (the launcher in the stop
+	// of stop's SIGTERM, which it then never handles).
 	events   chan followEvent
 	quit     chan struct{}
 	ended    chan struct{}
