@@ -66,7 +66,7 @@ func (a *Agent) FollowExec(spec FollowSpec) error {
 	}
 	pid := tp.Info().Pid
 	l := &launcherRec{pid: pid, exe: tp.Info().Exe}
-	f := &follower{a: a, fb: fb, prog: prog, launcher: l, events: make(chan followEvent, 64),
+	f := &follower{a: a, fb: fb, prog: prog, launcher: l, events: make(chan followEvent),
 		procs: make(map[int]*followed), quit: make(chan struct{}), ended: make(chan struct{})}
 	a.setLauncher(l)
 	a.mu.Lock()
@@ -114,6 +114,10 @@ type follower struct {
 	fb       forkBackend
 	prog     string
 	launcher *launcherRec
+	// events is unbuffered: a watcher's event is either taken by run, which handles it, or,
+	// once the following has stopped, passed through by the watcher. A buffered event that
+	// run no longer reads would leave its thread stopped for good (the launcher in the stop
+	// of stop's SIGTERM, which it then never handles).
 	events   chan followEvent
 	quit     chan struct{}
 	ended    chan struct{}
@@ -151,8 +155,8 @@ func (f *follower) watch(pid int, tp target.Process) {
 			select {
 			case f.events <- followEvent{pid, ev}:
 			case <-f.quit:
-				passThrough(tp, ev)
-				passAll(tp, events)
+				f.passThrough(tp, ev)
+				f.passAll(tp, events)
 				return
 			}
 			if ev.Kind == target.EventExec {
@@ -162,8 +166,8 @@ func (f *follower) watch(pid int, tp target.Process) {
 						return // a rank: its proc reads the stream from now on
 					}
 				case <-f.quit:
-					passThrough(tp, ev)
-					passAll(tp, events)
+					f.passThrough(tp, ev)
+					f.passAll(tp, events)
 					return
 				}
 			}
@@ -172,22 +176,28 @@ func (f *follower) watch(pid int, tp target.Process) {
 }
 
 // passAll lets a process run as if untraced until its stream ends.
-func passAll(tp target.Process, events <-chan target.Event) {
+func (f *follower) passAll(tp target.Process, events <-chan target.Event) {
 	for ev := range events {
-		passThrough(tp, ev)
+		f.passThrough(tp, ev)
 	}
 }
 
-// passThrough resumes the thread an event stopped, delivering its signal.
-func passThrough(tp target.Process, ev target.Event) {
+// passThrough resumes the thread an event stopped, delivering its signal. A process created
+// once the following has ended is let go at once: held, it would stay stopped until the
+// tracer closes, and a launcher that waits for it (one that forks to end its job) with it.
+func (f *follower) passThrough(tp target.Process, ev target.Event) {
 	switch ev.Kind {
 	case target.EventSignal:
 		tp.Resume(ev.Tid, ev.Signal)
 	case target.EventStopped, target.EventNewThread, target.EventExec:
 		tp.Resume(ev.Tid, 0)
 	case target.EventFork:
-		// The child stays held for an Adopt that will not come; the tracer lets it go
-		// when it closes.
+		cp, err := f.fb.Adopt(ev.Child, ptrace.AdoptOptions{})
+		if err != nil {
+			f.a.logf("agent: follow: let child %d go: %v", ev.Child, err)
+			return
+		}
+		letGo(cp)
 	}
 }
 

@@ -308,6 +308,62 @@ func TestFollowExecReleasesRanksChildren(t *testing.T) {
 	}
 }
 
+// A kill that ends the following tells the launcher with SIGTERM, and the launcher handles it
+// (a shell whose trap prints "term", waiting in a read from a pipe): the signal's stop is
+// passed through to the launcher, not left unread with the launcher stopped in it until it
+// is killed outright. Four rounds, each with a new agent, since the signal's stop raced the
+// end of the following.
+func TestFollowKillTellsLauncher(t *testing.T) {
+	for round := range 4 {
+		t.Run(strconv.Itoa(round), func(t *testing.T) {
+			h := newKillHarness(t, true)
+			out := newOutFile(t)
+			in, keep, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			defer keep.Close()
+			script := `trap 'echo term; exit 3' TERM; echo ready; read line`
+			err = h.a.FollowExec(FollowSpec{Argv: []string{"sh", "-c", script}, Program: progBin,
+				Stdio: []*os.File{in, out.f, out.f}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.waitFor(t, "ready\n")
+			h.a.Shutdown(true)
+			if !strings.Contains(out.String(), "term\n") {
+				t.Errorf("the launcher did not handle SIGTERM; its output:\n%s", out.String())
+			}
+		})
+	}
+}
+
+// A process the launcher creates once the following has ended (here in its SIGTERM handler,
+// as a launcher that forks to end its job does) is let go at once: the launcher, which waits
+// for it, then ends on its own instead of waiting until it is killed outright.
+func TestFollowLetsLateChildGo(t *testing.T) {
+	h := newKillHarness(t, true)
+	out := newOutFile(t)
+	in, keep, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	defer keep.Close()
+	script := `trap 'sh -c "echo late"; echo term; exit 3' TERM; echo ready; read line`
+	err = h.a.FollowExec(FollowSpec{Argv: []string{"sh", "-c", script}, Program: progBin,
+		Stdio: []*os.File{in, out.f, out.f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "ready\n")
+	h.a.Shutdown(true)
+	if !strings.Contains(out.String(), "late\nterm\n") {
+		t.Errorf("the launcher's child did not run before the launcher was killed; output:\n%s", out.String())
+	}
+}
+
 // FollowExec refuses what it cannot follow, naming the problem.
 func TestFollowExecErrors(t *testing.T) {
 	h := newHarness(t, "")

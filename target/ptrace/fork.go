@@ -56,11 +56,15 @@ func (t *Tracer) newHeld(pid int, parent *process) *process {
 	return cp
 }
 
-// Adopt takes over a child announced by EventFork: it waits (a few seconds at most) for the
-// child's first stop, sets its ptrace options (without PTRACE_O_EXITKILL: the child is not
-// killed if the tracer dies), and returns it stopped at its first instruction, like a process
-// from Spawn: no event is sent for that stop. Threads and memory work as for any process;
-// Detach lets it go.
+// Adopt takes over a child announced by EventFork: it waits for the child's first stop, sets
+// its ptrace options (without PTRACE_O_EXITKILL: the child is not killed if the tracer dies),
+// and returns it stopped at its first instruction, like a process from Spawn: no event is sent
+// for that stop. Threads and memory work as for any process; Detach lets it go.
+//
+// A child the tracer has heard of (its parent's fork event) is waited for as long as it takes
+// to reach its first stop, which the kernel always reports unless the child dies first: on a
+// loaded machine a new child may wait seconds before it first runs. Only a pid the tracer
+// knows nothing of is given up on, after a few seconds.
 func (t *Tracer) Adopt(pid int, opts AdoptOptions) (target.Process, error) {
 	options := uintptr(seizeOptions)
 	if opts.FollowForks {
@@ -69,7 +73,7 @@ func (t *Tracer) Adopt(pid int, opts AdoptOptions) (target.Process, error) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var p *process
-		var ready bool
+		var ready, known bool
 		err := t.call(func() error {
 			cp := t.procs[pid]
 			if cp == nil {
@@ -78,6 +82,7 @@ func (t *Tracer) Adopt(pid int, opts AdoptOptions) (target.Process, error) {
 			if cp.phase != phaseHeld {
 				return fmt.Errorf("ptrace: adopt pid %d: not a held child: %w", pid, unix.EINVAL)
 			}
+			known = true
 			th := cp.threads[pid]
 			if th == nil || th.state != tsStopped {
 				return nil // its first stop has not arrived yet
@@ -98,7 +103,7 @@ func (t *Tracer) Adopt(pid int, opts AdoptOptions) (target.Process, error) {
 		if ready {
 			return p, nil
 		}
-		if time.Now().After(deadline) {
+		if !known && time.Now().After(deadline) {
 			return nil, fmt.Errorf("ptrace: adopt pid %d: no held child by that pid: %w", pid, target.ErrNoThread)
 		}
 		time.Sleep(time.Millisecond)
