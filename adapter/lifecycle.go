@@ -236,7 +236,7 @@ func (s *Conn) launchJob(r *dap.Request, plan *launchPlan) (*debugger.Job, bool,
 		if wl != nil {
 			// A rank that ended before the debugger took it is why the start failed.
 			if gone := wl.RanksGone(); gone != nil {
-				err = gone
+				err = fmt.Errorf("%w (%v)", gone, err)
 			}
 			wl.End(true)
 		}

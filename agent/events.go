@@ -299,17 +299,18 @@ func (p *proc) sendNext() {
 		}
 		return
 	}
-	p.notifyInflight()
+	p.notifyInflight(false)
 }
 
 // notifyInflight sends the holder the notification in flight, numbered (SequenceID) so that
-// the tool drops a repeat of it (see stopProcess).
-func (p *proc) notifyInflight() {
+// the tool drops a repeat of it, marked as one (see stopProcess).
+func (p *proc) notifyInflight(repeat bool) {
 	n := p.inflight
 	n.unsent = false
 	p.holder.tc.send(&cdti.Notify{
 		Header: cdti.Header{Rank: p.rank, JobID: p.a.jobID, ToolID: p.holder.id, SequenceID: n.seq},
 		Kind:   cdti.NotifyTypeSignal,
+		Repeat: repeat,
 		Signal: cdti.NotifySignal{Signal: uint32(n.sig), ThreadID: uint32(n.tid), InstAddress: n.inst,
 			DataAddress: n.data, Reason: n.reason},
 	})

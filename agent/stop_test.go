@@ -225,7 +225,7 @@ func TestStopProcessRepeatsSentNotify(t *testing.T) {
 	stop("StopProcess again", 0) // its answer comes next: nothing was sent in between
 	stop("StopResendOnly", cdti.StopResendOnly)
 	again := notify("the hit sent again")
-	if again.SequenceID != hit.SequenceID || again.Signal != hit.Signal {
+	if again.SequenceID != hit.SequenceID || again.Signal != hit.Signal || !again.Repeat || hit.Repeat {
 		t.Errorf("sent again: %+v, want %+v", again, hit)
 	}
 	// Running, the process is not stopped by StopResendOnly: what comes is the next hit (its

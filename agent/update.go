@@ -196,11 +196,12 @@ func (p *proc) stopByInterrupt(th *pthread, ackTid uint32) cdti.Result {
 	return ok(&cdti.BareAck{ThreadID: ackTid})
 }
 
-// stopProcess answers the StopProcess extension (StopResendOnly aside, below): every thread stops without a signal and one
-// Notify(SIGSTOP, SignalInterrupt) names th once all are stopped; nothing is left in the
-// kernel to stop the process again later. A notification already queued or in flight is the
-// stop (Stopping false, nothing more is sent). A tool step under way is cancelled: its thread
-// stops where it stands, and its step trap, should it still come, is ignored as stale.
+// stopProcess answers the StopProcess extension (StopResendOnly aside: see below): every
+// thread stops without a signal and one Notify(SIGSTOP, SignalInterrupt) names th once all are
+// stopped; nothing is left in the kernel to stop the process again later. A notification
+// already queued or in flight is the stop (Stopping false, nothing more is sent). A tool step
+// under way is cancelled: its thread stops where it stands, and its step trap, should it still
+// come, is ignored as stale.
 func (p *proc) stopProcess(t *tool, th *pthread, flags cdti.StopFlags) cdti.Result {
 	tid := uint32(th.tid)
 	if flags&cdti.StopResendOnly != 0 {
@@ -208,7 +209,7 @@ func (p *proc) stopProcess(t *tool, th *pthread, flags cdti.StopFlags) cdti.Resu
 		// number, for a tool that may have lost it on its way (a Client drops a repeat of
 		// what it delivered).
 		if n := p.inflight; n != nil && !n.unsent && p.holder == t {
-			p.notifyInflight()
+			p.notifyInflight(true)
 		}
 		return ok(&cdti.StopProcessAck{ThreadID: tid})
 	}
@@ -218,7 +219,7 @@ func (p *proc) stopProcess(t *tool, th *pthread, flags cdti.StopFlags) cdti.Resu
 	if n := p.inflight; n != nil && n.unsent && p.quietFor != t {
 		// Stopped quietly, and stopped again plainly: the tool lost the collective's answer
 		// and learns of the stop now.
-		p.notifyInflight()
+		p.notifyInflight(false)
 		return ok(&cdti.StopProcessAck{ThreadID: tid, Stopping: true})
 	}
 	if p.inflight != nil || len(p.pending) > 0 {

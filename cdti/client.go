@@ -499,8 +499,9 @@ func (c *Client) errorAck(h Header) {
 
 // repeated reports whether n repeats the signal notification of its rank the Client delivered
 // last: an agent numbers its signal notifications per rank (Header.SequenceID, 0 for none) and
-// sends one again, with its number, when the tool may have lost it (StopResendOnly). Runs on
-// the reading goroutine only.
+// sends one again, marked Repeat and with its number, when the tool may have lost it
+// (StopResendOnly). Only a marked notification is ever dropped: a CNK's counter says nothing
+// of repeats. Runs on the reading goroutine only.
 func (c *Client) repeated(n *Notify) bool {
 	if n.Kind != NotifyTypeSignal || n.SequenceID == 0 {
 		return false
@@ -508,7 +509,7 @@ func (c *Client) repeated(n *Notify) bool {
 	if c.lastNotify == nil {
 		c.lastNotify = make(map[uint32]uint32)
 	}
-	if c.lastNotify[n.Rank] == n.SequenceID {
+	if n.Repeat && c.lastNotify[n.Rank] == n.SequenceID {
 		return true
 	}
 	c.lastNotify[n.Rank] = n.SequenceID

@@ -203,6 +203,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		{&Notify{Header: hdr(10), Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5, ThreadID: 99, InstAddress: 1,
 			DataAddress: 2, Reason: SignalWatchpointWrite, ExecuteMode: ExecuteSpeculative,
 			Spec: SpecContext{InstAddress: 3, GPR1: 4, GPR2: 5, GPR3: 6}}}, 112},
+		{&Notify{Header: hdr(10), Kind: NotifyTypeSignal, Repeat: true, Signal: NotifySignal{Signal: 5, ThreadID: 9}}, 112},
 		{&Notify{Header: hdr(11), Kind: NotifyTypeTermination, Exit: ExitStatus(3 << 8)}, 112},
 		{&Notify{Header: hdr(14), Kind: NotifyTypeUnreachable, Lost: 6}, 112},
 		{&Notify{Header: hdr(12), Kind: NotifyTypeControl, Control: NotifyControl{ToolID: 4, Tag: NewTag("t"), Priority: 1,

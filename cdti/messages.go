@@ -362,6 +362,7 @@ func decSetupJob(h Header, b []byte) (Message, error) {
 type Notify struct {
 	Header
 	Kind    NotifyKind    // @40
+	Repeat  bool          // @44 (BG/Q's padding; extension): a signal notification sent again (StopResendOnly)
 	Signal  NotifySignal  // Kind == NotifyTypeSignal
 	Exit    ExitStatus    // Kind == NotifyTypeTermination: a POSIX wait status (@48)
 	Control NotifyControl // Kind == NotifyTypeControl
@@ -399,6 +400,9 @@ func (m *Notify) MessageType() MessageType      { return MsgNotify }
 func (m *Notify) encodedSize(bool) (int, error) { return fixed(notifySize) }
 func (m *Notify) encodeBody(b []byte) {
 	be.PutUint32(b[40:], uint32(m.Kind))
+	if m.Repeat {
+		be.PutUint32(b[44:], 1)
+	}
 	u := b[48:]
 	switch m.Kind {
 	case NotifyTypeSignal:
@@ -432,7 +436,7 @@ func decNotify(h Header, b []byte) (Message, error) {
 	if err := needMsg(h, b, notifySize); err != nil {
 		return nil, err
 	}
-	m := &Notify{Header: h, Kind: NotifyKind(be.Uint32(b[40:]))}
+	m := &Notify{Header: h, Kind: NotifyKind(be.Uint32(b[40:])), Repeat: be.Uint32(b[44:]) != 0}
 	u := b[48:notifySize]
 	switch m.Kind {
 	case NotifyTypeSignal:

@@ -58,6 +58,7 @@ type Rank struct {
 	stopBPs     []int
 	exit        *cdti.ExitStatus
 	lostTold    bool // named in a "lost k of N" line (onLost)
+	cutOff      bool // ended by an operation's unreachable answer: its loss is still to be named
 	sigstopSent bool // a SIGSTOP to stop it is on its way (agents without StopProcess)
 	pauseReq    bool // a pause asked this rank to stop
 	quietStop   bool // a collective reported its stop: the notification it stands for is on its way to onSignal

@@ -78,6 +78,9 @@ func (j *Job) continueAnswered(r *Rank, rs []cdti.Result, err error) error {
 		// Cut off by a lost agent: the rank runs on outside the session; its loss's
 		// notification names it, and ends it unless this does first.
 		j.logf("rank %d: continue: %v", r.Num, err)
+		j.mu.Lock()
+		r.cutOff = true
+		j.mu.Unlock()
 		go j.onExit(r, cdti.ExitStatus(-1))
 		return nil
 	}

@@ -50,6 +50,9 @@ func (j *Job) stopFailed(r *Rank, err error) {
 	j.logf("rank %d: stop not sent: %v", r.Num, err)
 	if unreachable(err) {
 		// Cut off by a lost agent: ended as lost (which also ends the wait for it).
+		j.mu.Lock()
+		r.cutOff = true
+		j.mu.Unlock()
 		j.onExit(r, cdti.ExitStatus(-1))
 		return
 	}

@@ -49,12 +49,13 @@ func (l *lostRanks) add(r *Rank, n uint32) []*Rank {
 
 // onLost ends ranks that a lost agent cut off from the session: one important line names
 // those that had not ended on their own, k of N (an operation's unreachable answer may have
-// ended some already, silently), and each is ended as after its agent's connection closed.
+// ended some already, silently: Rank.cutOff), and each is ended as after its agent's
+// connection closed.
 func (j *Job) onLost(ranks []*Rank) {
 	var set rankset.Set
 	j.mu.Lock()
 	for _, r := range ranks {
-		if !r.lostTold && (r.state != RankExited || r.exit == nil) {
+		if !r.lostTold && (r.state != RankExited || r.cutOff) {
 			r.lostTold = true
 			set = set.Add(r.Num)
 		}
@@ -71,7 +72,8 @@ func (j *Job) onLost(ranks []*Rank) {
 	go j.resendNotifications(ranks)
 }
 
-// resendNotifications asks every rank the session takes for running, but the lost ones, to
+// resendNotifications asks every rank the session takes for running or starting (its first
+// stop to come), but the lost ones, to
 // send again a notification it sent and had no answer to (StopResendOnly): one that was on
 // its way through the lost agent is gone, and its rank, suspended, would never be seen to
 // stop, an all-stop under way waiting for it for ever. One collective per connection that
@@ -85,7 +87,7 @@ func (j *Job) resendNotifications(lost []*Rank) {
 	var running []*Rank
 	j.mu.Lock()
 	for _, r := range j.ranks {
-		if r.state == RankRunning && r.yieldedTo == nil && !gone[r] {
+		if (r.state == RankRunning || r.state == RankStarting) && r.yieldedTo == nil && !gone[r] {
 			running = append(running, r)
 		}
 	}

@@ -26,7 +26,7 @@ const endWait = 2 * time.Second
 // which a libpmix call that should have returned by itself (PMIx_tool_set_server, asked
 // without waiting, within setServerTimeout) is taken for stuck.
 const (
-	queryTimeout = 10 * time.Second
+	queryTimeout = 30 * time.Second
 	stuckAfter   = 5 * time.Second
 )
 
@@ -43,21 +43,26 @@ func (s *server) inflightCall() func() {
 
 // readLaunchedTable reads the proc table of a held job once the launcher reports it launched,
 // before it reports it ready: should a rank end before its hold, the table gives its host and
-// pid, and its pid lets the tool see it end (endedRanks).
-func (s *server) readLaunchedTable(r Request) {
+// pid, and its pid lets the tool see it end (endedRanks). A launcher that answers with an
+// error is ending the job (its end follows); one that does not answer at all has stalled,
+// and the launch fails with that error.
+func (s *server) readLaunchedTable(r Request) error {
 	if r.Hold == "" || s.procs != nil || s.ended || s.lost {
-		return
+		return nil
 	}
 	for ns := range s.launchSeen {
 		if ns != s.launcherNs && (s.appNs == "" || ns == s.appNs) {
-			// Read once: a launcher that cannot answer is ending the job.
-			s.procs = []Proc{}
-			if procs, err := s.procTableBounded(ns); err == nil {
+			s.procs = []Proc{} // read once
+			procs, err := s.procTableBounded(ns)
+			if err == nil {
 				s.procs = procs
+			} else if s.stuck {
+				return err
 			}
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // endedRanks returns the ranks of the proc table read so far that run on this host and have
@@ -164,7 +169,8 @@ wait:
 			gone = p
 		}
 	}
-	msg := fmt.Sprintf("pmix: launch: job %s ended with status %d before it was ready: %s", s.appNs, s.endStatus, procText(gone))
+	msg := fmt.Sprintf("pmix: launch: job %s ended with status %d before it was ready: %s",
+		firstOf(s.appNs, s.launcherNs+"@1"), s.endStatus, procText(gone))
 	if m := strings.TrimSpace(s.endMessage); m != "" {
 		msg += " (the launcher: " + strings.Join(strings.Fields(m), " ") + ")"
 	}

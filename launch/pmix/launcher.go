@@ -412,7 +412,9 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		select {
 		case ev := <-pmixEvents:
 			s.handle(ev)
-			s.readLaunchedTable(r)
+			if err := s.readLaunchedTable(r); err != nil {
+				return s.notReady(err)
+			}
 		case <-tick.C:
 			if gone := s.endedRanks(); len(gone) > 0 {
 				return s.notReady(s.goneError(gone, "no ready event"))

@@ -278,6 +278,7 @@ func (t *Tracer) execed(th *thread) {
 	th.setStopped(stopEvent)
 	th.state = tsStopped
 	th.wantStop = false
+	th.holding = 0 // the thread it waited for is gone with the exec
 	th.step = false
 	th.injectSig = 0
 	th.watch = watchState{}

@@ -51,7 +51,7 @@ type thread struct {
 	cloneSeen     bool // tsNew: the parent's PTRACE_EVENT_CLONE was seen
 	firstStopSeen bool // tsNew: the thread's own first stop was seen
 	orphan        bool // killed by another thread's exec: its exit report is swallowed
-	holding       int  // kept in its clone event's stop until new thread holding's first stop (holdClone)
+	holding       int  // the new thread whose first stop it waits for in its clone event's stop (releaseCreator)
 
 	regs   [gregsSize]byte // general registers, valid while regsOK
 	regsOK bool
@@ -97,7 +97,9 @@ func (th *thread) pc() uint64 {
 // group stop is resumed with PTRACE_LISTEN: like an untraced process it stays stopped until
 // SIGCONT, so job control keeps working under the debugger.
 func (th *thread) resume(sig int, step bool) error {
-	th.holding = 0
+	if th.holding != 0 {
+		th.holding, th.wantStop = 0, false // a stop asked during the hold is superseded
+	}
 	req := unix.PTRACE_CONT
 	if step {
 		req = unix.PTRACE_SINGLESTEP
@@ -298,7 +300,7 @@ func (p *process) Interrupt(tid int) error {
 			return err
 		}
 		if th.holding != 0 {
-			th.wantStop = true // reported once the hold ends (holdClone)
+			th.wantStop = true // reported once the hold ends (releaseCreator)
 			return nil
 		}
 		if th.state == tsStopped || th.wantStop {

@@ -139,7 +139,7 @@ func TestLeaderExitsFirst(t *testing.T) {
 	expectExit(t, p, 5<<8)
 }
 
-// TestStopWhileCreatingThreads: the leader creates 16 threads that block in pause() while it
+// TestStopWhileCreatingThreads: the leader creates 15 threads that block in pause() while it
 // is interrupted again and again; each time its stop is reported, every thread it created so
 // far has been announced (EventNewThread) and is in a traced stop: none is still on its way
 // to its first stop, unknown to the tracer's consumer and running in the kernel.
