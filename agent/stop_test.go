@@ -142,7 +142,7 @@ func TestStopDuringStepOver(t *testing.T) {
 // TestStopProcessRepeatsSentNotify: a tool that lost a breakpoint's notification (read here
 // on a raw connection and dropped, as when a link of a tree of agents breaks while it is on
 // its way) and asks to stop the process hears that the notification is the stop; asked with
-// StopResendOnly, the agent sends it again with the same number (SequenceID) after its answer.
+// StopResendOnly, the agent sends it again with the same number (SequenceID), marked a repeat.
 // StopResendOnly stops nothing: on a running process, what comes next is the next hit,
 // numbered after the first.
 func TestStopProcessRepeatsSentNotify(t *testing.T) {
@@ -223,10 +223,28 @@ func TestStopProcessRepeatsSentNotify(t *testing.T) {
 	}
 	stop("StopProcess", 0)
 	stop("StopProcess again", 0) // its answer comes next: nothing was sent in between
-	stop("StopResendOnly", cdti.StopResendOnly)
-	again := notify("the hit sent again")
+	// The repeat is written by the agent's notification writer, the answer by the request's
+	// goroutine: either may come first.
+	rc.send(&cdti.Update{Header: hdr, Commands: []cdti.Command{&cdti.StopProcess{Flags: cdti.StopResendOnly}}})
+	var again *cdti.Notify
+	for acked := false; !acked || again == nil; {
+		switch m := next("StopResendOnly's answer and the repeat").(type) {
+		case *cdti.UpdateAck:
+			if acked || len(m.Results) != 1 || m.Results[0].Code != cdti.CmdSuccess || m.Results[0].Ack.(*cdti.StopProcessAck).Stopping {
+				t.Fatalf("StopResendOnly: %+v", m)
+			}
+			acked = true
+		case *cdti.Notify:
+			if again != nil {
+				t.Fatalf("a second repeat: %+v", m)
+			}
+			again = m
+		default:
+			t.Fatalf("StopResendOnly: %+v", m)
+		}
+	}
 	if again.SequenceID != hit.SequenceID || again.Signal != hit.Signal || !again.Repeat || hit.Repeat {
-		t.Errorf("sent again: %+v, want %+v", again, hit)
+		t.Errorf("sent again: %+v, want %+v marked as a repeat", again, hit)
 	}
 	// Running, the process is not stopped by StopResendOnly: what comes is the next hit (its
 	// repeat too, should the hit come first), numbered after the first, never a stop.

@@ -206,7 +206,7 @@ func TestStopProcessWhilePassingHits(t *testing.T) {
 		tt.noNotify(20 * time.Millisecond)
 		tt.cont(0)
 	}
-	if st := tt.waitTermination(0); st != 0 {
+	if st := waitPassing(t, h, tt); st != 0 {
 		t.Fatalf("exit status %v (output %q)", st, out.String())
 	}
 	for i := range threads {
