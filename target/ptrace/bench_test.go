@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -263,4 +264,41 @@ func BenchmarkRawStopResumeCycle(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "hits/s")
+}
+
+// BenchmarkThreadCreate: the traced program creates and joins b.N threads one after another,
+// the tracer resuming each new thread at its announcement (as the agent does); untraced, the
+// same program for comparison. Under the tracer each creation costs the clone event's stop of
+// the creator, held until the new thread's first stop is seen, and that first stop.
+//
+//	go test -run '^$' -bench ThreadCreate -benchtime 2000x ./target/ptrace
+func BenchmarkThreadCreate(b *testing.B) {
+	needPrograms(b)
+	b.Run("traced", func(b *testing.B) {
+		tr := newTracer(b)
+		p := spawn(b, tr, "create", strconv.Itoa(b.N))
+		pid := p.Info().Pid
+		b.ResetTimer()
+		if err := p.Resume(pid, 0); err != nil {
+			b.Fatal(err)
+		}
+		for ev := range p.Events() {
+			switch ev.Kind {
+			case target.EventNewThread, target.EventStopped:
+				p.Resume(ev.Tid, 0)
+			case target.EventSignal:
+				p.Resume(ev.Tid, ev.Signal)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "threads/s")
+	})
+	b.Run("untraced", func(b *testing.B) {
+		b.ResetTimer()
+		if out, err := exec.Command(progPath, "create", strconv.Itoa(b.N)).CombinedOutput(); err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "threads/s")
+	})
 }

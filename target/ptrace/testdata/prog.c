@@ -149,6 +149,14 @@ int main(int argc, char **argv) {
 		pthread_join(b, NULL);
 		return 3;
 	}
+	if (!strcmp(mode, "create")) { /* create and join n short threads, one after another */
+		for (long i = 0; i < n; i++) {
+			pthread_t t;
+			pthread_create(&t, NULL, churner, NULL);
+			pthread_join(t, NULL);
+		}
+		return 0;
+	}
 	if (!strcmp(mode, "churn")) { /* create and join short threads for about n ms, exit 0 */
 		struct timespec t0, t1;
 		clock_gettime(CLOCK_MONOTONIC, &t0);
