@@ -16,12 +16,18 @@
 # minimizes every input that finds new coverage, by default for up to 60 s, and on targets
 # with inputs of kilobytes (an ELF file, a CDTI stream) that used up the whole FUZZTIME with
 # a few dozen executions of fuzzing (symbols' FuzzOpen: 4 executions in 8 s; 7,000 with the cap).
+# The engine's cache of interesting inputs is this run's own, not the one under GOCACHE: before
+# fuzzing, the engine runs every cached input once, one at a time (about a hundred a second on a
+# loaded machine), and a shared cache only grows from run to run, until that pass took the whole
+# FUZZTIME (FuzzOpen: 725 cached ELF files, 0 executions of fuzzing; FuzzParseListPids: 220
+# inputs, 221 executions; with a fresh cache 2,000 and 44,000). The seeds and testdata/fuzz
+# still run every time; an input that fails is saved under testdata/fuzz, not in the cache.
 set -euo pipefail
 fuzztime=${FUZZTIME:-8s}
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-cache=$(go env GOCACHE)/fuzz
+cache=$bin/cache
 status=0
 count=0
 for dir in $(go list -f '{{.Dir}}' "${@:-./...}"); do

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,6 +120,43 @@ func launch(t testing.TB, emulator string, args []string, o Options) *Process {
 	}
 	t.Cleanup(func() { p.Close() })
 	return p
+}
+
+// outputWaiter is a program's standard output that tells when a marker line has been written:
+// a test that must not act before the program reached some point (a signal handler
+// installed, a loop entered) waits for the line the program prints there.
+type outputWaiter struct {
+	marker string
+	seen   chan struct{}
+	mu     sync.Mutex
+	out    bytes.Buffer
+}
+
+func newOutputWaiter(marker string) *outputWaiter {
+	return &outputWaiter{marker: marker, seen: make(chan struct{})}
+}
+
+func (w *outputWaiter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.out.String(), w.marker+"\n")
+	w.out.Write(b)
+	if !had && strings.Contains(w.out.String(), w.marker+"\n") {
+		close(w.seen)
+	}
+	return len(b), nil
+}
+
+// wait returns once the marker line has been written; the program must print it soon.
+func (w *outputWaiter) wait(t testing.TB) {
+	t.Helper()
+	select {
+	case <-w.seen:
+	case <-time.After(30 * time.Second):
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		t.Fatalf("no %q line within 30 s; output %q", w.marker, w.out.String())
+	}
 }
 
 // next waits for the next event.

@@ -7,7 +7,6 @@ import (
 	"sort"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hpcdap/hpcdap/internal/testenv"
 	"github.com/hpcdap/hpcdap/target"
@@ -221,13 +220,17 @@ func TestSignals(t *testing.T) {
 	}
 }
 
-// spinSource spins until the debugger sets stop; with a SIGINT handler when asked to.
+// spinSource spins until the debugger sets stop; with a SIGINT handler when asked to. It
+// prints "spinning" once the handler is installed and the loop about to start.
 const spinSource = `#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 volatile long count, handled, stop;
 static void on_int(int s) { handled++; }
 int main(int argc, char **argv) {
 	if (argc > 1) signal(SIGINT, on_int);
+	puts("spinning");
+	fflush(stdout);
 	while (!stop) count++;
 	return 0;
 }
@@ -241,7 +244,8 @@ func TestInterrupt(t *testing.T) {
 	a := archBE
 	emu, modern := a.qemu(t)
 	exe := a.compile(t, "spin", spinSource, "-O1")
-	args, o := []string{exe}, Options{}
+	out := newOutputWaiter("spinning")
+	args, o := []string{exe}, Options{Stdout: out}
 	if modern {
 		args = append(args, "handler")
 		o.InterruptSignal = syscall.SIGINT
@@ -254,7 +258,7 @@ func TestInterrupt(t *testing.T) {
 	if err := p.Resume(tid, 0); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	out.wait(t) // the handler is installed: a signal before it would end the program
 	if _, err := p.ReadMemory(testenv.ELFSymbol(t, exe, "count").Value, make([]byte, 8)); !errors.Is(err, target.ErrRunning) {
 		t.Fatalf("read while running: %v, want ErrRunning", err)
 	}
@@ -272,8 +276,8 @@ func TestInterrupt(t *testing.T) {
 		}
 		return a.order.Uint64(b)
 	}
-	if read("count") == 0 {
-		t.Error("the program did not run before the interrupt")
+	if read("handled") != 0 {
+		t.Errorf("handled %d: the interrupt's signal reached the program", read("handled"))
 	}
 	one := make([]byte, 8)
 	a.order.PutUint64(one, 1)
