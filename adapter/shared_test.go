@@ -90,7 +90,11 @@ func TestSharedSessionTwoClients(t *testing.T) {
 	addr := serveShared(t, false, false)
 	a := dialShared(t, addr)
 	defer a.close()
-	a.launch(map[string]any{"program": p.bin, "np": 4, "env": map[string]any{"ROUNDS": "3"}, "sessionName": "twin"})
+	// The ranks run unsynchronised, and a rank that hits a breakpoint while the job stops for
+	// another's hit spends that hit inside the same stop: a rank passes at most one breakpoint
+	// per stop. Each rank has more hits (two a round) than the stops the test may take (the
+	// first, up to 24 in the loop below), so that every rank is still there when B leaves.
+	a.launch(map[string]any{"program": p.bin, "np": 4, "env": map[string]any{"ROUNDS": "16"}, "sessionName": "twin"})
 	aBPs := a.setBreakpoints(p.src, p.line(t, "first"))
 	if len(aBPs) != 1 || !aBPs[0].Verified {
 		t.Fatalf("A's breakpoint: %+v", aBPs)
