@@ -308,6 +308,29 @@ func TestFollowExecReleasesRanksChildren(t *testing.T) {
 	}
 }
 
+// killFollowed follows a shell launcher running script (which prints "ready" and then reads
+// from a pipe kept open), kills the following once it is ready (Shutdown with kill), and
+// returns what the launcher printed by the time Shutdown returned.
+func killFollowed(t *testing.T, script string) string {
+	t.Helper()
+	h := newKillHarness(t, true)
+	out := newOutFile(t)
+	in, keep, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	defer keep.Close()
+	err = h.a.FollowExec(FollowSpec{Argv: []string{"sh", "-c", script}, Program: progBin,
+		Stdio: []*os.File{in, out.f, out.f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.waitFor(t, "ready\n")
+	h.a.Shutdown(true)
+	return out.String()
+}
+
 // A kill that ends the following tells the launcher with SIGTERM, and the launcher handles it
 // (a shell whose trap prints "term", waiting in a read from a pipe): the signal's stop is
 // passed through to the launcher, not left unread with the launcher stopped in it until it
@@ -316,24 +339,9 @@ func TestFollowExecReleasesRanksChildren(t *testing.T) {
 func TestFollowKillTellsLauncher(t *testing.T) {
 	for round := range 4 {
 		t.Run(strconv.Itoa(round), func(t *testing.T) {
-			h := newKillHarness(t, true)
-			out := newOutFile(t)
-			in, keep, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer in.Close()
-			defer keep.Close()
-			script := `trap 'echo term; exit 3' TERM; echo ready; read line`
-			err = h.a.FollowExec(FollowSpec{Argv: []string{"sh", "-c", script}, Program: progBin,
-				Stdio: []*os.File{in, out.f, out.f}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			out.waitFor(t, "ready\n")
-			h.a.Shutdown(true)
-			if !strings.Contains(out.String(), "term\n") {
-				t.Errorf("the launcher did not handle SIGTERM; its output:\n%s", out.String())
+			out := killFollowed(t, `trap 'echo term; exit 3' TERM; echo ready; read line`)
+			if !strings.Contains(out, "term\n") {
+				t.Errorf("the launcher did not handle SIGTERM; its output:\n%s", out)
 			}
 		})
 	}
@@ -343,24 +351,9 @@ func TestFollowKillTellsLauncher(t *testing.T) {
 // as a launcher that forks to end its job does) is let go at once: the launcher, which waits
 // for it, then ends on its own instead of waiting until it is killed outright.
 func TestFollowLetsLateChildGo(t *testing.T) {
-	h := newKillHarness(t, true)
-	out := newOutFile(t)
-	in, keep, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	defer keep.Close()
-	script := `trap 'sh -c "echo late"; echo term; exit 3' TERM; echo ready; read line`
-	err = h.a.FollowExec(FollowSpec{Argv: []string{"sh", "-c", script}, Program: progBin,
-		Stdio: []*os.File{in, out.f, out.f}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.waitFor(t, "ready\n")
-	h.a.Shutdown(true)
-	if !strings.Contains(out.String(), "late\nterm\n") {
-		t.Errorf("the launcher's child did not run before the launcher was killed; output:\n%s", out.String())
+	out := killFollowed(t, `trap 'sh -c "echo late"; echo term; exit 3' TERM; echo ready; read line`)
+	if !strings.Contains(out, "late\nterm\n") {
+		t.Errorf("the launcher's child did not run before the launcher was killed; output:\n%s", out)
 	}
 }
 
