@@ -312,6 +312,22 @@ func waitConsole(t *testing.T, d *dapSession, text string, n int) {
 }
 
 // attachRunjob attaches a session to runjob pid with toolPriority prio and waits for the
+// releaseAndLeave pauses the ranks of session d (thread: one of their threads), lets each out
+// of its spin (release = 1), leaves the job running, and waits for its np ranks to end.
+func releaseAndLeave(t *testing.T, d *dapSession, thread int, rj *runningRunjob, np int) {
+	t.Helper()
+	d.call("pause", map[string]any{"threadId": thread}, nil)
+	d.stopped()
+	for _, r := range d.ranks().Ranks {
+		f := d.stackTrace(r.ThreadID)
+		var ev dap.EvaluateResponseBody
+		d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": f[0].Id, "context": "repl"}, &ev)
+	}
+	d.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
+	d.end()
+	rj.waitEnd(t, np)
+}
+
 // ranks' entry stop.
 func attachRunjob(t *testing.T, pid, np, prio int) *dapSession {
 	t.Helper()
@@ -436,16 +452,7 @@ func TestRunjobTwoSessions(t *testing.T) {
 				b.end()
 				waitConsole(t, a, "released control authority: it is this session's again", np)
 			}
-			a.call("pause", map[string]any{"threadId": thread}, nil)
-			a.stopped()
-			for _, r := range a.ranks().Ranks {
-				f := a.stackTrace(r.ThreadID)
-				var ev dap.EvaluateResponseBody
-				a.call("evaluate", map[string]any{"expression": "release = 1", "frameId": f[0].Id, "context": "repl"}, &ev)
-			}
-			a.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
-			a.end()
-			rj.waitEnd(t, np)
+			releaseAndLeave(t, a, thread, rj, np)
 		})
 	}
 }
@@ -562,16 +569,7 @@ func TestRunjobYieldWhileStopped(t *testing.T) {
 	b.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
 	b.end()
 	waitConsole(t, a, "released control authority: it is this session's again", np)
-	a.call("pause", map[string]any{"threadId": thread}, nil)
-	a.stopped()
-	for _, r := range a.ranks().Ranks {
-		f := a.stackTrace(r.ThreadID)
-		var ev dap.EvaluateResponseBody
-		a.call("evaluate", map[string]any{"expression": "release = 1", "frameId": f[0].Id, "context": "repl"}, &ev)
-	}
-	a.c.Request("disconnect", map[string]any{"terminateDebuggee": false})
-	a.end()
-	rj.waitEnd(t, np)
+	releaseAndLeave(t, a, thread, rj, np)
 }
 
 // TestRunjobCancelControlWait: a DAP attach at priority 90 to a job whose ranks a monitor of
