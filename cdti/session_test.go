@@ -229,13 +229,7 @@ func TestSessionConcurrentResumptions(t *testing.T) {
 			break
 		}
 	}
-	select {
-	case closed := <-a.closed:
-		if closed == c {
-			t.Fatal("the held connection closed")
-		}
-	default:
-	}
+	stillHeld(t, a, c)
 }
 
 // TestSessionCloseEnds: a connection the agent closes on purpose (as the agent does when a
@@ -294,13 +288,7 @@ func TestSessionResumeNeedsToken(t *testing.T) {
 	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id); err != nil || st != SessionResumed {
 		t.Fatalf("resuming after the refused attempts: %v, %v", st, err)
 	}
-	select {
-	case cl := <-a.closed:
-		if cl == c {
-			t.Fatal("the held connection ended")
-		}
-	default:
-	}
+	stillHeld(t, a, c)
 }
 
 // TestSessionResumeWriteFails: when the transport of a resumption fails while the kept
@@ -382,5 +370,17 @@ func TestSessionUnwritten(t *testing.T) {
 		if tc.want > 0 && &got[0][0] != &held[3-tc.want][0] {
 			t.Errorf("%d bytes written: the frames left are not the last %d", tc.n, tc.want)
 		}
+	}
+}
+
+// stillHeld fails the test if a has been told that its held connection c ended.
+func stillHeld(t *testing.T, a *sessionAgent, c *Conn) {
+	t.Helper()
+	select {
+	case cl := <-a.closed:
+		if cl == c {
+			t.Fatal("the held connection ended")
+		}
+	default:
 	}
 }
