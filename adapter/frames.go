@@ -18,13 +18,45 @@ func (s *Conn) onThreadsRequest(req *dap.ThreadsRequest) {
 	s.mu.Lock()
 	j := s.job
 	s.mu.Unlock()
-	resp := &dap.ThreadsResponse{Response: newResponse(&req.Request)}
-	if j == nil {
-		resp.Body.Threads = []dap.Thread{}
-		s.send(resp)
-		return
+	var live []debugger.Thread
+	if j != nil {
+		live = j.LiveThreads(s.ctx, maxThreads)
 	}
-	live := j.LiveThreads(s.ctx, maxThreads)
+	s.sendThreads(req, live)
+}
+
+// answerInline answers m on the reading goroutine when it is a threads request that needs
+// nothing read from the ranks (every stopped rank's list is current) and no request is
+// queued or being handled, so answers keep their order; it saves the hand-over to the
+// dispatcher, most of a repeated threads request's cost. false: m is for the dispatcher.
+func (s *Conn) answerInline(m dap.Message) bool {
+	req, ok := m.(*dap.ThreadsRequest)
+	if !ok || s.pending.Load() != 0 {
+		return false
+	}
+	s.mu.Lock()
+	initialized, j := s.initialized, s.job
+	s.mu.Unlock()
+	if !initialized {
+		return false
+	}
+	var live []debugger.Thread
+	if j != nil {
+		if live, ok = j.KnownThreads(maxThreads); !ok {
+			return false
+		}
+	}
+	if s.cancelledBeforeStart(req.Seq) {
+		s.sendCancelled(&req.Request)
+		return true
+	}
+	s.sendThreads(req, live)
+	return true
+}
+
+// sendThreads answers a threads request with the threads live lists.
+func (s *Conn) sendThreads(req *dap.ThreadsRequest, live []debugger.Thread) {
+	resp := &dap.ThreadsResponse{Response: newResponse(&req.Request)}
 	list := make([]dap.Thread, 0, len(live))
 	for _, t := range live {
 		list = append(list, dap.Thread{Id: t.ID, Name: t.Name})

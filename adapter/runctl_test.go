@@ -2,12 +2,14 @@ package adapter
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-dap"
+	"github.com/hpcdap/hpcdap/adapter/dapclient"
 )
 
 // TestPauseFocusContinueTerminate: pause stops every rank; continue on a focus of one rank
@@ -86,6 +88,68 @@ func TestPauseFocusContinueTerminate(t *testing.T) {
 	d.event("terminated")
 	for _, pid := range pids {
 		waitForExit(t, pid)
+	}
+}
+
+// TestThreadsAnsweredInRequestOrder: threads requests sent behind others without waiting are
+// answered after them, in order, with the dispatcher's answer, although a repeated threads
+// request can be answered as soon as it is read when nothing is queued.
+func TestThreadsAnsweredInRequestOrder(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "threads")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "main-go"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	var want dap.ThreadsResponseBody
+	d.call("threads", nil, &want)
+	type sent struct {
+		command string
+		ch      <-chan *dapclient.Message
+	}
+	var order []sent
+	send := func(command string, args any) {
+		_, ch, err := d.c.Send(command, args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, sent{command, ch})
+	}
+	for range 20 {
+		for _, th := range want.Threads {
+			send("stackTrace", map[string]any{"threadId": th.Id})
+		}
+		send("threads", nil)
+		send("threads", nil)
+	}
+	send("continue", map[string]any{"threadId": st.ThreadId})
+	send("threads", nil)
+	last := 0
+	for i, s := range order {
+		var m *dapclient.Message
+		select {
+		case m = <-s.ch:
+		case <-time.After(dapclient.DefaultTimeout):
+			t.Fatalf("request %d (%s): no answer", i, s.command)
+		}
+		if !m.Success {
+			t.Fatalf("request %d (%s): %s", i, s.command, m.Message)
+		}
+		if m.Seq <= last {
+			t.Fatalf("request %d (%s) answered (seq %d) before the request before it (seq %d)", i, s.command, m.Seq, last)
+		}
+		last = m.Seq
+		if s.command == "threads" {
+			var got dap.ThreadsResponseBody
+			if err := m.Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("request %d: threads %+v, want %+v", i, got.Threads, want.Threads)
+			}
+		}
 	}
 }
 

@@ -74,6 +74,10 @@ type Conn struct {
 	cancels     cancelTable // the requests a cancel request may end
 	dispatched  int         // the seq of the last request whose handling began
 
+	// pending counts the requests handed to the dispatcher and not yet handled; only the
+	// reader adds to it, so at 0 the dispatcher is idle until the reader hands it more.
+	pending atomic.Int64
+
 	// inPlaceSeq is the seq of the request being dispatched whose failure the client shows
 	// where the user looks (see errorShownInPlace), -1 when there is none.
 	inPlaceSeq atomic.Int64
@@ -92,7 +96,9 @@ func (s *Conn) run() {
 	reqs := make(chan dap.Message, 64)
 	go s.read(reqs)
 	for m := range reqs {
-		if !s.dispatch(m) {
+		keep := s.dispatch(m)
+		s.pending.Add(-1)
+		if !keep {
 			break
 		}
 	}
@@ -140,6 +146,10 @@ func (s *Conn) read(out chan<- dap.Message) {
 			s.onCancelRequest(c)
 			continue
 		}
+		if s.answerInline(m) {
+			continue
+		}
+		s.pending.Add(1)
 		select {
 		case out <- m:
 		case <-s.done:

@@ -184,6 +184,26 @@ func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	return j.liveThreadsLocked(max)
+}
+
+// KnownThreads returns what LiveThreads would when no stopped rank's thread list is to be
+// read, without waiting for anything; ok is false when one is (the caller then uses
+// LiveThreads).
+func (j *Job) KnownThreads(max int) (list []Thread, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, r := range j.ranks {
+		if r.state == RankStopped && r.threadsGen != r.gen {
+			return nil, false
+		}
+	}
+	return j.liveThreadsLocked(max), true
+}
+
+// liveThreadsLocked lists the threads of the ranks that have not exited, as LiveThreads
+// says; j.mu is held.
+func (j *Job) liveThreadsLocked(max int) []Thread {
 	var list []Thread
 	for _, r := range j.ranks {
 		if r.state == RankExited {
