@@ -13,8 +13,10 @@ import (
 
 // Benchmarks (go test -run '^$' -bench . ./adapter):
 //
-//	BenchmarkRequestLatency   threads, stackTrace, scopes, variables, evaluate and completions at one stop, hpcdap
-//	                          beside lldb-vscode-15 on the same program; p50/p99 per request.
+//	BenchmarkRequestLatency   threads, stackTrace, scopes, variables, evaluate, completions and setBreakpoints at
+//	                          one stop, hpcdap beside lldb-vscode-15 on the same program; p50/p99 per request.
+//	BenchmarkInitializeLatency a new adapter process's initialize, beside lldb-vscode-15 (peerbench_test.go).
+//	BenchmarkNextLatency      next at a stop to the stopped event of the step, beside lldb-vscode-15 (peerbench_test.go).
 //	BenchmarkLaunchToStop     launch → every rank stopped at a breakpoint, for 1, 16, 64 ranks.
 //	BenchmarkMemoryPerRank    the adapter's heap per rank of a stopped job with its stacks read.
 //	BenchmarkMemoryAtScale    the same per stopped rank at 1,024 ranks, every rank's stack read (scalebench_test.go).
@@ -44,8 +46,9 @@ func (l *latency) report(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// stoppedRequests issues the requests a client sends at every stop, on thread tid.
-func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l *latency) {
+// stoppedRequests issues the requests a client sends at every stop, on thread tid; bp is the
+// setBreakpoints request that set the stop's breakpoint (sent again unchanged).
+func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, bp map[string]any, l *latency) {
 	var st dap.StackTraceResponseBody
 	if err := c.Call("stackTrace", map[string]any{"threadId": tid}, &st); err != nil {
 		b.Fatal(err)
@@ -77,6 +80,8 @@ func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l
 			call("evaluate", map[string]any{"expression": "s->corner[1].x + depth", "frameId": fid, "context": "watch"})
 		case "completions":
 			call("completions", map[string]any{"text": "s->corner[1].", "column": 14, "frameId": fid})
+		case "setBreakpoints":
+			call("setBreakpoints", bp)
 		}
 	}
 }
@@ -84,7 +89,8 @@ func stoppedRequests(b *testing.B, c *dapclient.Client, tid int, which string, l
 func BenchmarkRequestLatency(b *testing.B) {
 	p := compileC(b, "stacks")
 	line := p.line(b, "leaf-write")
-	for _, req := range []string{"threads", "stackTrace", "scopes", "variables", "evaluate", "completions"} {
+	bp := map[string]any{"source": map[string]any{"path": p.src}, "breakpoints": []map[string]any{{"line": line}}}
+	for _, req := range []string{"threads", "stackTrace", "scopes", "variables", "evaluate", "completions", "setBreakpoints"} {
 		b.Run("hpcdap/"+req, func(b *testing.B) {
 			d := newDAP(b, viaStdio)
 			defer d.close()
@@ -94,7 +100,7 @@ func BenchmarkRequestLatency(b *testing.B) {
 			st := d.stopped()
 			var l latency
 			b.ResetTimer()
-			stoppedRequests(b, d.c, st.ThreadId, req, &l)
+			stoppedRequests(b, d.c, st.ThreadId, req, bp, &l)
 			b.StopTimer()
 			l.report(b)
 		})
@@ -102,7 +108,7 @@ func BenchmarkRequestLatency(b *testing.B) {
 			lp := startLLDB(b, p, line, []string{"HPCDAP_RANK=0"})
 			var l latency
 			b.ResetTimer()
-			stoppedRequests(b, lp.c, lp.thread, req, &l)
+			stoppedRequests(b, lp.c, lp.thread, req, bp, &l)
 			b.StopTimer()
 			l.report(b)
 			lp.c.Call("disconnect", map[string]any{"terminateDebuggee": true}, nil)

@@ -14,7 +14,7 @@ int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 20000;
 	for (int i = 0; i < n; i++)
-		f(i);
+		f(i); /* MARK:main-call */
 	printf("sink %ld\n", sink);
 	return 0;
 }

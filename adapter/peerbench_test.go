@@ -1,0 +1,111 @@
+package adapter
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/hpcdap/hpcdap/adapter/dapclient"
+)
+
+// BenchmarkInitializeLatency times a new adapter process's first answer: from its start to
+// the answer to initialize, hpcdap beside lldb-vscode-15.
+//
+//	go test ./adapter -run '^$' -bench InitializeLatency -benchtime 50x
+func BenchmarkInitializeLatency(b *testing.B) {
+	for _, a := range []struct {
+		name string
+		cmd  func() *exec.Cmd
+	}{
+		{"hpcdap", func() *exec.Cmd { return exec.Command(hpcdapBinary(b), "dap") }},
+		{"lldb-vscode", func() *exec.Cmd { needTool(b, lldbVSCode); return exec.Command(lldbVSCode) }},
+	} {
+		b.Run(a.name, func(b *testing.B) {
+			a.cmd() // builds or checks the tool before the timer starts
+			var l latency
+			b.ResetTimer()
+			for range b.N {
+				cmd := a.cmd()
+				in, _ := cmd.StdinPipe()
+				out, _ := cmd.StdoutPipe()
+				l.time(func() {
+					if err := cmd.Start(); err != nil {
+						b.Fatal(err)
+					}
+					c := dapclient.New(out, in)
+					if err := c.Call("initialize", map[string]any{"adapterID": "bench", "linesStartAt1": true,
+						"columnsStartAt1": true, "pathFormat": "path"}, nil); err != nil {
+						b.Fatal(err)
+					}
+				})
+				in.Close()
+				if err := waitOrKill(cmd, 20*time.Second); err != nil {
+					b.Fatalf("%s after its stdin closed: %v", a.name, err)
+				}
+			}
+			b.StopTimer()
+			l.report(b)
+		})
+	}
+}
+
+// waitOrKill waits for cmd to end, killing it after d.
+func waitOrKill(cmd *exec.Cmd, d time.Duration) error {
+	t := time.AfterFunc(d, func() { cmd.Process.Kill() })
+	defer t.Stop()
+	cmd.Wait()
+	if !t.Stop() {
+		return errTimedOut
+	}
+	return nil
+}
+
+var errTimedOut = errorString("did not end in time")
+
+type errorString string
+
+func (e errorString) Error() string { return string(e) }
+
+// BenchmarkNextLatency times a next over a call at a stop, to the stopped event of the step,
+// hpcdap beside lldb-vscode-15 on the same program (condloop's loop in main, its breakpoint
+// removed after the first stop).
+//
+//	go test ./adapter -run '^$' -bench NextLatency -benchtime 300x
+func BenchmarkNextLatency(b *testing.B) {
+	p := compileC(b, "condloop")
+	line := p.line(b, "main-call")
+	next := func(b *testing.B, c *dapclient.Client, tid int) {
+		if err := c.Call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src},
+			"breakpoints": []map[string]any{}}, nil); err != nil {
+			b.Fatal(err)
+		}
+		var l latency
+		b.ResetTimer()
+		for range b.N {
+			l.time(func() {
+				if err := c.Call("next", map[string]any{"threadId": tid}, nil); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.WaitEvent("stopped", 30*time.Second, nil); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+		b.StopTimer()
+		l.report(b)
+	}
+	b.Run("hpcdap", func(b *testing.B) {
+		d := newDAP(b, viaStdio)
+		defer d.close()
+		d.launch(map[string]any{"program": p.bin})
+		d.setBreakpoints(p.src, line)
+		d.call("configurationDone", nil, nil)
+		st := d.stopped()
+		next(b, d.c, st.ThreadId)
+	})
+	b.Run("lldb-vscode", func(b *testing.B) {
+		lp := startLLDB(b, p, line, []string{"HPCDAP_RANK=0"})
+		next(b, lp.c, lp.thread)
+		lp.c.Call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+	})
+}
