@@ -97,15 +97,16 @@ func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 }
 
 // labelPlan is what labelling the threads of the first rank of a set of modules read of its
-// memory through CDTI (the thread library's list heads and thread descriptors: a few pages),
-// each range relative to a module (planSpan). Another rank of the same files rebases those
-// ranges onto its own load addresses and reads them with its thread list in one Query
-// (listWithPlan), then labels its threads with no round trip per pointer followed. Without
-// address randomization the ranks of a program load their files at the same addresses; with
-// it each rank's files and anonymous mappings (thread stacks and descriptors) move together
-// from one random base, so the ranges keep their distance from the libraries. What a rank
-// holds elsewhere (its data differs) is read as before, so the labels never depend on the
-// plan, only the number of round trips does.
+// memory through CDTI: the blocks of the thread library's list heads and thread descriptors
+// that its reads used (2 KiB of three pages for a single-threaded rank), each range relative
+// to a module (planSpan). Another rank of the same files rebases those ranges onto its own
+// load addresses and reads them with its thread list in one Query (listWithPlan), then
+// labels its threads with no round trip per pointer followed. Without address randomization
+// the ranks of a program load their files at the same addresses; with it each rank's files
+// and anonymous mappings (thread stacks and descriptors) move together from one random base,
+// so the ranges keep their distance from the libraries. What a rank holds elsewhere (its
+// data differs) is read as before, so the labels never depend on the plan, only the number
+// of round trips does.
 type labelPlan struct {
 	once  sync.Once
 	ready chan struct{} // closed when spans are known
