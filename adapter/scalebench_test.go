@@ -72,18 +72,27 @@ func allRanksStopped(d *dapSession, np int) bool {
 // of a running job of np local ranks (each stopped in libc's sleep, nap.c), which reads every
 // rank's thread list and labels its threads; a second one at the same stop; and the first
 // after a second pause (the labels known, the lists read again). Each iteration launches a
-// job. fe-msgs are the CDTI messages the front end sent for the first.
+// job. fe-msgs are the CDTI messages the front end sent for the first, msgs/rank the same
+// over the ranks. The -aslr cases run the ranks with address-space randomisation, as ranks
+// attached to a running job are: every rank has its own layout.
 //
 //	go test -run '^$' -bench ThreadsAfterPause -benchtime 3x ./adapter
 func BenchmarkThreadsAfterPause(b *testing.B) {
 	p := compileC(b, "nap")
-	for _, np := range []int{256, 1024} {
-		b.Run(fmt.Sprintf("np%d", np), func(b *testing.B) {
+	for _, c := range []struct {
+		np   int
+		aslr bool
+	}{{256, false}, {1024, false}, {256, true}, {1024, true}} {
+		np, name := c.np, fmt.Sprintf("np%d", c.np)
+		if c.aslr {
+			name += "-aslr"
+		}
+		b.Run(name, func(b *testing.B) {
 			var first, again, next time.Duration
 			var msgs uint64
 			for range b.N {
 				d := newDAP(b, viaPipe)
-				d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64})
+				d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "disableASLR": !c.aslr})
 				d.call("configurationDone", nil, nil)
 				var threads dap.ThreadsResponseBody
 				d.call("threads", nil, &threads)
@@ -120,6 +129,7 @@ func BenchmarkThreadsAfterPause(b *testing.B) {
 			b.ReportMetric(float64(again.Microseconds())/1000/n, "again-ms")
 			b.ReportMetric(float64(next.Microseconds())/1000/n, "next-pause-ms")
 			b.ReportMetric(float64(msgs)/n, "fe-msgs")
+			b.ReportMetric(float64(msgs)/n/float64(np), "msgs/rank")
 		})
 	}
 }

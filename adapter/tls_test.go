@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,17 +230,57 @@ func TestThreadNamesOfLaterThreads(t *testing.T) {
 // named with their own pthread_t and start routine: after a detach, gdb attached to each rank
 // lists the same LWPs with the same pthread_t.
 func TestThreadNamesOfRanksAgainstGDB(t *testing.T) {
-	p := compileC(t, "tlsthreads", "-pthread")
+	threadNamesOfRanksAgainstGDB(t, 4, false)
+}
+
+// TestThreadNamesOfRanksAgainstGDBWithASLR: the same with address-space randomisation on, as
+// for ranks attached to a running job: every rank loads its libraries and maps its threads'
+// stacks at addresses of its own, and the first rank's reads are replayed rebased onto each
+// other rank's libraries. Every rank's threads are named as gdb names them, and the ranks
+// after the first take one CDTI message each for their list and names (a job of the first
+// rank alone measures what it takes).
+func TestThreadNamesOfRanksAgainstGDBWithASLR(t *testing.T) {
+	if b, err := os.ReadFile("/proc/sys/kernel/randomize_va_space"); err != nil || strings.TrimSpace(string(b)) == "0" {
+		t.Skip("address-space randomisation is off on this machine")
+	}
 	const np = 4
+	alone := threadNamesOfRanksAgainstGDB(t, 1, true)
+	sent := threadNamesOfRanksAgainstGDB(t, np, true)
+	t.Logf("first threads: %d CDTI messages sent for %d ranks, %d for one", sent, np, alone)
+	if sent > alone+np-1 {
+		t.Errorf("the first threads of %d ranks sent %d CDTI messages; one rank alone sent %d, so want at most %d (one a rank after the first)",
+			np, sent, alone, alone+np-1)
+	}
+}
+
+// threadNamesOfRanksAgainstGDB launches np ranks of tlsthreads (with address-space
+// randomisation if aslr), stops each where its eight threads are parked, checks every rank's
+// thread names against gdb's after a detach, and returns the CDTI messages the front end sent
+// for the first threads request. With aslr, the ranks' libraries must lie at different
+// addresses.
+func threadNamesOfRanksAgainstGDB(t *testing.T, np int, aslr bool) uint64 {
+	t.Helper()
+	p := compileC(t, "tlsthreads", "-pthread")
 	d := newDAP(t, viaPipe)
 	defer d.end()
-	d.launch(map[string]any{"program": p.bin, "np": np, "stopMode": "rank"})
+	d.launch(map[string]any{"program": p.bin, "np": np, "stopMode": "rank", "disableASLR": !aslr})
 	d.setBreakpoints(p.src, p.line(t, "all-ready"))
 	d.call("configurationDone", nil, nil)
 	waitFor(t, "every rank at the breakpoint", func() bool { return allRanksStopped(d, np) })
 	ranks := d.ranks().Ranks
+	if aslr && np > 1 {
+		bases := map[string]bool{}
+		for _, r := range ranks {
+			bases[libcBase(t, r.Pid)] = true
+		}
+		if len(bases) < 2 {
+			t.Fatalf("libc at %v in all %d ranks: the layouts are not randomised", bases, np)
+		}
+	}
+	before := *d.ranks().Messages
 	var threads dap.ThreadsResponseBody
 	d.call("threads", nil, &threads)
+	sent := d.ranks().Messages.Sent - before.Sent
 	name := regexp.MustCompile(`^rank (\d+) · (\w+) \(LWP (\d+)\) 0x([0-9a-f]+)$`)
 	type view struct {
 		rank    int
@@ -282,4 +323,21 @@ func TestThreadNamesOfRanksAgainstGDB(t *testing.T) {
 			}
 		}
 	}
+	return sent
+}
+
+// libcBase returns the address at which process pid maps libc first, from /proc/pid/maps.
+func libcBase(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "/libc.so") || strings.Contains(l, "/libc-") {
+			return strings.SplitN(l, "-", 2)[0]
+		}
+	}
+	t.Fatalf("process %d maps no libc:\n%s", pid, b)
+	return ""
 }

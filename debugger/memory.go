@@ -92,7 +92,7 @@ func (m *rankMemory) dropScratch() {
 	m.mu.Unlock()
 }
 
-// memSpan is a page-aligned range of memory [lo, hi).
+// memSpan is a block-aligned range of memory [lo, hi).
 type memSpan struct{ lo, hi uint64 }
 
 // recordFetches starts recording the ranges that transient reads fetch.
@@ -102,13 +102,27 @@ func (m *rankMemory) recordFetches() {
 	m.mu.Unlock()
 }
 
-// recorded stops recording and returns the ranges fetched since recordFetches.
+// recorded stops recording and returns, of the ranges fetched since recordFetches, the
+// blocks a read used (adjacent ones merged): a page is fetched for a pointer or two, and
+// the blocks around them need not be read again elsewhere.
 func (m *rankMemory) recorded() []memSpan {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	rec := m.rec
+	var out []memSpan
+	for _, s := range m.rec {
+		for a := s.lo; a < s.hi; a += blockSize {
+			if b, ok := m.scratch[a]; !ok || !b.used {
+				continue
+			}
+			if n := len(out); n > 0 && out[n-1].hi == a {
+				out[n-1].hi = a + blockSize
+			} else {
+				out = append(out, memSpan{a, a + blockSize})
+			}
+		}
+	}
 	m.recording, m.rec = false, nil
-	return rec
+	return out
 }
 
 // prefetch reads spans into the transient cache with one Query (split only if too large for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -45,13 +46,15 @@ func (rs *rankSymbols) threadLabels(ctx context.Context, lwps []int, plan *label
 	defer rs.dropThreadDB(p)
 	if lead {
 		rs.mem.recordFetches()
-		defer func() { plan.learned(rs.mem.recorded()) }()
+	}
+	mods, _ := rs.modules(ctx, false)
+	if lead {
+		defer func() { plan.learned(mods, rs.mem.recorded()) }()
 	}
 	list, err := p.List()
 	if err != nil {
 		return out
 	}
-	mods, _ := rs.modules(ctx, false)
 	proc := rs.newProcess(mods, 0)
 	for _, t := range list.Threads {
 		if t.LWP == 0 {
@@ -93,38 +96,91 @@ func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 	return name
 }
 
-// labelPlan is what labelling the threads of the first rank of a module layout read of its
-// memory through CDTI (the thread library's list heads and thread descriptors: a few
-// pages). Another rank of the same layout reads those ranges of its own memory with its
-// thread list in one Query (listWithPlan), then labels its threads with no round trip per
-// pointer followed: ranks of one program without address randomization keep that data at the
-// same addresses. What a rank holds elsewhere (its data differs) is read as before, so the
-// labels never depend on the plan, only the number of round trips does.
+// labelPlan is what labelling the threads of the first rank of a set of modules read of its
+// memory through CDTI: the blocks of the thread library's list heads and thread descriptors
+// that its reads used (2 KiB of three pages for a single-threaded rank), each range relative
+// to a module (planSpan). Another rank of the same files rebases those ranges onto its own
+// load addresses and reads them with its thread list in one Query (listWithPlan), then
+// labels its threads with no round trip per pointer followed. Without address randomization
+// the ranks of a program load their files at the same addresses; with it each rank's files
+// and anonymous mappings (thread stacks and descriptors) move together from one random base,
+// so the ranges keep their distance from the libraries. What a rank holds elsewhere (its
+// data differs) is read as before, so the labels never depend on the plan, only the number
+// of round trips does.
 type labelPlan struct {
 	once  sync.Once
 	ready chan struct{} // closed when spans are known
-	spans []memSpan
+	spans []planSpan
 }
 
-// learned records what the leading rank read and lets the others go (once: later calls do
-// nothing).
-func (p *labelPlan) learned(spans []memSpan) {
+// planSpan is a range of memory the leading rank read, as offsets from the load bias of the
+// module that holds it or, for a range in no module (an anonymous mapping), of the module
+// nearest to it.
+type planSpan struct {
+	module string // the module's path
+	lo, hi uint64 // offsets from its bias (modulo 2⁶⁴)
+}
+
+// learned records what the leading rank, whose modules are mods, read and lets the others go
+// (once: later calls do nothing).
+func (p *labelPlan) learned(mods []*symbols.Module, spans []memSpan) {
 	p.once.Do(func() {
-		p.spans = spans
+		for _, s := range spans {
+			if m := nearestModule(mods, s); m != nil {
+				p.spans = append(p.spans, planSpan{module: m.Path, lo: s.lo - m.Bias, hi: s.hi - m.Bias})
+			}
+		}
 		close(p.ready)
 	})
 }
 
+// rebased returns the plan's ranges at the load addresses of mods.
+func (p *labelPlan) rebased(mods []*symbols.Module) []memSpan {
+	bias := make(map[string]uint64, len(mods))
+	for _, m := range mods {
+		if _, dup := bias[m.Path]; !dup {
+			bias[m.Path] = m.Bias
+		}
+	}
+	var out []memSpan
+	for _, s := range p.spans {
+		if b, ok := bias[s.module]; ok && s.lo+b < s.hi+b {
+			out = append(out, memSpan{s.lo + b, s.hi + b})
+		}
+	}
+	return out
+}
+
+// nearestModule returns the module of mods that holds s or, if none does, the one at the
+// shortest distance from it; nil without modules.
+func nearestModule(mods []*symbols.Module, s memSpan) *symbols.Module {
+	var best *symbols.Module
+	var bestDist uint64
+	for _, m := range mods {
+		var d uint64
+		switch {
+		case s.hi <= m.Lo:
+			d = m.Lo - s.hi + 1
+		case s.lo >= m.Hi:
+			d = s.lo - m.Hi + 1
+		}
+		if best == nil || d < bestDist {
+			best, bestDist = m, d
+		}
+	}
+	return best
+}
+
 // listWithPlan waits for plan to be learned and reads the rank's thread list and the plan's
-// memory of the rank in one Query, the memory for threadLabels; nil when that fails (the
-// caller lists the threads on its own).
-func (rs *rankSymbols) listWithPlan(ctx context.Context, plan *labelPlan) []cdti.ThreadEntry {
+// memory of the rank (rebased onto mods, its modules) in one Query, the memory for
+// threadLabels; nil when that fails (the caller lists the threads on its own).
+func (rs *rankSymbols) listWithPlan(ctx context.Context, plan *labelPlan, mods []*symbols.Module) []cdti.ThreadEntry {
 	select {
 	case <-plan.ready:
 	case <-ctx.Done():
 		return nil
 	}
-	res := rs.mem.prefetch(ctx, plan.spans, &cdti.GetThreadList{})
+	res := rs.mem.prefetch(ctx, plan.rebased(mods), &cdti.GetThreadList{})
 	if len(res) == 1 && res[0].Code == cdti.CmdSuccess {
 		if a, ok := res[0].Ack.(*cdti.GetThreadListAck); ok && len(a.Threads) > 0 {
 			return a.Threads
@@ -133,14 +189,19 @@ func (rs *rankSymbols) listWithPlan(ctx context.Context, plan *labelPlan) []cdti
 	return nil
 }
 
-// labelPlan returns the plan of the layout of mods, and whether the caller leads it (it
+// labelPlan returns the plan of the files of mods, and whether the caller leads it (it
 // labels its rank's threads as before and then calls learned).
 func (j *Job) labelPlan(mods []*symbols.Module) (*labelPlan, bool) {
-	// The layout's hash is its key: ranks whose layouts collide would only read ranges that
-	// do not help them.
+	// The set of files is the key, whatever their load addresses; ranks whose sets collide
+	// would only read ranges that do not help them.
+	paths := make([]string, len(mods))
+	for i, m := range mods {
+		paths[i] = m.Path
+	}
+	slices.Sort(paths)
 	h := fnv.New64a()
-	for _, m := range mods {
-		fmt.Fprintf(h, "%s@%#x;", m.Path, m.Bias)
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s;", p)
 	}
 	key := h.Sum64()
 	j.labelMu.Lock()

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/symbols"
 )
 
 // Thread is one (rank, LWP) pair: a DAP thread with a stable id.
@@ -82,18 +83,20 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	first := r.labels == nil
 	j.mu.Unlock()
 	var plan *labelPlan
+	var mods []*symbols.Module
 	lead := false
 	if first {
-		if mods, err := r.sym.modules(ctx, false); err == nil && len(mods) > 0 {
+		if m, err := r.sym.modules(ctx, false); err == nil && len(m) > 0 {
+			mods = m
 			plan, lead = j.labelPlan(mods)
 		}
 	}
 	if lead {
-		defer plan.learned(nil) // if the labelling did not get to it
+		defer plan.learned(nil, nil) // if the labelling did not get to it
 	}
 	var list []cdti.ThreadEntry
 	if plan != nil && !lead {
-		list = r.sym.listWithPlan(ctx, plan)
+		list = r.sym.listWithPlan(ctx, plan, mods)
 	}
 	if list == nil {
 		var err error

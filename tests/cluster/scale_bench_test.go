@@ -23,6 +23,7 @@ import (
 //	ms-attach             the attach request to the initialized event
 //	ms-first-threads      the first threads request (the ranks running)
 //	ms-threads-stopped    the first threads request after the first pause
+//	msgs/rank-threads-stopped  the CDTI messages the front end sent for it, over the ranks
 //	ms-pause-all          pause to every rank stopped (the stopped event, then hpcdap/ranks
 //	                      polled every 5 ms until all 1,024 say stopped)
 //	ms-parallel-stacks    one hpcdap/parallelStacks of the stopped job
@@ -103,7 +104,17 @@ func BenchmarkSlurm1024(b *testing.B) {
 				}
 				return len(rb.Ranks) == n
 			}
+			sent := func() uint64 {
+				var rb struct {
+					Messages struct {
+						Sent uint64 `json:"sent"`
+					} `json:"messages"`
+				}
+				call("hpcdap/ranks", map[string]any{}, &rb)
+				return rb.Messages.Sent
+			}
 			var pause, stacks, cont, stoppedThreads time.Duration
+			var stoppedMsgs uint64
 			for i := range b.N {
 				t1 := time.Now()
 				call("pause", map[string]any{"threadId": tid}, nil)
@@ -115,7 +126,9 @@ func BenchmarkSlurm1024(b *testing.B) {
 				}
 				pause += time.Since(t1)
 				if i == 0 {
+					before := sent()
 					stoppedThreads = call("threads", nil, &th)
+					stoppedMsgs = sent() - before
 				}
 				var ps struct {
 					Total int `json:"total"`
@@ -143,6 +156,7 @@ func BenchmarkSlurm1024(b *testing.B) {
 			b.ReportMetric(ms(attach), "ms-attach")
 			b.ReportMetric(ms(firstThreads), "ms-first-threads")
 			b.ReportMetric(ms(stoppedThreads), "ms-threads-stopped")
+			b.ReportMetric(float64(stoppedMsgs)/float64(n), "msgs/rank-threads-stopped")
 			b.ReportMetric(ms(pause)/float64(b.N), "ms-pause-all")
 			b.ReportMetric(ms(stacks)/float64(b.N), "ms-parallel-stacks")
 			b.ReportMetric(ms(cont)/float64(b.N), "ms-continue-all")
