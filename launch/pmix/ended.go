@@ -129,7 +129,7 @@ func (s *server) goneError(gone []Proc, why string) error {
 // reports that end within endWait (or before its own exit is seen), or when the tool sees a
 // rank of its host ended; else err.
 func (s *server) notReady(err error) error {
-	if _, ok := err.(*JobEndedError); ok {
+	if _, ok := err.(*JobEndedError); ok || err == errFrontEndGone {
 		return err
 	}
 	limit := time.After(endWait)

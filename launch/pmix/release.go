@@ -94,56 +94,100 @@ func (s *server) releaseAgain() {
 }
 
 // execStopTimeout bounds the wait for the ranks of a stop-on-exec hold to reach their stop
-// (waitStoppedAtExec); execStopPoll is how often their state is read.
+// (waitStoppedAtExec); execStopPoll is how often their state is read; after execStopNote the
+// tool says on its standard error which ranks it waits for.
 const (
 	execStopTimeout = 30 * time.Second
 	execStopPoll    = 25 * time.Millisecond
+	execStopNote    = time.Second
 )
 
-// waitStoppedAtExec waits until every rank of procs on host (sameHost) is stopped and untraced, as the
-// stop-on-exec hold leaves it. PRRTE reports the job ready for debug once its ranks are
-// launched, not once they are stopped: on a loaded machine a rank may still be running then
-// (through its exec, or between the launcher's detach and the stop it leaves pending), and a
-// job reported held must be held. A rank that has ended is left to the caller, which names
-// it; one not stopped within execStopTimeout fails the launch. If no rank is on host by its
-// name while one runs here all the same (its pid runs its executable), the host names do not
-// match and the launch fails rather than check none.
-func waitStoppedAtExec(procs []Proc, host string) error {
-	matched := false
-	for _, p := range procs {
-		matched = matched || (sameHost(p.Host, host) && p.Pid > 0)
+// waitStoppedAtExec waits until every rank of the proc table on this host is stopped and
+// untraced, as the stop-on-exec hold leaves it. PRRTE reports the job ready for debug once its
+// ranks are launched, not once they are stopped: on a loaded machine a rank may still be
+// running then (through its exec, or between the launcher's detach and the stop it leaves
+// pending), and a job reported held must be held. A rank that has ended is left to the
+// caller, which names it; one not stopped within execStopTimeout fails the launch. If no rank
+// is on this host by its name while one runs here all the same (its pid runs its executable),
+// the host names do not match and the launch fails rather than check none.
+//
+// The wait serves what the tool's loop would meanwhile: a request is refused as during the
+// rest of the launch, and the front end's going away (the end of reqs), the job's end, the
+// lost connection to the launcher and the launcher's exit end it at once with an error.
+func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
+	host, _ := os.Hostname()
+	if err := checkHostNames(s.procs, host); err != nil {
+		return err
 	}
-	if !matched {
-		for _, p := range procs {
-			if p.Pid <= 0 || p.Executable == "" {
-				continue
-			}
-			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid)); err == nil && exe == p.Executable {
-				return fmt.Errorf("pmix: launch: rank %d (pid %d) runs on this host, named %q, but the launcher names its host %q: cannot check the stop-on-exec hold",
-					p.Rank, p.Pid, host, p.Host)
-			}
-		}
-	}
-	deadline := time.Now().Add(execStopTimeout)
+	deadline, note := time.After(execStopTimeout), time.After(execStopNote)
+	tick := time.NewTicker(execStopPoll)
+	defer tick.Stop()
 	for {
-		var running []string
-		for _, p := range procs {
-			if !sameHost(p.Host, host) || p.Pid <= 0 {
-				continue
-			}
-			if st, tracer, ok := stopState(p.Pid); ok && st != "Z" && st != "X" && (st != "T" || tracer != "0") {
-				running = append(running, fmt.Sprintf("rank %d pid %d (state %s, tracer %s)", p.Rank, p.Pid, st, tracer))
-			}
-		}
+		running := notStoppedAtExec(s.procs, host)
 		if len(running) == 0 {
 			return nil
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-note:
+			fmt.Fprintf(os.Stderr, "pmix: launch: %s reported held at exec; waiting for ranks to stop: %s\n",
+				s.appNs, strings.Join(running, ", "))
+		case <-deadline:
 			return fmt.Errorf("pmix: launch: ranks not stopped at exec %v after the launcher reported them held: %s",
 				execStopTimeout, strings.Join(running, ", "))
+		case ev := <-pmixEvents:
+			s.handle(ev)
+			if s.ended {
+				return fmt.Errorf("pmix: launch: job %s ended before its ranks stopped at exec", s.appNs)
+			}
+			if s.lost {
+				return fmt.Errorf("pmix: launch: lost the connection to the launcher (pid %d) before the ranks of %s stopped at exec",
+					s.launcherPid, s.appNs)
+			}
+		case how := <-s.launcherExit:
+			s.launcherExit <- how
+			return fmt.Errorf("pmix: launch: the launcher (pid %d) %s before the ranks of %s stopped at exec", s.launcherPid, how, s.appNs)
+		case next, ok := <-reqs:
+			if err := s.duringLaunch(next, ok); err != nil {
+				return err
+			}
 		}
-		time.Sleep(execStopPoll)
 	}
+}
+
+// checkHostNames fails when no rank of procs is on host by its name while one runs here all
+// the same (its pid runs its executable): the launcher names this host otherwise, and the
+// ranks of this host cannot be told.
+func checkHostNames(procs []Proc, host string) error {
+	for _, p := range procs {
+		if sameHost(p.Host, host) && p.Pid > 0 {
+			return nil
+		}
+	}
+	for _, p := range procs {
+		if p.Pid <= 0 || p.Executable == "" {
+			continue
+		}
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid)); err == nil && exe == p.Executable {
+			return fmt.Errorf("pmix: launch: rank %d (pid %d) runs on this host, named %q, but the launcher names its host %q: cannot check the stop-on-exec hold",
+				p.Rank, p.Pid, host, p.Host)
+		}
+	}
+	return nil
+}
+
+// notStoppedAtExec names the ranks of procs on host that live and are not stopped untraced.
+func notStoppedAtExec(procs []Proc, host string) []string {
+	var running []string
+	for _, p := range procs {
+		if !sameHost(p.Host, host) || p.Pid <= 0 {
+			continue
+		}
+		if st, tracer, ok := stopState(p.Pid); ok && st != "Z" && st != "X" && (st != "T" || tracer != "0") {
+			running = append(running, fmt.Sprintf("rank %d pid %d (state %s, tracer %s)", p.Rank, p.Pid, st, tracer))
+		}
+	}
+	return running
 }
 
 // sameHost reports whether host names a and b name the same host, comparing their short

@@ -410,8 +410,9 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 	return C.GoString(out), nil
 }
 
-// readyEvent reads the proc table of the application and reports it in the reply to request seq.
-func (s *server) readyEvent(seq uint64) error {
+// readyEvent reads the proc table of the application and reports it in the reply to request
+// seq; reqs are the requests that come meanwhile (nil: none are read).
+func (s *server) readyEvent(seq uint64, reqs <-chan Request) error {
 	procs, err := s.procTableBounded(s.appNs)
 	if err != nil {
 		return err
@@ -422,8 +423,7 @@ func (s *server) readyEvent(seq uint64) error {
 		hold = HoldNone
 	}
 	if hold == HoldExec {
-		host, _ := os.Hostname()
-		if err := waitStoppedAtExec(procs, host); err != nil {
+		if err := s.waitStoppedAtExec(reqs); err != nil {
 			return err
 		}
 	}
@@ -571,7 +571,7 @@ func (s *server) attach(r Request) error {
 		s.appNs = apps[0]
 	}
 	s.hold = ""
-	return s.readyEvent(r.Seq)
+	return s.readyEvent(r.Seq, nil)
 }
 
 func (s *server) namespaces() ([]string, error) {

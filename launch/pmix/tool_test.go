@@ -649,3 +649,93 @@ func TestLauncherDies(t *testing.T) {
 		waitGone(t, p.Pid)
 	}
 }
+
+// TestLaunchEndedWhileStopping: a launch whose front end gives up while the tool waits for the
+// ranks of a stop-on-exec hold to stop (PRRTE reports such a job ready before every rank has
+// stopped) ends at once: the launch returns the cancellation, the tool exits on the end of its
+// input instead of being killed, and neither the launcher nor any rank is left, stopped or
+// running. Here the test keeps the ranks from staying stopped (SIGCONT), so that the wait
+// lasts until the front end goes: by cancelling the launch and closing the tool, or by the
+// end of the tool's input alone (the front end died).
+func TestLaunchEndedWhileStopping(t *testing.T) {
+	ranks, _ := buildPrograms(t)
+	for _, how := range []string{"cancel", "end of input"} {
+		t.Run(how, func(t *testing.T) {
+			// A copy of its own, to find this run's ranks by their executable.
+			exe := filepath.Join(t.TempDir(), "ranks")
+			if b, err := os.ReadFile(ranks); err != nil {
+				t.Fatal(err)
+			} else if err := os.WriteFile(exe, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			tool, _, stderr := startTool(t, "serve")
+			defer func() {
+				if t.Failed() {
+					b, _ := os.ReadFile(stderr)
+					t.Logf("tool stderr:\n%s", b)
+				}
+			}()
+			stopCont := make(chan struct{})
+			contDone := make(chan struct{})
+			go func() {
+				defer close(contDone)
+				for {
+					for _, pid := range processesOf(exe) {
+						syscall.Kill(pid, syscall.SIGCONT)
+					}
+					select {
+					case <-stopCont:
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}()
+			defer func() {
+				select {
+				case <-stopCont:
+				default:
+					close(stopCont)
+				}
+				<-contDone
+			}()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			launched := make(chan error, 1)
+			go func() {
+				_, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: exe,
+					ProgramArgs: []string{"0", "300"}, Hold: HoldExec})
+				launched <- err
+			}()
+			// The tool says when it has waited a while for the ranks to stop.
+			waitFor(t, stderr, 1, "waiting for ranks to stop")
+			pid := tool.LauncherPid()
+			gave := time.Now()
+			switch how {
+			case "cancel":
+				cancel()
+				if err := <-launched; err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
+					t.Fatalf("Launch = %v, want the cancellation", err)
+				}
+				close(stopCont)
+				if err := tool.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			case "end of input":
+				tool.reqs.Close()
+				if err := <-launched; err == nil || !strings.Contains(err.Error(), "the front end went away") {
+					t.Fatalf("Launch = %v, want the front end's going away", err)
+				}
+				close(stopCont)
+				<-tool.exited
+			}
+			t.Logf("the tool exited %v after the front end gave up", time.Since(gave))
+			<-contDone
+			if pid <= 0 || alive(pid) {
+				t.Errorf("launcher pid %d still runs after the tool exited", pid)
+			}
+			if left := processesOf(exe); len(left) > 0 {
+				t.Errorf("ranks %v still run after the tool exited", left)
+			}
+		})
+	}
+}
