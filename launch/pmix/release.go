@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -67,11 +65,11 @@ func (s *server) continueRanks() error {
 }
 
 // releaseAgainAfter are the waits before each repeat of the release of a job held in
-// PMIx_Init: about half a minute in all. The launcher reports such a job ready
-// for debug (PRRTE 3.0: once every rank is launched) before every rank has reached its hold:
-// a rank still starting then (a rank of a loaded node, or of a node the launcher reaches
-// through its daemons) registers for the release after it went, and would wait in PMIx_Init
-// for ever (TestPMIxLateRank). A rank past its hold no longer listens for the release, so a
+// PMIx_Init: about half a minute in all. The tool reports such a job ready once the launcher
+// gives every rank connected to its server (waitInInit), but a rank registers for the release
+// a moment after it connects, and the launcher may not report the ranks of other hosts
+// connected at all: a rank that registers after the release went would wait in PMIx_Init for
+// ever (TestPMIxLateRank). A rank past its hold no longer listens for the release, so a
 // repeat changes nothing for it; a rank that came late is released by the next one.
 var releaseAgainAfter = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
 	time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
@@ -91,137 +89,4 @@ func (s *server) releaseAgain() {
 	if s.agains++; s.agains < len(releaseAgainAfter) {
 		s.again = time.After(releaseAgainAfter[s.agains])
 	}
-}
-
-// execStopTimeout bounds the wait for the ranks of a stop-on-exec hold to reach their stop
-// (waitStoppedAtExec); execStopPoll is how often their state is read; after execStopNote the
-// tool says on its standard error which ranks it waits for.
-const (
-	execStopTimeout = 30 * time.Second
-	execStopPoll    = 25 * time.Millisecond
-	execStopNote    = time.Second
-)
-
-// waitStoppedAtExec waits until every rank of the proc table on this host is stopped and
-// untraced, as the stop-on-exec hold leaves it. PRRTE reports the job ready for debug once its
-// ranks are launched, not once they are stopped: on a loaded machine a rank may still be
-// running then (through its exec, or between the launcher's detach and the stop it leaves
-// pending), and a job reported held must be held. A rank that has ended is left to the
-// caller, which names it; one not stopped within execStopTimeout fails the launch. If no rank
-// is on this host by its name while one runs here all the same (its pid runs its executable),
-// the host names do not match and the launch fails rather than check none.
-//
-// The wait serves what the tool's loop would meanwhile: a request is refused as during the
-// rest of the launch, and the front end's going away (the end of reqs), the job's end, the
-// lost connection to the launcher and the launcher's exit end it at once with an error.
-func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
-	host, _ := os.Hostname()
-	if err := checkHostNames(s.procs, host); err != nil {
-		return err
-	}
-	deadline, note := time.After(execStopTimeout), time.After(execStopNote)
-	tick := time.NewTicker(execStopPoll)
-	defer tick.Stop()
-	for {
-		running := notStoppedAtExec(s.procs, host)
-		if len(running) == 0 {
-			return nil
-		}
-		select {
-		case <-tick.C:
-		case <-note:
-			fmt.Fprintf(os.Stderr, "pmix: launch: %s reported held at exec; waiting for ranks to stop: %s\n",
-				s.appNs, strings.Join(running, ", "))
-		case <-deadline:
-			return fmt.Errorf("pmix: launch: ranks not stopped at exec %v after the launcher reported them held: %s",
-				execStopTimeout, strings.Join(running, ", "))
-		case ev := <-pmixEvents:
-			s.handle(ev)
-			if s.ended {
-				return fmt.Errorf("pmix: launch: job %s ended before its ranks stopped at exec", s.appNs)
-			}
-			if s.lost {
-				return fmt.Errorf("pmix: launch: lost the connection to the launcher (pid %d) before the ranks of %s stopped at exec",
-					s.launcherPid, s.appNs)
-			}
-		case how := <-s.launcherExit:
-			s.launcherExit <- how
-			return fmt.Errorf("pmix: launch: the launcher (pid %d) %s before the ranks of %s stopped at exec", s.launcherPid, how, s.appNs)
-		case next, ok := <-reqs:
-			if err := s.duringLaunch(next, ok); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// checkHostNames fails when no rank of procs is on host by its name while one runs here all
-// the same (its pid runs its executable): the launcher names this host otherwise, and the
-// ranks of this host cannot be told.
-func checkHostNames(procs []Proc, host string) error {
-	for _, p := range procs {
-		if sameHost(p.Host, host) && p.Pid > 0 {
-			return nil
-		}
-	}
-	for _, p := range procs {
-		if p.Pid <= 0 || p.Executable == "" {
-			continue
-		}
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid)); err == nil && exe == p.Executable {
-			return fmt.Errorf("pmix: launch: rank %d (pid %d) runs on this host, named %q, but the launcher names its host %q: cannot check the stop-on-exec hold",
-				p.Rank, p.Pid, host, p.Host)
-		}
-	}
-	return nil
-}
-
-// notStoppedAtExec names the ranks of procs on host that live and are not stopped untraced.
-func notStoppedAtExec(procs []Proc, host string) []string {
-	var running []string
-	for _, p := range procs {
-		if !sameHost(p.Host, host) || p.Pid <= 0 {
-			continue
-		}
-		if st, tracer, ok := stopState(p.Pid); ok && st != "Z" && st != "X" && (st != "T" || tracer != "0") {
-			running = append(running, fmt.Sprintf("rank %d pid %d (state %s, tracer %s)", p.Rank, p.Pid, st, tracer))
-		}
-	}
-	return running
-}
-
-// sameHost reports whether host names a and b name the same host, comparing their short
-// names (before the first dot): the launcher may report a host fully qualified.
-func sameHost(a, b string) bool {
-	short := func(h string) string {
-		if i := strings.IndexByte(h, '.'); i >= 0 {
-			return h[:i]
-		}
-		return h
-	}
-	return short(a) == short(b)
-}
-
-var tracerPidLine = regexp.MustCompile(`(?m)^TracerPid:\s*(\d+)`)
-
-// stopState returns the state letter of pid (/proc/PID/stat) and its tracer's pid
-// (/proc/PID/status, "0" when untraced); ok false when the process is gone.
-func stopState(pid int) (state, tracer string, ok bool) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", "", false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 || i+2 >= len(stat) {
-		return "", "", false
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return "", "", false
-	}
-	m := tracerPidLine.FindSubmatch(status)
-	if m == nil {
-		return "", "", false
-	}
-	return string(stat[i+2]), string(m[1]), true
 }

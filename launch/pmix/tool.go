@@ -422,12 +422,17 @@ func (s *server) readyEvent(seq uint64, reqs <-chan Request) error {
 	if hold == "" {
 		hold = HoldNone
 	}
-	if hold == HoldExec {
+	switch hold {
+	case HoldExec:
 		if err := s.waitStoppedAtExec(reqs); err != nil {
 			return err
 		}
+	case HoldInit:
+		if err := s.waitInInit(reqs); err != nil {
+			return err
+		}
 	}
-	s.emit(Event{Ev: EvReady, Seq: seq, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: procs,
+	s.emit(Event{Ev: EvReady, Seq: seq, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: s.procs,
 		Version: C.GoString(C.hp_version())})
 	return nil
 }
@@ -508,7 +513,7 @@ func (s *server) procTable(nspace string) ([]Proc, error) {
 func goProcs(cp *C.hp_proc, n C.size_t, local func(host string) bool) []Proc {
 	procs := make([]Proc, 0, int(n))
 	for _, p := range unsafe.Slice(cp, int(n)) {
-		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe)}
+		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe), state: int(p.state)}
 		if local(pr.Host) && pr.Pid > 0 {
 			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pr.Pid)); err == nil {
 				pr.Executable = exe
