@@ -10,6 +10,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,7 +109,7 @@ func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
 // server (PMIX_PROC_STATE_CONNECTED in the proc table, which it reads again each time): a rank
 // of a job held in PMIx_Init connects in PMIx_Init and then waits there for the release. A
 // rank that has ended is left to the caller, which names it; the proc table read last is the
-// job's.
+// job's. A launcher whose table gives no rank a state (PMIX_PROC_STATE_UNDEF) is not waited for.
 func (s *server) waitInInit(reqs <-chan Request) error {
 	host, _ := os.Hostname()
 	return s.waitAtHold(reqs, "in PMIx_Init", func() (here, there []string, err error) {
@@ -117,6 +118,12 @@ func (s *server) waitInInit(reqs <-chan Request) error {
 			return nil, nil, err
 		}
 		s.procs = procs
+		if !slices.ContainsFunc(procs, func(p Proc) bool { return p.state != int(C.PMIX_PROC_STATE_UNDEF) }) {
+			// A launcher that reports no process state cannot say which rank is there: the
+			// release's repeats are all there is.
+			fmt.Fprintf(os.Stderr, "pmix: launch: the launcher reports no process states for %s: not waiting for its ranks to reach PMIx_Init\n", s.appNs)
+			return nil, nil, nil
+		}
 		for _, p := range procs {
 			if p.state >= int(C.PMIX_PROC_STATE_CONNECTED) {
 				continue
