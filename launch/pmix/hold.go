@@ -113,7 +113,7 @@ func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
 func (s *server) waitInInit(reqs <-chan Request) error {
 	host, _ := os.Hostname()
 	return s.waitAtHold(reqs, "in PMIx_Init", func() (here, there []string, err error) {
-		procs, err := s.procTableBounded(s.appNs)
+		procs, err := s.procTableBounded(s.appNs, reqs)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -416,7 +416,7 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		select {
 		case ev := <-pmixEvents:
 			s.handle(ev)
-			if err := s.readLaunchedTable(r); err != nil {
+			if err := s.readLaunchedTable(r, reqs); err != nil {
 				return s.notReady(err)
 			}
 		case <-tick.C:
