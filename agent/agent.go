@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -275,8 +276,8 @@ func (a *Agent) AttachRanks(pids map[uint32]int) error {
 	}
 	for _, r := range ranks {
 		pid := pids[r]
-		if !processExists(pid) {
-			return fmt.Errorf("agent: attach rank %d: pid %d: no such process", r, pid)
+		if why := processGone(pid); why != "" {
+			return fmt.Errorf("agent: attach rank %d: pid %d: %s", r, pid, why)
 		}
 		if err := a.addProc(newProc(a, r, pid, nil, false)); err != nil {
 			return err
@@ -300,8 +301,8 @@ func (a *Agent) AttachLiveRanks(pids map[uint32]int) error {
 	live := map[uint32]int{}
 	var gone []GoneRank
 	for r, pid := range pids {
-		if !processExists(pid) {
-			gone = append(gone, GoneRank{Rank: int(r), Pid: pid, Error: "no such process"})
+		if why := processGone(pid); why != "" {
+			gone = append(gone, GoneRank{Rank: int(r), Pid: pid, Error: why})
 			continue
 		}
 		live[r] = pid
@@ -316,10 +317,18 @@ func (a *Agent) AttachLiveRanks(pids map[uint32]int) error {
 	return a.AttachRanks(live)
 }
 
-// processExists reports whether pid names a process of this host.
-func processExists(pid int) bool {
-	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
-	return pid > 0 && err == nil
+// processGone says why pid is no process to attach: "" when it runs on this host, "no such
+// process", or "ended" for a zombie its parent has not reaped yet (a launcher's node daemon
+// that is ending the job, or stalled, can leave a dead rank so).
+func processGone(pid int) string {
+	st, err := procimage.ReadStatus(pid)
+	switch {
+	case pid <= 0 || err != nil:
+		return "no such process"
+	case st.State == 'Z' || st.State == 'X':
+		return "ended (a zombie its parent has not reaped)"
+	}
+	return ""
 }
 
 // Gone lists the ranks AttachLiveRanks found gone.

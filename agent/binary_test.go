@@ -17,6 +17,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 var (
@@ -235,8 +236,8 @@ func TestBinaryConnect(t *testing.T) {
 	}
 }
 
-// --connect with --attach: a rank whose process has ended before the agent starts is named in
-// the registration's gone list, and the node's other ranks are still served; with --listen the
+// --connect with --attach: a rank whose process has ended before the agent starts, reaped or
+// not, is named in the registration's gone list, and the node's other ranks are still served; with --listen the
 // agent refuses such a list outright.
 func TestBinaryConnectGoneRank(t *testing.T) {
 	needPrograms(t)
@@ -251,7 +252,20 @@ func TestBinaryConnectGoneRank(t *testing.T) {
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	list := "0=" + strconv.Itoa(live.Process.Pid) + ",1=" + strconv.Itoa(dead.Process.Pid)
+	// A rank that has died but is not reaped yet (its parent, here the test, has not waited
+	// for it) has ended too.
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Wait()
+	for {
+		if st, err := procimage.ReadStatus(zombie.Process.Pid); err != nil || st.State == 'Z' {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	list := "0=" + strconv.Itoa(live.Process.Pid) + ",1=" + strconv.Itoa(dead.Process.Pid) + ",2=" + strconv.Itoa(zombie.Process.Pid)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -262,8 +276,9 @@ func TestBinaryConnectGoneRank(t *testing.T) {
 	if len(p.Ranks) != 1 || p.Ranks[0].Rank != 0 || p.Ranks[0].Pid != live.Process.Pid {
 		t.Errorf("ranks served %+v, want rank 0 (pid %d) alone", p.Ranks, live.Process.Pid)
 	}
-	if len(p.Gone) != 1 || p.Gone[0].Rank != 1 || p.Gone[0].Pid != dead.Process.Pid || p.Gone[0].Error == "" {
-		t.Errorf("gone %+v, want rank 1 (pid %d)", p.Gone, dead.Process.Pid)
+	if len(p.Gone) != 2 || p.Gone[0].Rank != 1 || p.Gone[0].Pid != dead.Process.Pid || p.Gone[0].Error == "" ||
+		p.Gone[1].Rank != 2 || p.Gone[1].Pid != zombie.Process.Pid || !strings.Contains(p.Gone[1].Error, "ended") {
+		t.Errorf("gone %+v, want rank 1 (pid %d) and rank 2 (pid %d) ended", p.Gone, dead.Process.Pid, zombie.Process.Pid)
 	}
 	mgmtShutdown(t, p.Address, false)
 	if err := ap.cmd.Wait(); err != nil {

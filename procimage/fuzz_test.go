@@ -198,3 +198,20 @@ func FuzzDecodeLinkEntry(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseStatus: /proc/TID/status decoding never panics, and what it accepts has the fields.
+func FuzzParseStatus(f *testing.F) {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		f.Add(b)
+	}
+	if b, err := os.ReadFile("/proc/1/status"); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("State:\tt (tracing stop)\nTgid:\t42\nTracerPid:\t7\nSigBlk:\t0000000000000000\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := procimage.ParseStatus(b)
+		if err == nil && st.State == 0 {
+			t.Fatalf("accepted %q without a state", b)
+		}
+	})
+}

@@ -1,12 +1,13 @@
 // Package procimage reads what the kernel and the dynamic linker leave in a process image for
 // debuggers: the auxiliary vector, the program headers it points to, the dynamic section's
-// DT_DEBUG entry, the dynamic linker's r_debug and its link map, and C strings. Everything is
+// DT_DEBUG entry, the dynamic linker's r_debug and its link map, and C strings; and, from
+// /proc/TID/status, the kernel's account of a thread (Status). Everything in the image is
 // read through a small memory interface and decoded in the process's pointer size (4 or 8
 // bytes) and byte order, so one reader serves a 64-bit little-endian rank read over CDTI, a
 // big-endian Power process under QEMU and a launcher read through its agent.
 //
-// The package imports only the standard library: the adapter, package symbols' users and
-// launch/mpir share it.
+// The package imports only the standard library: the adapter, package symbols' users,
+// launch/mpir, the ptrace back end and the PMIx tool share it.
 package procimage
 
 import (

@@ -46,14 +46,14 @@ func (s *server) inflightCall() func() {
 // pid, and its pid lets the tool see it end (endedRanks). A launcher that answers with an
 // error is ending the job (its end follows); one that does not answer at all has stalled,
 // and the launch fails with that error.
-func (s *server) readLaunchedTable(r Request) error {
+func (s *server) readLaunchedTable(r Request, reqs <-chan Request) error {
 	if r.Hold == "" || s.procs != nil || s.ended || s.lost {
 		return nil
 	}
 	for ns := range s.launchSeen {
 		if ns != s.launcherNs && (s.appNs == "" || ns == s.appNs) {
 			s.procs = []Proc{} // read once
-			procs, err := s.procTableBounded(ns)
+			procs, err := s.procTableBounded(ns, reqs)
 			if err == nil {
 				s.procs = procs
 			} else if s.stuck {
@@ -80,8 +80,10 @@ func (s *server) endedRanks() []Proc {
 
 // procTableBounded reads the proc table of nspace from the launcher, waiting at most
 // queryTimeout, and less when a rank of this host ends meanwhile (the job is then ending and
-// the launcher may never answer): the error is then a *JobEndedError naming it.
-func (s *server) procTableBounded(nspace string) ([]Proc, error) {
+// the launcher may never answer): the error is then a *JobEndedError naming it. Requests that
+// come meanwhile on reqs (nil: none are read) are refused as during the rest of the launch,
+// and the front end's going away ends the wait at once (the query is left to itself).
+func (s *server) procTableBounded(nspace string, reqs <-chan Request) ([]Proc, error) {
 	type result struct {
 		procs []Proc
 		err   error
@@ -109,6 +111,11 @@ func (s *server) procTableBounded(nspace string) ([]Proc, error) {
 			s.stuck = true
 			return nil, fmt.Errorf("pmix: PMIx_Query_info PMIX_QUERY_PROC_TABLE %s: no answer from the launcher (pid %d) within %v",
 				nspace, s.launcherPid, queryTimeout)
+		case next, ok := <-reqs:
+			if err := s.duringLaunch(next, ok); err != nil {
+				s.stuck = true
+				return nil, err
+			}
 		}
 	}
 }
@@ -129,7 +136,7 @@ func (s *server) goneError(gone []Proc, why string) error {
 // reports that end within endWait (or before its own exit is seen), or when the tool sees a
 // rank of its host ended; else err.
 func (s *server) notReady(err error) error {
-	if _, ok := err.(*JobEndedError); ok {
+	if _, ok := err.(*JobEndedError); ok || err == errFrontEndGone {
 		return err
 	}
 	limit := time.After(endWait)

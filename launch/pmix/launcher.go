@@ -131,7 +131,7 @@ func (s *server) startJob(r Request, reqs <-chan Request) error {
 	if err := s.pullOutput(s.appNs); err != nil {
 		return s.notReady(err)
 	}
-	if err := s.readyEvent(r.Seq); err != nil {
+	if err := s.readyEvent(r.Seq, reqs); err != nil {
 		return s.notReady(err)
 	}
 	return nil
@@ -183,11 +183,15 @@ func waitCallBack(cns *C.char, stop <-chan struct{}) C.int {
 // ended), and says whether the launch must be given up.
 func (s *server) duringLaunch(next Request, ok bool) error {
 	if !ok {
-		return errors.New("pmix: launch: the front end went away")
+		return errFrontEndGone
 	}
 	s.fail(next.Seq, fmt.Errorf("pmix: %s: a launch is in progress", next.Op))
 	return nil
 }
+
+// errFrontEndGone ends a launch whose front end went away (the end of its requests): nothing
+// more is waited for, and what the launch started is ended.
+var errFrontEndGone = errors.New("pmix: launch: the front end went away")
 
 // launcherGrace is how long a launcher given up has to end its job after SIGTERM before it
 // and the processes it started are killed.
@@ -412,7 +416,7 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 		select {
 		case ev := <-pmixEvents:
 			s.handle(ev)
-			if err := s.readLaunchedTable(r); err != nil {
+			if err := s.readLaunchedTable(r, reqs); err != nil {
 				return s.notReady(err)
 			}
 		case <-tick.C:

@@ -276,6 +276,7 @@ static int proctable(const char *key, const char *nspace, hp_proc **procs, size_
 			(*procs)[j].pid = pi[j].pid;
 			(*procs)[j].host = strdup(pi[j].hostname ? pi[j].hostname : "");
 			(*procs)[j].exe = strdup(pi[j].executable_name ? pi[j].executable_name : "");
+			(*procs)[j].state = pi[j].state;
 		}
 		rc = PMIX_SUCCESS;
 		break;

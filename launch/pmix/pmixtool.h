@@ -11,6 +11,7 @@ typedef struct {
 	int pid;
 	char *host;
 	char *exe;
+	int state; /* pmix_proc_state_t */
 } hp_proc;
 
 int hp_tool_init(int attach_pid, char *nspace, size_t nslen, uint32_t *rank);

@@ -88,6 +88,7 @@ type Proc struct {
 	Host       string `json:"host"`
 	Pid        int    `json:"pid"`
 	Executable string `json:"executable"` // absolute: from the table, or /proc/PID/exe on the tool's host
+	state      int    // the launcher's state of the process (pmix_proc_state_t), in the tool
 }
 
 // JobEndedError is the error of a launch whose job ended before it was ready: Gone are the

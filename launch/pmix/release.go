@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
-	"strings"
 	"syscall"
 	"time"
 	"unsafe"
@@ -67,11 +65,11 @@ func (s *server) continueRanks() error {
 }
 
 // releaseAgainAfter are the waits before each repeat of the release of a job held in
-// PMIx_Init: about half a minute in all. The launcher reports such a job ready
-// for debug (PRRTE 3.0: once every rank is launched) before every rank has reached its hold:
-// a rank still starting then (a rank of a loaded node, or of a node the launcher reaches
-// through its daemons) registers for the release after it went, and would wait in PMIx_Init
-// for ever (TestPMIxLateRank). A rank past its hold no longer listens for the release, so a
+// PMIx_Init: about half a minute in all. The tool reports such a job ready once the launcher
+// gives every rank connected to its server (waitInInit), but a rank registers for the release
+// a moment after it connects, and the launcher may not report the ranks of other hosts
+// connected at all: a rank that registers after the release went would wait in PMIx_Init for
+// ever (TestPMIxLateRank). A rank past its hold no longer listens for the release, so a
 // repeat changes nothing for it; a rank that came late is released by the next one.
 var releaseAgainAfter = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
 	time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second}
@@ -91,93 +89,4 @@ func (s *server) releaseAgain() {
 	if s.agains++; s.agains < len(releaseAgainAfter) {
 		s.again = time.After(releaseAgainAfter[s.agains])
 	}
-}
-
-// execStopTimeout bounds the wait for the ranks of a stop-on-exec hold to reach their stop
-// (waitStoppedAtExec); execStopPoll is how often their state is read.
-const (
-	execStopTimeout = 30 * time.Second
-	execStopPoll    = 25 * time.Millisecond
-)
-
-// waitStoppedAtExec waits until every rank of procs on host (sameHost) is stopped and untraced, as the
-// stop-on-exec hold leaves it. PRRTE reports the job ready for debug once its ranks are
-// launched, not once they are stopped: on a loaded machine a rank may still be running then
-// (through its exec, or between the launcher's detach and the stop it leaves pending), and a
-// job reported held must be held. A rank that has ended is left to the caller, which names
-// it; one not stopped within execStopTimeout fails the launch. If no rank is on host by its
-// name while one runs here all the same (its pid runs its executable), the host names do not
-// match and the launch fails rather than check none.
-func waitStoppedAtExec(procs []Proc, host string) error {
-	matched := false
-	for _, p := range procs {
-		matched = matched || (sameHost(p.Host, host) && p.Pid > 0)
-	}
-	if !matched {
-		for _, p := range procs {
-			if p.Pid <= 0 || p.Executable == "" {
-				continue
-			}
-			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid)); err == nil && exe == p.Executable {
-				return fmt.Errorf("pmix: launch: rank %d (pid %d) runs on this host, named %q, but the launcher names its host %q: cannot check the stop-on-exec hold",
-					p.Rank, p.Pid, host, p.Host)
-			}
-		}
-	}
-	deadline := time.Now().Add(execStopTimeout)
-	for {
-		var running []string
-		for _, p := range procs {
-			if !sameHost(p.Host, host) || p.Pid <= 0 {
-				continue
-			}
-			if st, tracer, ok := stopState(p.Pid); ok && st != "Z" && st != "X" && (st != "T" || tracer != "0") {
-				running = append(running, fmt.Sprintf("rank %d pid %d (state %s, tracer %s)", p.Rank, p.Pid, st, tracer))
-			}
-		}
-		if len(running) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("pmix: launch: ranks not stopped at exec %v after the launcher reported them held: %s",
-				execStopTimeout, strings.Join(running, ", "))
-		}
-		time.Sleep(execStopPoll)
-	}
-}
-
-// sameHost reports whether host names a and b name the same host, comparing their short
-// names (before the first dot): the launcher may report a host fully qualified.
-func sameHost(a, b string) bool {
-	short := func(h string) string {
-		if i := strings.IndexByte(h, '.'); i >= 0 {
-			return h[:i]
-		}
-		return h
-	}
-	return short(a) == short(b)
-}
-
-var tracerPidLine = regexp.MustCompile(`(?m)^TracerPid:\s*(\d+)`)
-
-// stopState returns the state letter of pid (/proc/PID/stat) and its tracer's pid
-// (/proc/PID/status, "0" when untraced); ok false when the process is gone.
-func stopState(pid int) (state, tracer string, ok bool) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", "", false
-	}
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 || i+2 >= len(stat) {
-		return "", "", false
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return "", "", false
-	}
-	m := tracerPidLine.FindSubmatch(status)
-	if m == nil {
-		return "", "", false
-	}
-	return string(stat[i+2]), string(m[1]), true
 }

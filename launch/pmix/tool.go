@@ -410,9 +410,10 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 	return C.GoString(out), nil
 }
 
-// readyEvent reads the proc table of the application and reports it in the reply to request seq.
-func (s *server) readyEvent(seq uint64) error {
-	procs, err := s.procTableBounded(s.appNs)
+// readyEvent reads the proc table of the application and reports it in the reply to request
+// seq; reqs are the requests that come meanwhile (nil: none are read).
+func (s *server) readyEvent(seq uint64, reqs <-chan Request) error {
+	procs, err := s.procTableBounded(s.appNs, reqs)
 	if err != nil {
 		return err
 	}
@@ -421,13 +422,17 @@ func (s *server) readyEvent(seq uint64) error {
 	if hold == "" {
 		hold = HoldNone
 	}
-	if hold == HoldExec {
-		host, _ := os.Hostname()
-		if err := waitStoppedAtExec(procs, host); err != nil {
+	switch hold {
+	case HoldExec:
+		if err := s.waitStoppedAtExec(reqs); err != nil {
+			return err
+		}
+	case HoldInit:
+		if err := s.waitInInit(reqs); err != nil {
 			return err
 		}
 	}
-	s.emit(Event{Ev: EvReady, Seq: seq, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: procs,
+	s.emit(Event{Ev: EvReady, Seq: seq, LauncherPid: s.launcherPid, Nspace: s.appNs, Hold: hold, Procs: s.procs,
 		Version: C.GoString(C.hp_version())})
 	return nil
 }
@@ -508,7 +513,7 @@ func (s *server) procTable(nspace string) ([]Proc, error) {
 func goProcs(cp *C.hp_proc, n C.size_t, local func(host string) bool) []Proc {
 	procs := make([]Proc, 0, int(n))
 	for _, p := range unsafe.Slice(cp, int(n)) {
-		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe)}
+		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe), state: int(p.state)}
 		if local(pr.Host) && pr.Pid > 0 {
 			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pr.Pid)); err == nil {
 				pr.Executable = exe
@@ -571,7 +576,7 @@ func (s *server) attach(r Request) error {
 		s.appNs = apps[0]
 	}
 	s.hold = ""
-	return s.readyEvent(r.Seq)
+	return s.readyEvent(r.Seq, nil)
 }
 
 func (s *server) namespaces() ([]string, error) {

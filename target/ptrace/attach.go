@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 	"golang.org/x/sys/unix"
 )
@@ -92,7 +93,7 @@ func (t *Tracer) attachScan(p *process) int {
 		case err == unix.ESRCH:
 			// exited meanwhile
 		case err == unix.EPERM:
-			st, serr := readStatus(tid)
+			st, serr := procimage.ReadStatus(tid)
 			switch {
 			case serr != nil:
 				// exited meanwhile
@@ -210,7 +211,7 @@ func (t *Tracer) drainTraps(p *process) bool {
 		}
 		th.step = false
 		// A blocked SIGTRAP (sent, not a trap: traps unblock it) would not stop the thread.
-		st, err := readStatus(th.tid)
+		st, err := procimage.ReadStatus(th.tid)
 		trap := uint64(1) << (unix.SIGTRAP - 1)
 		if err != nil || st.SigPnd&trap == 0 || st.SigBlk&trap != 0 {
 			continue

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -117,12 +118,12 @@ func TestTracerDeathLeavesTraceeRunning(t *testing.T) {
 	tracee := startTracee(t)
 	pid := tracee.Process.Pid
 	helper := startHelper(t, "hold", pid, 0)
-	st, err := readStatus(pid)
+	st, err := procimage.ReadStatus(pid)
 	if err != nil || st.TracerPid == 0 {
 		t.Fatalf("tracee status %+v %v, want traced", st, err)
 	}
 	// TracerPid is the tracer's thread; its thread group is the helper.
-	if tst, err := readStatus(st.TracerPid); err != nil || tst.Tgid != helper.Process.Pid {
+	if tst, err := procimage.ReadStatus(st.TracerPid); err != nil || tst.Tgid != helper.Process.Pid {
 		t.Fatalf("tracer thread %d: %+v %v, want a thread of %d", st.TracerPid, tst, err, helper.Process.Pid)
 	}
 	for _, tid := range procTasks(t, pid) {

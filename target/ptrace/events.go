@@ -5,6 +5,7 @@ package ptrace
 import (
 	"strconv"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 	"golang.org/x/sys/unix"
 )
@@ -32,7 +33,7 @@ func (t *Tracer) unknown(tid int, ws unix.WaitStatus) {
 	if !ws.Stopped() {
 		return
 	}
-	st, err := readStatus(tid)
+	st, err := procimage.ReadStatus(tid)
 	if err != nil {
 		return // gone already; its exit status follows
 	}
@@ -205,7 +206,7 @@ func (t *Tracer) cloned(parent *thread, tid int) {
 		t.announce(th)
 		return
 	}
-	if st, err := readStatus(tid); err == nil && st.Tgid != p.pid {
+	if st, err := procimage.ReadStatus(tid); err == nil && st.Tgid != p.pid {
 		if p.follow {
 			t.forked(parent, tid) // followed: held like a fork child
 		}

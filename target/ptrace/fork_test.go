@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -86,7 +87,7 @@ func TestFollowForks(t *testing.T) {
 		if st := threadState(t, ev.Child); st != 't' {
 			t.Errorf("child %d (pid %d) state %c after Adopt, want t (traced stop)", i, ev.Child, st)
 		}
-		if st, err := readStatus(ev.Child); err != nil || st.TracerPid != tr.tid {
+		if st, err := procimage.ReadStatus(ev.Child); err != nil || st.TracerPid != tr.tid {
 			t.Errorf("child %d traced by %d, want the tracer thread %d (%v)", i, st.TracerPid, tr.tid, err)
 		}
 		if tids, err := cp.Threads(); err != nil || len(tids) != 1 || tids[0] != ev.Child {
@@ -221,7 +222,7 @@ func TestExitKill(t *testing.T) {
 		cmd.Wait()
 		deadline := time.Now().Add(5 * time.Second)
 		alive := func() bool {
-			st, err := readStatus(child)
+			st, err := procimage.ReadStatus(child)
 			return err == nil && st.State != 'Z'
 		}
 		for mode == "kill" && alive() && time.Now().Before(deadline) {

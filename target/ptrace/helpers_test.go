@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -247,7 +248,7 @@ func objdumpInsns(t testing.TB, bin string) (next map[uint64]uint64, prevText ma
 
 func threadState(t testing.TB, tid int) byte {
 	t.Helper()
-	st, err := readStatus(tid)
+	st, err := procimage.ReadStatus(tid)
 	if err != nil {
 		t.Fatalf("status of %d: %v", tid, err)
 	}

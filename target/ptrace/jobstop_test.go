@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -155,7 +156,7 @@ func detachRuns(t *testing.T, runs int, before func(p target.Process, pid int) e
 	for i := range runs {
 		p, err := tr.Attach(pid)
 		if err != nil {
-			if st, serr := readStatus(pid); serr != nil || st.State == 'Z' {
+			if st, serr := procimage.ReadStatus(pid); serr != nil || st.State == 'Z' {
 				cmd.Wait()
 				t.Fatalf("run %d: the process died after the previous detach: %v", i, cmd.ProcessState)
 			}
@@ -169,14 +170,14 @@ func detachRuns(t *testing.T, runs int, before func(p target.Process, pid int) e
 		}
 		for range p.Events() {
 		}
-		if st, err := readStatus(pid); err != nil || st.State == 'Z' || st.State == 'X' {
+		if st, err := procimage.ReadStatus(pid); err != nil || st.State == 'Z' || st.State == 'X' {
 			cmd.Wait()
 			t.Fatalf("run %d: the process died after the detach: %v", i, cmd.ProcessState)
 		}
 	}
 	// The last detach may have left a trap pending just now: give it a moment to strike.
 	time.Sleep(20 * time.Millisecond)
-	if st, err := readStatus(pid); err != nil || st.State == 'Z' {
+	if st, err := procimage.ReadStatus(pid); err != nil || st.State == 'Z' {
 		cmd.Wait()
 		t.Fatalf("the process died after the last detach: %v", cmd.ProcessState)
 	}

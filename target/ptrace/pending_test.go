@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // A signal sent to a process in a job-control stop stays pending until it is continued:
@@ -18,7 +20,7 @@ func TestSignalPending(t *testing.T) {
 	pid := cmd.Process.Pid
 	syscall.Kill(pid, syscall.SIGSTOP)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if st, err := readStatus(pid); err == nil && st.State == 'T' {
+		if st, err := procimage.ReadStatus(pid); err == nil && st.State == 'T' {
 			break
 		}
 		if time.Now().After(deadline) {

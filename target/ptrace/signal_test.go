@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -179,7 +180,7 @@ func waitGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(eventWait)
 	for {
-		st, err := readStatus(pid)
+		st, err := procimage.ReadStatus(pid)
 		if err != nil || st.State == 'Z' || st.State == 'X' {
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 	"golang.org/x/sys/unix"
 )
@@ -148,7 +149,7 @@ func (t *Tracer) holdWith(pid int, options uintptr) (*thread, error) {
 	// program blocks SIGCONT it would run instead of dequeuing it: stop at the first report.
 	for i := 0; i < 4; i++ {
 		if th.kind == stopInterrupt {
-			st, err := readStatus(pid)
+			st, err := procimage.ReadStatus(pid)
 			if err != nil {
 				return nil, err
 			}

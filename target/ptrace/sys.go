@@ -3,9 +3,7 @@
 package ptrace
 
 import (
-	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -13,6 +11,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"golang.org/x/sys/unix"
 )
 
@@ -126,25 +125,6 @@ func isStopSignal(sig int) bool {
 	return false
 }
 
-// procStatus holds the fields of /proc/TID/status the back end needs.
-type procStatus struct {
-	State     byte // R, S, D, T, t, Z, X ...
-	Tgid      int
-	TracerPid int
-	SigBlk    uint64
-	SigPnd    uint64 // signals pending for the thread itself (not the process); 0 if absent
-	ShdPnd    uint64 // signals pending for the process; 0 if absent
-	PPid      int    // parent process id (0 if the line is absent)
-}
-
-func readStatus(tid int) (procStatus, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return procStatus{}, err
-	}
-	return parseStatus(b)
-}
-
 // SignalPending reports whether sig is pending for process pid or one of its threads
 // (/proc/PID/task/*/status, SigPnd and ShdPnd): sent, and not yet delivered or dequeued.
 func SignalPending(pid int, sig syscall.Signal) bool {
@@ -154,69 +134,11 @@ func SignalPending(pid int, sig syscall.Signal) bool {
 	}
 	bit := uint64(1) << (sig - 1)
 	for _, tid := range tids {
-		if st, err := readStatus(tid); err == nil && (st.SigPnd|st.ShdPnd)&bit != 0 {
+		if st, err := procimage.ReadStatus(tid); err == nil && (st.SigPnd|st.ShdPnd)&bit != 0 {
 			return true
 		}
 	}
 	return false
-}
-
-// parseStatus decodes the "Key:\tvalue" lines of /proc/TID/status.
-func parseStatus(b []byte) (procStatus, error) {
-	var st procStatus
-	var seen int
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		k, v, ok := bytes.Cut(line, []byte(":"))
-		if !ok {
-			continue
-		}
-		v = bytes.TrimSpace(v)
-		var err error
-		switch string(k) {
-		case "State":
-			if len(v) == 0 || !(v[0] >= 'A' && v[0] <= 'Z' || v[0] >= 'a' && v[0] <= 'z') {
-				return st, fmt.Errorf("status: State %q is not a state letter", v)
-			}
-			st.State = v[0]
-			seen |= 1
-		case "Tgid":
-			st.Tgid, err = strconv.Atoi(string(v))
-			seen |= 2
-		case "TracerPid":
-			st.TracerPid, err = strconv.Atoi(string(v))
-			seen |= 4
-		case "SigBlk":
-			st.SigBlk, err = strconv.ParseUint(string(v), 16, 64)
-			seen |= 8
-		case "SigPnd", "ShdPnd":
-			// Optional, like PPid.
-			if n, e := strconv.ParseUint(string(v), 16, 64); e == nil {
-				if string(k) == "SigPnd" {
-					st.SigPnd = n
-				} else {
-					st.ShdPnd = n
-				}
-			}
-		case "PPid":
-			// Optional: a malformed value leaves it 0, as an absent line does.
-			if n, e := strconv.Atoi(string(v)); e == nil {
-				st.PPid = n
-			}
-		}
-		if err != nil {
-			return st, fmt.Errorf("status: %s: %w", k, err)
-		}
-	}
-	if seen != 15 {
-		return st, errors.New("status: missing State, Tgid, TracerPid or SigBlk")
-	}
-	return st, nil
 }
 
 // taskList lists /proc/PID/task: the leader first, then the other threads in ascending order.

@@ -5,6 +5,7 @@ package ptrace
 import (
 	"fmt"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 	"golang.org/x/sys/unix"
 )
@@ -401,7 +402,7 @@ func (th *thread) fetching() bool {
 	if th.fetchSig == 0 {
 		return false
 	}
-	st, err := readStatus(th.tid)
+	st, err := procimage.ReadStatus(th.tid)
 	if err == nil && (st.SigPnd|st.ShdPnd)&(1<<(th.fetchSig-1)) != 0 {
 		return true
 	}
@@ -411,7 +412,7 @@ func (th *thread) fetching() bool {
 
 // blocks reports whether thread tid blocks sig (an unreadable status counts as blocking).
 func blocks(tid, sig int) bool {
-	st, err := readStatus(tid)
+	st, err := procimage.ReadStatus(tid)
 	return err != nil || st.SigBlk&(1<<(sig-1)) != 0
 }
 
