@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/google/go-dap"
 	"github.com/hpcdap/hpcdap/debugger"
@@ -28,12 +29,25 @@ func (s *Conn) onThreadsRequest(req *dap.ThreadsRequest) {
 // answerInline answers m on the reading goroutine when it is a threads request that needs
 // nothing read from the ranks (every stopped rank's list is current) and no request is
 // queued or being handled, so answers keep their order; it saves the hand-over to the
-// dispatcher, most of a repeated threads request's cost. false: m is for the dispatcher.
-func (s *Conn) answerInline(m dap.Message) bool {
+// dispatcher, most of a repeated threads request's cost. false: m is for the dispatcher
+// (also once the session ends, and after a panic here, which the dispatcher then meets and
+// answers as an internal error).
+func (s *Conn) answerInline(m dap.Message) (answered bool) {
 	req, ok := m.(*dap.ThreadsRequest)
 	if !ok || s.pending.Load() != 0 {
 		return false
 	}
+	select {
+	case <-s.done:
+		return false
+	default:
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.srv.logf("adapter: threads on the reader: internal error: %v\n%s", p, debug.Stack())
+			answered = false
+		}
+	}()
 	s.mu.Lock()
 	initialized, j := s.initialized, s.job
 	s.mu.Unlock()

@@ -104,14 +104,15 @@ func (m *rankMemory) recordFetches() {
 
 // recorded stops recording and returns, of the ranges fetched since recordFetches, the
 // blocks a read used (adjacent ones merged): a page is fetched for a pointer or two, and
-// the blocks around them need not be read again elsewhere.
+// the blocks around them need not be read again elsewhere. A block the stop's cache already
+// held was read from there, so its used mark is that copy's.
 func (m *rankMemory) recorded() []memSpan {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []memSpan
 	for _, s := range m.rec {
 		for a := s.lo; a < s.hi; a += blockSize {
-			if b, ok := m.scratch[a]; !ok || !b.used {
+			if !m.scratch[a].used && !m.pages[a].used {
 				continue
 			}
 			if n := len(out); n > 0 && out[n-1].hi == a {

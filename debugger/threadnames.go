@@ -102,11 +102,12 @@ func threadName(r *Rank, lwp int, l threadLabel, hw string) string {
 // to a module (planSpan). Another rank of the same files rebases those ranges onto its own
 // load addresses and reads them with its thread list in one Query (listWithPlan), then
 // labels its threads with no round trip per pointer followed. Without address randomization
-// the ranks of a program load their files at the same addresses; with it each rank's files
-// and anonymous mappings (thread stacks and descriptors) move together from one random base,
-// so the ranges keep their distance from the libraries. What a rank holds elsewhere (its
-// data differs) is read as before, so the labels never depend on the plan, only the number
-// of round trips does.
+// the ranks of a program load their files at the same addresses; with it the kernel places
+// a process's libraries and anonymous mmap regions (thread stacks and descriptors) top-down
+// from one random base, so those ranges keep their distance from the libraries (the
+// executable and the heap have bases of their own, and a thread created after a thread's
+// malloc arena may lie elsewhere). What a rank holds elsewhere (its data differs) is read as
+// before, so the labels never depend on the plan, only the number of round trips does.
 type labelPlan struct {
 	once  sync.Once
 	ready chan struct{} // closed when spans are known
