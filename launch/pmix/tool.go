@@ -413,7 +413,7 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 // readyEvent reads the proc table of the application and reports it in the reply to request
 // seq; reqs are the requests that come meanwhile (nil: none are read).
 func (s *server) readyEvent(seq uint64, reqs <-chan Request) error {
-	procs, err := s.procTableBounded(s.appNs, reqs)
+	procs, err := s.procTableBounded(s.appNs, reqs, queryTimeout)
 	if err != nil {
 		return err
 	}
