@@ -45,7 +45,7 @@ func (s *server) inflightCall() func() {
 // before it reports it ready: should a rank end before its hold, the table gives its host and
 // pid, and its pid lets the tool see it end (endedRanks). A launcher that answers with an
 // error is ending the job (its end follows); one that does not answer at all has stalled,
-// and the launch fails with that error.
+// and the launch fails with that error, as it does when the front end goes away meanwhile.
 func (s *server) readLaunchedTable(r Request, reqs <-chan Request) error {
 	if r.Hold == "" || s.procs != nil || s.ended || s.lost {
 		return nil
@@ -56,7 +56,7 @@ func (s *server) readLaunchedTable(r Request, reqs <-chan Request) error {
 			procs, err := s.procTableBounded(ns, reqs, queryTimeout)
 			if err == nil {
 				s.procs = procs
-			} else if s.stuck {
+			} else if s.stuck || err == errFrontEndGone {
 				return err
 			}
 			return nil
@@ -114,7 +114,8 @@ func (s *server) procTableBounded(nspace string, reqs <-chan Request, limit time
 				nspace, s.launcherPid, limit.Round(time.Millisecond))
 		case next, ok := <-reqs:
 			if err := s.duringLaunch(next, ok); err != nil {
-				s.stuck = true
+				// The query is left to itself: the launcher may well answer it.
+				s.left = true
 				return nil, err
 			}
 		}
