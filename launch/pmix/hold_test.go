@@ -173,7 +173,7 @@ func endWhileStopping(t *testing.T, ranks, how string) bool {
 			select {
 			case <-stopCont:
 				return
-			case <-time.After(time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}()
@@ -189,46 +189,86 @@ func endWhileStopping(t *testing.T, ranks, how string) bool {
 		launched <- err
 	}()
 	// The tool says when it has waited a while for the ranks to stop.
-	for b, _ := os.ReadFile(stderr); !strings.Contains(string(b), "waiting for ranks to be stopped at exec"); b, _ = os.ReadFile(stderr) {
+	if returned, err := waitSaid(t, stderr, "waiting for ranks to be stopped at exec", launched); returned {
+		if err != nil {
+			t.Fatalf("Launch: %v", err)
+		}
+		// The held job is not wanted: its ranks would sleep for minutes.
+		stop()
+		if err := tool.Kill(ctx, syscall.SIGKILL); err != nil {
+			t.Fatalf("Kill: %v", err)
+		}
+		if err := tool.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		for _, pid := range processesOf(exe) {
+			waitGone(t, pid)
+		}
+		return false
+	}
+	giveUp(t, tool, how, cancel, launched, stop, exe)
+	return true
+}
+
+// waitBound bounds every wait of the hold tests, so that a regression fails instead of hanging.
+const waitBound = 2 * time.Minute
+
+// waitSaid waits until the tool's standard error, in the file stderr, holds text; if the
+// launch returns first, it returns true and the launch's result.
+func waitSaid(t *testing.T, stderr, text string, launched <-chan error) (bool, error) {
+	t.Helper()
+	deadline := time.After(waitBound)
+	for b, _ := os.ReadFile(stderr); !strings.Contains(string(b), text); b, _ = os.ReadFile(stderr) {
 		select {
 		case err := <-launched:
-			if err != nil {
-				t.Fatalf("Launch: %v", err)
-			}
-			// The held job is not wanted: its ranks would sleep for minutes.
-			stop()
-			if err := tool.Kill(ctx, syscall.SIGKILL); err != nil {
-				t.Fatalf("Kill: %v", err)
-			}
-			if err := tool.Close(); err != nil {
-				t.Fatalf("Close: %v", err)
-			}
-			for _, pid := range processesOf(exe) {
-				waitGone(t, pid)
-			}
-			return false
+			return true, err
+		case <-deadline:
+			t.Fatalf("the tool did not say %q within %v, and the launch did not return", text, waitBound)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	return false, nil
+}
+
+// giveUp ends a launch in progress as its front end gives up (how: "cancel", by cancelling
+// the launch and closing the tool, or "end of input", the front end dying), and checks that
+// the launch returns that, the tool exits by itself, and neither the launcher nor a process
+// running exe is left. stop is called once the launch has returned.
+func giveUp(t *testing.T, tool *Tool, how string, cancel func(), launched <-chan error, stop func(), exe string) {
+	t.Helper()
 	pid := tool.LauncherPid()
 	gave := time.Now()
+	launchErr := func() error {
+		select {
+		case err := <-launched:
+			return err
+		case <-time.After(waitBound):
+			t.Fatalf("the launch did not return within %v of the front end's giving up (%s)", waitBound, how)
+			return nil
+		}
+	}
 	switch how {
 	case "cancel":
 		cancel()
-		if err := <-launched; err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
+		if err := launchErr(); err == nil || !strings.Contains(err.Error(), context.Canceled.Error()) {
 			t.Fatalf("Launch = %v, want the cancellation", err)
 		}
 		stop()
+		// Close fails when it has to kill the tool.
 		if err := tool.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
 	case "end of input":
 		tool.reqs.Close()
-		if err := <-launched; err == nil || !strings.Contains(err.Error(), "the front end went away") {
+		if err := launchErr(); err == nil || !strings.Contains(err.Error(), "the front end went away") {
 			t.Fatalf("Launch = %v, want the front end's going away", err)
 		}
 		stop()
-		<-tool.exited
+		select {
+		case <-tool.exited:
+		case <-time.After(waitBound):
+			t.Fatalf("the tool did not exit within %v of the end of its input", waitBound)
+		}
 	}
 	t.Logf("the tool exited %v after the front end gave up", time.Since(gave))
 	if pid <= 0 || alive(pid) {
@@ -237,7 +277,6 @@ func endWhileStopping(t *testing.T, ranks, how string) bool {
 	if left := processesOf(exe); len(left) > 0 {
 		t.Errorf("ranks %v still run after the tool exited", left)
 	}
-	return true
 }
 
 // TestLaunchHoldInitLateRank: PRRTE reports a job held in PMIx_Init ready for debug once its
