@@ -325,3 +325,39 @@ func TestLaunchHoldInitLateRank(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchEndedWhileInInit: a launch whose front end gives up while the tool waits for the
+// ranks of a job held in PMIx_Init to be there (a rank sleeps a minute before MPI_Init,
+// testdata/late.c) ends at once, as TestLaunchEndedWhileStopping checks for the hold at exec:
+// the launch returns the cancellation or the front end's going away, the tool exits by
+// itself, and neither the launcher nor any rank, the late one included, is left.
+func TestLaunchEndedWhileInInit(t *testing.T) {
+	launcher(t, "mpirun")
+	exe := filepath.Join(t.TempDir(), "late")
+	if out, err := exec.Command("mpicc", "-g", "-O0", "-o", exe, "testdata/late.c").CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	for _, how := range []string{"cancel", "end of input"} {
+		t.Run(how, func(t *testing.T) {
+			tool, _, stderr := startTool(t, "serve")
+			defer func() {
+				if t.Failed() {
+					b, _ := os.ReadFile(stderr)
+					t.Logf("tool stderr:\n%s", b)
+				}
+			}()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			launched := make(chan error, 1)
+			go func() {
+				_, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: exe,
+					Env: append(os.Environ(), "LATE_RANK=2", "LATE_SECONDS=60"), Hold: HoldInit})
+				launched <- err
+			}()
+			if returned, err := waitSaid(t, stderr, "waiting for ranks to be in PMIx_Init", launched); returned {
+				t.Fatalf("Launch returned %v before the tool waited for the late rank", err)
+			}
+			giveUp(t, tool, how, cancel, launched, func() {}, exe)
+		})
+	}
+}
