@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"os"
 	"sort"
@@ -318,13 +319,19 @@ func (a *Agent) AttachLiveRanks(pids map[uint32]int) error {
 }
 
 // processGone says why pid is no process to attach: "" when it runs on this host, "no such
-// process", or "ended" for a zombie its parent has not reaped yet (a launcher's node daemon
-// that is ending the job, or stalled, can leave a dead rank so).
+// process", "ended" for a zombie its parent has not reaped yet (a launcher's node daemon
+// that is ending the job, or stalled, can leave a dead rank so), or why its status could
+// not be read.
 func processGone(pid int) string {
+	if pid <= 0 {
+		return "no such process"
+	}
 	st, err := procimage.ReadStatus(pid)
 	switch {
-	case pid <= 0 || err != nil:
+	case errors.Is(err, fs.ErrNotExist):
 		return "no such process"
+	case err != nil:
+		return err.Error()
 	case st.State == 'Z' || st.State == 'X':
 		return "ended (a zombie its parent has not reaped)"
 	}

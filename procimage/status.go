@@ -20,18 +20,38 @@ type Status struct {
 	PPid      int    // parent process id (0 if the line is absent)
 }
 
-// ReadStatus reads /proc/TID/status (a thread id, or a process id for its leader).
+// ReadStatus reads /proc/TID/status (a thread id, or a process id for its leader). Its errors
+// name the file; one for a thread that is gone satisfies errors.Is(err, fs.ErrNotExist).
 func ReadStatus(tid int) (Status, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	return readStatus("/proc/" + strconv.Itoa(tid) + "/status")
+}
+
+// readStatus reads and decodes the status file at path.
+func readStatus(path string) (Status, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return Status{}, err
+		// The error names the file already (open /proc/TID/status: ...).
+		return Status{}, fmt.Errorf("procimage: %w", err)
 	}
-	return ParseStatus(b)
+	st, err := parseStatus(b)
+	if err != nil {
+		return st, fmt.Errorf("procimage: read %s: %w", path, err)
+	}
+	return st, nil
 }
 
 // ParseStatus decodes the "Key:\tvalue" lines of /proc/TID/status; State, Tgid, TracerPid and
 // SigBlk must be there.
 func ParseStatus(b []byte) (Status, error) {
+	st, err := parseStatus(b)
+	if err != nil {
+		return st, fmt.Errorf("procimage: status: %w", err)
+	}
+	return st, nil
+}
+
+// parseStatus is ParseStatus, its errors not prefixed.
+func parseStatus(b []byte) (Status, error) {
 	var st Status
 	var seen int
 	for len(b) > 0 {
@@ -50,7 +70,7 @@ func ParseStatus(b []byte) (Status, error) {
 		switch string(k) {
 		case "State":
 			if len(v) == 0 || !(v[0] >= 'A' && v[0] <= 'Z' || v[0] >= 'a' && v[0] <= 'z') {
-				return st, fmt.Errorf("procimage: status: State %q is not a state letter", v)
+				return st, fmt.Errorf("State %q is not a state letter", v)
 			}
 			st.State = v[0]
 			seen |= 1
@@ -79,11 +99,11 @@ func ParseStatus(b []byte) (Status, error) {
 			}
 		}
 		if err != nil {
-			return st, fmt.Errorf("procimage: status: %s: %w", k, err)
+			return st, fmt.Errorf("%s: %w", k, err)
 		}
 	}
 	if seen != 15 {
-		return st, errors.New("procimage: status: missing State, Tgid, TracerPid or SigBlk")
+		return st, errors.New("missing State, Tgid, TracerPid or SigBlk")
 	}
 	return st, nil
 }

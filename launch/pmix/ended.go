@@ -45,7 +45,7 @@ func (s *server) inflightCall() func() {
 // before it reports it ready: should a rank end before its hold, the table gives its host and
 // pid, and its pid lets the tool see it end (endedRanks). A launcher that answers with an
 // error is ending the job (its end follows); one that does not answer at all has stalled,
-// and the launch fails with that error.
+// and the launch fails with that error, as it does when the front end goes away meanwhile.
 func (s *server) readLaunchedTable(r Request, reqs <-chan Request) error {
 	if r.Hold == "" || s.procs != nil || s.ended || s.lost {
 		return nil
@@ -53,10 +53,10 @@ func (s *server) readLaunchedTable(r Request, reqs <-chan Request) error {
 	for ns := range s.launchSeen {
 		if ns != s.launcherNs && (s.appNs == "" || ns == s.appNs) {
 			s.procs = []Proc{} // read once
-			procs, err := s.procTableBounded(ns, reqs)
+			procs, err := s.procTableBounded(ns, reqs, queryTimeout)
 			if err == nil {
 				s.procs = procs
-			} else if s.stuck {
+			} else if s.stuck || err == errFrontEndGone {
 				return err
 			}
 			return nil
@@ -78,12 +78,13 @@ func (s *server) endedRanks() []Proc {
 	return gone
 }
 
-// procTableBounded reads the proc table of nspace from the launcher, waiting at most
-// queryTimeout, and less when a rank of this host ends meanwhile (the job is then ending and
+// procTableBounded reads the proc table of nspace from the launcher, waiting at most limit
+// (queryTimeout at most), and less when a rank of this host ends meanwhile (the job is then ending and
 // the launcher may never answer): the error is then a *JobEndedError naming it. Requests that
 // come meanwhile on reqs (nil: none are read) are refused as during the rest of the launch,
 // and the front end's going away ends the wait at once (the query is left to itself).
-func (s *server) procTableBounded(nspace string, reqs <-chan Request) ([]Proc, error) {
+func (s *server) procTableBounded(nspace string, reqs <-chan Request, limit time.Duration) ([]Proc, error) {
+	limit = min(limit, queryTimeout)
 	type result struct {
 		procs []Proc
 		err   error
@@ -95,7 +96,7 @@ func (s *server) procTableBounded(nspace string, reqs <-chan Request) ([]Proc, e
 		procs, err := s.procTable(nspace)
 		res <- result{procs, err}
 	}()
-	limit := time.After(queryTimeout)
+	expired := time.After(limit)
 	tick := time.NewTicker(rankWatch)
 	defer tick.Stop()
 	for {
@@ -107,13 +108,14 @@ func (s *server) procTableBounded(nspace string, reqs <-chan Request) ([]Proc, e
 				s.stuck = true
 				return nil, s.goneError(gone, fmt.Sprintf("the proc table query of %s unanswered", nspace))
 			}
-		case <-limit:
+		case <-expired:
 			s.stuck = true
 			return nil, fmt.Errorf("pmix: PMIx_Query_info PMIX_QUERY_PROC_TABLE %s: no answer from the launcher (pid %d) within %v",
-				nspace, s.launcherPid, queryTimeout)
+				nspace, s.launcherPid, limit.Round(time.Millisecond))
 		case next, ok := <-reqs:
 			if err := s.duringLaunch(next, ok); err != nil {
-				s.stuck = true
+				// The query is left to itself: the launcher may well answer it.
+				s.left = true
 				return nil, err
 			}
 		}

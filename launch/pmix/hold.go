@@ -27,42 +27,47 @@ import (
 // short of PMIx_Init by the debugger, as an all-stop does, for longer than the repeats go
 // on. So the tool reports the job ready only once each rank is at its hold.
 
-// holdTimeout bounds the wait for the ranks to reach their hold; holdPoll is how often their
-// state is read; after holdNote the tool says on its standard error which ranks it waits for.
+// holdTimeout bounds the wait for the ranks to reach their hold, the launcher's answers to it
+// included; their state is read first at once, then after holdPoll, the interval doubling up
+// to holdPollMax (at thousands of ranks each read of the proc table is a request the launcher
+// answers for every rank, while it launches them); after holdNote the tool says on its
+// standard error which ranks it waits for.
 const (
 	holdTimeout = 30 * time.Second
 	holdPoll    = 25 * time.Millisecond
+	holdPollMax = 500 * time.Millisecond
 	holdNote    = time.Second
 )
 
 // waitAtHold waits until pending names no rank: pending returns the ranks of this host not yet
 // at their hold (here) and those of other hosts (there), as the hold's where says ("stopped
-// at exec", "in PMIx_Init"). A rank of this host not there within holdTimeout fails the
-// launch; ranks of other hosts that the launcher does not report there within it are left to
-// the release's repeats, and the tool says so on its standard error.
+// at exec", "in PMIx_Init"), waiting for the launcher at most limit. pending is asked at the
+// start and then on the poll's ticks only, not on the events and requests that come between.
+// A rank of this host not there within holdTimeout fails the launch; ranks of other hosts
+// that the launcher does not report there within it are left to the release's repeats, and
+// the tool says so on its standard error.
 //
 // The wait serves what the tool's loop would meanwhile: a request is refused as during the
 // rest of the launch, and the front end's going away (the end of reqs), the job's end, the
 // lost connection to the launcher and the launcher's exit end it at once with an error.
-func (s *server) waitAtHold(reqs <-chan Request, where string, pending func() (here, there []string, err error)) error {
-	deadline, note := time.After(holdTimeout), time.After(holdNote)
-	tick := time.NewTicker(holdPoll)
+func (s *server) waitAtHold(reqs <-chan Request, where string, pending func(limit time.Duration) (here, there []string, err error)) error {
+	deadline := time.Now().Add(holdTimeout)
+	expired, note := time.NewTimer(holdTimeout), time.NewTimer(holdNote)
+	defer expired.Stop()
+	defer note.Stop()
+	poll := holdPoll
+	tick := time.NewTimer(poll)
 	defer tick.Stop()
+	here, there, err := pending(holdTimeout)
 	for {
-		here, there, err := pending()
 		if err != nil {
 			return err
 		}
-		waiting := append(here, there...)
+		waiting := append(here[:len(here):len(here)], there...)
 		if len(waiting) == 0 {
 			return nil
 		}
-		select {
-		case <-tick.C:
-		case <-note:
-			fmt.Fprintf(os.Stderr, "pmix: launch: %s reported ready; waiting for ranks to be %s: %s\n",
-				s.appNs, where, strings.Join(waiting, ", "))
-		case <-deadline:
+		if !time.Now().Before(deadline) {
 			if len(here) == 0 {
 				fmt.Fprintf(os.Stderr, "pmix: launch: ranks of other hosts not reported %s %v after the launcher reported %s ready, left to the release's repeats: %s\n",
 					where, holdTimeout, s.appNs, strings.Join(there, ", "))
@@ -70,6 +75,19 @@ func (s *server) waitAtHold(reqs <-chan Request, where string, pending func() (h
 			}
 			return fmt.Errorf("pmix: launch: ranks not %s %v after the launcher reported them held: %s",
 				where, holdTimeout, strings.Join(waiting, ", "))
+		}
+		select {
+		case <-tick.C:
+			if left := time.Until(deadline); left > 0 {
+				here, there, err = pending(left)
+			}
+			poll = min(2*poll, holdPollMax)
+			tick.Reset(poll)
+		case <-note.C:
+			fmt.Fprintf(os.Stderr, "pmix: launch: %s reported ready; waiting for ranks to be %s: %s\n",
+				s.appNs, where, strings.Join(waiting, ", "))
+		case <-expired.C:
+			// The deadline is acted on above.
 		case ev := <-pmixEvents:
 			s.handle(ev)
 			if s.ended {
@@ -100,7 +118,7 @@ func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
 	if err := checkHostNames(s.procs, host); err != nil {
 		return err
 	}
-	return s.waitAtHold(reqs, "stopped at exec", func() ([]string, []string, error) {
+	return s.waitAtHold(reqs, "stopped at exec", func(time.Duration) ([]string, []string, error) {
 		return notStoppedAtExec(s.procs, host), nil, nil
 	})
 }
@@ -110,10 +128,15 @@ func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
 // of a job held in PMIx_Init connects in PMIx_Init and then waits there for the release. A
 // rank that has ended is left to the caller, which names it; the proc table read last is the
 // job's. A launcher whose table gives no rank a state (PMIX_PROC_STATE_UNDEF) is not waited for.
+//
+// The launcher must report the state CONNECTED (or a later one) for a rank in PMIx_Init, as
+// PRRTE does: one that reports other states but never CONNECTED fails every launch held in
+// PMIx_Init after holdTimeout, with each rank's state in the error. Such a launcher cannot be
+// told from one whose ranks are all late, which is what this wait is there to catch.
 func (s *server) waitInInit(reqs <-chan Request) error {
 	host, _ := os.Hostname()
-	return s.waitAtHold(reqs, "in PMIx_Init", func() (here, there []string, err error) {
-		procs, err := s.procTableBounded(s.appNs, reqs)
+	return s.waitAtHold(reqs, "in PMIx_Init", func(limit time.Duration) (here, there []string, err error) {
+		procs, err := s.procTableBounded(s.appNs, reqs, limit)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -21,6 +21,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hpcdap/hpcdap/procimage"
 )
 
 // launch runs the indirect flow: start the launcher through PMIx_Spawn so that it calls back,
@@ -251,7 +253,8 @@ func descendants(pid int, tree map[int]uint64) {
 	}
 }
 
-// statFields returns the fields of /proc/PID/stat after the command name (field 3 on).
+// statFields returns the fields of /proc/PID/stat after the command name (field 3 on): the
+// start time is there only (/proc/PID/status has none).
 func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -264,13 +267,10 @@ func statFields(pid int) []string {
 	return strings.Fields(string(b[i+1:]))
 }
 
+// parentPid returns the parent of pid.
 func parentPid(pid int) (int, bool) {
-	f := statFields(pid)
-	if len(f) < 2 {
-		return 0, false
-	}
-	ppid, err := strconv.Atoi(f[1])
-	return ppid, err == nil
+	st, err := procimage.ReadStatus(pid)
+	return st.PPid, err == nil
 }
 
 // startTime returns the start time of pid (field 22), which tells a process from a later
@@ -454,12 +454,9 @@ func (s *server) waitLaunched(r Request, reqs <-chan Request) error {
 // the launcher exit before its job was ready.
 const exitSettle = 200 * time.Millisecond
 
+// alive reports whether pid is a process that has not exited: its status reads, and it is
+// no zombie (nor dead).
 func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// A zombie has exited.
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+	st, err := procimage.ReadStatus(pid)
+	return err == nil && st.State != 'Z' && st.State != 'X'
 }

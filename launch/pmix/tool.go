@@ -124,9 +124,11 @@ type server struct {
 	launcherExit chan string     // how the launcher ended, once
 	// PMIx calls run off the main goroutine, to be waited for at the end (inflight), or given
 	// up when one never returns (stuck: libpmix waits on a launcher that no longer answers,
-	// and the tool then exits without finalising).
+	// and the tool then exits without finalising). One left unanswered when the front end
+	// went away (left) is given leftWait to return at the end before it is taken for stuck.
 	inflight sync.WaitGroup
 	stuck    bool
+	left     bool
 	// The release of a job held in PMIx_Init is sent again on this timer (release.go).
 	again  <-chan time.Time
 	agains int
@@ -271,7 +273,26 @@ func (s *server) releaseHeld() {
 	}
 }
 
+// leftWait is how long the end waits for a PMIx call left when the front end went away: the
+// launch's end has ended the launcher by then, and a call to it returns with an error.
+const leftWait = 5 * time.Second
+
+// finalize waits for the PMIx calls in flight and finalises libpmix, unless a call is stuck.
 func (s *server) finalize() {
+	if s.left && !s.stuck {
+		returned := make(chan struct{})
+		go func() {
+			s.inflight.Wait()
+			close(returned)
+		}()
+		select {
+		case <-returned:
+		case <-time.After(leftWait):
+			fmt.Fprintf(os.Stderr, "pmix: a PMIx call left when the front end went away has not returned within %v: not finalising\n", leftWait)
+			s.stuck = true
+		}
+		s.left = false
+	}
 	if s.stuck {
 		// A PMIx call never returned: PMIx_tool_finalize would wait on it too.
 		s.inited = false
@@ -413,7 +434,7 @@ func (s *server) getString(nspace string, rank uint32, key string) (string, erro
 // readyEvent reads the proc table of the application and reports it in the reply to request
 // seq; reqs are the requests that come meanwhile (nil: none are read).
 func (s *server) readyEvent(seq uint64, reqs <-chan Request) error {
-	procs, err := s.procTableBounded(s.appNs, reqs)
+	procs, err := s.procTableBounded(s.appNs, reqs, queryTimeout)
 	if err != nil {
 		return err
 	}
