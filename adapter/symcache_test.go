@@ -23,6 +23,13 @@ func cacheSession(t testing.TB, p *program, line int, dir string) (built, cached
 // cacheLaunch is cacheSession with the launch arguments given; it waits for every rank ("np")
 // to stop at the line.
 func cacheLaunch(t testing.TB, p *program, line int, dir string, args map[string]any) (built, cached int, took time.Duration) {
+	return cacheLaunchConfiguring(t, p, line, dir, args, 0)
+}
+
+// cacheLaunchConfiguring is cacheLaunch for a client that takes configure between the
+// launch's initialized event and its configurationDone (as an editor does, sending its
+// breakpoints file by file).
+func cacheLaunchConfiguring(t testing.TB, p *program, line int, dir string, args map[string]any, configure time.Duration) (built, cached int, took time.Duration) {
 	srv := NewServer(Config{AgentPath: hpcdapBinary(t), Log: testLogger(t), LogDir: t.TempDir(),
 		SymbolOptions: &symbols.Options{IndexCacheDir: dir}})
 	d := pipeSession(t, srv)
@@ -32,6 +39,7 @@ func cacheLaunch(t testing.TB, p *program, line int, dir string, args map[string
 	d.call("launch", args, nil)
 	d.event("initialized")
 	d.setBreakpoints(p.src, line)
+	time.Sleep(configure)
 	d.call("configurationDone", nil, nil)
 	np := 1
 	if n, ok := args["np"].(int); ok {
@@ -119,9 +127,14 @@ func benchIndexCache(b *testing.B, p *program, line int, args map[string]any, pl
 		b.ReportMetric(0, "ns/op")
 		b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms")
 	})
-	for _, mode := range []string{"none", "cold", "warm"} {
+	// warm-configure100ms: warm, the client taking 100 ms to configure the session.
+	for _, mode := range []string{"none", "cold", "warm", "warm-configure100ms"} {
 		b.Run(mode, func(b *testing.B) {
 			dir := filepath.Join(b.TempDir(), "symbols")
+			var configure time.Duration
+			if mode == "warm-configure100ms" {
+				mode, configure = "warm", 100*time.Millisecond
+			}
 			if mode == "warm" {
 				cacheLaunch(b, p, line, dir, args)
 			}
@@ -134,7 +147,7 @@ func benchIndexCache(b *testing.B, p *program, line int, args map[string]any, pl
 				case "cold":
 					os.RemoveAll(dir)
 				}
-				built, cached, took := cacheLaunch(b, p, line, dir, args)
+				built, cached, took := cacheLaunchConfiguring(b, p, line, dir, args, configure)
 				if (mode == "warm") != (built == 0 && cached > 0) {
 					b.Fatalf("%s: %d indexes built, %d cached", mode, built, cached)
 				}
