@@ -11,8 +11,8 @@ import (
 
 // A disconnect before configurationDone, the ranks held inside MPI_Init with a breakpoint
 // planted in code they reach after it, leaves nothing stopped or trapped: without
-// terminateDebuggee every rank runs through that code to its normal end, untraced; with it,
-// the ranks and mpirun are gone.
+// terminateDebuggee every rank runs through that code to its normal end (a trap left there
+// would kill it); with it, the ranks are gone.
 func TestMPIRunDisconnectBeforeConfigurationDone(t *testing.T) {
 	needTool(t, "mpirun.openmpi")
 	p := compileMPI(t, "mpicc.openmpi")

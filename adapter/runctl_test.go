@@ -91,20 +91,28 @@ func TestPauseFocusContinueTerminate(t *testing.T) {
 	}
 }
 
+// stoppedAtGo launches testdata/threads.c to its main-go line and returns the session (closed
+// at the test's end), the program, the stop and the threads request's answer there.
+func stoppedAtGo(t *testing.T) (*dapSession, *program, dap.StoppedEventBody, dap.ThreadsResponseBody) {
+	t.Helper()
+	p := compileC(t, "threads")
+	d := newDAP(t, viaPipe)
+	t.Cleanup(d.close)
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "main-go"))
+	d.call("configurationDone", nil, nil)
+	st := d.stopped()
+	var threads dap.ThreadsResponseBody
+	d.call("threads", nil, &threads)
+	return d, p, st, threads
+}
+
 // TestThreadsAnsweredInRequestOrder: threads requests sent behind others without waiting are
 // answered after them, in order, with the dispatcher's answer, although a repeated threads
 // request can be answered as soon as it is read when nothing is queued.
 func TestThreadsAnsweredInRequestOrder(t *testing.T) {
 	t.Parallel()
-	p := compileC(t, "threads")
-	d := newDAP(t, viaPipe)
-	defer d.close()
-	d.launch(map[string]any{"program": p.bin})
-	d.setBreakpoints(p.src, p.line(t, "main-go"))
-	d.call("configurationDone", nil, nil)
-	st := d.stopped()
-	var want dap.ThreadsResponseBody
-	d.call("threads", nil, &want)
+	d, _, st, want := stoppedAtGo(t)
 	type sent struct {
 		command string
 		ch      <-chan *dapclient.Message
@@ -157,15 +165,7 @@ func TestThreadsAnsweredInRequestOrder(t *testing.T) {
 // continue lets only that thread run.
 func TestThreadsAndSingleThread(t *testing.T) {
 	t.Parallel()
-	p := compileC(t, "threads")
-	d := newDAP(t, viaPipe)
-	defer d.close()
-	d.launch(map[string]any{"program": p.bin})
-	d.setBreakpoints(p.src, p.line(t, "main-go"))
-	d.call("configurationDone", nil, nil)
-	st := d.stopped()
-	var threads dap.ThreadsResponseBody
-	d.call("threads", nil, &threads)
+	d, p, st, threads := stoppedAtGo(t)
 	pid := d.ranks().Ranks[0].Pid
 	if len(threads.Threads) != 3 || !strings.HasPrefix(threads.Threads[0].Name, fmt.Sprintf("rank 0 · main (LWP %d) 0x", pid)) {
 		t.Fatalf("threads %+v", threads.Threads)

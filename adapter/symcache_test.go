@@ -131,7 +131,8 @@ func benchIndexCache(b *testing.B, p *program, line int, args map[string]any, pl
 	for _, mode := range []string{"none", "cold", "warm", "warm-configure100ms"} {
 		b.Run(mode, func(b *testing.B) {
 			dir := filepath.Join(b.TempDir(), "symbols")
-			var configure time.Duration
+			// b.Run calls this more than once: mode stays as it is.
+			mode, configure := mode, time.Duration(0)
 			if mode == "warm-configure100ms" {
 				mode, configure = "warm", 100*time.Millisecond
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -328,7 +329,7 @@ func processGone(pid int) string {
 	}
 	st, err := procimage.ReadStatus(pid)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ESRCH):
 		return "no such process"
 	case err != nil:
 		return err.Error()

@@ -21,7 +21,8 @@ type Status struct {
 }
 
 // ReadStatus reads /proc/TID/status (a thread id, or a process id for its leader). Its errors
-// name the file; one for a thread that is gone satisfies errors.Is(err, fs.ErrNotExist).
+// name the file; one for a thread that is gone satisfies errors.Is(err, fs.ErrNotExist), or
+// errors.Is(err, syscall.ESRCH) when it ended between the file's opening and its reading.
 func ReadStatus(tid int) (Status, error) {
 	return readStatus("/proc/" + strconv.Itoa(tid) + "/status")
 }

@@ -3,6 +3,7 @@
 package pmix
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -79,11 +80,15 @@ func (s *server) endedRanks() []Proc {
 }
 
 // procTableBounded reads the proc table of nspace from the launcher, waiting at most limit
-// (queryTimeout at most), and less when a rank of this host ends meanwhile (the job is then ending and
-// the launcher may never answer): the error is then a *JobEndedError naming it. Requests that
-// come meanwhile on reqs (nil: none are read) are refused as during the rest of the launch,
-// and the front end's going away ends the wait at once (the query is left to itself).
+// (queryTimeout at most), and less when a rank of this host ends meanwhile (the job is then
+// ending and the launcher may never answer): the error is then a *JobEndedError naming it. A
+// launcher that does not answer within queryTimeout is taken for stuck; one that does not
+// answer within a shorter limit (what was left of a caller's own wait) is not, and the error
+// is errQueryLate. Requests that come meanwhile on reqs (nil: none are read) are refused as
+// during the rest of the launch, and the front end's going away ends the wait at once. Either
+// way a query not answered is left to itself.
 func (s *server) procTableBounded(nspace string, reqs <-chan Request, limit time.Duration) ([]Proc, error) {
+	short := limit < queryTimeout
 	limit = min(limit, queryTimeout)
 	type result struct {
 		procs []Proc
@@ -109,6 +114,11 @@ func (s *server) procTableBounded(nspace string, reqs <-chan Request, limit time
 				return nil, s.goneError(gone, fmt.Sprintf("the proc table query of %s unanswered", nspace))
 			}
 		case <-expired:
+			if short {
+				// The launcher may well answer it.
+				s.left = true
+				return nil, errQueryLate
+			}
 			s.stuck = true
 			return nil, fmt.Errorf("pmix: PMIx_Query_info PMIX_QUERY_PROC_TABLE %s: no answer from the launcher (pid %d) within %v",
 				nspace, s.launcherPid, limit.Round(time.Millisecond))
@@ -121,6 +131,10 @@ func (s *server) procTableBounded(nspace string, reqs <-chan Request, limit time
 		}
 	}
 }
+
+// errQueryLate is procTableBounded's error for a query not answered within a caller's limit
+// shorter than queryTimeout.
+var errQueryLate = errors.New("pmix: proc table query not answered in the time left")
 
 // goneError is the error of a launch whose ranks gone ended before the job was ready, as the
 // tool saw them end (why: what the launcher had not done by then).

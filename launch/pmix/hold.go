@@ -8,6 +8,7 @@ package pmix
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -28,8 +29,9 @@ import (
 // on. So the tool reports the job ready only once each rank is at its hold.
 
 // holdTimeout bounds the wait for the ranks to reach their hold, the launcher's answers to it
-// included; their state is read first at once, then after holdPoll, the interval doubling up
-// to holdPollMax (at thousands of ranks each read of the proc table is a request the launcher
+// included; their state is read first at once, then every holdPoll (from /proc), or for a hold
+// in PMIx_Init (from the launcher's proc table) after holdPoll, the interval doubling up to
+// holdPollMax (at thousands of ranks each read of the proc table is a request the launcher
 // answers for every rank, while it launches them); after holdNote the tool says on its
 // standard error which ranks it waits for.
 const (
@@ -42,7 +44,9 @@ const (
 // waitAtHold waits until pending names no rank: pending returns the ranks of this host not yet
 // at their hold (here) and those of other hosts (there), as the hold's where says ("stopped
 // at exec", "in PMIx_Init"), waiting for the launcher at most limit. pending is asked at the
-// start and then on the poll's ticks only, not on the events and requests that come between.
+// start and then on the poll's ticks only, not on the events and requests that come between;
+// the poll's interval doubles from holdPoll up to maxPoll. When the launcher does not answer
+// within what is left of the wait (errQueryLate), its last answer stands.
 // A rank of this host not there within holdTimeout fails the launch; ranks of other hosts
 // that the launcher does not report there within it are left to the release's repeats, and
 // the tool says so on its standard error.
@@ -50,7 +54,7 @@ const (
 // The wait serves what the tool's loop would meanwhile: a request is refused as during the
 // rest of the launch, and the front end's going away (the end of reqs), the job's end, the
 // lost connection to the launcher and the launcher's exit end it at once with an error.
-func (s *server) waitAtHold(reqs <-chan Request, where string, pending func(limit time.Duration) (here, there []string, err error)) error {
+func (s *server) waitAtHold(reqs <-chan Request, where string, maxPoll time.Duration, pending func(limit time.Duration) (here, there []string, err error)) error {
 	deadline := time.Now().Add(holdTimeout)
 	expired, note := time.NewTimer(holdTimeout), time.NewTimer(holdNote)
 	defer expired.Stop()
@@ -79,9 +83,12 @@ func (s *server) waitAtHold(reqs <-chan Request, where string, pending func(limi
 		select {
 		case <-tick.C:
 			if left := time.Until(deadline); left > 0 {
-				here, there, err = pending(left)
+				h, t, e := pending(left)
+				if !errors.Is(e, errQueryLate) {
+					here, there, err = h, t, e
+				}
 			}
-			poll = min(2*poll, holdPollMax)
+			poll = min(2*poll, maxPoll)
 			tick.Reset(poll)
 		case <-note.C:
 			fmt.Fprintf(os.Stderr, "pmix: launch: %s reported ready; waiting for ranks to be %s: %s\n",
@@ -118,7 +125,7 @@ func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
 	if err := checkHostNames(s.procs, host); err != nil {
 		return err
 	}
-	return s.waitAtHold(reqs, "stopped at exec", func(time.Duration) ([]string, []string, error) {
+	return s.waitAtHold(reqs, "stopped at exec", holdPoll, func(time.Duration) ([]string, []string, error) {
 		return notStoppedAtExec(s.procs, host), nil, nil
 	})
 }
@@ -135,7 +142,7 @@ func (s *server) waitStoppedAtExec(reqs <-chan Request) error {
 // told from one whose ranks are all late, which is what this wait is there to catch.
 func (s *server) waitInInit(reqs <-chan Request) error {
 	host, _ := os.Hostname()
-	return s.waitAtHold(reqs, "in PMIx_Init", func(limit time.Duration) (here, there []string, err error) {
+	return s.waitAtHold(reqs, "in PMIx_Init", holdPollMax, func(limit time.Duration) (here, there []string, err error) {
 		procs, err := s.procTableBounded(s.appNs, reqs, limit)
 		if err != nil {
 			return nil, nil, err

@@ -104,6 +104,26 @@ func waitEnd(t *testing.T, tool *Tool) int {
 	return st
 }
 
+// releaseToEnd releases the held job, waits for its end and checks its status.
+func releaseToEnd(ctx context.Context, t *testing.T, tool *Tool, want int) {
+	t.Helper()
+	if err := tool.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitEnd(t, tool); st != want {
+		t.Errorf("job status %d, want %d", st, want)
+	}
+}
+
+// closeChecked ends the tool and checks its stdout (checkOutput).
+func closeChecked(t *testing.T, tool *Tool, stdout string, r Ready) {
+	t.Helper()
+	if err := tool.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkOutput(t, stdout, r)
+}
+
 // checkProcs checks a 4-rank proc table against the running processes.
 func checkProcs(t *testing.T, r Ready, exe string) {
 	t.Helper()
@@ -178,12 +198,7 @@ func TestLaunchExitStatus(t *testing.T) {
 	if _, err := tool.Launch(ctx, Request{Launcher: launcher(t, "prterun"), Args: launchArgs, Program: ranks, ProgramArgs: []string{"3"}, Hold: HoldExec}); err != nil {
 		t.Fatal(err)
 	}
-	if err := tool.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := waitEnd(t, tool); st != 3 {
-		t.Errorf("job status %d, want 3", st)
-	}
+	releaseToEnd(ctx, t, tool, 3)
 }
 
 // TestLaunchNoHold: without a hold the job runs at once; ready still gives the table.
@@ -203,10 +218,7 @@ func TestLaunchNoHold(t *testing.T) {
 	if st := waitEnd(t, tool); st != 0 {
 		t.Errorf("job status %d, want 0", st)
 	}
-	if err := tool.Close(); err != nil {
-		t.Fatal(err)
-	}
-	checkOutput(t, stdout, r)
+	closeChecked(t, tool, stdout, r)
 }
 
 // TestCloseWhileHeld: ending the tool with the ranks stopped on exec lets them run to the
