@@ -94,10 +94,7 @@ func BenchmarkRequestLatency(b *testing.B) {
 		b.Run("hpcdap/"+req, func(b *testing.B) {
 			d := newDAP(b, viaStdio)
 			defer d.close()
-			d.launch(map[string]any{"program": p.bin})
-			d.setBreakpoints(p.src, line)
-			d.call("configurationDone", nil, nil)
-			st := d.stopped()
+			st := d.runTo(map[string]any{"program": p.bin}, p.src, line)
 			var l latency
 			b.ResetTimer()
 			stoppedRequests(b, d.c, st.ThreadId, req, bp, &l)
@@ -125,10 +122,7 @@ func BenchmarkThreadsAfterStop(b *testing.B) {
 	p := compileC(b, "stacks")
 	d := newDAP(b, viaStdio)
 	defer d.close()
-	d.launch(map[string]any{"program": p.bin})
-	d.setBreakpoints(p.src, p.line(b, "leaf-write"))
-	d.call("configurationDone", nil, nil)
-	st := d.stopped()
+	st := d.runTo(map[string]any{"program": p.bin}, p.src, p.line(b, "leaf-write"))
 	var l latency
 	b.ResetTimer()
 	for range b.N {
@@ -175,10 +169,7 @@ func BenchmarkMemoryPerRank(b *testing.B) {
 	heap := func(np int) uint64 {
 		d := newDAP(b, viaPipe)
 		defer d.close()
-		d.launch(map[string]any{"program": p.bin, "np": np})
-		d.setBreakpoints(p.src, p.line(b, "tick"))
-		d.call("configurationDone", nil, nil)
-		d.stopped()
+		d.runTo(map[string]any{"program": p.bin, "np": np}, p.src, p.line(b, "tick"))
 		var ps ParallelStacksBody
 		d.call("hpcdap/parallelStacks", map[string]any{}, &ps)
 		var threads dap.ThreadsResponseBody
@@ -203,10 +194,7 @@ func BenchmarkSetBreakpoints(b *testing.B) {
 		b.Run(fmt.Sprintf("np=%d", np), func(b *testing.B) {
 			d := newDAP(b, viaPipe)
 			defer d.close()
-			d.launch(map[string]any{"program": p.bin, "np": np})
-			d.setBreakpoints(p.src, p.line(b, "leaf-write"))
-			d.call("configurationDone", nil, nil)
-			d.stopped()
+			d.runTo(map[string]any{"program": p.bin, "np": np}, p.src, p.line(b, "leaf-write"))
 			set := map[string]any{"breakpoints": []map[string]any{{"name": "middle"}}}
 			clear := map[string]any{"breakpoints": []any{}}
 			b.ResetTimer()
@@ -233,10 +221,7 @@ func BenchmarkThreadsAtScale(b *testing.B) {
 			var first, second time.Duration
 			for range b.N {
 				d := newDAP(b, viaPipe)
-				d.launch(map[string]any{"program": p.bin, "np": np})
-				d.setBreakpoints(p.src, p.line(b, "tick"))
-				d.call("configurationDone", nil, nil)
-				d.stopped()
+				d.runTo(map[string]any{"program": p.bin, "np": np}, p.src, p.line(b, "tick"))
 				var threads dap.ThreadsResponseBody
 				t0 := time.Now()
 				d.call("threads", nil, &threads)

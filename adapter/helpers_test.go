@@ -419,6 +419,16 @@ func (d *dapSession) stopped() dap.StoppedEventBody {
 	return b
 }
 
+// runTo launches with args, sets a breakpoint at line of src, sends configurationDone and
+// returns the first stop.
+func (d *dapSession) runTo(args map[string]any, src string, line int) dap.StoppedEventBody {
+	d.t.Helper()
+	d.launch(args)
+	d.setBreakpoints(src, line)
+	d.call("configurationDone", nil, nil)
+	return d.stopped()
+}
+
 func (d *dapSession) setBreakpoints(src string, lines ...int) []Breakpoint {
 	d.t.Helper()
 	var bps []map[string]any

@@ -101,10 +101,7 @@ func BenchmarkNextLatency(b *testing.B) {
 	b.Run("hpcdap", func(b *testing.B) {
 		d := newDAP(b, viaStdio)
 		defer d.close()
-		d.launch(map[string]any{"program": p.bin})
-		d.setBreakpoints(p.src, line)
-		d.call("configurationDone", nil, nil)
-		st := d.stopped()
+		st := d.runTo(map[string]any{"program": p.bin}, p.src, line)
 		next(b, d.c, st.ThreadId)
 	})
 	b.Run("lldb-vscode", func(b *testing.B) {

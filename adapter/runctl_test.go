@@ -98,10 +98,7 @@ func stoppedAtGo(t *testing.T) (*dapSession, *program, dap.StoppedEventBody, dap
 	p := compileC(t, "threads")
 	d := newDAP(t, viaPipe)
 	t.Cleanup(d.close)
-	d.launch(map[string]any{"program": p.bin})
-	d.setBreakpoints(p.src, p.line(t, "main-go"))
-	d.call("configurationDone", nil, nil)
-	st := d.stopped()
+	st := d.runTo(map[string]any{"program": p.bin}, p.src, p.line(t, "main-go"))
 	var threads dap.ThreadsResponseBody
 	d.call("threads", nil, &threads)
 	return d, p, st, threads
@@ -240,10 +237,7 @@ func TestStopModeRank(t *testing.T) {
 	p := compileC(t, "spin")
 	d := newDAP(t, viaPipe)
 	defer d.close()
-	d.launch(map[string]any{"program": p.bin, "np": 2, "stopMode": "rank", "ranks": "1"})
-	d.setBreakpoints(p.src, p.line(t, "tick"))
-	d.call("configurationDone", nil, nil)
-	st := d.stopped()
+	st := d.runTo(map[string]any{"program": p.bin, "np": 2, "stopMode": "rank", "ranks": "1"}, p.src, p.line(t, "tick"))
 	ranks := d.ranks()
 	if st.AllThreadsStopped || st.ThreadId != ranks.Ranks[1].ThreadID {
 		t.Fatalf("stopped %+v, want rank 1 alone (the breakpoint's rank set is the focus, 1)", st)
