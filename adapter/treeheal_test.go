@@ -22,8 +22,10 @@ import (
 // kill -9 of interior agent 1 loses rank 1 alone: the root adopts agents 3 and 4, and ranks
 // 3, 4 and 7 (below the lost agent) still pause, give their stacks, hit a breakpoint and
 // continue. Then kill -9 of agent 3, adopted by the root and itself interior, loses rank 3
-// alone: agent 7 is adopted in turn and rank 7 still stops and continues. Each loss is
-// reported once, by number. The disconnect leaves no rank traced or stopped.
+// alone: agent 7 is adopted in turn and rank 7 still stops and continues. Last, kill -9 of
+// the root loses rank 0 alone: the front end adopts agents 2, 4 and 7, and ranks 2, 4, 5, 6
+// and 7 still stop, give their stacks, hit a breakpoint and continue. Each loss is reported
+// once, by number. The disconnect leaves no rank traced or stopped.
 func TestTreeHeals(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "spin")
@@ -32,10 +34,9 @@ func TestTreeHeals(t *testing.T) {
 	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 1, "fanout": 2})
 	d.call("configurationDone", nil, nil)
 	ranks := d.ranks()
-	tid := ranks.Ranks[0].ThreadID
-	pids := map[int]int{}
+	pids, tids := map[int]int{}, map[int]int{}
 	for _, r := range ranks.Ranks {
-		pids[r.Rank] = r.Pid
+		pids[r.Rank], tids[r.Rank] = r.Pid, r.ThreadID
 	}
 	t.Cleanup(func() { // the ranks the disconnect lets go, and those of the lost agents
 		for _, pid := range pids {
@@ -43,6 +44,15 @@ func TestTreeHeals(t *testing.T) {
 		}
 	})
 	lost := map[int]bool{}
+	tid := func() int { // the thread run control is asked on: one of a rank still in the session
+		for r := range 8 {
+			if !lost[r] {
+				return tids[r]
+			}
+		}
+		t.Fatal("every rank lost")
+		return 0
+	}
 	states := func(when, live string) {
 		t.Helper()
 		waitFor(t, fmt.Sprintf("%s: lost ranks exited, the others %s", when, live), func() bool {
@@ -78,7 +88,7 @@ func TestTreeHeals(t *testing.T) {
 	// its stack, main at the bottom.
 	pauseAll := func(when string) {
 		t.Helper()
-		d.call("pause", map[string]any{"threadId": tid}, nil)
+		d.call("pause", map[string]any{"threadId": tid()}, nil)
 		d.stopped()
 		states(when, "stopped")
 		for _, r := range d.ranks().Ranks {
@@ -109,7 +119,7 @@ func TestTreeHeals(t *testing.T) {
 			if tries > 20 {
 				t.Fatalf("%s: ranks %v hit the breakpoint after %d continues, want every rank but %v", when, hit, tries, lost)
 			}
-			d.call("continue", map[string]any{"threadId": tid}, nil)
+			d.call("continue", map[string]any{"threadId": tid()}, nil)
 			d.stopped()
 			for _, r := range d.ranks().Ranks {
 				if r.StopReason == "breakpoint" {
@@ -118,12 +128,12 @@ func TestTreeHeals(t *testing.T) {
 			}
 		}
 		d.setBreakpoints(p.src)
-		d.call("continue", map[string]any{"threadId": tid}, nil)
+		d.call("continue", map[string]any{"threadId": tid()}, nil)
 		states(when+": continued", "running")
 	}
 
 	pauseAll("before the losses")
-	d.call("continue", map[string]any{"threadId": tid}, nil)
+	d.call("continue", map[string]any{"threadId": tid()}, nil)
 	states("continued", "running")
 
 	kill(1) // interior: agents 3 (above 7) and 4 are adopted by the root
@@ -134,14 +144,18 @@ func TestTreeHeals(t *testing.T) {
 	pauseAll("after the loss of agent 3")
 	hitAll("after the loss of agent 3")
 
+	kill(0) // the root: agents 2, 4 and 7 are adopted by the front end
+	pauseAll("after the loss of the root")
+	hitAll("after the loss of the root")
+
 	out := allOutput(d)
-	for _, r := range []int{1, 3} {
+	for _, r := range []int{1, 3, 0} {
 		if n := strings.Count(out, fmt.Sprintf("gone): %d;", r)); n != 1 {
 			t.Errorf("the loss of rank %d is reported %d times:\n%s", r, n, out)
 		}
 	}
-	if n := strings.Count(out, "lost 1 of 8 ranks"); n != 2 {
-		t.Errorf("%d losses reported, want 2:\n%s", n, out)
+	if n := strings.Count(out, "lost 1 of 8 ranks"); n != 3 {
+		t.Errorf("%d losses reported, want 3:\n%s", n, out)
 	}
 
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)

@@ -141,7 +141,11 @@
 // (for a tool that connects afterwards) is bypassed the same way: its children are dialed
 // directly by the nearest live ancestor, and only its own ranks are unreachable. An agent
 // whose own upstream connection broke does not heal below it: the agents above adopt its
-// children. The root cannot be bypassed: the tool holds its connection alone.
+// children. The tool reaches the root through a Router of its own (DialTree), in its own
+// process over an in-memory pipe, which heals the tree when the root is lost as any Router
+// does: the root's ranks alone are lost. Its link to the root names the session with
+// SessionUnheld: the root names it below but does not hold its own connection, so that a tool
+// that dies without a farewell is dropped at once everywhere, as if connected directly.
 //
 // # Extensions
 //

@@ -66,6 +66,9 @@ type Router struct {
 	Token   []byte        // the session token, proved to each child as a tool proves it
 	Timeout time.Duration // bounds a dial (a re-dial while healing: 3 s at most) and a collective's wait; 0 means 30 s
 
+	top      bool                // the tool's own Router (DialTree): its first links are not held
+	opened   chan *Conn          // DialTree's: receives the tool's connection once it is opened
+
 	mu       sync.Mutex
 	children []Route             // the agents directly below
 	path     map[uint32][]*Route // rank → agents from the child down to the rank's agent
@@ -144,6 +147,12 @@ func (r *Router) Children() []Route {
 
 // Opened passes the event on to Local.
 func (r *Router) Opened(c *Conn) {
+	if r.opened != nil {
+		select {
+		case r.opened <- c:
+		default:
+		}
+	}
 	if x, ok := r.Local.(OpenHandler); ok {
 		x.Opened(c)
 	}
@@ -383,7 +392,11 @@ func (r *Router) linkTo(c *Conn, addr string, renew, wait bool) (*link, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.Context(), timeout)
 	defer cancel()
-	nc, br, st, err := dialAgent(ctx, addr, r.Token, r.sessionOf(c))
+	var flags SessionFlags
+	if r.top && !linked && r.isChild(addr) {
+		flags = SessionUnheld // the tool's own link to the root (see DialTree)
+	}
+	nc, br, st, err := dialAgent(ctx, addr, r.Token, r.sessionOf(c), flags)
 	switch {
 	case err == nil && st == SessionEnded:
 		nc.Close()
@@ -523,17 +536,17 @@ const linkWriteTimeout = 30 * time.Second
 // dialAgent connects to an agent, authenticates as a tool (the Hello exchange of
 // Client.Hello) and names the tool session id (Session), returning the connection ready for
 // relayed frames, its reader, and what the agent made of the session.
-func dialAgent(ctx context.Context, addr string, token []byte, id [SessionIDSize]byte) (net.Conn, *bufio.Reader, SessionState, error) {
+func dialAgent(ctx context.Context, addr string, token []byte, id [SessionIDSize]byte, flags SessionFlags) (net.Conn, *bufio.Reader, SessionState, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, 0, &OpError{Op: "dial", Object: addr, Err: err}
 	}
-	return helloAgent(ctx, nc, addr, token, id)
+	return helloAgent(ctx, nc, addr, token, id, flags)
 }
 
 // helloAgent is dialAgent on a connection made: it closes nc if the exchange fails.
-func helloAgent(ctx context.Context, nc net.Conn, addr string, token []byte, id [SessionIDSize]byte) (net.Conn, *bufio.Reader, SessionState, error) {
+func helloAgent(ctx context.Context, nc net.Conn, addr string, token []byte, id [SessionIDSize]byte, flags SessionFlags) (net.Conn, *bufio.Reader, SessionState, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		nc.SetDeadline(dl)
 	}
@@ -573,7 +586,7 @@ func helloAgent(ctx context.Context, nc net.Conn, addr string, token []byte, id 
 	if br.Buffered() > 0 {
 		return fail("hello", errors.New("the agent sent a message before the tool's first request"))
 	}
-	b, err := Encode(&Session{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion, SequenceID: 2}, ID: id})
+	b, err := Encode(&Session{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion, SequenceID: 2}, Flags: flags, ID: id})
 	if err != nil {
 		return fail("session", err)
 	}

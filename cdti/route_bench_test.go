@@ -138,23 +138,38 @@ func benchTree(b *testing.B, ranks, k int) {
 // the extension). Reported: pause-ms and continue-ms, and fe-msgs, the messages the front end
 // sent and received for both.
 //
+// The tool reaches the root directly (via=root, Dial) or through a Router of its own
+// (via=tool-router, DialTree, as the front end does).
+//
 //	go test -run '^$' -bench TreeRunControl -benchtime 3x ./cdti
 func BenchmarkTreeRunControl(b *testing.B) {
 	for _, ranks := range []int{1024, 16384, 131072} {
 		for _, how := range []string{"collective", "per-rank"} {
-			b.Run(fmt.Sprintf("ranks=%d/%s", ranks, how), func(b *testing.B) {
-				benchRunControl(b, ranks, how == "collective")
-			})
+			for _, via := range []string{"root", "tool-router"} {
+				b.Run(fmt.Sprintf("ranks=%d/%s/via=%s", ranks, how, via), func(b *testing.B) {
+					benchRunControl(b, ranks, how == "collective", via == "tool-router")
+				})
+			}
 		}
 	}
 }
 
-func benchRunControl(b *testing.B, ranks int, collective bool) {
+func benchRunControl(b *testing.B, ranks int, collective, toolRouter bool) {
 	per := MaxRanksPerNode
-	_, root := simTreeOf(b, ranks/per, 32, per, hungJobStack)
-	c := dialRoot(b, root)
+	srvs, root := simTreeOf(b, ranks/per, 32, per, hungJobStack)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	var c *Client
+	if toolRouter {
+		var err error
+		rt := Route{Addr: root, Ranks: seq(per), Children: srvs[0].Handler.(*Router).Children()}
+		if c, err = DialTree(ctx, rt, ClientOptions{ToolID: 3, Token: []byte(testToken)}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+	} else {
+		c = dialRoot(b, root)
+	}
 	all := make([]uint32, ranks)
 	for i := range all {
 		all[i] = uint32(i)
@@ -212,4 +227,38 @@ func benchRunControl(b *testing.B, ranks int, collective bool) {
 	b.ReportMetric(float64(pause.Microseconds())/1000/n, "pause-ms")
 	b.ReportMetric(float64(cont.Microseconds())/1000/n, "continue-ms")
 	b.ReportMetric(float64(s1-s0+r1-r0)/n, "fe-msgs")
+}
+
+// BenchmarkTreeQuery is one Query (GetThreadList) of a rank two levels below the root of a
+// simulated 1,024-rank tree at fan-out 4 (16 agents of 64 ranks), the tool reaching the root
+// directly (via=root, Dial) or through a Router of its own (via=tool-router, DialTree, as the
+// front end does): what the tool's own Router adds to a request's round trip.
+//
+//	go test -run '^$' -bench TreeQuery ./cdti
+func BenchmarkTreeQuery(b *testing.B) {
+	for _, via := range []string{"root", "tool-router"} {
+		b.Run("via="+via, func(b *testing.B) {
+			per := MaxRanksPerNode
+			srvs, root := simTreeOf(b, 16, 4, per, hungJobStack)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			var c *Client
+			if via == "tool-router" {
+				var err error
+				rt := Route{Addr: root, Ranks: seq(per), Children: srvs[0].Handler.(*Router).Children()}
+				if c, err = DialTree(ctx, rt, ClientOptions{ToolID: 3, Token: []byte(testToken)}); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { c.Close() })
+			} else {
+				c = dialRoot(b, root)
+			}
+			rank := uint32(15*per + 1) // agent 15: below agent 3, below the root
+			for b.Loop() {
+				if _, err := c.Query(ctx, rank, &GetThreadList{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

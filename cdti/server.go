@@ -266,6 +266,7 @@ type Conn struct {
 	// The tool session the connection relays (session.go), and its state when held.
 	session    [SessionIDSize]byte
 	hasSession bool
+	unheld     bool          // named with SessionUnheld: never held, never resumed
 	ending     bool          // the Router said farewell, or the agent closed it: do not hold
 	suspended  bool          // the transport broke: writes are kept (Notify) or dropped
 	closing    bool          // Close was called on the transport

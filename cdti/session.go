@@ -36,9 +36,17 @@ const SessionIDSize = 16
 // SessionFlags are the flags of a Session message.
 type SessionFlags uint32
 
-// SessionEnd says that the tool of the session left: the agent drops it now and ends the
-// connection, instead of holding it for a resumption.
-const SessionEnd SessionFlags = 1
+const (
+	// SessionEnd says that the tool of the session left: the agent drops it now and ends the
+	// connection, instead of holding it for a resumption.
+	SessionEnd SessionFlags = 1
+	// SessionUnheld names the session of a link that comes straight from the tool's own
+	// Router (DialTree): the agent names it on its links below, so that they are held and
+	// the tool's Router can adopt them, but this connection is not held when its transport
+	// breaks (nothing above could resume it): the tool is dropped at once, as when its own
+	// connection breaks, and no other connection can resume it.
+	SessionUnheld SessionFlags = 2
+)
 
 // SessionState is a SessionAck's answer.
 type SessionState uint32
@@ -143,6 +151,12 @@ func (c *Conn) onSession(m *Session, r *bufio.Reader) (absorbed bool, err error)
 	}
 	reply := func(st SessionState) error {
 		return c.Send(&SessionAck{Header: m.Reply(Success), State: st})
+	}
+	if m.Flags&SessionUnheld != 0 {
+		c.wmu.Lock()
+		c.session, c.hasSession, c.unheld = m.ID, true, true
+		c.wmu.Unlock()
+		return false, reply(SessionNew)
 	}
 	s.mu.Lock()
 	held := s.sessions[m.ID]
@@ -284,7 +298,7 @@ func (c *Conn) superseded(gen uint64) bool {
 func (c *Conn) hold(gen uint64) (t transport, ok bool) {
 	s := c.srv
 	c.wmu.Lock()
-	if !c.hasSession || c.ending || c.overflow || c.done {
+	if !c.hasSession || c.unheld || c.ending || c.overflow || c.done {
 		c.done = true
 		c.wmu.Unlock()
 		return t, false

@@ -34,7 +34,7 @@ func startSessionServer(t *testing.T, grace time.Duration) (*sessionAgent, strin
 // dialSession connects to addr as a Router's link of session id.
 func dialSession(t *testing.T, addr string, id [SessionIDSize]byte) (net.Conn, *bufio.Reader, SessionState) {
 	t.Helper()
-	nc, br, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id)
+	nc, br, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestSessionGrace(t *testing.T) {
 	if closed := recv(t, a.closed, "closed after the grace"); closed != c {
 		t.Fatal("another connection closed")
 	}
-	nc2, br, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id)
+	nc2, br, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestSessionCloseEnds(t *testing.T) {
 	if c.Context().Err() == nil {
 		t.Fatal("the closed connection's context is live")
 	}
-	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id); err == nil && st != SessionEnded {
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id, 0); err == nil && st != SessionEnded {
 		t.Fatalf("dialing the session after the agent's Close: %v, want ended", st)
 	}
 }
@@ -263,7 +263,7 @@ func TestSessionResumeNeedsToken(t *testing.T) {
 	c := recv(t, a.opened, "opened")
 	nc.Close()
 	waitHeld(t, c)
-	if _, _, st, err := dialAgent(testCtx(t), addr, []byte("wrong-token-wrong-token-wrong-to"), id); err == nil {
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte("wrong-token-wrong-token-wrong-to"), id, 0); err == nil {
 		t.Fatalf("resumed with a wrong token: %v", st)
 	}
 	raw, err := net.Dial("tcp", addr)
@@ -285,7 +285,7 @@ func TestSessionResumeNeedsToken(t *testing.T) {
 		}
 	}
 	raw.Close()
-	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id); err != nil || st != SessionResumed {
+	if _, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id, 0); err != nil || st != SessionResumed {
 		t.Fatalf("resuming after the refused attempts: %v, %v", st, err)
 	}
 	stillHeld(t, a, c)
@@ -305,7 +305,7 @@ func TestSessionResumeWriteFails(t *testing.T) {
 		t.Helper()
 		tool, agent := net.Pipe()
 		go srv.ServeConn(agent)
-		nc, br, st, err := helloAgent(testCtx(t), tool, "pipe", []byte(testToken), id0)
+		nc, br, st, err := helloAgent(testCtx(t), tool, "pipe", []byte(testToken), id0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

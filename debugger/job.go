@@ -183,8 +183,8 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 	}
 	for i := range g.Endpoints {
 		ep := &g.Endpoints[i]
-		// With a tree, only the root's CDTI connection is opened.
-		n, infos, err := dialNode(ctx, ep, j.onRankOutput, tree == nil || i == tree.Roots()[0])
+		// With a tree, the CDTI connection goes to the root once the tree is configured.
+		n, infos, err := dialNode(ctx, ep, j.onRankOutput, tree == nil)
 		if err != nil {
 			j.CloseNodes(true)
 			return nil, err

@@ -145,19 +145,24 @@ func (h *mgmtHandler) Handle(ctx context.Context, c *jsonrpc2.Conn, req *jsonrpc
 	}
 }
 
+// clientOptions are the options of the CDTI connection to the agent ep (or to the tree whose
+// root it is).
+func clientOptions(ep *launch.AgentEndpoint) cdti.ClientOptions {
+	id := uint32(toolID)
+	if ep.ToolID != 0 {
+		id = ep.ToolID // a BG/Q CIOS tool's, which toolctld knows it by
+	}
+	return cdti.ClientOptions{ToolID: id, JobID: ep.JobID, Token: []byte(ep.Token), Timeout: 60 * time.Second}
+}
+
 // dialNode connects both planes of one agent and lists its ranks.
-// Without withCDTI only the management plane is connected (an agent below the root of the
-// tree overlay, reached through it).
+// Without withCDTI only the management plane is connected (an agent of the tree overlay,
+// reached through it).
 func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outputParams), withCDTI bool) (*node, []agentRankInfo, error) {
 	var cl *cdti.Client
 	if withCDTI {
-		id := uint32(toolID)
-		if ep.ToolID != 0 {
-			id = ep.ToolID // a BG/Q CIOS tool's, which toolctld knows it by
-		}
 		var err error
-		cl, err = cdti.Dial(ctx, "tcp", ep.Addr, cdti.ClientOptions{ToolID: id, JobID: ep.JobID, Token: []byte(ep.Token),
-			Timeout: 60 * time.Second})
+		cl, err = cdti.Dial(ctx, "tcp", ep.Addr, clientOptions(ep))
 		if err != nil {
 			return nil, nil, fmt.Errorf("connect to agent %s: %w", ep.Addr, err)
 		}

@@ -14,7 +14,8 @@ import (
 // topology.DefaultFanout) puts them in a k-ary tree (package topology) over the agents in
 // the order the launcher gave them: the front end tells each agent, on its management plane,
 // the agents below it with their ranks (the management call "tree"), and holds one CDTI
-// connection, to the root. Every node's CDTI then goes through that connection and is routed
+// connection, to the root, through a Router of its own in this process (cdti.DialTree), which
+// adopts the root's children if the root is lost. Every node's CDTI then goes through that connection and is routed
 // by rank, unaltered, through the interior agents (cdti.Router); notifications come back the
 // same way. Collectives go down once: parallel stacks are one GatherStacks, merged on the way
 // up; stops, continues and breakpoints are Collectives (collective.go), reduced on the way up.
@@ -162,9 +163,13 @@ func (j *Job) configureTree(ctx context.Context, t *topology.Tree) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	root := j.nodes[t.Roots()[0]]
+	root := t.Roots()[0]
+	cl, err := cdti.DialTree(ctx, route(root), clientOptions(j.nodes[root].ep))
+	if err != nil {
+		return fmt.Errorf("connect to the tree of %d agents through its root %s (%s): %w", len(j.nodes), j.nodes[root].ep.Addr, j.nodes[root].host, err)
+	}
 	for _, n := range j.nodes {
-		n.client = root.client
+		n.client = cl
 	}
 	j.tree = t
 	return nil

@@ -1,0 +1,130 @@
+package cdti
+
+import (
+	"errors"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// simRootRoute is the Route of a simulated tree's root (agent 0 of simTree, perAgent ranks).
+func simRootRoute(srvs []*Server, addr string, perAgent int) Route {
+	return Route{Addr: addr, Ranks: seq(perAgent), Children: srvs[0].Handler.(*Router).Children()}
+}
+
+// dialTree is DialTree to a simulated tree, closed with the test.
+func dialTree(t *testing.T, root Route) *Client {
+	t.Helper()
+	c, err := DialTree(testCtx(t), root, ClientOptions{ToolID: 3, Token: []byte(testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestDialTreeAdoptsRootsChildren: a tool connected through DialTree to a 7-agent tree at
+// fan-out 2 loses the root (0 → 1, 2; 1 → 3, 4; 2 → 5, 6). The tool's own Router adopts
+// agents 1 and 2, which held the session: the tool is told of the root's ranks alone, by
+// one Notify each, and every other rank still answers, one by one and in a collective.
+func TestDialTreeAdoptsRootsChildren(t *testing.T) {
+	const n, per = 7, 2
+	srvs, addr := simTree(t, n, 2, per)
+	c := dialTree(t, simRootRoute(srvs, addr, per))
+	ctx := testCtx(t)
+	all := RanksOf(seq(n * per)...)
+	a, err := c.Collective(ctx, 0, all, &GetThreadList{})
+	if err != nil || a.Unreachable.Count() != 0 {
+		t.Fatalf("collective before the loss: %+v, %v", a, err)
+	}
+
+	srvs[0].Close() // the root is gone: its links below break without a farewell
+	var lost []uint32
+	for len(lost) < per {
+		select {
+		case m, ok := <-c.Notifications():
+			if !ok {
+				t.Fatalf("the tool's connection ended after the root's loss: %v", c.Err())
+			}
+			if m.Kind != NotifyTypeUnreachable || m.Lost != per {
+				t.Fatalf("notify %+v, want the loss of %d ranks", m, per)
+			}
+			lost = append(lost, m.Rank)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("told of the loss of ranks %v only, want %v", lost, seq(per))
+		}
+	}
+	slices.Sort(lost)
+	if !slices.Equal(lost, seq(per)) {
+		t.Fatalf("lost ranks %v, want the root's %v", lost, seq(per))
+	}
+	for r := uint32(per); r < n*per; r++ {
+		if _, err := c.Traceback(ctx, r, 0, 0); err != nil {
+			t.Errorf("rank %d after the root's loss: %v", r, err)
+		}
+	}
+	var rc *ReturnCodeError
+	if _, err := c.Traceback(ctx, 0, 0, 0); !errors.As(err, &rc) || rc.ErrorCode != ErrorCodeUnreachable {
+		t.Errorf("rank 0 after the root's loss: %v, want unreachable", err)
+	}
+	a, err = c.Collective(ctx, 0, all, &GetThreadList{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RanksOf(seq(per)...); !a.Unreachable.Equal(want) {
+		t.Errorf("collective after the root's loss: unreachable %v, want %v", a.Unreachable, want)
+	}
+	answered := 0
+	for _, g := range a.Groups {
+		answered += g.Ranks.Count()
+	}
+	if answered != (n-1)*per {
+		t.Errorf("collective after the root's loss: %d ranks answered, want %d", answered, (n-1)*per)
+	}
+}
+
+// TestDialTreeRootOutOfReach: a root that cannot be dialed fails DialTree, naming it.
+func TestDialTreeRootOutOfReach(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := DialTree(testCtx(t), Route{Addr: addr, Ranks: []uint32{0}}, ClientOptions{Token: []byte(testToken)})
+	if err == nil {
+		c.Close()
+		t.Fatal("DialTree to a closed port succeeded")
+	}
+	if !strings.Contains(err.Error(), addr) {
+		t.Fatalf("error %q does not name the root %s", err, addr)
+	}
+}
+
+// TestSessionUnheld: a connection named with SessionUnheld ends when its transport breaks,
+// however long the grace, and another connection naming the same session does not resume
+// it but starts anew.
+func TestSessionUnheld(t *testing.T) {
+	a, addr := startSessionServer(t, time.Hour)
+	var id [SessionIDSize]byte
+	id[0] = 7
+	nc, _, st, err := dialAgent(testCtx(t), addr, []byte(testToken), id, SessionUnheld)
+	if err != nil || st != SessionNew {
+		t.Fatalf("unheld session: %v, %v; want new", st, err)
+	}
+	first := <-a.opened
+	nc.Close()
+	select {
+	case c := <-a.closed:
+		if c != first {
+			t.Fatal("another connection closed")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the unheld connection was held after its transport broke")
+	}
+	if _, _, st := dialSession(t, addr, id); st != SessionNew {
+		t.Fatalf("the same session named again: %v, want new", st)
+	}
+}
