@@ -71,9 +71,10 @@ func allRanksStopped(d *dapSession, np int) bool {
 // BenchmarkThreadsAfterPause: the first `threads` request after the first pause of every rank
 // of a running job of np local ranks (each stopped in libc's sleep, nap.c), which reads every
 // rank's thread list and labels its threads; a second one at the same stop; and the first
-// after a second pause (the labels known, the lists read again). Each iteration launches a
-// job. fe-msgs are the CDTI messages the front end sent for the first, msgs/rank the same
-// over the ranks. The -aslr cases run the ranks with address-space randomisation, as ranks
+// after a second pause (the labels known, the lists read again: one collective per agent
+// connection). Each iteration launches a job. fe-msgs are the CDTI messages the front end sent
+// for the first, msgs/rank the same over the ranks, next-fe-msgs those for the one after the
+// second pause. The -aslr cases run the ranks with address-space randomisation, as ranks
 // attached to a running job are: every rank has its own layout.
 //
 //	go test -run '^$' -bench ThreadsAfterPause -benchtime 3x ./adapter
@@ -89,7 +90,7 @@ func BenchmarkThreadsAfterPause(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			var first, again, next time.Duration
-			var msgs uint64
+			var msgs, nextMsgs uint64
 			for range b.N {
 				d := newDAP(b, viaPipe)
 				d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "disableASLR": !c.aslr})
@@ -120,7 +121,9 @@ func BenchmarkThreadsAfterPause(b *testing.B) {
 				again += timed()
 				d.call("continue", map[string]any{"threadId": tid}, nil)
 				pause()
+				before = *d.ranks().Messages
 				next += timed()
+				nextMsgs += d.ranks().Messages.Sent - before.Sent
 				d.close()
 			}
 			n := float64(b.N)
@@ -130,6 +133,7 @@ func BenchmarkThreadsAfterPause(b *testing.B) {
 			b.ReportMetric(float64(next.Microseconds())/1000/n, "next-pause-ms")
 			b.ReportMetric(float64(msgs)/n, "fe-msgs")
 			b.ReportMetric(float64(msgs)/n/float64(np), "msgs/rank")
+			b.ReportMetric(float64(nextMsgs)/n, "next-fe-msgs")
 		})
 	}
 }
