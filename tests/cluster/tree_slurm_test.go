@@ -207,7 +207,9 @@ func (d *dapRun) waitOutput(text string, limit time.Duration) string {
 // every rank's own stackTrace, and each rank waits where the program says. Then kill -9 of
 // interior agent 1 (ranks 64-127, on node1): the root adopts the agents below it, the next
 // operation reports agent 1's own ranks lost, by number, and no other, and the rest, those
-// below agent 1 included, go on: their stacks as before, a continue and a pause.
+// below agent 1 included, go on: their stacks as before, a continue and a pause. Then kill -9
+// of the root, agent 0 (ranks 0-63): the front end adopts the agents below it, and the same
+// holds with the root's ranks lost too.
 // After the disconnect no rank of any node is left stopped or traced, and no agent is left.
 func TestDAPSlurmTree1024(t *testing.T) {
 	hpcdap(t)
@@ -298,6 +300,36 @@ func TestDAPSlurmTree1024(t *testing.T) {
 	if again := d.parallelStacks(); len(again) != n-lost.Len() {
 		d.errorf("parallel stacks after the second pause: %d ranks, want %d", len(again), n-lost.Len())
 	}
+
+	d.in("kill -9 the root agent")
+	var root rankset.Set // agent 0's own ranks: the front end adopts the agents below it
+	for _, r := range workers[0].ranks {
+		root = root.Add(r)
+	}
+	if err := syscall.Kill(workers[0].pid, syscall.SIGKILL); err != nil {
+		d.fatalf("kill agent 0 (pid %d): %v", workers[0].pid, err)
+	}
+	d.parallelStacks()
+	d.waitOutput(fmt.Sprintf("lost %d of %d ranks (an agent on the way to them is gone): %s", root.Len(), n, root), 30*time.Second)
+	lost = lost.Union(root)
+	d.waitRanks(30*time.Second, "ended if lost, else stopped", func(r rankState) bool {
+		return r.State == map[bool]string{true: "exited", false: "stopped"}[lost.Contains(r.Rank)]
+	})
+	after = d.parallelStacks()
+	for r := range n {
+		got, ok := after[r]
+		switch {
+		case lost.Contains(r) && ok:
+			d.errorf("lost rank %d in the parallel stacks after the root's loss", r)
+		case !lost.Contains(r) && got != merged[r]:
+			d.errorf("rank %d after the root's loss: %s, before: %s", r, got, merged[r])
+		}
+	}
+	alive := ranks[len(ranks)-1].ThreadID // a rank of the last agent, neither lost
+	d.call("continue", map[string]any{"threadId": alive}, nil)
+	d.waitRanks(60*time.Second, "running after the root's loss", func(r rankState) bool { return r.State == "running" || lost.Contains(r.Rank) })
+	d.call("pause", map[string]any{"threadId": alive}, nil)
+	d.waitRanks(60*time.Second, "stopped after the root's loss", func(r rankState) bool { return r.State == "stopped" || lost.Contains(r.Rank) })
 
 	d.in("disconnect without terminating")
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
