@@ -77,6 +77,7 @@ type Router struct {
 	cut      map[*Conn]map[string]bool     // per upstream connection: agents whose ranks it lost
 	lost     map[string]bool               // agents that could not be reached
 	notifyMu sync.Mutex                    // keeps one loss's notifications together
+	waiting  map[*Conn]map[uint32][]held   // per upstream connection and rank: requests waiting for a heal, in order
 }
 
 // StackGatherer is implemented by a Router's Local handler to take part in GatherStacks.
@@ -166,6 +167,7 @@ func (r *Router) Closed(c *Conn, err error) {
 	r.mu.Lock()
 	ls := r.links[c]
 	delete(r.links, c)
+	delete(r.waiting, c)
 	delete(r.cut, c)
 	delete(r.sessions, c)
 	var ncs []*link
@@ -225,7 +227,11 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 	}
 	r.mu.Lock()
 	p, below := r.path[h.Rank]
+	queued := below && ackFor(h.Type) != 0 && r.queueBehind(c, h, frame, p)
 	r.mu.Unlock()
+	if queued {
+		return nil
+	}
 	if !below || ackFor(h.Type) == 0 {
 		return c.HandleWith(r.Local, frame)
 	}
@@ -250,7 +256,7 @@ func (r *Router) relayAlong(c *Conn, h Header, frame []byte, p []*Route, healed 
 			l, err = r.linkTo(c, hop.Addr, false, false)
 		}
 		if l != nil && (errors.Is(err, errLinkBroke) || err == errLinkDialing) {
-			go r.relayAlong(c, h, frame, p, true)
+			r.wait(c, h, frame, p, healed)
 			return nil
 		}
 		if err != nil {
@@ -261,7 +267,7 @@ func (r *Router) relayAlong(c *Conn, h Header, frame []byte, p []*Route, healed 
 			// Sent, or the link's reader answers it (or the agent above did).
 		case errors.Is(err, errLinkBroke):
 			// It was not sent: it goes its way in the healed tree.
-			go r.relayAlong(c, h, frame, p, true)
+			r.wait(c, h, frame, p, healed)
 		default:
 			// The link broke while it was sent: it is answered once the tree is healed
 			// without the link.

@@ -168,3 +168,61 @@ func (r *Router) linkBroke(c *Conn, addr string, l *link) {
 		close(w.ch)
 	}
 }
+
+// held is a request that waits for a heal of the tree before it goes its way.
+type held struct {
+	h     Header
+	frame []byte
+	p     []*Route
+}
+
+// wait sends request h (encoded as frame, for a rank at the end of path p) on its way once
+// the link it met, broken or being dialed, is healed, off c's only reader. The requests of
+// one rank that wait so go in the order they came, and a later request for that rank waits
+// behind them (queueBehind), so that none overtakes another. A request that meets a broken
+// link again once healed (healed) goes its way alone.
+func (r *Router) wait(c *Conn, h Header, frame []byte, p []*Route, healed bool) {
+	if healed {
+		go r.relayAlong(c, h, frame, p, true)
+		return
+	}
+	r.mu.Lock()
+	if r.queueBehind(c, h, frame, p) {
+		r.mu.Unlock()
+		return
+	}
+	if r.waiting == nil {
+		r.waiting = make(map[*Conn]map[uint32][]held)
+	}
+	if r.waiting[c] == nil {
+		r.waiting[c] = make(map[uint32][]held)
+	}
+	r.waiting[c][h.Rank] = []held{{h, frame, p}}
+	r.mu.Unlock()
+	go func() {
+		for {
+			r.mu.Lock()
+			q := r.waiting[c][h.Rank]
+			if len(q) == 0 {
+				delete(r.waiting[c], h.Rank)
+				r.mu.Unlock()
+				return
+			}
+			next := q[0]
+			r.waiting[c][h.Rank] = q[1:]
+			r.mu.Unlock()
+			r.relayAlong(c, next.h, next.frame, next.p, true)
+		}
+	}()
+}
+
+// queueBehind puts request h at the end of the requests of its rank that wait for a heal on
+// c, if there are any, and reports whether it did. r.mu must be held.
+func (r *Router) queueBehind(c *Conn, h Header, frame []byte, p []*Route) bool {
+	q, ok := r.waiting[c][h.Rank]
+	if !ok {
+		return false
+	}
+	r.waiting[c][h.Rank] = append(q, held{h, frame, p})
+	return true
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -297,4 +298,133 @@ func newHealScene(t *testing.T) *healScene {
 	t.Cleanup(func() { nc.Close() })
 	s.ctx, s.tool, s.nc, s.rootAddr = ctx, tool, nc, rootLn.Addr().String()
 	return s
+}
+
+// orderAgent answers every Query of its rank, recording the address of its first GetMemory.
+type orderAgent struct {
+	mu   sync.Mutex
+	seen []uint64
+}
+
+func (a *orderAgent) Query(c *Conn, m *Query) ([]Result, ReturnCode) {
+	if g, ok := m.Commands[0].(*GetMemory); ok {
+		a.mu.Lock()
+		a.seen = append(a.seen, g.Addr)
+		a.mu.Unlock()
+	}
+	out := make([]Result, len(m.Commands))
+	for i := range out {
+		out[i] = Result{Code: CmdSuccess, Ack: &GetMemoryAck{Data: []byte{0}}}
+	}
+	return out, Success
+}
+
+// TestRouterKeepsOrderAcrossHeal: the link to a child breaks while the child lives (it holds
+// the session), and the Router's re-dial is held up. Requests for the child's rank sent
+// meanwhile, one after the other without waiting, reach the child in the order they were
+// sent once the link is back and the session resumed, and each is answered.
+func TestRouterKeepsOrderAcrossHeal(t *testing.T) {
+	child := &orderAgent{}
+	childSrv := &Server{Token: []byte(testToken), Handler: child, ResumeGrace: time.Minute}
+	childLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go childSrv.Serve(childLn)
+	t.Cleanup(func() { childSrv.Close() })
+
+	// A proxy in front of the child: it can break the connection it carries, and hold the
+	// next one until released.
+	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxyLn.Close() })
+	var pmu sync.Mutex
+	var carried []net.Conn
+	release := make(chan struct{})
+	holding := false
+	accepted := make(chan struct{}, 4)
+	go func() {
+		for {
+			up, err := proxyLn.Accept()
+			if err != nil {
+				return
+			}
+			pmu.Lock()
+			hold := holding
+			pmu.Unlock()
+			go func() {
+				if hold {
+					accepted <- struct{}{}
+					<-release
+				}
+				down, err := net.Dial("tcp", childLn.Addr().String())
+				if err != nil {
+					up.Close()
+					return
+				}
+				pmu.Lock()
+				carried = append(carried, up, down)
+				pmu.Unlock()
+				go func() { io.Copy(down, up); down.Close() }()
+				io.Copy(up, down)
+				up.Close()
+			}()
+		}
+	}()
+
+	rootLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &Router{Local: &stackAgent{ranks: []uint32{0}}, Token: []byte(testToken), Timeout: time.Minute}
+	rt.SetChildren([]Route{{Addr: proxyLn.Addr().String(), Ranks: []uint32{1}}})
+	root := &Server{Token: []byte(testToken), Handler: rt}
+	go root.Serve(rootLn)
+	t.Cleanup(func() { root.Close() })
+	ctx := testCtx(t)
+	tool := dialRoot(t, rootLn.Addr().String())
+	if _, err := tool.Query(ctx, 1, &GetMemory{Addr: 1000, Length: 1}); err != nil {
+		t.Fatalf("first query: %v", err)
+	}
+
+	pmu.Lock()
+	holding = true
+	for _, nc := range carried { // the link breaks; the child holds the session
+		nc.Close()
+	}
+	pmu.Unlock()
+	select {
+	case <-accepted: // the Router's re-dial, held
+	case <-ctx.Done():
+		t.Fatal("the Router did not dial the child again")
+	}
+	const n = 40
+	errs := make(chan error, n)
+	for i := range n {
+		sent, _ := tool.Messages()
+		go func() {
+			_, err := tool.Query(ctx, 1, &GetMemory{Addr: uint64(i), Length: 1})
+			errs <- err
+		}()
+		for now, _ := tool.Messages(); now == sent; now, _ = tool.Messages() { // sent before the next
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("query across the heal: %v", err)
+		}
+	}
+	child.mu.Lock()
+	defer child.mu.Unlock()
+	want := []uint64{1000}
+	for i := range n {
+		want = append(want, uint64(i))
+	}
+	if !slices.Equal(child.seen, want) {
+		t.Fatalf("the child saw the requests in the order %v, want %v", child.seen, want)
+	}
 }
