@@ -131,3 +131,39 @@ func TestGroupStepFromEntry(t *testing.T) {
 		t.Errorf("rank 2 did not move from line %d", before)
 	}
 }
+
+// TestNextOverLongLineAgainstGDB: a next over a line of many instructions and no call, then
+// over a loop of more instructions than one StepRange may execute on one line, lands where
+// gdb's next does. The agent steps through each line's range alone (StepRange): the next over
+// the long line takes a few CDTI messages, not one per instruction; the loop runs out of the
+// range's budget and is left by running to the line's boundaries.
+func TestNextOverLongLineAgainstGDB(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "longline")
+	oracle := gdbOracle(t, p, []string{"HPCDAP_RANK=0"}, nil,
+		fmt.Sprintf("break longline.c:%d", p.line(t, "long")), "run", "oracle-dump",
+		"next", "oracle-dump", "next", "oracle-dump", "kill")
+	if len(oracle) != 3 {
+		t.Fatalf("gdb recorded %d states, want 3", len(oracle))
+	}
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin})
+	d.setBreakpoints(p.src, p.line(t, "long"))
+	d.call("configurationDone", nil, nil)
+	tid := d.stopped().ThreadId
+	compareTop(t, "at the long line", d.stackTrace(tid), oracle[0])
+	for i, what := range []string{"over the long line", "over the loop"} {
+		before := *d.ranks().Messages
+		d.call("next", map[string]any{"threadId": tid}, nil)
+		if st := d.stopped(); st.Reason != "step" {
+			t.Fatalf("next %s: stopped %+v", what, st)
+		}
+		sent := d.ranks().Messages.Sent - before.Sent
+		t.Logf("next %s: %d CDTI messages sent", what, sent)
+		if i == 0 && sent > 6 {
+			t.Errorf("next over a line of many instructions took %d CDTI messages, want a few (the agent steps the range)", sent)
+		}
+		compareTop(t, "next "+what, d.stackTrace(tid), oracle[i+1])
+	}
+}

@@ -82,6 +82,8 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 	th.atBreak = false
 	wasToolStep := th.toolStep
 	th.toolStep = false
+	rng := th.rng // a range step goes on only from a step that completed in its range
+	th.rng = nil
 	sig := ev.Signal
 	n := notif{tid: th.tid, sig: sig, reason: cdti.SignalGeneric, inst: ev.PC}
 	toolTrap := false // caused by the tools: never delivered to the program
@@ -146,6 +148,10 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 			n.reason = cdti.SignalStepComplete
 			if n.inst == 0 { // a back end that does not read the pc after a plain step (rsp)
 				n.inst = p.threadPC(th)
+			}
+			if rng != nil && p.holder != nil && len(p.pending) == 0 && p.inflight == nil && p.stepOn(th, rng, n.inst) {
+				th.sig = 0
+				return
 			}
 			toolTrap = true
 		case target.TrapWatch:

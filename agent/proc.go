@@ -116,8 +116,9 @@ type pthread struct {
 	holder       uint32 // the tool that held it
 	atBreak      bool   // stopped by a planted breakpoint at brk; pc was moved back to it
 	brk          uint64
-	stepReq      bool // the tool asked StepThread and the step has not started
-	toolStep     bool // single-stepping for a tool: the next SIGTRAP is StepComplete
+	stepReq      bool       // the tool asked StepThread and the step has not started
+	toolStep     bool       // single-stepping for a tool: the next SIGTRAP is StepComplete
+	rng          *rangeStep // StepRange: the tool's step goes on while the pc stays in the range
 	watch        [watchPairs]*watchSpec
 	ool          oolPass // the slot the thread was last sent through, until its next stop
 }
@@ -443,7 +444,7 @@ func (p *proc) untrace() {
 	p.suspended = false
 	clear(p.pins)
 	for _, th := range p.threads {
-		th.held, th.stepReq = false, false
+		th.held, th.stepReq, th.rng = false, false, nil
 	}
 	p.capture = 0
 	// A single step in flight must end first: a thread interrupted before it has taken the

@@ -194,7 +194,7 @@ func (p *proc) removeTool(t *tool, dropped bool) {
 		p.pending, p.inflight = nil, nil
 		p.suspended = false
 		for _, th := range p.threads {
-			th.stepReq = false
+			th.stepReq, th.rng = false, nil
 		}
 		after = p.release(t, false)
 	}

@@ -89,6 +89,8 @@ func (p *proc) updateOne(t *tool, th *pthread, c cdti.Command) (cdti.Result, fun
 		return done, nil
 	case *cdti.StepThread:
 		return p.stepThread(th), nil
+	case *cdti.StepRange:
+		return p.stepRange(th, c), nil
 	case *cdti.ReleaseControl:
 		return p.releaseControl(t, th, c.Notify)
 	case *cdti.SetBreakpoint:
@@ -232,7 +234,7 @@ func (p *proc) stopProcess(t *tool, th *pthread, flags cdti.StopFlags) cdti.Resu
 		return fail(cdti.CmdInval, tid)
 	}
 	for _, o := range p.threads {
-		o.stepReq, o.toolStep = false, false
+		o.stepReq, o.toolStep, o.rng = false, false, nil
 	}
 	if p.stepOver != nil {
 		p.stepOver.tool = false // its end is no StepComplete either
@@ -255,7 +257,7 @@ func (p *proc) stepThread(th *pthread) cdti.Result {
 	}
 	// The continuation signal stays with the notified thread, delivered when it runs again.
 	p.inflight = nil
-	th.stepReq = true
+	th.stepReq, th.rng = true, nil
 	return ok(&cdti.BareAck{ThreadID: tid})
 }
 

@@ -38,9 +38,9 @@ func (t CommandType) Kind() MessageType {
 }
 
 // IsAction reports whether t is one of the action commands (ContinueProcess, StepThread,
-// ReleaseControl), of which an Update may carry only one.
+// ReleaseControl, and the extension StepRange), of which an Update may carry only one.
 func (t CommandType) IsAction() bool {
-	return t == TypeContinueProcess || t == TypeStepThread || t == TypeReleaseControl
+	return t == TypeContinueProcess || t == TypeStepThread || t == TypeReleaseControl || t == TypeStepRange
 }
 
 // IsExtension reports whether t is one of this package's extension commands, which a real BG/Q

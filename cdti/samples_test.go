@@ -92,6 +92,7 @@ func commandSamples() []cmdSample {
 		{&StopProcess{ThreadID: 54}, 8, 16},
 		{&StopProcess{ThreadID: 56, Flags: StopResendOnly}, 8, 16},
 		{&SetTrapCondition{ThreadID: 55, Address: 0x401136, Bias: 0x555555554000, Hits: 7, Site: data}, 40 + len(data), 16},
+		{&StepRange{ThreadID: 57, MaxSteps: 4096, Lo: 0x401136, Hi: 0x401150}, 24, 8},
 	}
 }
 
@@ -155,5 +156,6 @@ func ackSamples() []ackSample {
 		{&StopProcessAck{ThreadID: 44, Stopping: true}, 16},
 		{&StopProcessAck{ThreadID: 45}, 16},
 		{&SetTrapConditionAck{ThreadID: 46, Hits: 12}, 16},
+		bare(&StepRangeAck{ThreadID: 47}),
 	}
 }

@@ -50,6 +50,8 @@ type Rank struct {
 
 	evMu sync.Mutex // serialises the handling of this rank's notifications
 
+	noRangeStep atomic.Bool // its agent refused StepRange: source steps go instruction by instruction
+
 	// Guarded by job.mu.
 	state       RankState
 	notif       *cdti.NotifySignal // the notification in flight while stopped

@@ -13,6 +13,7 @@ type stepPlan struct {
 	cfa     uint64 // frame 0's canonical frame address
 	retAddr uint64 // frame 1's pc (0: unknown)
 	lo, hi  uint64 // run-time range of the current line
+	spanHi  uint64 // end of the rows after [lo, hi) that belong to the step's line too (lineSpan)
 	line    symbols.Line
 	hasLine bool
 	fnLo    uint64 // run-time range of the current function
@@ -20,8 +21,9 @@ type stepPlan struct {
 	proc    *symbols.Process
 }
 
-// maxSteps bounds the single steps of one source step before the step runs to the line's
-// boundaries instead (a loop inside one line).
+// maxSteps bounds the instructions one source step executes one at a time (single steps, or
+// a StepRange, which goes at most this far) before the step runs to the line's boundaries
+// instead (a loop inside one line).
 const maxSteps = 2000
 
 // prepare reads where the step starts.
@@ -120,11 +122,15 @@ func (st *stepper) perform(ctx context.Context) (int, error) {
 			}
 			steps = 0
 		} else {
+			p.spanHi = st.lineSpan(startLine)
 			done, err := st.advance(ctx)
 			if err != nil || done {
 				return st.lwp, err
 			}
 			steps++
+			if st.rangeSpent {
+				steps, st.rangeSpent = maxSteps, false
+			}
 		}
 		pc := p.pc
 		if pc >= p.lo && pc < p.hi {
@@ -142,6 +148,33 @@ func (st *stepper) perform(ctx context.Context) (int, error) {
 		// Mid-line (back in a caller), or another row of the same line: keep stepping.
 		st.setRange(pc)
 	}
+}
+
+// lineSpan returns the end of the rows that follow the current range [lo, hi) without a gap
+// and belong to line (the line the step started on) as the range does: the step goes on
+// through them without looking (perform), so one StepRange may cover them all. It is hi when
+// the range is not of line (back in a caller, mid-line).
+func (st *stepper) lineSpan(line symbols.Line) uint64 {
+	p := &st.plan
+	if !p.hasLine || p.line.Line != line.Line || p.line.File != line.File {
+		return p.hi
+	}
+	m := p.proc.ModuleAt(p.lo)
+	if m == nil {
+		return p.hi
+	}
+	hi := p.hi
+	for range 256 {
+		if p.fnHi != 0 && hi >= p.fnHi {
+			break
+		}
+		l, ok := m.Bin.LineForPC(hi - m.Bias)
+		if !ok || l.Line != line.Line || l.File != line.File || l.Addr+m.Bias != hi || l.End <= l.Addr {
+			break
+		}
+		hi = l.End + m.Bias
+	}
+	return hi
 }
 
 // lineStart returns the line of pc and whether pc is the first address of a statement row.
@@ -172,7 +205,9 @@ func (st *stepper) biasAt(pc uint64) uint64 {
 	return 0
 }
 
-// advance executes one instruction of the thread, a call as a whole when stepping over it.
+// advance executes one instruction of the thread, a call as a whole when stepping over it,
+// and, at an instruction that is not a call, the instructions after it while they stay in the
+// line's range (stepInRange).
 // Stepping into a call whose target has line information stops at the callee's first line
 // (done); a callee without line information is run through. A step in with a target steps
 // over the other calls.
@@ -188,7 +223,20 @@ func (st *stepper) advance(ctx context.Context) (done bool, err error) {
 	if isCall && (st.kind == StepOver || st.site != 0 && p.pc != st.site && !st.instr) {
 		return st.instr, st.runTo(ctx, []uint64{next}, callSP)
 	}
-	if err := st.stepInstr(ctx); err != nil {
+	if !isCall && !st.instr && p.hi > p.lo {
+		hi := max(p.hi, p.spanHi)
+		err = st.stepInRange(ctx, p.lo, hi)
+		if err == nil && p.pc >= p.lo && p.pc < hi {
+			// Still in the range, short of a call or a breakpoint: the step's budget of
+			// instructions is spent (a loop within the line).
+			if call, _ := st.decodeCall(p.pc); !call && !st.j.bps.isUserSite(st.r, p.pc) {
+				st.rangeSpent = true
+			}
+		}
+	} else {
+		err = st.stepInstr(ctx)
+	}
+	if err != nil {
 		return false, err
 	}
 	if !isCall || st.kind != StepInto || st.instr {

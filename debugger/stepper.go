@@ -26,6 +26,9 @@ type stepper struct {
 	plan      stepPlan
 	end       *stopInfo // how the step ended when not as a plain step (a breakpoint on the way)
 	site      uint64    // a step in with a target: the one call to enter (0: any)
+	// rangeSpent: the last StepRange ended in its range, short of a call or a breakpoint:
+	// it executed maxSteps instructions.
+	rangeSpent bool
 }
 
 // deliver hands a notification to the stepper; it never blocks the notification reader.
@@ -120,10 +123,39 @@ func (st *stepper) abort(m *cdti.Notify) error {
 
 // stepInstr single-steps the thread and waits for the step to complete.
 func (st *stepper) stepInstr(ctx context.Context) error {
+	return st.stepWith(ctx, &cdti.StepThread{ThreadID: uint32(st.lwp)})
+}
+
+// stepInRange executes the thread's instructions while its pc stays in [lo, hi), short of a
+// call or a breakpoint: one StepRange, which the agent carries out alone, where the rank's
+// agent has it (else single steps, one at a time, as stepInstr: a BG/Q CNK).
+func (st *stepper) stepInRange(ctx context.Context, lo, hi uint64) error {
+	if st.r.sym.isCNK() || st.r.noRangeStep.Load() {
+		return st.stepInstr(ctx)
+	}
+	err := st.stepWith(ctx, &cdti.StepRange{ThreadID: uint32(st.lwp), Lo: lo, Hi: hi, MaxSteps: maxSteps})
+	var inval errCmdInval
+	if errors.As(err, &inval) {
+		st.r.noRangeStep.Store(true) // an agent without the extension
+		return st.stepInstr(ctx)
+	}
+	return err
+}
+
+// errCmdInval is the error of a step command the agent refused as unknown.
+type errCmdInval struct{ cmd cdti.CommandType }
+
+func (e errCmdInval) Error() string { return fmt.Sprintf("%v: the agent does not know it", e.cmd) }
+
+// stepWith runs one step command (StepThread, StepRange) and waits for its completion.
+func (st *stepper) stepWith(ctx context.Context, cmd cdti.Command) error {
 	for {
 		if err := st.act(ctx, func() error {
-			rs, err := st.r.node.client.Update(ctx, uint32(st.r.Num), &cdti.StepThread{ThreadID: uint32(st.lwp)})
-			if err == nil && rs[0].Code != cdti.CmdSuccess {
+			rs, err := st.r.node.client.Update(ctx, uint32(st.r.Num), cmd)
+			switch {
+			case err == nil && rs[0].Code == cdti.CmdInval && cmd.CommandType().IsExtension():
+				err = errCmdInval{cmd.CommandType()}
+			case err == nil && rs[0].Code != cdti.CmdSuccess:
 				err = fmt.Errorf("step LWP %d: %v", st.lwp, rs[0].Code)
 			}
 			return err

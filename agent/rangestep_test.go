@@ -1,0 +1,100 @@
+package agent
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
+)
+
+// instructions lists the addresses of fn's instructions in objdump's listing, and of the
+// first call among them (0 if none).
+func instructions(t *testing.T, bin, fn string) (addrs []uint64, call uint64) {
+	t.Helper()
+	out, err := exec.Command("objdump", "-d", "--disassemble="+fn, bin).Output()
+	if err != nil {
+		t.Fatalf("objdump: %v", err)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		a, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseUint(a, 16, 64)
+		if err != nil {
+			continue
+		}
+		addrs = append(addrs, v)
+		if f := strings.Fields(rest); call == 0 && len(f) > 0 && strings.Contains(rest, "\tcall ") {
+			call = v
+		}
+	}
+	if len(addrs) == 0 {
+		t.Fatalf("objdump lists no instruction of %s", fn)
+	}
+	return addrs, call
+}
+
+// stepComplete waits for the StepComplete of a step and checks where it stopped.
+func stepComplete(t *testing.T, tt *testTool, what string, want uint64) {
+	t.Helper()
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalStepComplete || n.InstAddress != want {
+		t.Fatalf("%s: notify %+v, want StepComplete at %#x", what, n, want)
+	}
+	if pc := tt.pc(0, 0); pc != want {
+		t.Fatalf("%s: pc %#x, want %#x", what, pc, want)
+	}
+}
+
+// TestStepRange: StepRange steps on in the agent while the pc stays in its range, and stops,
+// with one StepComplete, at the first call instruction of the range (not executed), at a
+// tool's breakpoint in the range (not executed; the trap stays), after MaxSteps
+// instructions, and at the first instruction outside the range. The program then runs to its
+// end with the right result: every instruction ran once.
+func TestStepRange(t *testing.T) {
+	h := newHarness(t, "")
+	out := h.spawn(1, progBin, "loop", "2")
+	tt, _ := startStopped(t, h, 1)
+	inner := testenv.NMSymbol(t, progBin, "inner")
+	innerCode, call := instructions(t, progBin, "inner")
+	hitCode, _ := instructions(t, progBin, "hit")
+	if call == 0 || len(hitCode) < 7 {
+		t.Fatalf("inner %x (call at %#x), hit %x: not the code the test expects", innerCode, call, hitCode)
+	}
+	tt.setBreak(0, inner)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != inner {
+		t.Fatalf("hit %+v, want inner at %#x", n, inner)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: inner, Instruction: uint32(origByte(t, progBin, inner))})
+
+	// From inner's entry through its range: stops at the call, not executed.
+	end := innerCode[len(innerCode)-1] + 1
+	tt.mustUpdate(0, &cdti.StepRange{Lo: inner, Hi: end})
+	stepComplete(t, tt, "StepRange to the call", call)
+	// Into hit, one instruction.
+	tt.mustUpdate(0, &cdti.StepThread{})
+	stepComplete(t, tt, "StepThread into hit", hitCode[0])
+	// Through hit's range with a breakpoint at its 5th instruction: stops on the trap.
+	hitEnd := hitCode[len(hitCode)-1] + 1
+	tt.setBreak(0, hitCode[4])
+	tt.mustUpdate(0, &cdti.StepRange{Lo: hitCode[0], Hi: hitEnd})
+	stepComplete(t, tt, "StepRange to a breakpoint", hitCode[4])
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: hitCode[4], Instruction: uint32(origByte(t, progBin, hitCode[4]))})
+	// Two instructions at most.
+	tt.mustUpdate(0, &cdti.StepRange{Lo: hitCode[0], Hi: hitEnd, MaxSteps: 2})
+	stepComplete(t, tt, "StepRange of 2 steps", hitCode[6])
+	// A range of one instruction: the next is outside it.
+	tt.mustUpdate(0, &cdti.StepRange{Lo: hitCode[6], Hi: hitCode[6] + 1})
+	stepComplete(t, tt, "StepRange of one instruction", hitCode[7])
+
+	tt.cont(0)
+	if st := tt.waitTermination(0); st.ExitCode() != 0 {
+		t.Errorf("exit %v", st)
+	}
+	out.waitFor(t, "iterations 2 counter 1")
+}
