@@ -149,8 +149,13 @@
 // tool (else the leader); ContinueProcess and SetContinuationSignal must name the notified
 // thread (CmdTIDinval otherwise). StepThread satisfies the notification and steps one
 // suspended thread while the others stay stopped; its completion is Notify(SIGTRAP,
-// StepComplete). ReleaseControl continues the notified thread first, and answers
-// CmdPendingNotify (keeping control) while other notifications are queued.
+// StepComplete). StepRange (an hpcdap extension) steps as StepThread does and goes on stepping
+// in the agent, without a word to the tool, while the pc stays in its range, is not at a call
+// instruction (decoded from the original bytes under any trap) and not at a tool's breakpoint,
+// and its budget of steps lasts; one StepComplete ends it, or whatever else stopped the thread.
+// StopProcess, a release or a detach ends it as it ends a step. ReleaseControl continues the
+// notified thread first, and answers CmdPendingNotify (keeping control) while other
+// notifications are queued.
 //
 // StopProcess (an hpcdap extension) stops a running process for the tool holding control
 // without a signal: every thread is interrupted and one Notify(SIGSTOP, Interrupt) follows,
