@@ -72,12 +72,22 @@ func waitOrKill(cmd *exec.Cmd, d time.Duration) error {
 // removed after the first stop).
 //
 //	go test ./adapter -run '^$' -bench NextLatency -benchtime 300x
-func BenchmarkNextLatency(b *testing.B) {
-	p := compileC(b, "condloop")
-	line := p.line(b, "main-call")
+func BenchmarkNextLatency(b *testing.B) { nextLatency(b, "condloop", "main-call") }
+
+// BenchmarkNextLongLineLatency is NextLatency over lines of ~40 instructions and no call
+// (longloop's loop), which hpcdap's agent steps through alone (StepRange).
+//
+//	go test ./adapter -run '^$' -bench NextLongLineLatency -benchtime 300x
+func BenchmarkNextLongLineLatency(b *testing.B) { nextLatency(b, "longloop", "first") }
+
+// nextLatency times nexts from the line marked mark of program prog, hpcdap beside
+// lldb-vscode-15, the breakpoint there removed after the first stop.
+func nextLatency(b *testing.B, prog, mark string) {
+	p := compileC(b, prog)
+	line := p.line(b, mark)
 	next := func(b *testing.B, c *dapclient.Client, tid int) {
 		if b.N > maxNexts {
-			b.Fatalf("at most %d steps: condloop's loop is not longer (-benchtime %dx)", maxNexts, b.N)
+			b.Fatalf("at most %d steps: the program's loop is not longer (-benchtime %dx)", maxNexts, b.N)
 		}
 		if err := c.Call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src},
 			"breakpoints": []map[string]any{}}, nil); err != nil {
@@ -111,5 +121,6 @@ func BenchmarkNextLatency(b *testing.B) {
 	})
 }
 
-// maxNexts bounds NextLatency's steps: condloop's loop is 20,000 calls, two lines each.
+// maxNexts bounds NextLatency's steps: condloop's loop is 20,000 calls, two lines each
+// (longloop's is longer).
 const maxNexts = 19000

@@ -149,7 +149,7 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 			if n.inst == 0 { // a back end that does not read the pc after a plain step (rsp)
 				n.inst = p.threadPC(th)
 			}
-			if rng != nil && p.holder != nil && len(p.pending) == 0 && p.inflight == nil && p.stepOn(th, rng, n.inst) {
+			if rng != nil && p.holder != nil && len(p.pending) == 0 && p.inflight == nil && p.stepOn(th, rng, n.inst, ev.Steps) {
 				th.sig = 0
 				return
 			}

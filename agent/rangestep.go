@@ -3,11 +3,12 @@ package agent
 import (
 	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/target"
 )
 
 // rangeStep is a tool's StepRange under way on one thread: its single steps go on, unseen by
 // the tool, while the pc stays in [lo, hi), is not at a call instruction or at a tool's
-// breakpoint, and left steps remain.
+// breakpoint, and steps remain (left, the one under way included).
 type rangeStep struct {
 	lo, hi uint64
 	left   uint32
@@ -25,15 +26,33 @@ func (p *proc) stepRange(th *pthread, c *cdti.StepRange) cdti.Result {
 		if left == 0 {
 			left = cdti.MaxRangeSteps
 		}
-		th.rng = &rangeStep{lo: c.Lo, hi: c.Hi, left: left - 1}
+		th.rng = &rangeStep{lo: c.Lo, hi: c.Hi, left: left}
 	}
 	return r
 }
 
-// stepOn is called when th completed one single step of a tool's StepRange (rng, taken off
-// the thread) at pc: it reports whether the thread steps again instead of the tool being
-// told, and if so asks for the step.
-func (p *proc) stepOn(th *pthread, rng *rangeStep, pc uint64) bool {
+// toolStep starts th's step for a tool: a plain single step, or, for a StepRange where the back
+// end is a target.RangeStepper, the steps of the range that the back end can take alone (it
+// stops at every trap planted in the range, which the agent steps over itself).
+func (p *proc) toolStep(th *pthread, sig int) error {
+	rs, ok := p.tp.(target.RangeStepper)
+	if th.rng == nil || th.rng.left == 0 || !ok {
+		return p.tp.Step(th.tid, sig)
+	}
+	r := target.StepRange{Lo: th.rng.lo, Hi: th.rng.hi, Max: int(th.rng.left)}
+	for addr := range p.bps {
+		if addr >= r.Lo && addr < r.Hi {
+			r.Stops = append(r.Stops, addr)
+		}
+	}
+	return rs.StepRange(th.tid, sig, r)
+}
+
+// stepOn is called when th completed the steps it was sent on for a tool's StepRange (rng,
+// taken off the thread): taken steps, the last at pc. It reports whether the thread steps
+// again instead of the tool being told, and if so asks for the step.
+func (p *proc) stepOn(th *pthread, rng *rangeStep, pc uint64, taken int) bool {
+	rng.left -= min(rng.left, uint32(max(taken, 1)))
 	if rng.left == 0 || pc < rng.lo || pc >= rng.hi {
 		return false
 	}
@@ -43,7 +62,6 @@ func (p *proc) stepOn(th *pthread, rng *rangeStep, pc uint64) bool {
 	if p.callAt(pc) {
 		return false // the tool steps into the call or over it
 	}
-	rng.left--
 	th.rng, th.stepReq = rng, true
 	return true
 }

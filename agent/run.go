@@ -141,11 +141,12 @@ func (p *proc) resume(th *pthread) {
 	th.pc = 0
 }
 
-// startToolStep single-steps th for a tool (no trap at its PC).
+// startToolStep single-steps th for a tool (no trap at its PC), through its StepRange's range
+// where the back end steps through ranges itself (rangestep.go).
 func (p *proc) startToolStep(th *pthread) {
 	th.stepReq = false
 	sig := th.sig
-	if err := p.tp.Step(th.tid, sig); err != nil {
+	if err := p.toolStep(th, sig); err != nil {
 		p.a.logf("agent: rank %d: step tid %d: %v", p.rank, th.tid, err)
 		return
 	}

@@ -109,6 +109,9 @@ type Event struct {
 	// Registers would return them then, when the back end read them with the stop (nil
 	// otherwise): an agent that decides and passes the hit needs no further read.
 	Regs []byte
+	// Steps, for the TrapStep that ends a StepRange (RangeStepper), is how many single steps
+	// the range took (0 for a plain Step: one).
+	Steps int
 }
 
 // MemoryAsProcess is implemented by back ends that can also access a process's memory with
@@ -137,6 +140,26 @@ type RegsResumer interface {
 // stop while it runs: it must not wait for anything (the back end's own methods called from
 // within it run in place).
 type TrapHook func(ev *Event, seq uint64, resume func(regs []byte) error) bool
+
+// StepRange is what RangeStepper.StepRange steps through: the thread steps on while its pc
+// stays in [Lo, Hi), is not one of Stops (the traps planted in the range, whose original
+// instruction the caller handles) and not at a call instruction, for at most Max steps.
+type StepRange struct {
+	Lo, Hi uint64
+	Stops  []uint64
+	Max    int
+}
+
+// RangeStepper is implemented by back ends that single-step a thread through a range of
+// instructions where they reap its stops: the steps cost no hand-off between threads, and one
+// event ends them: the TrapStep at the first pc the range does not go on from (Event.Steps
+// says how many steps were taken), or whatever else stopped the thread (a signal, an
+// interrupt, its end).
+type RangeStepper interface {
+	// StepRange single-steps the stopped thread tid, delivering sig, as Step does, and goes
+	// on stepping as r says.
+	StepRange(tid int, sig int, r StepRange) error
+}
 
 // TrapHooker is implemented by back ends that let an agent decide breakpoint hits where they
 // are reaped (TrapHook): a hit passed there costs no hand-off between threads.

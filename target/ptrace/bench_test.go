@@ -302,3 +302,42 @@ func BenchmarkThreadCreate(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "threads/s")
 	})
 }
+
+// BenchmarkSingleStep: ns/op is one instruction of tight()'s loop single-stepped, either
+// through Step and its event, one at a time (how=step), or inside one StepRange of 1,000
+// steps that the tracer's thread takes alone (how=range).
+func BenchmarkSingleStep(b *testing.B) {
+	for _, how := range []string{"step", "range"} {
+		b.Run("how="+how, func(b *testing.B) {
+			tr := newTracer(b)
+			p := spawn(b, tr, "tight")
+			pid := p.Info().Pid
+			fn := symAddr(b, pid, progPath, "tight")
+			orig := make([]byte, 1)
+			p.ReadMemory(fn, orig)
+			p.WriteMemory(fn, []byte{0xcc})
+			p.Resume(pid, 0)
+			if ev := <-p.Events(); ev.Trap != target.TrapBreakpoint {
+				b.Fatalf("event %+v", ev)
+			}
+			p.WriteMemory(fn, orig)
+			p.SetPC(pid, fn)
+			loop := target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 1000}
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				if how == "step" {
+					p.Step(pid, 0)
+					done++
+				} else {
+					r := loop
+					r.Max = min(1000, b.N-done)
+					p.(target.RangeStepper).StepRange(pid, 0, r)
+					done += r.Max
+				}
+				if ev := <-p.Events(); ev.Trap != target.TrapStep {
+					b.Fatalf("event %+v", ev)
+				}
+			}
+		})
+	}
+}

@@ -94,11 +94,13 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	if th.injectSig != 0 && si.Signo == th.injectSig && si.Code == siTkill && si.Pid == t.self {
 		// The signal a resume queued with tgkill: deliver it now, as asked, without a report.
 		th.injectSig = 0
+		walk := th.walk
 		th.setStopped(stopSignal)
 		th.sig = sig
 		if p.phase == phaseDetaching {
 			return // stays stopped; Detach delivers it
 		}
+		th.walk = walk // the step goes on
 		if th.resume(sig, th.step) == nil && th.wantStop {
 			// This stop consumed the pending interrupt; ask again.
 			ptraceRaw(unix.PTRACE_INTERRUPT, th.tid, 0, 0)
@@ -109,6 +111,9 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 		p.jobStopped = false
 	}
 	isNew := th.state == tsNew
+	interrupted := th.wantStop
+	walk := th.walk // a StepRange goes on only from its own step trap
+	th.walk = nil
 	th.fetchSig = 0
 	th.setStopped(stopSignal)
 	th.sig = sig
@@ -135,6 +140,13 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	}
 	ev.PC = th.pc()
 	th.stopPC = ev.PC
+	if walk != nil && ev.Trap == target.TrapStep {
+		walk.steps++
+		if !interrupted && th.walkOn(walk, ev.PC) {
+			return
+		}
+		ev.Steps = walk.steps
+	}
 	if ev.Trap == target.TrapBreakpoint && th.regsOK {
 		ev.Regs = append([]byte(nil), th.regs[:]...)
 		if t.hooked(th, &ev) {

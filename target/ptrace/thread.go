@@ -54,6 +54,8 @@ type thread struct {
 	orphan        bool // killed by another thread's exec: its exit report is swallowed
 	holding       int  // the new thread whose first stop it waits for in its clone event's stop (releaseCreator)
 
+	walk *rangeWalk // a StepRange under way: the next step trap may step on (rangestep.go)
+
 	regs   [gregsSize]byte // general registers, valid while regsOK
 	regsOK bool
 	watch  watchState
@@ -67,6 +69,7 @@ func (th *thread) setStopped(kind stopKind) {
 	th.kind = kind
 	th.sig = 0
 	th.ourSig = false
+	th.walk = nil
 	th.trap = target.TrapNone
 	th.stopPC = 0
 	th.regsOK = false

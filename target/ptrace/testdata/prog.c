@@ -90,9 +90,19 @@ static void *exec_thread(void *arg) {
 	_exit(99);
 }
 
+volatile long tight_counter;
+
+/* An endless loop of a few instructions and no call. */
+__attribute__((noinline)) void tight(void) {
+	for (;;)
+		tight_counter++;
+}
+
 int main(int argc, char **argv) {
 	const char *mode = argc > 1 ? argv[1] : "count";
 	long n = argc > 2 ? atol(argv[2]) : 3;
+	if (!strcmp(mode, "tight")) /* loop in tight() for ever */
+		tight();
 	if (!strcmp(mode, "count")) { /* call target_fn n times; n < 0: forever */
 		for (long i = 0; n < 0 || i < n; i++)
 			target_fn(1);

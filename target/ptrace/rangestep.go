@@ -1,0 +1,63 @@
+//go:build linux && amd64
+
+package ptrace
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hpcdap/hpcdap/amd64"
+	"github.com/hpcdap/hpcdap/target"
+	"golang.org/x/sys/unix"
+)
+
+// rangeWalk is a StepRange under way on a thread: its range and the steps taken.
+type rangeWalk struct {
+	r     target.StepRange
+	steps int
+}
+
+// StepRange single-steps tid as Step does and steps on, on the tracer's thread, as r says
+// (target.RangeStepper).
+func (p *process) StepRange(tid int, sig int, r target.StepRange) error {
+	if sig < 0 || sig > 64 {
+		return wrapErr("step range", p.obj(tid), nil, fmt.Errorf("signal %d: %w", sig, unix.EINVAL))
+	}
+	return p.t.call(func() error {
+		th, err := p.stopped("step range", tid)
+		if err != nil {
+			return err
+		}
+		if err := th.resume(sig, true); err != nil {
+			return p.fail("step range", tid, err)
+		}
+		th.walk = &rangeWalk{r: r}
+		return nil
+	})
+}
+
+// walkOn is called at the step trap of a thread in a StepRange (walk, taken off the thread,
+// its steps counted), at pc, unless an interrupt was asked meanwhile: it reports whether the
+// thread stepped on (then nothing is reported). Runs on the tracer's thread.
+func (th *thread) walkOn(w *rangeWalk, pc uint64) bool {
+	r := &w.r
+	if w.steps >= r.Max || pc < r.Lo || pc >= r.Hi || slices.Contains(r.Stops, pc) || th.p.callAt(pc) {
+		return false
+	}
+	if th.resume(0, true) != nil {
+		return false
+	}
+	th.walk = w
+	return true
+}
+
+// callAt reports whether the instruction at pc is a call, or cannot be read or decoded.
+func (p *process) callAt(pc uint64) bool {
+	var code [16]byte
+	n, _ := p.readMem(pc, code[:])
+	if n == 0 {
+		return true
+	}
+	call, _, err := amd64.DecodeCall(code[:n])
+	return call || err != nil
+}

@@ -1,0 +1,86 @@
+//go:build linux && amd64
+
+package ptrace
+
+import (
+	"testing"
+
+	"github.com/hpcdap/hpcdap/target"
+)
+
+// TestStepRange: StepRange walks a thread through a range on the tracer's thread and reports
+// one event: the step trap after Max steps (Steps says Max), the step trap at an address of
+// Stops (once around a loop), and, for an endless walk (a loop that never leaves the range),
+// the stop an Interrupt asks for. The thread then runs on as usual.
+func TestStepRange(t *testing.T) {
+	tr := newTracer(t)
+	p := spawn(t, tr, "tight")
+	pid := p.Info().Pid
+	fn := symAddr(t, pid, progPath, "tight")
+	// To tight's entry, by a breakpoint taken away once hit.
+	orig := make([]byte, 1)
+	if _, err := p.ReadMemory(fn, orig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteMemory(fn, []byte{0xcc}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resume(pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ev := expect(t, p, target.EventSignal); ev.Trap != target.TrapBreakpoint || ev.PC != fn+1 {
+		t.Fatalf("at tight: %+v", ev)
+	}
+	p.WriteMemory(fn, orig)
+	if err := p.SetPC(pid, fn); err != nil {
+		t.Fatal(err)
+	}
+	loop := target.StepRange{Lo: fn, Hi: fn + 0x100}
+
+	// At most 5 steps.
+	r := loop
+	r.Max = 5
+	if err := p.(target.RangeStepper).StepRange(pid, 0, r); err != nil {
+		t.Fatal(err)
+	}
+	ev := expect(t, p, target.EventSignal)
+	if ev.Trap != target.TrapStep || ev.Steps != 5 || ev.PC < fn || ev.PC >= fn+0x100 {
+		t.Fatalf("walk of 5 steps: %+v", ev)
+	}
+	// Up to a stop address: where it stands, which the loop comes back to.
+	stop := ev.PC
+	r = loop
+	r.Max, r.Stops = 1000, []uint64{stop}
+	if err := p.(target.RangeStepper).StepRange(pid, 0, r); err != nil {
+		t.Fatal(err)
+	}
+	if ev = expect(t, p, target.EventSignal); ev.Trap != target.TrapStep || ev.PC != stop || ev.Steps < 2 || ev.Steps >= 1000 {
+		t.Fatalf("walk around the loop to %#x: %+v", stop, ev)
+	}
+	// Endless: an interrupt ends it.
+	r = loop
+	r.Max = 1 << 30
+	if err := p.(target.RangeStepper).StepRange(pid, 0, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Interrupt(pid); err != nil {
+		t.Fatal(err)
+	}
+	ev = nextEvent(t, p)
+	if !(ev.Kind == target.EventStopped || ev.Kind == target.EventSignal && ev.Trap == target.TrapStep) {
+		t.Fatalf("endless walk interrupted: %+v", ev)
+	}
+	t.Logf("endless walk interrupted: %+v", ev)
+	// And the thread runs on.
+	if err := p.Resume(pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Interrupt(pid); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if ev = nextEvent(t, p); ev.Kind == target.EventStopped {
+			break
+		}
+	}
+}
