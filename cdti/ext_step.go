@@ -9,7 +9,7 @@ const (
 )
 
 // MaxRangeSteps bounds the instructions one StepRange executes (and its MaxSteps).
-const MaxRangeSteps = 1 << 16
+const MaxRangeSteps = 1 << 12
 
 // StepRange single-steps one suspended thread as StepThread does, and goes on stepping in the
 // agent, without a word to the tool, while the thread's pc stays in [Lo, Hi): it stops at an

@@ -333,6 +333,18 @@ func TestDecodeMessageErrors(t *testing.T) {
 	} else if raw, ok := m.(*Update).Commands[0].(*RawCommand); !ok || raw.Err == nil || !strings.Contains(raw.Err.Error(), "unknown flags 0x2") {
 		t.Errorf("StopProcess with unknown flags: %#v", m.(*Update).Commands[0])
 	}
+	// So is a StepRange whose range is reversed or whose budget is over the limit.
+	for what, c := range map[string]*StepRange{
+		"is reversed": {Lo: 0x2000, Hi: 0x1000},
+		"steps":       {Lo: 0x1000, Hi: 0x2000, MaxSteps: MaxRangeSteps + 1},
+	} {
+		b, _ := Encode(&Update{Header: hdr(2), Commands: []Command{c}})
+		if m, err := DecodeMessage(b); err != nil {
+			t.Errorf("StepRange %+v: %v", c, err)
+		} else if raw, ok := m.(*Update).Commands[0].(*RawCommand); !ok || raw.Err == nil || !strings.Contains(raw.Err.Error(), what) {
+			t.Errorf("StepRange %+v: %#v", c, m.(*Update).Commands[0])
+		}
+	}
 	// Unknown types are not errors.
 	b := withU32(withU32(make([]byte, 48), 0, 0x05061f40), 20, 48)
 	if m, err := DecodeMessage(b); err != nil {
