@@ -159,17 +159,7 @@ func benchRunControl(b *testing.B, ranks int, collective, toolRouter bool) {
 	srvs, root := simTreeOf(b, ranks/per, 32, per, hungJobStack)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var c *Client
-	if toolRouter {
-		var err error
-		rt := Route{Addr: root, Ranks: seq(per), Children: srvs[0].Handler.(*Router).Children()}
-		if c, err = DialTree(ctx, rt, ClientOptions{ToolID: 3, Token: []byte(testToken)}); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { c.Close() })
-	} else {
-		c = dialRoot(b, root)
-	}
+	c := dialSim(b, srvs, root, per, toolRouter)
 	all := make([]uint32, ranks)
 	for i := range all {
 		all[i] = uint32(i)
@@ -242,17 +232,7 @@ func BenchmarkTreeQuery(b *testing.B) {
 			srvs, root := simTreeOf(b, 16, 4, per, hungJobStack)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
-			var c *Client
-			if via == "tool-router" {
-				var err error
-				rt := Route{Addr: root, Ranks: seq(per), Children: srvs[0].Handler.(*Router).Children()}
-				if c, err = DialTree(ctx, rt, ClientOptions{ToolID: 3, Token: []byte(testToken)}); err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { c.Close() })
-			} else {
-				c = dialRoot(b, root)
-			}
+			c := dialSim(b, srvs, root, per, via == "tool-router")
 			rank := uint32(15*per + 1) // agent 15: below agent 3, below the root
 			for b.Loop() {
 				if _, err := c.Query(ctx, rank, &GetThreadList{}); err != nil {

@@ -1,6 +1,7 @@
 package cdti
 
 import (
+	"context"
 	"errors"
 	"net"
 	"slices"
@@ -15,14 +16,26 @@ func simRootRoute(srvs []*Server, addr string, perAgent int) Route {
 }
 
 // dialTree is DialTree to a simulated tree, closed with the test.
-func dialTree(t *testing.T, root Route) *Client {
+func dialTree(t testing.TB, root Route) *Client {
 	t.Helper()
-	c, err := DialTree(testCtx(t), root, ClientOptions{ToolID: 3, Token: []byte(testToken)})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := DialTree(ctx, root, ClientOptions{ToolID: 3, Token: []byte(testToken)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// dialSim connects a tool to a simulated tree (simTree's servers and root, perAgent ranks
+// each): to the root directly, or through a Router of its own (toolRouter, DialTree).
+func dialSim(t testing.TB, srvs []*Server, root string, perAgent int, toolRouter bool) *Client {
+	t.Helper()
+	if toolRouter {
+		return dialTree(t, simRootRoute(srvs, root, perAgent))
+	}
+	return dialRoot(t, root)
 }
 
 // TestDialTreeAdoptsRootsChildren: a tool connected through DialTree to a 7-agent tree at
