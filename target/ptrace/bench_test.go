@@ -313,15 +313,7 @@ func BenchmarkSingleStep(b *testing.B) {
 			p := spawn(b, tr, "tight")
 			pid := p.Info().Pid
 			fn := symAddr(b, pid, progPath, "tight")
-			orig := make([]byte, 1)
-			p.ReadMemory(fn, orig)
-			p.WriteMemory(fn, []byte{0xcc})
-			p.Resume(pid, 0)
-			if ev := <-p.Events(); ev.Trap != target.TrapBreakpoint {
-				b.Fatalf("event %+v", ev)
-			}
-			p.WriteMemory(fn, orig)
-			p.SetPC(pid, fn)
+			runTo(b, p, pid, fn)
 			loop := target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 1000}
 			b.ResetTimer()
 			for done := 0; done < b.N; {

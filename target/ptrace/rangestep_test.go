@@ -17,24 +17,7 @@ func TestStepRange(t *testing.T) {
 	p := spawn(t, tr, "tight")
 	pid := p.Info().Pid
 	fn := symAddr(t, pid, progPath, "tight")
-	// To tight's entry, by a breakpoint taken away once hit.
-	orig := make([]byte, 1)
-	if _, err := p.ReadMemory(fn, orig); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.WriteMemory(fn, []byte{0xcc}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Resume(pid, 0); err != nil {
-		t.Fatal(err)
-	}
-	if ev := expect(t, p, target.EventSignal); ev.Trap != target.TrapBreakpoint || ev.PC != fn+1 {
-		t.Fatalf("at tight: %+v", ev)
-	}
-	p.WriteMemory(fn, orig)
-	if err := p.SetPC(pid, fn); err != nil {
-		t.Fatal(err)
-	}
+	runTo(t, p, pid, fn)
 	loop := target.StepRange{Lo: fn, Hi: fn + 0x100}
 
 	// At most 5 steps.
@@ -82,5 +65,28 @@ func TestStepRange(t *testing.T) {
 		if ev = nextEvent(t, p); ev.Kind == target.EventStopped {
 			break
 		}
+	}
+}
+
+// runTo lets the stopped process p run until its thread pid reaches addr, by a breakpoint
+// taken away once hit.
+func runTo(t testing.TB, p target.Process, pid int, addr uint64) {
+	t.Helper()
+	orig := make([]byte, 1)
+	if _, err := p.ReadMemory(addr, orig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteMemory(addr, []byte{0xcc}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resume(pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ev := expect(t, p, target.EventSignal); ev.Trap != target.TrapBreakpoint || ev.PC != addr+1 {
+		t.Fatalf("run to %#x: %+v", addr, ev)
+	}
+	p.WriteMemory(addr, orig)
+	if err := p.SetPC(pid, addr); err != nil {
+		t.Fatal(err)
 	}
 }
