@@ -68,6 +68,68 @@ func TestPMIxMultiNode(t *testing.T) {
 	t.Run("attach", func(t *testing.T) { multiNodeAttach(t, p, nodes, ssh) })
 }
 
+// A rank on another node whose death ends the job while the launcher holds it, once the
+// launcher has started the agents as its debugger daemons and before they are in place: PRRTE
+// ends the daemons that have not registered with the job, an agent that has finds the rank's
+// process gone (or, registered before the rank's end, fails to attach to it), and only the
+// launcher's report of the job's end says which rank ended it and how. The launch fails at
+// once with an error that names the rank, its node and its exit status, and nothing of the
+// job is left on any node.
+func TestPMIxMultiNodeRankDiesBeforeAgents(t *testing.T) {
+	needOpenMPI5(t)
+	nodes := []string{"127.0.0.2", "127.0.0.3"}
+	ssh := hostNodes(t, nodes...)
+	bin := filepath.Join(t.TempDir(), "mpi_dies_held")
+	if out, err := exec.Command("mpicc.openmpi", "-g", "-pthread", "-o", bin, filepath.Join("testdata", "mpi_dies_held.c")).CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	env := multiNodeEnv()
+	// The rank's exit must end the job, as it does by default.
+	env["DIE_RANK"], env["DIE_STATUS"] = "2", "7"
+	delete(env, "PRTE_MCA_state_base_error_non_zero_exit")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.initialize()
+	t0 := time.Now()
+	err := d.c.Call("launch", map[string]any{"program": bin, "launcher": "mpirun.openmpi", "np": 4, "env": env,
+		"launcherArgs": []string{"--host", nodes[0] + ":2," + nodes[1] + ":2", "--map-by", "node", "--prtemca", "plm_ssh_agent", ssh}}, nil)
+	if err == nil {
+		t.Fatal("launch succeeded; want an error naming rank 2")
+	}
+	t.Logf("launch error after %v: %v", time.Since(t0).Round(time.Millisecond), err)
+	// Rank 2 runs on the first node (mapped by node). (PRRTE 3.0 gives no words of its own on
+	// the job's end: there is no launcher's message to quote.) Its agent may have registered
+	// before the rank's end, which the debugger's attach to it then meets.
+	for _, want := range []string{": ranks ended before ", "rank 2 on " + nodes[0], "whose end ended the job with status 7"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("launch error %q does not say %q", err, want)
+		}
+	}
+	if !strings.Contains(err.Error(), "before their node agents were in place") && !strings.Contains(err.Error(), "before the debugger took them") {
+		t.Errorf("launch error %q says neither that the agents were not in place nor that the debugger had not taken the ranks", err)
+	}
+	// The ranks and the launcher have the program in their command lines, the agents and their
+	// daemons this hpcdap.
+	var left []string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		left = left[:0]
+		for _, pid := range processesWith(bin) {
+			left = append(left, fmt.Sprintf("pid %d of the job (%s)", pid, procStatus(pid, "State")))
+		}
+		for _, pid := range processesWith(hpcdapBinary(t)) {
+			args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			if argv := strings.Split(string(args), "\x00"); len(argv) > 1 && (argv[1] == "pmix-daemon" || argv[1] == "agent") {
+				left = append(left, fmt.Sprintf("%s pid %d (%s)", argv[1], pid, procStatus(pid, "State")))
+			}
+		}
+		if len(left) == 0 {
+			t.Logf("nothing of the job left %v after the launch request", time.Since(t0).Round(time.Millisecond))
+			return
+		}
+	}
+	t.Fatalf("processes of the failed job left: %s", strings.Join(left, "; "))
+}
+
 // multiNodeEnv is the launch environment of the multi-node jobs: the nodes' network is the
 // loopback one, which Open MPI's TCP transport leaves out unless told (as a site names its
 // cluster's interconnect).

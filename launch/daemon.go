@@ -25,6 +25,10 @@ type DaemonSet struct {
 	// signal, when set, signals the daemons (those a launcher started as debugger daemons,
 	// which are not this process's children).
 	signal func(syscall.Signal)
+	// targetEnded, when set, is closed once the job that debugger daemons debug has ended
+	// (or can no longer be told of): no job is then spared by waiting for them to end by
+	// themselves, which daemons that never met a front end may not do for a long time.
+	targetEnded <-chan struct{}
 	// endedFrom, when set, reads from the log which hosts' daemons have ended (the tasks of
 	// one srun step); otherwise each command is one host's daemon.
 	endedFrom func(log string) map[string]string
@@ -141,6 +145,7 @@ func (d *DaemonSet) Stop(grace time.Duration) {
 		select {
 		case <-d.done:
 			return
+		case <-d.targetEnded:
 		case <-time.After(grace):
 		}
 	}

@@ -159,26 +159,44 @@ const (
 )
 
 // goneError says which ranks of the job have ended, nil when none has, for an error of the
-// launch at the moment when (atHold, atAgents). A rank that dies before its hold ends the
-// job: PRRTE reports the job ready for debug once its ranks are launched, with what is left
-// of the table or all of it, so the rank may still be alive when the table is read and end a
-// moment later, together with the others the launcher then kills; the step that fails next
-// (the agents' start) asks again.
+// launch at the moment when (atHold, atAgents, atDebugger). A rank that dies before its hold
+// ends the job: PRRTE reports the job ready for debug once its ranks are launched, with what
+// is left of the table or all of it, so the rank may still be alive when the table is read
+// and end a moment later, together with the others the launcher then kills; the step that
+// fails next (the agents' start) asks again. A rank of another host that dies while the job
+// is held ends the job, and its agents with it, before they can say so: the launcher's report
+// of the job's end, waited for after a later step failed, names it alone.
 func (j *pmixJob) goneError(when string) error {
 	gone := goneRanks(j.procs)
+	if len(gone) == 0 && when == atHold {
+		return nil
+	}
+	ended := false
+	select {
+	case <-j.tool.Ended():
+		ended = true
+	case <-time.After(2 * time.Second):
+	}
+	status, statusErr := j.tool.Status()
+	if ended && statusErr == nil {
+		if cause, said := j.tool.EndCause(); len(cause) > 0 {
+			msg := fmt.Sprintf("launch: %s: ranks ended before %s: %s, whose end ended the job with status %d",
+				j.id, when, endedRanks(cause), status)
+			if said != "" {
+				msg += " (the launcher: " + said + ")"
+			}
+			return &jobGoneError{errors.New(msg + outputTail(j.output))}
+		}
+	}
 	if len(gone) == 0 {
 		return nil
 	}
-	status := ""
-	select {
-	case <-j.tool.Ended():
-		if st, err := j.tool.Status(); err == nil {
-			status = fmt.Sprintf("; the job ended with status %d", st)
-		}
-	case <-time.After(2 * time.Second):
+	text := ""
+	if ended && statusErr == nil {
+		text = fmt.Sprintf("; the job ended with status %d", status)
 	}
 	return &jobGoneError{fmt.Errorf("launch: %s: ranks ended before %s: %s%s%s", j.id, when,
-		strings.Join(gone, ", "), status, outputTail(j.output))}
+		strings.Join(gone, ", "), text, outputTail(j.output))}
 }
 
 // jobGoneError is the error of a job whose ranks ended before it could be debugged: nothing
@@ -344,7 +362,8 @@ func (j *pmixJob) spawnDaemons(ctx context.Context, hosts, argv, env []string, l
 		}
 		return nil, fmt.Errorf("launch: %s: start the agents as PMIx debugger daemons: %w", j.id, err)
 	}
-	d := &DaemonSet{Hosts: hosts, LogPath: logPath, done: make(chan struct{}), ended: map[string]string{}}
+	d := &DaemonSet{Hosts: hosts, LogPath: logPath, done: make(chan struct{}), ended: map[string]string{},
+		targetEnded: j.tool.Ended()}
 	d.signal = func(sig syscall.Signal) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -37,6 +37,8 @@ type Tool struct {
 	endOnce     sync.Once
 	status      int
 	statusErr   error
+	endCause    []Proc // the rank the launcher named as the cause of the job's end
+	endMessage  string // the launcher's words on the job's end
 	closed      bool
 	daemonsEnd  chan struct{} // closed when the daemons' job ends, or the tool exits
 	daemonsOnce sync.Once
@@ -192,6 +194,9 @@ func (t *Tool) readEvents(r *os.File, errs *stderrCopier) {
 			t.launcherPid = ev.LauncherPid
 			t.mu.Unlock()
 		case EvEnd:
+			t.mu.Lock()
+			t.endCause, t.endMessage = ev.Gone, ev.Message
+			t.mu.Unlock()
 			t.finish(ev.Status, nil)
 		case EvDaemonsEnd:
 			t.daemonsOnce.Do(func() { close(t.daemonsEnd) })
@@ -259,6 +264,20 @@ func (t *Tool) Status() (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.status, t.statusErr
+}
+
+// EndCause returns, once Ended is closed, the rank the launcher named as the cause of the
+// job's end (by rank, with its host and pid where the proc table gave them; none when it named
+// none) and the launcher's own words on that end ("" when it gave none).
+func (t *Tool) EndCause() (gone []Proc, message string) {
+	select {
+	case <-t.ended:
+	default:
+		return nil, ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Proc(nil), t.endCause...), t.endMessage
 }
 
 // request sends req and waits for its reply of kind want, its error event, the tool's exit or

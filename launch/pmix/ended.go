@@ -180,11 +180,27 @@ wait:
 			break wait
 		}
 	}
-	if !s.ended || s.endRank < 0 {
+	gone, ok := s.endCause()
+	if !ok {
 		if gone := s.endedRanks(); len(gone) > 0 {
 			return s.goneError(gone, "the launcher's report: "+err.Error())
 		}
 		return err
+	}
+	msg := fmt.Sprintf("pmix: launch: job %s ended with status %d before it was ready: %s",
+		firstOf(s.appNs, s.launcherNs+"@1"), s.endStatus, procText(gone))
+	if m := s.endText(); m != "" {
+		msg += " (the launcher: " + m + ")"
+	}
+	return &JobEndedError{Msg: msg, Gone: []Proc{gone}, Ended: true, Status: s.endStatus}
+}
+
+// endCause returns the rank the launcher named as the cause of its job's end, with its host
+// and pid from the proc table where it was read; false before the job's end, or when the
+// launcher named none.
+func (s *server) endCause() (Proc, bool) {
+	if !s.ended || s.endRank < 0 {
+		return Proc{}, false
 	}
 	gone := Proc{Rank: s.endRank}
 	for _, p := range s.procs {
@@ -192,12 +208,12 @@ wait:
 			gone = p
 		}
 	}
-	msg := fmt.Sprintf("pmix: launch: job %s ended with status %d before it was ready: %s",
-		firstOf(s.appNs, s.launcherNs+"@1"), s.endStatus, procText(gone))
-	if m := strings.TrimSpace(s.endMessage); m != "" {
-		msg += " (the launcher: " + strings.Join(strings.Fields(m), " ") + ")"
-	}
-	return &JobEndedError{Msg: msg, Gone: []Proc{gone}, Ended: true, Status: s.endStatus}
+	return gone, true
+}
+
+// endText is the launcher's message on its job's end on one line, "" when it gave none.
+func (s *server) endText() string {
+	return strings.Join(strings.Fields(s.endMessage), " ")
 }
 
 // launcherExitOnce is the channel on which the launcher's exit is read, nil once it was

@@ -77,9 +77,12 @@ type Event struct {
 	Error       string `json:"error,omitempty"`
 	Version     string `json:"version,omitempty"` // the PMIx library version of the tool
 	// Gone, in the error of a launch whose job ended before it was ready, names the ranks whose
-	// end ended it; Ended says that the launcher reported the job's end, with Status.
-	Gone  []Proc `json:"gone,omitempty"`
-	Ended bool   `json:"ended,omitempty"`
+	// end ended it; Ended says that the launcher reported the job's end, with Status. In an
+	// end event, Gone is the rank the launcher named as the cause of the job's end (none when
+	// it named none), and Message the launcher's own words on that end.
+	Gone    []Proc `json:"gone,omitempty"`
+	Ended   bool   `json:"ended,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // Proc is one rank of the job as the launcher's proc table gives it.

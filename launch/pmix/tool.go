@@ -374,7 +374,11 @@ func (s *server) handle(ev pmixEvent) {
 			s.ended = true
 			s.endStatus, s.endRank, s.endMessage = status, ev.affectedRank, ev.message
 			s.hold = ""
-			s.emit(Event{Ev: EvEnd, Nspace: ns, Status: status})
+			end := Event{Ev: EvEnd, Nspace: ns, Status: status, Message: s.endText()}
+			if p, ok := s.endCause(); ok {
+				end.Gone = []Proc{p}
+			}
+			s.emit(end)
 		}
 	case codeLostConnection:
 		if !s.lost {
