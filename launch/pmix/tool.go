@@ -26,6 +26,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hpcdap/hpcdap/procimage"
 	"golang.org/x/sys/unix"
 )
 
@@ -540,7 +541,7 @@ func goProcs(cp *C.hp_proc, n C.size_t, local func(host string) bool) []Proc {
 	for _, p := range unsafe.Slice(cp, int(n)) {
 		pr := Proc{Rank: int(p.rank), Host: C.GoString(p.host), Pid: int(p.pid), Executable: C.GoString(p.exe), state: int(p.state)}
 		if local(pr.Host) && pr.Pid > 0 {
-			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pr.Pid)); err == nil {
+			if exe, ok := execedImage(pr.Pid); ok {
 				pr.Executable = exe
 			}
 		}
@@ -548,6 +549,23 @@ func goProcs(cp *C.hp_proc, n C.size_t, local func(host string) bool) []Proc {
 	}
 	slices.SortFunc(procs, func(a, b Proc) int { return a.Rank - b.Rank })
 	return procs
+}
+
+// execedImage returns the executable that process pid runs, from /proc/PID/exe, and false
+// when it cannot be read or when the process has not yet replaced its launcher daemon's image
+// (a rank of a job not held at exec, forked and on its way to its exec: it runs its parent's
+// executable). The proc table's own name is kept then.
+func execedImage(pid int) (string, bool) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return "", false
+	}
+	if st, err := procimage.ReadStatus(pid); err == nil && st.PPid > 0 {
+		if parent, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", st.PPid)); err == nil && parent == exe {
+			return "", false
+		}
+	}
+	return exe, true
 }
 
 func (s *server) kill(sig int) error { return s.signal(s.appNs, sig) }
