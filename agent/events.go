@@ -112,6 +112,9 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 				if b.internalOnly() {
 					moveBack()
 					th.sig = 0
+					if wasToolStep {
+						p.stepMetTrap(th, rng, addr)
+					}
 					return // an internal trap nobody asked to hear about: stepped over
 				}
 				n.reason, n.inst = cdti.SignalBreakpoint, addr
@@ -123,6 +126,9 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 							return
 						}
 						moveBack()
+						if wasToolStep {
+							p.stepMetTrap(th, rng, addr)
+						}
 						return // decided here: stepped over like an internal trap
 					}
 					if failed {
@@ -138,6 +144,9 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 					th.pc = addr
 				}
 				th.sig = 0
+				if wasToolStep {
+					p.stepMetTrap(th, rng, addr)
+				}
 				return
 			}
 		case target.TrapStep:

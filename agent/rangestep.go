@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"syscall"
+
 	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/target"
@@ -64,6 +66,21 @@ func (p *proc) stepOn(th *pthread, rng *rangeStep, pc uint64, taken int) bool {
 	}
 	th.rng, th.stepReq = rng, true
 	return true
+}
+
+// stepMetTrap ends or carries on a tool's step whose thread executed a trap that no tool is
+// told of (an internal one, a condition that does not hold, a trap removed since it was
+// hit): planted while the step was on its way, it was not there when the step began. The
+// thread stands at addr, the trap's instruction not executed. A range step goes on from there
+// (stepOn); any other step completes at addr, so that the tool hears of its end.
+func (p *proc) stepMetTrap(th *pthread, rng *rangeStep, addr uint64) {
+	if p.holder == nil {
+		return // the tool that stepped released control: the step is over
+	}
+	if rng != nil && len(p.pending) == 0 && p.inflight == nil && p.stepOn(th, rng, addr, 1) {
+		return
+	}
+	p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGTRAP), reason: cdti.SignalStepComplete, inst: addr})
 }
 
 // callAt reports whether the instruction at pc is a call (reading the original bytes of a

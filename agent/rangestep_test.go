@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcdap/hpcdap/bpcode"
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/internal/testenv"
 )
@@ -98,3 +99,55 @@ func TestStepRange(t *testing.T) {
 	}
 	out.waitFor(t, "iterations 2 counter 1")
 }
+
+// TestStepRangeMeetsTrapPlantedOnTheWay: a breakpoint (with a condition that never holds) is
+// planted in a loop while a StepRange goes round it. The step ends at the breakpoint, its
+// instruction not executed, with a StepComplete the tool hears of: the trap was not there
+// when the step began, and the tool decides what it means to its step.
+func TestStepRangeMeetsTrapPlantedOnTheWay(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "tight")
+	tt, _ := startStopped(t, h, 1)
+	fn := testenv.NMSymbol(t, progBin, "tight")
+	code, _ := instructions(t, progBin, "tight")
+	end := code[len(code)-1] + 1
+	tt.setBreak(0, fn)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != fn {
+		t.Fatalf("hit %+v, want tight at %#x", n, fn)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
+	// Into the loop, then one step ahead of a place it comes back to.
+	step := func(max uint32) uint64 {
+		t.Helper()
+		tt.mustUpdate(0, &cdti.StepRange{Lo: fn, Hi: end, MaxSteps: max})
+		n := tt.signalNotify()
+		if n.Reason != cdti.SignalStepComplete {
+			t.Fatalf("StepRange of %d steps: %+v", max, n)
+		}
+		return n.InstAddress
+	}
+	step(len32(code))
+	ahead := step(1)
+	step(1)
+
+	tt.mustUpdate(0, &cdti.StepRange{Lo: fn, Hi: end})
+	var b bpcode.Builder
+	b.Const(0)
+	never, err := b.Program(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt.mustUpdate(0, &cdti.SetBreakpoint{Addr: ahead, Instruction: 0xCC},
+		&cdti.SetTrapCondition{Address: ahead, Site: (&bpcode.Site{Cond: never}).Encode()})
+	n := tt.signalNotify()
+	if n.Reason != cdti.SignalStepComplete || n.InstAddress != ahead {
+		t.Fatalf("StepRange meeting a breakpoint planted at %#x: %+v, want StepComplete there", ahead, n)
+	}
+	if pc := tt.pc(0, 0); pc != ahead {
+		t.Errorf("pc %#x, want %#x", pc, ahead)
+	}
+}
+
+// len32 is the length of a slice as a StepRange's MaxSteps.
+func len32[T any](s []T) uint32 { return uint32(len(s)) }

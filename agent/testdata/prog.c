@@ -20,6 +20,12 @@ __attribute__((noinline)) int peek(void) { return watched; }
 
 __attribute__((noinline)) void inner(long i) { hit(i); }
 
+/* An endless loop of a few instructions and no call. */
+__attribute__((noinline)) void tight(void) {
+	for (;;)
+		counter++;
+}
+
 static void on_usr1(int sig) {
 	(void)sig;
 	static const char msg[] = "got SIGUSR1\n";
@@ -30,6 +36,8 @@ int main(int argc, char **argv) {
 	const char *mode = argc > 1 ? argv[1] : "loop";
 	setvbuf(stdout, NULL, _IONBF, 0);
 	block = malloc(4000);
+	if (strcmp(mode, "tight") == 0)
+		tight();
 	if (strcmp(mode, "loop") == 0) {
 		long n = argc > 2 ? atol(argv[2]) : 10;
 		for (long i = 0; i < n; i++)

@@ -41,7 +41,7 @@ func (p *process) StepRange(tid int, sig int, r target.StepRange) error {
 // thread stepped on (then nothing is reported). Runs on the tracer's thread.
 func (th *thread) walkOn(w *rangeWalk, pc uint64) bool {
 	r := &w.r
-	if w.steps >= r.Max || pc < r.Lo || pc >= r.Hi || slices.Contains(r.Stops, pc) || th.p.callAt(pc) {
+	if w.steps >= r.Max || pc < r.Lo || pc >= r.Hi || slices.Contains(r.Stops, pc) || th.p.walkEndsAt(pc) {
 		return false
 	}
 	if th.resume(0, true) != nil {
@@ -51,11 +51,13 @@ func (th *thread) walkOn(w *rangeWalk, pc uint64) bool {
 	return true
 }
 
-// callAt reports whether the instruction at pc is a call, or cannot be read or decoded.
-func (p *process) callAt(pc uint64) bool {
+// walkEndsAt reports whether a walk stops before the instruction at pc: a call, a trap (one
+// planted since the walk began, which its Stops do not name: the agent decides about it), or
+// code that cannot be read or decoded.
+func (p *process) walkEndsAt(pc uint64) bool {
 	var code [16]byte
 	n, _ := p.readMem(pc, code[:])
-	if n == 0 {
+	if n == 0 || code[0] == amd64.TrapByte {
 		return true
 	}
 	call, _, err := amd64.DecodeCall(code[:n])

@@ -10,8 +10,9 @@ import (
 
 // TestStepRange: StepRange walks a thread through a range on the tracer's thread and reports
 // one event: the step trap after Max steps (Steps says Max), the step trap at an address of
-// Stops (once around a loop), and, for an endless walk (a loop that never leaves the range),
-// the stop an Interrupt asks for. The thread then runs on as usual.
+// Stops (once around a loop), the step trap before a trap planted during the walk, and, for an
+// endless walk (a loop that never leaves the range), the stop an Interrupt asks for. The
+// thread then runs on as usual.
 func TestStepRange(t *testing.T) {
 	tr := newTracer(t)
 	p := spawn(t, tr, "tight")
@@ -39,6 +40,37 @@ func TestStepRange(t *testing.T) {
 	}
 	if ev = expect(t, p, target.EventSignal); ev.Trap != target.TrapStep || ev.PC != stop || ev.Steps < 2 || ev.Steps >= 1000 {
 		t.Fatalf("walk around the loop to %#x: %+v", stop, ev)
+	}
+	// A trap written into the range while the walk is on its way, which its Stops do not
+	// name, ends it before the trap: a step trap at the trap's address, the trap not executed.
+	// (The trap goes where the thread is not: one step ahead, which the loop comes back to.)
+	r = loop
+	r.Max = 1
+	step := func() uint64 {
+		t.Helper()
+		if err := p.(target.RangeStepper).StepRange(pid, 0, r); err != nil {
+			t.Fatal(err)
+		}
+		return expect(t, p, target.EventSignal).PC
+	}
+	ahead := step()
+	step()
+	r.Max = 1 << 24
+	if err := p.(target.RangeStepper).StepRange(pid, 0, r); err != nil {
+		t.Fatal(err)
+	}
+	orig := make([]byte, 1)
+	if _, err := p.ReadMemory(ahead, orig); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WriteMemory(ahead, []byte{0xcc}); err != nil {
+		t.Fatal(err)
+	}
+	if ev = expect(t, p, target.EventSignal); ev.Trap != target.TrapStep || ev.PC != ahead {
+		t.Fatalf("walk meeting a trap planted at %#x: %+v", ahead, ev)
+	}
+	if _, err := p.WriteMemory(ahead, orig); err != nil {
+		t.Fatal(err)
 	}
 	// Endless: an interrupt ends it.
 	r = loop
