@@ -39,12 +39,17 @@ func DialTree(ctx context.Context, root Route, opts ClientOptions) (*Client, err
 		return nil, err
 	}
 	// The root is dialed now, so that a root out of reach fails the dial, not the first
-	// request.
+	// request. ctx's end ends the dial (closing the tool's connection ends the Router's
+	// dials for it).
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
 	var err error
 	select {
 	case sc := <-router.opened:
 		_, err = router.linkTo(sc, root.Addr, false, true)
 	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
 		err = &OpError{Op: "dial", Object: root.Addr, Err: ctx.Err()}
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package cdti
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -139,5 +140,42 @@ func TestSessionUnheld(t *testing.T) {
 	}
 	if _, _, st := dialSession(t, addr, id); st != SessionNew {
 		t.Fatalf("the same session named again: %v, want new", st)
+	}
+}
+
+// TestDialTreeEndsWithItsContext: a root that accepts the connection and never answers holds
+// DialTree only as long as its context lasts, and the error says so.
+func TestDialTreeEndsWithItsContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accept, read, never answer
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go io.Copy(io.Discard, nc)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		c, err := DialTree(ctx, Route{Addr: ln.Addr().String(), Ranks: []uint32{0}}, ClientOptions{Token: []byte(testToken)})
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("DialTree to a silent root: %v, want its context's end", err)
+		}
+	case <-time.After(20 * time.Second): // a hang guard: the Router's own dial limit is 30 s
+		t.Fatal("DialTree outlived its context")
 	}
 }

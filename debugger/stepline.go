@@ -21,9 +21,10 @@ type stepPlan struct {
 	proc    *symbols.Process
 }
 
-// maxSteps bounds the instructions one source step executes one at a time (single steps, or
-// a StepRange, which goes at most this far) before the step runs to the line's boundaries
-// instead (a loop inside one line).
+// maxSteps bounds the advances of one source step (each a single step, a StepRange of at
+// most maxSteps instructions, or a call run over) before the step runs to the line's
+// boundaries instead (a loop inside one line); a StepRange that spends its budget in the
+// line's range counts as maxSteps.
 const maxSteps = 2000
 
 // prepare reads where the step starts.
@@ -226,12 +227,10 @@ func (st *stepper) advance(ctx context.Context) (done bool, err error) {
 	if !isCall && !st.instr && p.hi > p.lo {
 		hi := max(p.hi, p.spanHi)
 		err = st.stepInRange(ctx, p.lo, hi)
-		if err == nil && p.pc >= p.lo && p.pc < hi {
-			// Still in the range, short of a call or a breakpoint: the step's budget of
-			// instructions is spent (a loop within the line).
-			if call, _ := st.decodeCall(p.pc); !call && !st.j.bps.isUserSite(st.r, p.pc) {
-				st.rangeSpent = true
-			}
+		if err == nil && p.pc >= p.lo && p.pc < hi && st.plainInstruction(p.pc) && !st.j.bps.isUserSite(st.r, p.pc) {
+			// Still in the range, at an instruction the agent steps on from: the step's
+			// budget of instructions is spent (a loop within the line).
+			st.rangeSpent = true
 		}
 	} else {
 		err = st.stepInstr(ctx)
@@ -270,6 +269,18 @@ func (st *stepper) advance(ctx context.Context) (done bool, err error) {
 		}
 	}
 	return true, nil
+}
+
+// plainInstruction reports whether the instruction at pc decodes and is not a call: one a
+// StepRange steps on from (it stops at the others).
+func (st *stepper) plainInstruction(pc uint64) bool {
+	var code [16]byte
+	n, _ := st.plan.proc.Mem.ReadAt(code[:], pc)
+	if n == 0 {
+		return false
+	}
+	call, _, ok := st.plan.proc.Arch.DecodeCall(code[:n], pc)
+	return ok && !call
 }
 
 // decodeCall reports whether the instruction at pc is a call, and the address after it.
