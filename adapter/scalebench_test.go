@@ -71,8 +71,8 @@ func allRanksStopped(d *dapSession, np int) bool {
 // BenchmarkThreadsAfterPause: the first `threads` request after the first pause of every rank
 // of a running job of np local ranks (each stopped in libc's sleep, nap.c), which reads every
 // rank's thread list and labels its threads; a second one at the same stop; and the first
-// after a second pause (the labels known, the lists read again: one collective per agent
-// connection). Each iteration launches a job. fe-msgs are the CDTI messages the front end sent
+// after a second pause (the labels known, the lists read again). Each iteration launches a
+// job. fe-msgs are the CDTI messages the front end sent
 // for the first, msgs/rank the same over the ranks, next-fe-msgs those for the one after the
 // second pause. The -aslr cases run the ranks with address-space randomisation, as ranks
 // attached to a running job are: every rank has its own layout.

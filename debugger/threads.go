@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
@@ -69,28 +68,13 @@ func (j *Job) threadFor(r *Rank, lwp int) *Thread {
 }
 
 // refreshThreads reads a stopped rank's thread list once per stop.
-func (j *Job) refreshThreads(ctx context.Context, r *Rank) { j.refreshThreadsWith(ctx, r, listed{}) }
-
-// listed is a rank's thread list read for it by a collective (collectiveThreadLists), at the
-// stop of generation gen; ok is false when there is none.
-type listed struct {
-	list []cdti.ThreadEntry
-	gen  int
-	ok   bool
-}
-
-// refreshThreadsWith is refreshThreads, taking the list from pre when pre holds one read at
-// the rank's current stop.
-func (j *Job) refreshThreadsWith(ctx context.Context, r *Rank, pre listed) {
+func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	j.mu.Lock()
 	fresh := r.threadsGen == r.gen || r.state != RankStopped
 	gen := r.gen
 	j.mu.Unlock()
 	if fresh {
 		return
-	}
-	if pre.ok && pre.gen != gen {
-		pre = listed{} // read at an earlier stop
 	}
 	// The first labelling of a rank's threads follows the plan of its module layout: the
 	// first rank of the layout leads it, the others read the list and the thread library's
@@ -110,11 +94,11 @@ func (j *Job) refreshThreadsWith(ctx context.Context, r *Rank, pre listed) {
 	if lead {
 		defer plan.learned(nil, nil) // if the labelling did not get to it
 	}
-	list := pre.list
-	if plan != nil && !lead && !pre.ok {
+	var list []cdti.ThreadEntry
+	if plan != nil && !lead {
 		list = r.sym.listWithPlan(ctx, plan, mods)
 	}
-	if list == nil && !pre.ok {
+	if list == nil {
 		var err error
 		if list, err = r.node.client.ThreadList(ctx, uint32(r.Num)); err != nil {
 			return
@@ -176,88 +160,34 @@ func (j *Job) Thread(id int) *Thread {
 // have not exited, in rank order: every rank's main thread, and the others while the list
 // holds fewer than max.
 func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
-	var stale []*Rank
-	j.mu.Lock()
+	var done chan struct{}
+	n := 0
 	for _, r := range j.ranks {
-		if r.state == RankStopped && r.threadsGen != r.gen {
-			stale = append(stale, r)
+		j.mu.Lock()
+		stale := r.state == RankStopped && r.threadsGen != r.gen
+		j.mu.Unlock()
+		if stale {
+			if done == nil {
+				// Only a stop's first request reads: a repeated one costs no timer.
+				done = make(chan struct{}, len(j.ranks))
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+				defer cancel()
+			}
+			n++
+			go func() {
+				defer func() { done <- struct{}{} }()
+				defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
+				j.refreshThreads(ctx, r)
+			}()
 		}
 	}
-	j.mu.Unlock()
-	if len(stale) > 0 {
-		// Only a stop's first request reads: a repeated one costs no timer.
-		ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-		j.refreshThreadsOf(ctx, stale, func(n int, f func(i int)) {
-			done := make(chan struct{}, n)
-			for i := range n {
-				go func() {
-					defer func() { done <- struct{}{} }()
-					f(i)
-				}()
-			}
-			for range n {
-				<-done
-			}
-		})
+	for range n {
+		<-done
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.liveThreadsLocked(max)
-}
-
-// refreshThreadsOf refreshes the thread lists of ranks, each through refreshThreads run by
-// each (which calls f(i) for i in [0, n) and returns when every call has), the lists of ranks
-// that share a connection read first in one collective (collectiveThreadLists).
-func (j *Job) refreshThreadsOf(ctx context.Context, ranks []*Rank, each func(n int, f func(i int))) {
-	pre := j.collectiveThreadLists(ctx, ranks)
-	each(len(ranks), func(i int) {
-		r := ranks[i]
-		defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
-		j.refreshThreadsWith(ctx, r, pre[r])
-	})
-}
-
-// collectiveThreadLists reads, with one collective GetThreadList per connection that reaches
-// several of them, the thread lists of the stopped ranks whose threads are labelled already
-// (a rank's first listing reads the thread library's data with it, rank by rank:
-// threadnames.go). The front end then sends one request and receives one answer for many
-// ranks, which the tree of agents reduces on the way up. Ranks without an answer in it are
-// left to refreshThreads.
-func (j *Job) collectiveThreadLists(ctx context.Context, ranks []*Rank) map[*Rank]listed {
-	var labelled []*Rank
-	gens := map[*Rank]int{}
-	j.mu.Lock()
-	for _, r := range ranks {
-		if r.state == RankStopped && r.threadsGen != r.gen && r.labels != nil {
-			labelled = append(labelled, r)
-			gens[r] = r.gen
-		}
-	}
-	j.mu.Unlock()
-	groups, _ := j.collectiveGroups(labelled)
-	if len(groups) == 0 {
-		return nil
-	}
-	out := map[*Rank]listed{}
-	var mu sync.Mutex
-	ForEach(len(groups), func(i int) { // the connections' collectives side by side
-		answers, err := j.collective(ctx, groups[i], 0, &cdti.GetThreadList{})
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		for r, a := range answers {
-			if a.err != nil || len(a.res) != 1 || a.res[0].Code != cdti.CmdSuccess {
-				continue
-			}
-			if ack, ok := a.res[0].Ack.(*cdti.GetThreadListAck); ok {
-				out[r] = listed{list: ack.Threads, gen: gens[r], ok: true}
-			}
-		}
-	})
-	return out
 }
 
 // KnownThreads returns what LiveThreads would when no stopped rank's thread list is to be

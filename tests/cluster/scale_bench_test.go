@@ -113,8 +113,8 @@ func BenchmarkSlurm1024(b *testing.B) {
 				call("hpcdap/ranks", map[string]any{}, &rb)
 				return rb.Messages.Sent
 			}
-			var pause, stacks, cont, stoppedThreads time.Duration
-			var stoppedMsgs uint64
+			var pause, stacks, cont, stoppedThreads, laterThreads time.Duration
+			var stoppedMsgs, laterMsgs uint64
 			for i := range b.N {
 				t1 := time.Now()
 				call("pause", map[string]any{"threadId": tid}, nil)
@@ -125,10 +125,15 @@ func BenchmarkSlurm1024(b *testing.B) {
 					time.Sleep(5 * time.Millisecond)
 				}
 				pause += time.Since(t1)
-				if i == 0 {
+				switch i {
+				case 0:
 					before := sent()
 					stoppedThreads = call("threads", nil, &th)
 					stoppedMsgs = sent() - before
+				case 1: // a later stop: the threads named, their lists read again
+					before := sent()
+					laterThreads = call("threads", nil, &th)
+					laterMsgs = sent() - before
 				}
 				var ps struct {
 					Total int `json:"total"`
@@ -157,6 +162,10 @@ func BenchmarkSlurm1024(b *testing.B) {
 			b.ReportMetric(ms(firstThreads), "ms-first-threads")
 			b.ReportMetric(ms(stoppedThreads), "ms-threads-stopped")
 			b.ReportMetric(float64(stoppedMsgs)/float64(n), "msgs/rank-threads-stopped")
+			if b.N > 1 {
+				b.ReportMetric(ms(laterThreads), "ms-threads-later")
+				b.ReportMetric(float64(laterMsgs), "msgs-threads-later")
+			}
 			b.ReportMetric(ms(pause)/float64(b.N), "ms-pause-all")
 			b.ReportMetric(ms(stacks)/float64(b.N), "ms-parallel-stacks")
 			b.ReportMetric(ms(cont)/float64(b.N), "ms-continue-all")
