@@ -146,6 +146,14 @@ func (d *DaemonSet) Stop(grace time.Duration) {
 		case <-d.done:
 			return
 		case <-d.targetEnded:
+			// The job ended: daemons told to end over the management plane end within
+			// moments (the launcher, busy ending the job, may not answer a signal request
+			// meanwhile); only those that never met a front end wait longer.
+			select {
+			case <-d.done:
+				return
+			case <-time.After(min(grace, targetEndedWait)):
+			}
 		case <-time.After(grace):
 		}
 	}
@@ -184,6 +192,10 @@ func (d *DaemonSet) Stop(grace time.Duration) {
 	}
 	<-d.done
 }
+
+// targetEndedWait is how long Stop waits for a launcher's debugger daemons to end by
+// themselves once their job has ended, before it signals them.
+const targetEndedWait = 2 * time.Second
 
 // Log returns the daemons' combined output so far.
 func (d *DaemonSet) Log() string {
