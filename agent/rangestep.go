@@ -87,12 +87,11 @@ func (p *proc) stepMetTrap(th *pthread, rng *rangeStep, addr uint64) {
 // planted breakpoint), or whether it cannot be told: a range step then stops there.
 func (p *proc) callAt(pc uint64) bool {
 	code := make([]byte, 16)
-	n, err := p.tp.ReadMemory(pc, code)
-	if err != nil || n == 0 {
+	n, _ := programMemory{p}.ReadMemory(pc, code)
+	if n == 0 {
 		return true
 	}
 	code = code[:n]
-	p.shadowRead(pc, code)
 	a, err := arch.For(p.info.Machine, p.info.ByteOrder)
 	if err != nil {
 		return true

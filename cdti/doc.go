@@ -138,8 +138,9 @@
 // healed (or dialed) waits for it without holding up the connection's other requests, then
 // goes its way in the healed tree; the requests of one rank that wait so, and those for that
 // rank that come while they wait, keep their order (but for one that meets another broken
-// link once healed; collectives are not queued with them). Once a held connection is resumed, what is still read on
-// its old transport (a farewell of the lost agent above, say) is dropped. A child that cannot be dialed at all
+// link once healed; collectives are not queued with them). Once a held connection is
+// resumed, what is still read on its old transport (a farewell of the lost agent above, say)
+// is dropped. A child that cannot be dialed at all
 // (for a tool that connects afterwards) is bypassed the same way: its children are dialed
 // directly by the nearest live ancestor, and only its own ranks are unreachable. An agent
 // whose own upstream connection broke does not heal below it: the agents above adopt its

@@ -274,27 +274,29 @@ func (st *stepper) advance(ctx context.Context) (done bool, err error) {
 // plainInstruction reports whether the instruction at pc decodes and is not a call: one a
 // StepRange steps on from (it stops at the others).
 func (st *stepper) plainInstruction(pc uint64) bool {
-	var code [16]byte
-	n, _ := st.plan.proc.Mem.ReadAt(code[:], pc)
-	if n == 0 {
-		return false
-	}
-	call, _, ok := st.plan.proc.Arch.DecodeCall(code[:n], pc)
+	call, _, ok := st.decodeAt(pc)
 	return ok && !call
 }
 
 // decodeCall reports whether the instruction at pc is a call, and the address after it.
 func (st *stepper) decodeCall(pc uint64) (bool, uint64) {
+	call, next, _ := st.decodeAt(pc)
+	return call, next
+}
+
+// decodeAt decodes the instruction at pc: whether it is a call, the address after it, and
+// whether it could be read and decoded at all.
+func (st *stepper) decodeAt(pc uint64) (call bool, next uint64, ok bool) {
 	var code [16]byte
 	n, _ := st.plan.proc.Mem.ReadAt(code[:], pc)
 	if n == 0 {
-		return false, 0
+		return false, 0, false
 	}
-	call, next, ok := st.plan.proc.Arch.DecodeCall(code[:n], pc)
+	call, next, ok = st.plan.proc.Arch.DecodeCall(code[:n], pc)
 	if !ok {
-		return false, 0
+		return false, 0, false
 	}
-	return call, next
+	return call, next, true
 }
 
 // refresh reads the thread's pc and sp now.

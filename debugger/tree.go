@@ -15,9 +15,9 @@ import (
 // the order the launcher gave them: the front end tells each agent, on its management plane,
 // the agents below it with their ranks (the management call "tree"), and holds one CDTI
 // connection, to the root, through a Router of its own in this process (cdti.DialTree), which
-// adopts the root's children if the root is lost. Every node's CDTI then goes through that connection and is routed
-// by rank, unaltered, through the interior agents (cdti.Router); notifications come back the
-// same way. Collectives go down once: parallel stacks are one GatherStacks, merged on the way
+// adopts the root's children if the root is lost. Every node's CDTI then goes through that
+// connection and is routed by rank, unaltered, through the interior agents (cdti.Router);
+// notifications come back the same way. Collectives go down once: parallel stacks are one GatherStacks, merged on the way
 // up; stops, continues and breakpoints are Collectives (collective.go), reduced on the way up.
 // A job of at most fan-out agents keeps one connection per agent, as before the tree.
 

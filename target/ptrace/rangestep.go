@@ -3,12 +3,10 @@
 package ptrace
 
 import (
-	"fmt"
 	"slices"
 
 	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/target"
-	"golang.org/x/sys/unix"
 )
 
 // rangeWalk is a StepRange under way on a thread: its range and the steps taken.
@@ -20,20 +18,7 @@ type rangeWalk struct {
 // StepRange single-steps tid as Step does and steps on, on the tracer's thread, as r says
 // (target.RangeStepper).
 func (p *process) StepRange(tid int, sig int, r target.StepRange) error {
-	if sig < 0 || sig > 64 {
-		return wrapErr("step range", p.obj(tid), nil, fmt.Errorf("signal %d: %w", sig, unix.EINVAL))
-	}
-	return p.t.call(func() error {
-		th, err := p.stopped("step range", tid)
-		if err != nil {
-			return err
-		}
-		if err := th.resume(sig, true); err != nil {
-			return p.fail("step range", tid, err)
-		}
-		th.walk = &rangeWalk{r: r}
-		return nil
-	})
+	return p.restart("step range", tid, sig, true, &rangeWalk{r: r})
 }
 
 // walkOn is called at the step trap of a thread in a StepRange (walk, taken off the thread,

@@ -245,7 +245,7 @@ func (p *process) SetPC(tid int, pc uint64) error {
 
 // Resume lets a stopped thread run, delivering sig (0 for none).
 func (p *process) Resume(tid int, sig int) error {
-	return p.restart("resume", tid, sig, false)
+	return p.restart("resume", tid, sig, false, nil)
 }
 
 // ResumeWithRegisters replaces a stopped thread's general registers and lets it run,
@@ -276,10 +276,12 @@ func (p *process) ResumeWithRegisters(tid int, regs []byte, sig int) error {
 
 // Step executes one instruction of a stopped thread, delivering sig first.
 func (p *process) Step(tid int, sig int) error {
-	return p.restart("step", tid, sig, true)
+	return p.restart("step", tid, sig, true, nil)
 }
 
-func (p *process) restart(op string, tid, sig int, step bool) error {
+// restart resumes (or, with step, single-steps) a stopped thread, delivering sig first; walk,
+// when not nil, is the StepRange the step begins (rangestep.go).
+func (p *process) restart(op string, tid, sig int, step bool, walk *rangeWalk) error {
 	if sig < 0 || sig > 64 {
 		return wrapErr(op, p.obj(tid), nil, fmt.Errorf("signal %d: %w", sig, unix.EINVAL))
 	}
@@ -291,6 +293,7 @@ func (p *process) restart(op string, tid, sig int, step bool) error {
 		if err := th.resume(sig, step); err != nil {
 			return p.fail(op, tid, err)
 		}
+		th.walk = walk
 		return nil
 	})
 }
