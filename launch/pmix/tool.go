@@ -176,6 +176,11 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		stdin = os.NewFile(uintptr(fd), "requests")
 	}
 	syscall.CloseOnExec(int(events.Fd()))
+	// The front end reads this process's standard error. Once it is gone (killed), a write
+	// there, such as a rank's labelled standard error, must fail with EPIPE rather than end
+	// the tool, and with the tool the launcher, its child, and the job. The signal is caught,
+	// not ignored: the launcher this tool starts keeps the default action for its own pipes.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	s := &server{out: json.NewEncoder(events), launchSeen: map[string]bool{}, pulled: map[string]bool{}}
 
 	reqs := make(chan Request)
@@ -197,9 +202,7 @@ func ServeTool(stdin io.Reader, events *os.File) error {
 		select {
 		case r, ok := <-reqs:
 			if !ok {
-				// The front end is gone, and with it the reader of this process's standard
-				// error: a write there must fail, not kill the tool that keeps the job.
-				signal.Ignore(syscall.SIGPIPE)
+				// The front end is gone: a job this tool launched is kept to its end.
 				s.releaseHeld()
 				s.outliveFrontEnd()
 				s.endLauncher()

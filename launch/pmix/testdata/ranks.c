@@ -1,5 +1,6 @@
 /* ranks: a 4-rank MPI test program. Each rank prints a labelled line; the arguments are
- * the exit status and how many seconds to run before MPI_Finalize. */
+ * the exit status, how many seconds to run before MPI_Finalize, and (any third argument)
+ * a line to print on standard error after each second. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,12 @@ int main(int argc, char **argv)
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	printf("rank %d of %d pid %d\n", rank, size, (int) getpid());
 	fflush(stdout);
-	sleep(secs);
+	for (int i = 0; i < secs; i++) {
+		sleep(1);
+		if (argc > 3) {
+			fprintf(stderr, "rank %d: second %d\n", rank, i + 1);
+		}
+	}
 	MPI_Finalize();
 	return status;
 }
