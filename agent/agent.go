@@ -432,7 +432,8 @@ func (a *Agent) Shutdown(kill bool) {
 		}
 		a.srv.Close()
 		var wg sync.WaitGroup
-		for _, p := range a.allProcs() {
+		procs := a.allProcs()
+		for _, p := range procs {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -440,6 +441,11 @@ func (a *Agent) Shutdown(kill bool) {
 			}()
 		}
 		wg.Wait()
+		how := "detached from"
+		if kill {
+			how = "ended"
+		}
+		a.logf("agent: shut down: %s %d process(es)", how, len(procs))
 		a.mu.Lock()
 		f := a.follow
 		a.mu.Unlock()
