@@ -527,3 +527,14 @@ func (lc *lineCollector) count() int {
 	defer lc.mu.Unlock()
 	return len(lc.lines)
 }
+
+// dumpLogs logs every file under dir whose name ends in .log (a failed test's evidence).
+func dumpLogs(t testing.TB, dir string) {
+	filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(path, ".log") {
+			b, _ := os.ReadFile(path)
+			t.Logf("%s:\n%s", path, b)
+		}
+		return nil
+	})
+}

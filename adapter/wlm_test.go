@@ -387,7 +387,14 @@ func TestHydraFrontEndKilled(t *testing.T) {
 }
 
 func frontEndKilled(t *testing.T, p *program, launcher string, env map[string]any, mode string) {
-	cmd := exec.Command(hpcdapBinary(t), "dap", "--log", filepath.Join(t.TempDir(), "adapter.log"))
+	logs := t.TempDir() // the session's directory: the front end killed leaves its logs there
+	cmd := exec.Command(hpcdapBinary(t), "dap", "--log", filepath.Join(logs, "adapter.log"))
+	cmd.Env = append(os.Environ(), "TMPDIR="+logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, logs)
+		}
+	})
 	in, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = newTestWriter(t)
