@@ -107,7 +107,8 @@
 // tool that leaves releases its ranks everywhere); whatever the child sends back, acks and
 // Notify, goes up unaltered. Sequence ids are the tool's own, unique on its connection, so acks
 // need no rewriting. A message for a rank no agent below serves goes to the local handler,
-// which refuses it as a CNK would (ToolRankNotFound).
+// which refuses it as a CNK would (ToolRankNotFound); a Router without one (the tool's own,
+// DialTree's) refuses it so itself.
 //
 // Sessions. Each link names, right after its Hello, the tool session it relays (Session: a
 // random id per tool connection at the root, the same on every link below it). When the tool

@@ -232,10 +232,36 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 	if queued {
 		return nil
 	}
+	if !below && !localServes(r.Local, h.Type) {
+		return c.Send(ReplyTo(h, ToolRankNotFound, 0))
+	}
 	if !below || ackFor(h.Type) == 0 {
 		return c.HandleWith(r.Local, frame)
 	}
 	return r.relayAlong(c, h, frame, p, false)
+}
+
+// localServes reports whether local (a Router's Local handler) answers requests of type t for
+// a rank. A request for a rank no agent below serves goes to Local, which refuses it as a CNK
+// would (ToolRankNotFound); a Router without such a handler (the tool's own, DialTree's, has
+// no Local at all) refuses it the same way itself, rather than as a type it does not know.
+func localServes(local any, t MessageType) bool {
+	var ok bool
+	switch t {
+	case MsgAttach:
+		_, ok = local.(AttachHandler)
+	case MsgDetach:
+		_, ok = local.(DetachHandler)
+	case MsgControl:
+		_, ok = local.(ControlHandler)
+	case MsgQuery:
+		_, ok = local.(QueryHandler)
+	case MsgUpdate:
+		_, ok = local.(UpdateHandler)
+	default:
+		return true // not a request for a rank
+	}
+	return ok
 }
 
 // relayAlong forwards request h (encoded as frame) to the first agent of path p that c

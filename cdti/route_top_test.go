@@ -179,3 +179,43 @@ func TestDialTreeEndsWithItsContext(t *testing.T) {
 		t.Fatal("DialTree outlived its context")
 	}
 }
+
+// TestDialTreeUnknownRank: a rank that no agent of the tree serves is refused through the
+// tool's own Router exactly as the root refuses it to a tool connected to it directly: the
+// request's own ack with ToolRankNotFound, one by one (Query, Update, Control, Attach) and
+// in a collective.
+func TestDialTreeUnknownRank(t *testing.T) {
+	const n, per, nobody = 3, 2, 40
+	srvs, addr := simTree(t, n, 2, per)
+	ctx := testCtx(t)
+	for _, via := range []struct {
+		name string
+		c    *Client
+	}{{"the root", dialRoot(t, addr)}, {"DialTree", dialTree(t, simRootRoute(srvs, addr, per))}} {
+		for what, op := range map[string]func() error{
+			"query": func() error { _, err := via.c.Traceback(ctx, nobody, 0, 0); return err },
+			"update": func() error {
+				_, err := via.c.Update(ctx, nobody, &StepThread{})
+				return err
+			},
+			"control": func() error { _, err := via.c.Control(ctx, nobody, Control{}); return err },
+			"attach": func() error {
+				_, err := via.c.Attach(ctx, nobody, RankInHeader, NewTag("t"), 1)
+				return err
+			},
+		} {
+			if err := op(); !errors.Is(err, ToolRankNotFound) {
+				t.Errorf("%s to rank %d through %s: %v, want ToolRankNotFound", what, nobody, via.name, err)
+			}
+		}
+		a, err := via.c.Collective(ctx, 0, RanksOf(0, nobody), &GetThreadList{})
+		if err != nil {
+			t.Fatalf("collective through %s: %v", via.name, err)
+		}
+		for _, g := range a.Groups {
+			if g.Ranks.Equal(RanksOf(nobody)) && g.Code != ToolRankNotFound {
+				t.Errorf("collective through %s: rank %d answered %+v, want ToolRankNotFound", via.name, nobody, g)
+			}
+		}
+	}
+}
