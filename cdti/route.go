@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,8 +67,9 @@ type Router struct {
 	Token   []byte        // the session token, proved to each child as a tool proves it
 	Timeout time.Duration // bounds a dial (a re-dial while healing: 3 s at most) and a collective's wait; 0 means 30 s
 
-	top    bool       // the tool's own Router (DialTree): its first links are not held
-	opened chan *Conn // DialTree's: receives the tool's connection once it is opened
+	top    bool        // the tool's own Router (DialTree): its first links are not held
+	opened chan *Conn  // DialTree's: receives the tool's connection once it is opened
+	ending atomic.Bool // DialTree's: the tool closed its Client, and a link that breaks is not healed
 
 	mu       sync.Mutex
 	children []Route             // the agents directly below
