@@ -16,20 +16,19 @@ type rangeStep struct {
 	left   uint32
 }
 
-// stepRange answers StepRange: the first step is StepThread's (stepThread), and the step
-// goes on as the range says (stepOn).
+// stepRange answers StepRange (decoded, so with a range that is not empty and a budget within
+// bounds; a malformed one the framework answers CmdParmErr): the first step is StepThread's
+// (stepThread), and the step goes on as the range says (stepOn).
 func (p *proc) stepRange(th *pthread, c *cdti.StepRange) cdti.Result {
 	r := p.stepThread(th)
 	if r.Code != cdti.CmdSuccess {
 		return r
 	}
-	if c.Hi > c.Lo {
-		left := c.MaxSteps
-		if left == 0 {
-			left = cdti.MaxRangeSteps
-		}
-		th.rng = &rangeStep{lo: c.Lo, hi: c.Hi, left: left}
+	left := c.MaxSteps
+	if left == 0 {
+		left = cdti.MaxRangeSteps
 	}
+	th.rng = &rangeStep{lo: c.Lo, hi: c.Hi, left: left}
 	return r
 }
 

@@ -208,3 +208,37 @@ func TestStepRangeBudgetAcrossInterrupts(t *testing.T) {
 			max, holds, stores, want)
 	}
 }
+
+// TestStepRangeMalformed: a StepRange the agent cannot take (a range reversed or empty, a
+// budget over MaxRangeSteps, a payload too short) is answered CmdParmErr, never CmdInval,
+// which would tell the tool that the agent does not know range steps; nothing runs, and a
+// StepRange that is well formed then steps as usual.
+func TestStepRangeMalformed(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "tight")
+	tt, _ := startStopped(t, h, 1)
+	fn := testenv.NMSymbol(t, progBin, "tight")
+	code, _ := instructions(t, progBin, "tight")
+	end := code[len(code)-1] + 2
+	tt.setBreak(0, fn)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != fn {
+		t.Fatalf("hit %+v, want tight at %#x", n, fn)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
+	for what, c := range map[string]cdti.Command{
+		"reversed":   &cdti.StepRange{Lo: end, Hi: fn},
+		"empty":      &cdti.StepRange{Lo: fn, Hi: fn},
+		"over limit": &cdti.StepRange{Lo: fn, Hi: end, MaxSteps: cdti.MaxRangeSteps + 1},
+		"short":      &cdti.RawCommand{Type: cdti.TypeStepRange, Data: make([]byte, 16)},
+	} {
+		if rs := tt.update(0, c); rs[0].Code != cdti.CmdParmErr {
+			t.Errorf("StepRange %s: %v, want CmdParmErr", what, rs[0].Code)
+		}
+	}
+	if pc := tt.pc(0, 0); pc != fn {
+		t.Fatalf("after the refused StepRanges: pc %#x, want %#x", pc, fn)
+	}
+	tt.mustUpdate(0, &cdti.StepRange{Lo: fn, Hi: end, MaxSteps: 2})
+	stepComplete(t, tt, "StepRange of 2 steps", code[2])
+}

@@ -217,8 +217,9 @@
 //	                                 (≤ 16384, 0: remove), site @40: what the agent decides at the trap
 //	                                 (package bpcode's encoding)
 //	1208  SetTrapConditionAck        hits u64 @8: the count of the condition replaced or removed
-//	1209  StepRange          Update  max steps u32 @4 (0: 4096, at most 4096), lo u64 @8, hi u64 @16: StepThread,
-//	                                 then steps on while lo ≤ pc < hi, not at a call or a tool's breakpoint
+//	1209  StepRange          Update  max steps u32 @4 (0: 4096, at most 4096), lo u64 @8, hi u64 @16 (lo < hi):
+//	                                 StepThread, then steps on while lo ≤ pc < hi, not at a call or a
+//	                                 tool's breakpoint; malformed: CmdParmErr (unknown: CmdInval)
 //	1210  StepRangeAck               (threadID only)
 //
 // GatherStacks is the collective of parallel stacks: it goes down the tree once and comes back
