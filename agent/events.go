@@ -40,8 +40,10 @@ func (p *proc) handleEvent(ev target.Event) {
 		th.stopped, th.interrupting = true, false
 		th.pc = ev.PC
 		if th.toolStep {
-			// Interrupted before its step completed: step again when it next runs.
+			// Interrupted before its step completed: step again when it next runs, a range
+			// step with the steps it took off its budget (rangeStepInterrupted).
 			th.toolStep, th.stepReq = false, true
+			p.rangeStepInterrupted(th, ev)
 		}
 	case target.EventNewThread:
 		th := p.thread(ev.Tid)
@@ -113,7 +115,7 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 					moveBack()
 					th.sig = 0
 					if wasToolStep {
-						p.stepMetTrap(th, rng, addr)
+						p.stepMetTrap(th, rng, addr, ev.Steps)
 					}
 					return // an internal trap nobody asked to hear about: stepped over
 				}
@@ -127,7 +129,7 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 						}
 						moveBack()
 						if wasToolStep {
-							p.stepMetTrap(th, rng, addr)
+							p.stepMetTrap(th, rng, addr, ev.Steps)
 						}
 						return // decided here: stepped over like an internal trap
 					}
@@ -145,7 +147,7 @@ func (p *proc) onSignal(th *pthread, ev target.Event) {
 				}
 				th.sig = 0
 				if wasToolStep {
-					p.stepMetTrap(th, rng, addr)
+					p.stepMetTrap(th, rng, addr, ev.Steps)
 				}
 				return
 			}

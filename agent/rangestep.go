@@ -16,20 +16,19 @@ type rangeStep struct {
 	left   uint32
 }
 
-// stepRange answers StepRange: the first step is StepThread's (stepThread), and the step
-// goes on as the range says (stepOn).
+// stepRange answers StepRange (decoded, so with a range that is not empty and a budget within
+// bounds; a malformed one the framework answers CmdParmErr): the first step is StepThread's
+// (stepThread), and the step goes on as the range says (stepOn).
 func (p *proc) stepRange(th *pthread, c *cdti.StepRange) cdti.Result {
 	r := p.stepThread(th)
 	if r.Code != cdti.CmdSuccess {
 		return r
 	}
-	if c.Hi > c.Lo {
-		left := c.MaxSteps
-		if left == 0 {
-			left = cdti.MaxRangeSteps
-		}
-		th.rng = &rangeStep{lo: c.Lo, hi: c.Hi, left: left}
+	left := c.MaxSteps
+	if left == 0 {
+		left = cdti.MaxRangeSteps
 	}
+	th.rng = &rangeStep{lo: c.Lo, hi: c.Hi, left: left}
 	return r
 }
 
@@ -68,19 +67,45 @@ func (p *proc) stepOn(th *pthread, rng *rangeStep, pc uint64, taken int) bool {
 	return true
 }
 
+// rangeStepInterrupted is called when th, stepping for a tool, was interrupted (ev, an
+// EventStopped) before its step completed: the steps a range step took before the interrupt
+// come off its budget, so that however often it is interrupted (a tool holding the thread,
+// the process suspended for another thread's stop or step over a trap) it never takes more
+// than its MaxSteps in all. A range step whose budget is spent so completes where it stands.
+func (p *proc) rangeStepInterrupted(th *pthread, ev target.Event) {
+	rng := th.rng
+	if rng == nil {
+		return
+	}
+	rng.left -= min(rng.left, uint32(ev.Steps))
+	if rng.left > 0 {
+		return
+	}
+	th.stepReq, th.rng = false, nil
+	if p.holder != nil {
+		p.pending = append(p.pending, stepCompleteAt(th, ev.PC))
+	}
+}
+
 // stepMetTrap ends or carries on a tool's step whose thread executed a trap that no tool is
 // told of (an internal one, a condition that does not hold, a trap removed since it was
-// hit): planted while the step was on its way, it was not there when the step began. The
-// thread stands at addr, the trap's instruction not executed. A range step goes on from there
-// (stepOn); any other step completes at addr, so that the tool hears of its end.
-func (p *proc) stepMetTrap(th *pthread, rng *rangeStep, addr uint64) {
+// hit), taken steps before it (a range step's): planted while the step was on its way, it was
+// not there when the step began. The thread stands at addr, the trap's instruction not
+// executed. A range step goes on from there (stepOn); any other step completes at addr, so
+// that the tool hears of its end.
+func (p *proc) stepMetTrap(th *pthread, rng *rangeStep, addr uint64, taken int) {
 	if p.holder == nil {
 		return // the tool that stepped released control: the step is over
 	}
-	if rng != nil && len(p.pending) == 0 && p.inflight == nil && p.stepOn(th, rng, addr, 1) {
+	if rng != nil && len(p.pending) == 0 && p.inflight == nil && p.stepOn(th, rng, addr, taken) {
 		return
 	}
-	p.pending = append(p.pending, notif{tid: th.tid, sig: int(syscall.SIGTRAP), reason: cdti.SignalStepComplete, inst: addr})
+	p.pending = append(p.pending, stepCompleteAt(th, addr))
+}
+
+// stepCompleteAt is the notification of th's step for a tool completed at pc.
+func stepCompleteAt(th *pthread, pc uint64) notif {
+	return notif{tid: th.tid, sig: int(syscall.SIGTRAP), reason: cdti.SignalStepComplete, inst: pc}
 }
 
 // callAt reports whether the instruction at pc is a call (reading the original bytes of a

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/binary"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -151,3 +152,93 @@ func TestStepRangeMeetsTrapPlantedOnTheWay(t *testing.T) {
 
 // len32 is the length of a slice as a StepRange's MaxSteps.
 func len32[T any](s []T) uint32 { return uint32(len(s)) }
+
+// TestStepRangeBudgetAcrossInterrupts: a StepRange round an endless loop whose thread a tool
+// holds and releases again and again while it steps (each hold interrupts it) takes its
+// MaxSteps single steps in all, not one more: the loop's counter, stored once every four
+// instructions, has moved by what MaxSteps allow when its one StepComplete arrives, at the
+// instruction MaxSteps lead to.
+func TestStepRangeBudgetAcrossInterrupts(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "tight")
+	tt, _ := startStopped(t, h, 1)
+	fn := testenv.NMSymbol(t, progBin, "tight")
+	counter := testenv.NMSymbol(t, progBin, "counter")
+	code, _ := instructions(t, progBin, "tight")
+	if len(code) != 6 {
+		t.Fatalf("tight: %x, want the 2 instructions of its prologue and a loop of 4", code)
+	}
+	end := code[len(code)-1] + 2
+	tt.setBreak(0, fn)
+	tt.cont(0)
+	hit := tt.signalNotify()
+	if hit.InstAddress != fn {
+		t.Fatalf("hit %+v, want tight at %#x", hit, fn)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
+	count := func() uint64 { return binary.LittleEndian.Uint64(tt.memory(0, counter, 8)) }
+	before := count()
+
+	const max = cdti.MaxRangeSteps
+	tt.mustUpdate(0, &cdti.StepRange{Lo: fn, Hi: end, MaxSteps: max})
+	holds := 0
+	var done *cdti.Notify
+	for done == nil && holds < 200 {
+		select {
+		case done = <-tt.c.Notifications():
+			continue
+		default:
+		}
+		tt.mustUpdate(0, &cdti.HoldThread{ThreadID: hit.ThreadID})
+		tt.mustUpdate(0, &cdti.ReleaseThread{ThreadID: hit.ThreadID})
+		holds++
+	}
+	if done == nil {
+		done = tt.notify()
+	}
+	if done.Kind != cdti.NotifyTypeSignal || done.Signal.Reason != cdti.SignalStepComplete {
+		t.Fatalf("StepRange of %d steps held and released %d times: %+v, want StepComplete", max, holds, done)
+	}
+	// Two steps of prologue, then rounds of four with a store of the counter at the third.
+	if pc, want := done.Signal.InstAddress, code[2+(max-2)%4]; pc != want {
+		t.Errorf("StepRange of %d steps, held and released %d times while it stepped, ended at %#x, want %#x", max, holds, pc, want)
+	}
+	if stores, want := count()-before, uint64(max-1)/4; stores != want {
+		t.Errorf("StepRange of %d steps, held and released %d times while it stepped: the loop stored its counter %d times, want %d",
+			max, holds, stores, want)
+	}
+}
+
+// TestStepRangeMalformed: a StepRange the agent cannot take (a range reversed or empty, a
+// budget over MaxRangeSteps, a payload too short) is answered CmdParmErr, never CmdInval,
+// which would tell the tool that the agent does not know range steps; nothing runs, and a
+// StepRange that is well formed then steps as usual.
+func TestStepRangeMalformed(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "tight")
+	tt, _ := startStopped(t, h, 1)
+	fn := testenv.NMSymbol(t, progBin, "tight")
+	code, _ := instructions(t, progBin, "tight")
+	end := code[len(code)-1] + 2
+	tt.setBreak(0, fn)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != fn {
+		t.Fatalf("hit %+v, want tight at %#x", n, fn)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
+	for what, c := range map[string]cdti.Command{
+		"reversed":   &cdti.StepRange{Lo: end, Hi: fn},
+		"empty":      &cdti.StepRange{Lo: fn, Hi: fn},
+		"over limit": &cdti.StepRange{Lo: fn, Hi: end, MaxSteps: cdti.MaxRangeSteps + 1},
+		"short":      &cdti.RawCommand{Type: cdti.TypeStepRange, Data: make([]byte, 16)},
+	} {
+		if rs := tt.update(0, c); rs[0].Code != cdti.CmdParmErr {
+			t.Errorf("StepRange %s: %v, want CmdParmErr", what, rs[0].Code)
+		}
+	}
+	if pc := tt.pc(0, 0); pc != fn {
+		t.Fatalf("after the refused StepRanges: pc %#x, want %#x", pc, fn)
+	}
+	tt.mustUpdate(0, &cdti.StepRange{Lo: fn, Hi: end, MaxSteps: 2})
+	stepComplete(t, tt, "StepRange of 2 steps", code[2])
+}

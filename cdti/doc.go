@@ -107,7 +107,8 @@
 // tool that leaves releases its ranks everywhere); whatever the child sends back, acks and
 // Notify, goes up unaltered. Sequence ids are the tool's own, unique on its connection, so acks
 // need no rewriting. A message for a rank no agent below serves goes to the local handler,
-// which refuses it as a CNK would (ToolRankNotFound).
+// which refuses it as a CNK would (ToolRankNotFound); a Router without one (the tool's own,
+// DialTree's) refuses it so itself.
 //
 // Sessions. Each link names, right after its Hello, the tool session it relays (Session: a
 // random id per tool connection at the root, the same on every link below it). When the tool
@@ -216,8 +217,9 @@
 //	                                 (≤ 16384, 0: remove), site @40: what the agent decides at the trap
 //	                                 (package bpcode's encoding)
 //	1208  SetTrapConditionAck        hits u64 @8: the count of the condition replaced or removed
-//	1209  StepRange          Update  max steps u32 @4 (0: 4096, at most 4096), lo u64 @8, hi u64 @16: StepThread,
-//	                                 then steps on while lo ≤ pc < hi, not at a call or a tool's breakpoint
+//	1209  StepRange          Update  max steps u32 @4 (0: 4096, at most 4096), lo u64 @8, hi u64 @16 (lo < hi):
+//	                                 StepThread, then steps on while lo ≤ pc < hi, not at a call or a
+//	                                 tool's breakpoint; malformed: CmdParmErr (unknown: CmdInval)
 //	1210  StepRangeAck               (threadID only)
 //
 // GatherStacks is the collective of parallel stacks: it goes down the tree once and comes back

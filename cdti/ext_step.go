@@ -20,7 +20,9 @@ const MaxRangeSteps = 1 << 12
 // where the thread stopped, or the notification of the event that ended the steps. A source
 // step over a line of many instructions so costs one exchange instead of one per
 // instruction. Action command. A real CNK answers CmdInval: the tool then steps with
-// StepThread.
+// StepThread. A StepRange that does not decode (a range empty or reversed, MaxSteps over
+// MaxRangeSteps, a payload too short) is answered CmdParmErr, as every payload that does not
+// parse is: the agent knows range steps, and refuses that one.
 //
 // Encoded: thread id u32 @0, max steps u32 @4, lo u64 @8, hi u64 @16.
 type StepRange struct {
@@ -47,6 +49,9 @@ func decStepRange(b []byte) (Command, error) {
 	c := &StepRange{ThreadID: be.Uint32(b), MaxSteps: be.Uint32(b[4:]), Lo: be.Uint64(b[8:]), Hi: be.Uint64(b[16:])}
 	if c.Lo > c.Hi {
 		return nil, fmt.Errorf("%v: range [%#x, %#x) is reversed", TypeStepRange, c.Lo, c.Hi)
+	}
+	if c.Lo == c.Hi {
+		return nil, fmt.Errorf("%v: range [%#x, %#x) is empty", TypeStepRange, c.Lo, c.Hi)
 	}
 	if c.MaxSteps > MaxRangeSteps {
 		return nil, fmt.Errorf("%v: %d steps (limit %d)", TypeStepRange, c.MaxSteps, MaxRangeSteps)

@@ -14,14 +14,22 @@ func seedMessages(t testing.TB) [][]byte {
 	for _, id := range []string{"V1", "V2", "V3", "V4", "V6", "V7", "V8"} {
 		seeds = append(seeds, vecs[id].bytes)
 	}
-	var q, u []Command
+	var q, u, act []Command
 	for _, s := range commandSamples() {
-		if s.cmd.CommandType().Kind() == MsgQuery {
+		switch {
+		case s.cmd.CommandType().Kind() == MsgQuery:
 			q = append(q, s.cmd)
-		} else if !s.cmd.CommandType().IsAction() {
+		case s.cmd.CommandType().IsAction():
+			act = append(act, s.cmd)
+		default:
 			u = append(u, s.cmd)
 		}
 	}
+	// The action commands, and StepRanges that do not decode (reversed, empty, over budget,
+	// short), so that their decoders are fuzzed too.
+	act = append(act, &StepRange{Lo: 0x2000, Hi: 0x1000}, &StepRange{Lo: 0x1000, Hi: 0x1000},
+		&StepRange{Lo: 0x1000, Hi: 0x2000, MaxSteps: MaxRangeSteps + 1},
+		&RawCommand{Type: TypeStepRange, ThreadID: 5, Data: make([]byte, 16)})
 	var rs []Result
 	for _, s := range ackSamples() {
 		if s.size < 4096 {
@@ -43,7 +51,8 @@ func seedMessages(t testing.TB) [][]byte {
 	msgs = append(msgs, seedCollectives()...)
 	msgs = append(msgs, &GatherStacksAck{Header: hdr(22), More: true, Tree: seedStackTree()},
 		&Session{Header: hdr(23), Flags: SessionEnd, ID: [SessionIDSize]byte{1, 2, 3}},
-		&SessionAck{Header: hdr(24), State: SessionResumed})
+		&SessionAck{Header: hdr(24), State: SessionResumed},
+		&Update{Header: hdr(26), Commands: act})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {

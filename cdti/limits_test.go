@@ -333,9 +333,10 @@ func TestDecodeMessageErrors(t *testing.T) {
 	} else if raw, ok := m.(*Update).Commands[0].(*RawCommand); !ok || raw.Err == nil || !strings.Contains(raw.Err.Error(), "unknown flags 0x2") {
 		t.Errorf("StopProcess with unknown flags: %#v", m.(*Update).Commands[0])
 	}
-	// So is a StepRange whose range is reversed or whose budget is over the limit.
+	// So is a StepRange whose range is reversed or empty or whose budget is over the limit.
 	for what, c := range map[string]*StepRange{
 		"is reversed": {Lo: 0x2000, Hi: 0x1000},
+		"is empty":    {Lo: 0x1000, Hi: 0x1000},
 		"steps":       {Lo: 0x1000, Hi: 0x2000, MaxSteps: MaxRangeSteps + 1},
 	} {
 		b, _ := Encode(&Update{Header: hdr(2), Commands: []Command{c}})

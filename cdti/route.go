@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -66,8 +67,9 @@ type Router struct {
 	Token   []byte        // the session token, proved to each child as a tool proves it
 	Timeout time.Duration // bounds a dial (a re-dial while healing: 3 s at most) and a collective's wait; 0 means 30 s
 
-	top    bool       // the tool's own Router (DialTree): its first links are not held
-	opened chan *Conn // DialTree's: receives the tool's connection once it is opened
+	top    bool        // the tool's own Router (DialTree): its first links are not held
+	opened chan *Conn  // DialTree's: receives the tool's connection once it is opened
+	ending atomic.Bool // DialTree's: the tool closed its Client, and a link that breaks is not healed
 
 	mu       sync.Mutex
 	children []Route             // the agents directly below
@@ -232,10 +234,36 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 	if queued {
 		return nil
 	}
+	if !below && !localServes(r.Local, h.Type) {
+		return c.Send(ReplyTo(h, ToolRankNotFound, 0))
+	}
 	if !below || ackFor(h.Type) == 0 {
 		return c.HandleWith(r.Local, frame)
 	}
 	return r.relayAlong(c, h, frame, p, false)
+}
+
+// localServes reports whether local (a Router's Local handler) answers requests of type t for
+// a rank. A request for a rank no agent below serves goes to Local, which refuses it as a CNK
+// would (ToolRankNotFound); a Router without such a handler (the tool's own, DialTree's, has
+// no Local at all) refuses it the same way itself, rather than as a type it does not know.
+func localServes(local any, t MessageType) bool {
+	var ok bool
+	switch t {
+	case MsgAttach:
+		_, ok = local.(AttachHandler)
+	case MsgDetach:
+		_, ok = local.(DetachHandler)
+	case MsgControl:
+		_, ok = local.(ControlHandler)
+	case MsgQuery:
+		_, ok = local.(QueryHandler)
+	case MsgUpdate:
+		_, ok = local.(UpdateHandler)
+	default:
+		return true // not a request for a rank
+	}
+	return ok
 }
 
 // relayAlong forwards request h (encoded as frame) to the first agent of path p that c

@@ -172,6 +172,11 @@ func (r *Router) applyLocal(c *Conn, h Header, req *Collective, ranks []uint32, 
 	if len(ranks) == 0 {
 		return
 	}
+	if !localServes(r.Local, req.Kind) {
+		// No agent serves them (Relay refuses them the same way one by one).
+		add(AckGroup{Ranks: RanksOf(ranks...), Code: ToolRankNotFound})
+		return
+	}
 	rh := h
 	rh.Type = req.Kind
 	one, err := EncodeLax(req.request(rh))

@@ -128,13 +128,13 @@ func (r *Router) linkBroke(c *Conn, addr string, l *link) {
 	l.pending, l.parts = nil, nil
 	l.mu.Unlock()
 	l.nc.Close()
-	select {
-	case <-c.Context().Done(): // the tool left: the link closed with it
+	if c.Context().Err() != nil || r.ending.Load() {
+		// The tool left (the link closed with it), or, at the tool's own Router, is
+		// leaving: the agents' end that follows the session's is no loss to heal.
 		for _, w := range parts {
 			close(w.ch)
 		}
 		return
-	default:
 	}
 	if upLost {
 		// This agent lost its own way up: the agent above answered what was outstanding. It

@@ -23,8 +23,16 @@ import (
 // DialTree connects a tool to the tree overlay of agents whose root is root (its address,
 // ranks and the agents below it, as SetChildren takes them), through a Router of the tool's
 // own (see above), and authenticates with opts.Token. The Client's errors name the root's
-// address. Closing the Client says farewell down the tree and ends the tool's Router.
+// address. Closing the Client ends the session: the tool's Router says farewell down the tree
+// and ends, and from the moment Close is called it heals nothing, so that the agents' end
+// that follows the session's (the root closing its link) is not taken for a loss.
 func DialTree(ctx context.Context, root Route, opts ClientOptions) (*Client, error) {
+	c, _, err := dialToolRouter(ctx, root, opts)
+	return c, err
+}
+
+// dialToolRouter is DialTree, which also returns the tool's Router.
+func dialToolRouter(ctx context.Context, root Route, opts ClientOptions) (*Client, *Router, error) {
 	router := &Router{Token: opts.Token, top: true, opened: make(chan *Conn, 1)}
 	router.SetChildren([]Route{root})
 	srv := &Server{Handler: router, Token: opts.Token, Node: "tool"}
@@ -33,10 +41,13 @@ func DialTree(ctx context.Context, root Route, opts ClientOptions) (*Client, err
 		srv.ServeConn(mine) // returns once the Router has said farewell on its links
 		srv.Close()
 	}()
-	c := NewClient(namedConn{tool, treeAddr(root.Addr)}, opts)
+	// The session ends when the tool closes its end, at once for the Router, whose own end
+	// of the pipe may be read only later (its reader busy with a request meanwhile).
+	end := func() { router.ending.Store(true) }
+	c := NewClient(namedConn{Conn: tool, remote: treeAddr(root.Addr), closing: end}, opts)
 	if _, err := c.Hello(ctx, opts.Token); err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	// The root is dialed now, so that a root out of reach fails the dial, not the first
 	// request. ctx's end ends the dial (closing the tool's connection ends the Router's
@@ -54,9 +65,9 @@ func DialTree(ctx context.Context, root Route, opts ClientOptions) (*Client, err
 	}
 	if err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, router, nil
 }
 
 // isChild reports whether the agent at addr is one of the agents directly below this one, as
@@ -72,13 +83,23 @@ func (r *Router) isChild(addr string) bool {
 	return false
 }
 
-// namedConn is a connection whose peer is named by remote.
+// namedConn is a connection whose peer is named by remote; closing, if not nil, is called
+// before it closes.
 type namedConn struct {
 	net.Conn
-	remote net.Addr
+	remote  net.Addr
+	closing func()
 }
 
 func (c namedConn) RemoteAddr() net.Addr { return c.remote }
+
+// Close calls closing, then closes the connection.
+func (c namedConn) Close() error {
+	if c.closing != nil {
+		c.closing()
+	}
+	return c.Conn.Close()
+}
 
 // treeAddr is the address of a tree's root, as a Client's errors name it.
 type treeAddr string

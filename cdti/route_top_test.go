@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -177,5 +178,117 @@ func TestDialTreeEndsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second): // a hang guard: the Router's own dial limit is 30 s
 		t.Fatal("DialTree outlived its context")
+	}
+}
+
+// TestDialTreeUnknownRank: a rank that no agent of the tree serves is refused through the
+// tool's own Router exactly as the root refuses it to a tool connected to it directly: the
+// request's own ack with ToolRankNotFound, one by one (Query, Update, Control, Attach) and
+// in a collective.
+func TestDialTreeUnknownRank(t *testing.T) {
+	const n, per, nobody = 3, 2, 40
+	srvs, addr := simTree(t, n, 2, per)
+	ctx := testCtx(t)
+	for _, via := range []struct {
+		name string
+		c    *Client
+	}{{"the root", dialRoot(t, addr)}, {"DialTree", dialTree(t, simRootRoute(srvs, addr, per))}} {
+		for what, op := range map[string]func() error{
+			"query": func() error { _, err := via.c.Traceback(ctx, nobody, 0, 0); return err },
+			"update": func() error {
+				_, err := via.c.Update(ctx, nobody, &StepThread{})
+				return err
+			},
+			"control": func() error { _, err := via.c.Control(ctx, nobody, Control{}); return err },
+			"attach": func() error {
+				_, err := via.c.Attach(ctx, nobody, RankInHeader, NewTag("t"), 1)
+				return err
+			},
+		} {
+			if err := op(); !errors.Is(err, ToolRankNotFound) {
+				t.Errorf("%s to rank %d through %s: %v, want ToolRankNotFound", what, nobody, via.name, err)
+			}
+		}
+		a, err := via.c.Collective(ctx, 0, RanksOf(0, nobody), &GetThreadList{})
+		if err != nil {
+			t.Fatalf("collective through %s: %v", via.name, err)
+		}
+		for _, g := range a.Groups {
+			if g.Ranks.Equal(RanksOf(nobody)) && g.Code != ToolRankNotFound {
+				t.Errorf("collective through %s: rank %d answered %+v, want ToolRankNotFound", via.name, nobody, g)
+			}
+		}
+	}
+}
+
+// slowRoot is a simulated root whose GetThreadList waits until release is closed, having
+// said on entered that it was asked.
+type slowRoot struct {
+	*stackAgent
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (a *slowRoot) Query(c *Conn, m *Query) ([]Result, ReturnCode) {
+	if _, ok := m.Commands[0].(*GetThreadList); ok {
+		a.entered <- struct{}{}
+		<-a.release
+	}
+	return a.stackAgent.Query(c, m)
+}
+
+// openCounter is a simulated agent that counts the tool connections made to it.
+type openCounter struct {
+	*stackAgent
+	opened *atomic.Int32
+}
+
+func (a *openCounter) Opened(c *Conn) { a.opened.Add(1) }
+
+// TestDialTreeEndHealsNothing: a tool that ends its session (closes its Client) and then
+// the agents (the root first) dials nothing more: the root's link, broken by its end, is not
+// taken for the root's loss, and its children are not adopted. So even while the tool's
+// Router is still busy with a collective the root has not answered, whose reader sees the
+// tool's end only once it is done.
+func TestDialTreeEndHealsNothing(t *testing.T) {
+	const n, per = 3, 2
+	root := &slowRoot{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	var opened atomic.Int32
+	srvs, addr := simTreeWith(t, n, 2, per, simSpec{local: func(i int, a *stackAgent) any {
+		if i == 0 {
+			root.stackAgent = a
+			return root
+		}
+		return &openCounter{stackAgent: a, opened: &opened}
+	}})
+	c, router, err := dialToolRouter(testCtx(t), simRootRoute(srvs, addr, per), ClientOptions{ToolID: 3, Token: []byte(testToken)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	router.mu.Lock()
+	var toRoot *link
+	for _, ls := range router.links {
+		toRoot = ls[addr]
+	}
+	router.mu.Unlock()
+	if toRoot == nil {
+		t.Fatal("the tool's Router has no link to the root")
+	}
+	go c.Collective(context.Background(), 0, RanksOf(seq(per)...), &GetThreadList{})
+	<-root.entered
+	before := opened.Load()
+
+	c.Close()
+	closed := make(chan struct{})
+	go func() {
+		srvs[0].Close() // its connections at once, then it waits for the collective's handler
+		close(closed)
+	}()
+	<-toRoot.healed // the Router's reader of the root's link has ended, and any heal with it
+	close(root.release)
+	<-closed
+	if got := opened.Load() - before; got != 0 {
+		t.Errorf("the session's end, then the root's: %d connections dialed to the root's children, want none", got)
 	}
 }

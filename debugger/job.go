@@ -452,8 +452,13 @@ func (j *Job) sendRankOutput(category string, rank int, text string) {
 }
 
 // CloseNodes drops every agent connection; with shutdown, asks the agents to end first
-// (killing the ranks when kill).
+// (killing the ranks when kill). A tree's one CDTI connection is closed before any agent is
+// asked to end: the session ends first, so that the front end's Router takes the root's end
+// that follows for what it is, not for a loss whose ranks it would adopt (cdti.DialTree).
 func (j *Job) CloseNodes(kill bool) {
+	if j.tree != nil {
+		j.nodes[0].client.Close()
+	}
 	var wg sync.WaitGroup
 	for _, n := range j.nodes {
 		wg.Go(func() {

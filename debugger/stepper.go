@@ -134,29 +134,76 @@ func (st *stepper) stepInRange(ctx context.Context, lo, hi uint64) error {
 		return st.stepInstr(ctx)
 	}
 	err := st.stepWith(ctx, &cdti.StepRange{ThreadID: uint32(st.lwp), Lo: lo, Hi: hi, MaxSteps: maxSteps})
-	var inval errCmdInval
-	if errors.As(err, &inval) {
+	switch rangeRefusal(err) {
+	case rangeUnknown:
 		st.r.noRangeStep.Store(true) // an agent without the extension
+		return st.stepInstr(ctx)
+	case rangeRefused:
+		// The agent knows range steps but takes not this one (one of another build, with
+		// other bounds): this step goes one instruction at a time, and the rank's later
+		// steps still try ranges. (A thread that cannot step at all fails the StepThread
+		// too, with its own error.)
+		st.j.logf("rank %d: %v; stepping one instruction instead", st.r.Num, err)
 		return st.stepInstr(ctx)
 	}
 	return err
 }
 
-// errCmdInval is the error of a step command the agent refused as unknown.
-type errCmdInval struct{ cmd cdti.CommandType }
+// The steps of a source line are within what one StepRange may take.
+const _ = cdti.MaxRangeSteps - maxSteps
 
-func (e errCmdInval) Error() string { return fmt.Sprintf("%v: the agent does not know it", e.cmd) }
+// errStepRefused is the error of a step command (StepThread, StepRange) the agent answered
+// with a code other than CmdSuccess.
+type errStepRefused struct {
+	lwp  int
+	cmd  cdti.Command
+	code cdti.CmdReturnCode
+}
+
+func (e *errStepRefused) Error() string {
+	switch {
+	case e.code == cdti.CmdInval && e.cmd.CommandType().IsExtension():
+		return fmt.Sprintf("step LWP %d: %v: the agent does not know it", e.lwp, e.cmd.CommandType())
+	case e.cmd.CommandType() == cdti.TypeStepRange:
+		c := e.cmd.(*cdti.StepRange)
+		return fmt.Sprintf("step LWP %d through [%#x, %#x), at most %d steps: %v", e.lwp, c.Lo, c.Hi, c.MaxSteps, e.code)
+	}
+	return fmt.Sprintf("step LWP %d: %v", e.lwp, e.code)
+}
+
+// rangeOutcome is what a StepRange's error says of the agent's range steps.
+type rangeOutcome int
+
+const (
+	rangeOther   rangeOutcome = iota // no refusal of the command itself: the step's own outcome
+	rangeUnknown                     // CmdInval: the agent does not know range steps (a BG/Q CNK)
+	rangeRefused                     // CmdParmErr: the agent knows them, and refused this one
+)
+
+// rangeRefusal classifies the error of a StepRange (stepWith): only CmdInval, which a CNK and
+// an agent without the extension answer, means that the agent has no range steps; CmdParmErr
+// is the answer to a StepRange that does not decode (its range or its budget), or to a thread
+// that cannot step now.
+func rangeRefusal(err error) rangeOutcome {
+	var e *errStepRefused
+	switch {
+	case !errors.As(err, &e) || e.cmd.CommandType() != cdti.TypeStepRange:
+		return rangeOther
+	case e.code == cdti.CmdInval:
+		return rangeUnknown
+	case e.code == cdti.CmdParmErr:
+		return rangeRefused
+	}
+	return rangeOther
+}
 
 // stepWith runs one step command (StepThread, StepRange) and waits for its completion.
 func (st *stepper) stepWith(ctx context.Context, cmd cdti.Command) error {
 	for {
 		if err := st.act(ctx, func() error {
 			rs, err := st.r.node.client.Update(ctx, uint32(st.r.Num), cmd)
-			switch {
-			case err == nil && rs[0].Code == cdti.CmdInval && cmd.CommandType().IsExtension():
-				err = errCmdInval{cmd.CommandType()}
-			case err == nil && rs[0].Code != cdti.CmdSuccess:
-				err = fmt.Errorf("step LWP %d: %v", st.lwp, rs[0].Code)
+			if err == nil && rs[0].Code != cdti.CmdSuccess {
+				err = &errStepRefused{lwp: st.lwp, cmd: cmd, code: rs[0].Code}
 			}
 			return err
 		}); err != nil {

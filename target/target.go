@@ -109,8 +109,9 @@ type Event struct {
 	// Registers would return them then, when the back end read them with the stop (nil
 	// otherwise): an agent that decides and passes the hit needs no further read.
 	Regs []byte
-	// Steps, for the TrapStep that ends a StepRange (RangeStepper), is how many single steps
-	// the range took (0 for a plain Step: one).
+	// Steps, for the event that ends a StepRange (RangeStepper): its TrapStep, an interrupt's
+	// EventStopped, a signal, is how many single steps the range took (0 for a plain Step:
+	// one). A caller that goes on with the range after an interrupt takes them off its budget.
 	Steps int
 }
 
@@ -152,9 +153,9 @@ type StepRange struct {
 
 // RangeStepper is implemented by back ends that single-step a thread through a range of
 // instructions where they reap its stops: the steps cost no hand-off between threads, and one
-// event ends them: the TrapStep at the first pc the range does not go on from (Event.Steps
-// says how many steps were taken), or whatever else stopped the thread (a signal, an
-// interrupt, its end).
+// event ends them: the TrapStep at the first pc the range does not go on from, or whatever
+// else stopped the thread (a signal, an interrupt, its end); Event.Steps says how many steps
+// were taken.
 type RangeStepper interface {
 	// StepRange single-steps the stopped thread tid, delivering sig, as Step does, and goes
 	// on stepping as r says.

@@ -94,13 +94,11 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	if th.injectSig != 0 && si.Signo == th.injectSig && si.Code == siTkill && si.Pid == t.self {
 		// The signal a resume queued with tgkill: deliver it now, as asked, without a report.
 		th.injectSig = 0
-		walk := th.walk
 		th.setStopped(stopSignal)
 		th.sig = sig
 		if p.phase == phaseDetaching {
 			return // stays stopped; Detach delivers it
 		}
-		th.walk = walk // the step goes on
 		if th.resume(sig, th.step) == nil && th.wantStop {
 			// This stop consumed the pending interrupt; ask again.
 			ptraceRaw(unix.PTRACE_INTERRUPT, th.tid, 0, 0)
@@ -112,8 +110,7 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	}
 	isNew := th.state == tsNew
 	interrupted := th.wantStop
-	walk := th.walk // a StepRange goes on only from its own step trap
-	th.walk = nil
+	walk := th.takeWalk() // a StepRange goes on only from its own step trap
 	th.fetchSig = 0
 	th.setStopped(stopSignal)
 	th.sig = sig
@@ -140,10 +137,12 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	}
 	ev.PC = th.pc()
 	th.stopPC = ev.PC
-	if walk != nil && ev.Trap == target.TrapStep {
-		walk.steps++
-		if !interrupted && th.walkOn(walk, ev.PC) {
-			return
+	if walk != nil {
+		if ev.Trap == target.TrapStep {
+			walk.steps++
+			if !interrupted && th.walkOn(walk, ev.PC) {
+				return
+			}
 		}
 		ev.Steps = walk.steps
 	}
@@ -186,10 +185,15 @@ func (t *Tracer) unasked(th *thread) {
 	case th.wantStop:
 		th.wantStop = false
 		th.stopPC = th.pc()
-		p.push(target.Event{Kind: target.EventStopped, Tid: th.tid, PC: th.stopPC})
+		ev := target.Event{Kind: target.EventStopped, Tid: th.tid, PC: th.stopPC}
+		if w := th.takeWalk(); w != nil {
+			ev.Steps = w.steps // an interrupted StepRange: the steps it took
+		}
+		p.push(ev)
 	case th.kind == stopGroup && th.fetching():
 		// Woken by Kill from a job-control stop: run on to dequeue the signal, which
 		// reports a signal-delivery stop (resume continues rather than listens).
+		th.walk = nil
 		th.resume(0, false)
 	case th.kind == stopGroup:
 		// A job-control stop: stay stopped the way an untraced thread would, until SIGCONT.
@@ -197,7 +201,8 @@ func (t *Tracer) unasked(th *thread) {
 			th.state = tsListening
 		}
 	default:
-		// A clone event, a stale interrupt, the end of a group stop: carry on as before.
+		// A clone event, a stale interrupt, the end of a group stop: carry on as before (a
+		// walk under way goes on).
 		th.resume(0, th.step)
 	}
 }
@@ -293,6 +298,7 @@ func (t *Tracer) execed(th *thread) {
 	th.wantStop = false
 	th.holding = 0 // the thread it waited for is gone with the exec
 	th.step = false
+	th.walk = nil
 	th.injectSig = 0
 	th.watch = watchState{}
 	p.openMem()

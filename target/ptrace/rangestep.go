@@ -36,6 +36,14 @@ func (th *thread) walkOn(w *rangeWalk, pc uint64) bool {
 	return true
 }
 
+// takeWalk ends th's walk, if one is under way, and returns it: the stop that ends it reports
+// its steps.
+func (th *thread) takeWalk() *rangeWalk {
+	w := th.walk
+	th.walk = nil
+	return w
+}
+
 // walkEndsAt reports whether a walk stops before the instruction at pc: a call, a trap (one
 // planted since the walk began, which its Stops do not name: the agent decides about it), or
 // code that cannot be read or decoded.

@@ -3,8 +3,12 @@
 package ptrace
 
 import (
+	"encoding/binary"
 	"testing"
 
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/target"
 )
 
@@ -120,4 +124,78 @@ func runTo(t testing.TB, p target.Process, pid int, addr uint64) {
 	if err := p.SetPC(pid, addr); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStepRangeInterrupted: a walk that an Interrupt ends reports the steps it took, whichever
+// stop ends it (the interrupt's EventStopped, or the step trap the interrupt met), and a stale
+// interrupt met later does not end the next walk. Walks started again and again with what is
+// left of a budget, each interrupted, so take exactly the budget in all, as the loop's counter
+// (stored once every four instructions) and the pc where the last walk ends say.
+func TestStepRangeInterrupted(t *testing.T) {
+	tr := newTracer(t)
+	p := spawn(t, tr, "tight")
+	pid := p.Info().Pid
+	fn := symAddr(t, pid, progPath, "tight")
+	counter := symAddr(t, pid, progPath, "tight_counter")
+	runTo(t, p, pid, fn)
+	read := func() uint64 {
+		t.Helper()
+		b := make([]byte, 8)
+		if _, err := p.ReadMemory(counter, b); err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint64(b)
+	}
+	before := read()
+
+	const budget, interrupts = 1 << 14, 100
+	left, walks, stopped := budget, 0, 0
+	var ev target.Event
+	for left > 0 {
+		if err := p.(target.RangeStepper).StepRange(pid, 0, target.StepRange{Lo: fn, Hi: fn + 0x100, Max: left}); err != nil {
+			t.Fatal(err)
+		}
+		walks++
+		if walks <= interrupts {
+			if err := p.Interrupt(pid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch ev = nextEvent(t, p); {
+		case ev.Kind == target.EventStopped:
+			stopped++
+		case ev.Kind == target.EventSignal && ev.Trap == target.TrapStep:
+		default:
+			t.Fatalf("walk %d (%d steps left): %+v", walks, left, ev)
+		}
+		if ev.Steps > left || walks > interrupts && ev.Steps != left {
+			t.Fatalf("walk %d of at most %d steps: %+v", walks, left, ev)
+		}
+		left -= ev.Steps
+	}
+	// Two steps of prologue, then rounds of load, add, store and jump back.
+	code := make([]byte, 32)
+	if _, err := p.ReadMemory(fn, code); err != nil {
+		t.Fatal(err)
+	}
+	var at []uint64
+	for off := 0; len(at) < 6; {
+		in, err := amd64.Decode(code[off:])
+		if err != nil {
+			t.Fatalf("tight+%#x: %v", off, err)
+		}
+		at = append(at, fn+uint64(off))
+		off += in.Len
+	}
+	if in, _ := amd64.Decode(code[at[5]-fn:]); in.Op != x86asm.JMP || in.Args[0] != x86asm.Rel(int32(at[2])-int32(at[5]+uint64(in.Len))) {
+		t.Fatalf("tight: %x: not 2 instructions of prologue and a loop of 4", code)
+	}
+	if want := at[2+(budget-2)%4]; ev.PC != want {
+		t.Errorf("%d walks (%d ended by the interrupt's stop) of %d steps in all end at %#x, want %#x", walks, stopped, budget, ev.PC, want)
+	}
+	if stores, want := read()-before, uint64(budget-1)/4; stores != want {
+		t.Errorf("%d walks (%d ended by the interrupt's stop) of %d steps in all: the loop stored its counter %d times, want %d",
+			walks, stopped, budget, stores, want)
+	}
+	t.Logf("%d walks, %d ended by the interrupt's stop", walks, stopped)
 }

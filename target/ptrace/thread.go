@@ -54,14 +54,18 @@ type thread struct {
 	orphan        bool // killed by another thread's exec: its exit report is swallowed
 	holding       int  // the new thread whose first stop it waits for in its clone event's stop (releaseCreator)
 
-	walk *rangeWalk // a StepRange under way: the next step trap may step on (rangestep.go)
+	// walk is a StepRange under way: the next step trap may step on (rangestep.go). It
+	// outlives the stops the tracer carries on from unreported (a clone event, a stale
+	// interrupt, a group stop), so that its steps are counted across them; the event that
+	// ends it reports them (takeWalk), and every resume replaces it.
+	walk *rangeWalk
 
 	regs   [gregsSize]byte // general registers, valid while regsOK
 	regsOK bool
 	watch  watchState
 }
 
-// setStopped records a ptrace stop of a known thread.
+// setStopped records a ptrace stop of a known thread (a walk under way stays: see walk).
 func (th *thread) setStopped(kind stopKind) {
 	if th.state != tsNew {
 		th.state = tsStopped
@@ -69,7 +73,6 @@ func (th *thread) setStopped(kind stopKind) {
 	th.kind = kind
 	th.sig = 0
 	th.ourSig = false
-	th.walk = nil
 	th.trap = target.TrapNone
 	th.stopPC = 0
 	th.regsOK = false
@@ -270,6 +273,7 @@ func (p *process) ResumeWithRegisters(tid int, regs []byte, sig int) error {
 		if err := th.resume(sig, false); err != nil {
 			return p.fail("resume", tid, err)
 		}
+		th.walk = nil
 		return nil
 	})
 }
