@@ -427,6 +427,7 @@ func (a *Agent) Health() HealthResult {
 // It is safe to call more than once; later calls wait for the first.
 func (a *Agent) Shutdown(kill bool) {
 	a.shutOnce.Do(func() {
+		a.router.StopHealing() // the agents below are ending, or dropped with this one
 		for _, p := range a.allProcs() {
 			p.beginEnding() // a call in progress would hold the process until its time limit
 		}

@@ -73,8 +73,11 @@ func (a *Agent) expectFrontEnd(limit time.Duration) {
 }
 
 // explicitShutdown marks a shutdown asked for on the management plane, so that the closing of
-// the connections it causes does not turn it into a kill.
+// the connections it causes does not turn it into a kill, and stops the tree overlay's
+// healing before the answer: the front end then ends this agent's children, whose end is no
+// loss (see Router.StopHealing).
 func (a *Agent) explicitShutdown() {
+	a.router.StopHealing()
 	a.life.mu.Lock()
 	a.life.ending = true
 	a.life.mu.Unlock()

@@ -69,7 +69,7 @@ type Router struct {
 
 	top    bool        // the tool's own Router (DialTree): its first links are not held
 	opened chan *Conn  // DialTree's: receives the tool's connection once it is opened
-	ending atomic.Bool // DialTree's: the tool closed its Client, and a link that breaks is not healed
+	ending atomic.Bool // the tool closed its Client (DialTree's), or the agent is ending (StopHealing): a link that breaks is not healed
 
 	mu       sync.Mutex
 	children []Route             // the agents directly below
@@ -140,6 +140,12 @@ func (r *Router) SetChildren(children []Route) {
 	r.lost = nil
 	r.mu.Unlock()
 }
+
+// StopHealing tells the Router that its agent is ending: from now on a link that breaks is
+// not healed, for any tool. An agent calls it as soon as it is told to end, before its
+// children are (the front end ends a tree's agents parents first): the children's end that
+// follows is then no loss, and the agents below them, ending too, are not adopted.
+func (r *Router) StopHealing() { r.ending.Store(true) }
 
 // Children returns the agents below this one, as SetChildren set them.
 func (r *Router) Children() []Route {

@@ -130,7 +130,8 @@ func (r *Router) linkBroke(c *Conn, addr string, l *link) {
 	l.nc.Close()
 	if c.Context().Err() != nil || r.ending.Load() {
 		// The tool left (the link closed with it), or, at the tool's own Router, is
-		// leaving: the agents' end that follows the session's is no loss to heal.
+		// leaving, or this agent is ending (StopHealing): the agents' end that follows the
+		// session's is no loss to heal.
 		for _, w := range parts {
 			close(w.ch)
 		}

@@ -292,3 +292,41 @@ func TestDialTreeEndHealsNothing(t *testing.T) {
 		t.Errorf("the session's end, then the root's: %d connections dialed to the root's children, want none", got)
 	}
 }
+
+// TestRouterStopHealing: an interior agent told that it is ending (StopHealing, as an agent
+// is told to shut down before its children are) takes a child's end that follows for no
+// loss: the root of a 7-agent tree at fan-out 2 (0 → 1, 2; 1 → 3, 4), its links open, sees
+// agent 1 end and dials nothing, neither agent 1 again nor agents 3 and 4 below it.
+func TestRouterStopHealing(t *testing.T) {
+	const n, per = 7, 1
+	var opened atomic.Int32
+	srvs, addr := simTreeWith(t, n, 2, per, simSpec{local: func(i int, a *stackAgent) any {
+		if i == 3 || i == 4 {
+			return &openCounter{stackAgent: a, opened: &opened}
+		}
+		return a
+	}})
+	c := dialRoot(t, addr)
+	if a, err := c.Collective(testCtx(t), 0, RanksOf(seq(n*per)...), &GetThreadList{}); err != nil || a.Unreachable.Count() != 0 {
+		t.Fatalf("collective: %+v, %v", a, err) // every link is open
+	}
+	root := srvs[0].Handler.(*Router)
+	one := root.Children()[0].Addr
+	root.mu.Lock()
+	var toOne *link
+	for _, ls := range root.links {
+		toOne = ls[one]
+	}
+	root.mu.Unlock()
+	if toOne == nil {
+		t.Fatal("the root has no link to agent 1")
+	}
+	before := opened.Load()
+
+	root.StopHealing()
+	srvs[1].Close()
+	<-toOne.healed // the root's reader of agent 1's link has ended, and any heal with it
+	if got := opened.Load() - before; got != 0 {
+		t.Errorf("agent 1's end after the root's: %d connections dialed to agents 3 and 4, want none", got)
+	}
+}

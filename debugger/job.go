@@ -455,15 +455,29 @@ func (j *Job) sendRankOutput(category string, rank int, text string) {
 // (killing the ranks when kill). A tree's one CDTI connection is closed before any agent is
 // asked to end: the session ends first, so that the front end's Router takes the root's end
 // that follows for what it is, not for a loss whose ranks it would adopt (cdti.DialTree).
+// For the same reason an interior agent is asked to end before its children: it stops
+// healing when it is asked (cdti.Router.StopHealing), and an agent is asked only once its
+// parent has answered, so that no agent takes a child's end for a loss.
 func (j *Job) CloseNodes(kill bool) {
 	if j.tree != nil {
 		j.nodes[0].client.Close()
 	}
+	asked := make([]chan struct{}, len(j.nodes)) // closed once agent i was asked to end (or failed to be)
+	for i := range asked {
+		asked[i] = make(chan struct{})
+	}
 	var wg sync.WaitGroup
-	for _, n := range j.nodes {
+	for i, n := range j.nodes {
 		wg.Go(func() {
+			done := sync.OnceFunc(func() { close(asked[i]) })
+			defer done()
 			defer j.recoverPanic("shutdown of the agent on " + n.host)
-			n.shutdown(kill)
+			if j.tree != nil {
+				if p := j.tree.Parent(i); p >= 0 {
+					<-asked[p]
+				}
+			}
+			n.shutdown(kill, done)
 		})
 	}
 	wg.Wait()

@@ -202,14 +202,16 @@ func (n *node) close() {
 	}
 }
 
-// shutdown asks the agent to end, killing its processes or leaving them running, and waits
-// for an agent the front end started.
-func (n *node) shutdown(kill bool) {
+// shutdown asks the agent to end, killing its processes or leaving them running, calls asked
+// once the agent has answered (or could not be asked), and waits for an agent the front end
+// started.
+func (n *node) shutdown(kill bool, asked func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if n.mgmt != nil && !n.ep.Owned {
 		n.mgmt.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil)
 	}
+	asked()
 	n.close()
 	if a := n.ep.Agent; a != nil {
 		if !a.Wait(10 * time.Second) {
