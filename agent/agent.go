@@ -157,7 +157,7 @@ func New(cfg Config) (*Agent, error) {
 		a.journal = &journal{w: cfg.Journal}
 	}
 	a.output = newOutputHub(a.logf)
-	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token)}
+	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token), Logf: a.logf}
 	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger, CNK: cfg.CNK}
 	if cfg.CIOS != nil {
 		a.cios = newCIOSRelay(cfg.CIOS, a.logf, a.frontEndOpened, a.frontEndClosed)

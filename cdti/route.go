@@ -64,8 +64,9 @@ const ErrorCodeUnreachable = 113
 // cuts nothing off.
 type Router struct {
 	Local   any
-	Token   []byte        // the session token, proved to each child as a tool proves it
-	Timeout time.Duration // bounds a dial (a re-dial while healing: 3 s at most) and a collective's wait; 0 means 30 s
+	Token   []byte                           // the session token, proved to each child as a tool proves it
+	Timeout time.Duration                    // bounds a dial (a re-dial while healing: 3 s at most) and a collective's wait; 0 means 30 s
+	Logf    func(format string, args ...any) // if not nil, logs each heal of the tree
 
 	top    bool        // the tool's own Router (DialTree): its first links are not held
 	opened chan *Conn  // DialTree's: receives the tool's connection once it is opened
@@ -139,6 +140,13 @@ func (r *Router) SetChildren(children []Route) {
 	r.children, r.path = children, path
 	r.lost = nil
 	r.mu.Unlock()
+}
+
+// logf logs through Logf, if set.
+func (r *Router) logf(format string, args ...any) {
+	if r.Logf != nil {
+		r.Logf(format, args...)
+	}
 }
 
 // StopHealing tells the Router that its agent is ending: from now on a link that breaks is

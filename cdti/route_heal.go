@@ -145,19 +145,11 @@ func (r *Router) linkBroke(c *Conn, addr string, l *link) {
 			close(w.ch)
 		}
 		if c.awaitTransport() {
-			if rt := r.route(addr); rt != nil {
-				if lost := r.heal(c, rt); len(lost) > 0 {
-					r.notifyLost(c, lost)
-				}
-			}
+			r.healFrom(c, addr)
 		}
 		return
 	}
-	if rt := r.route(addr); rt != nil {
-		if lost := r.heal(c, rt); len(lost) > 0 {
-			r.notifyLost(c, lost)
-		}
-	}
+	r.healFrom(c, addr)
 	for _, h := range pending {
 		if r.rankCut(c, h.Rank) {
 			c.Send(unreachableReply(h))
@@ -167,6 +159,20 @@ func (r *Router) linkBroke(c *Conn, addr string, l *link) {
 	}
 	for _, w := range parts {
 		close(w.ch)
+	}
+}
+
+// healFrom heals the tree for c after its link to the agent at addr broke (heal), logs it, and
+// tells c's tool which ranks it lost.
+func (r *Router) healFrom(c *Conn, addr string) {
+	rt := r.route(addr)
+	if rt == nil {
+		return
+	}
+	lost := r.heal(c, rt)
+	r.logf("cdti: router: the link to the agent at %s broke: tree healed, %d rank(s) lost", addr, len(lost))
+	if len(lost) > 0 {
+		r.notifyLost(c, lost)
 	}
 }
 
