@@ -215,6 +215,8 @@ type dapSession struct {
 	c    *dapclient.Client
 	end  func()
 	pids map[int]bool // rank processes seen, killed at the end if a test left them behind
+	// logDir holds the logs of the node agents of a local launch (not over stdio).
+	logDir string
 }
 
 // transport names how a test talks to the adapter.
@@ -237,14 +239,36 @@ func newDAP(t testing.TB, tr transport) *dapSession {
 		}
 		// Node agents', and the launcher agent's of a workload manager's job, which is in the
 		// job's working directory (launch-*).
-		logs, _ := filepath.Glob(filepath.Join(logDir, "*agent-*.log"))
-		more, _ := filepath.Glob(filepath.Join(logDir, "launch-*", "*agent-*.log"))
-		logs = append(logs, more...)
-		for _, l := range logs {
+		for _, l := range agentLogFiles(logDir) {
 			b, _ := os.ReadFile(l)
 			t.Logf("%s:\n%s", filepath.Base(l), b)
 		}
 	})
+	d := openDAP(t, tr, logger, logDir)
+	d.logDir = logDir
+	return d
+}
+
+// agentLogFiles lists the node agents' logs in a session's log directory, and the launcher
+// agent's of a workload manager's job, which is in the job's working directory (launch-*).
+func agentLogFiles(logDir string) []string {
+	logs, _ := filepath.Glob(filepath.Join(logDir, "*agent-*.log"))
+	more, _ := filepath.Glob(filepath.Join(logDir, "launch-*", "*agent-*.log"))
+	return append(logs, more...)
+}
+
+// agentLogs returns what the node agents of a local launch logged, all files together.
+func (d *dapSession) agentLogs() string {
+	var all strings.Builder
+	for _, l := range agentLogFiles(d.logDir) {
+		b, _ := os.ReadFile(l)
+		all.Write(b)
+	}
+	return all.String()
+}
+
+// openDAP opens a session over a transport, the node agents' logs in logDir (but for stdio).
+func openDAP(t testing.TB, tr transport, logger *log.Logger, logDir string) *dapSession {
 	switch tr {
 	case viaPipe:
 		return pipeSession(t, NewServer(Config{AgentPath: hpcdapBinary(t), Log: logger, LogDir: logDir, Symbols: testSymbols}))

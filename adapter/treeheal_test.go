@@ -158,6 +158,11 @@ func TestTreeHeals(t *testing.T) {
 		t.Errorf("%d losses reported, want 3:\n%s", n, out)
 	}
 
+	// The agents that adopted the lost agents' children logged their heals (the root's own
+	// loss is healed by the front end, whose Router does not log).
+	if n := strings.Count(d.agentLogs(), "tree healed"); n != 2 {
+		t.Errorf("the agents logged %d heals, want 2 (agents 1 and 3 lost):\n%s", n, d.agentLogs())
+	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
 	for r, pid := range pids {
 		waitFor(t, fmt.Sprintf("rank %d (pid %d) untraced and not stopped after the disconnect", r, pid), func() bool {
@@ -165,5 +170,36 @@ func TestTreeHeals(t *testing.T) {
 			gone := st == "" || strings.HasPrefix(st, "Z")
 			return gone || procStatus(pid, "TracerPid") == "0" && !strings.HasPrefix(st, "t") && !strings.HasPrefix(st, "T")
 		})
+	}
+}
+
+// TestTreeEndHealsNothing: a session's end is no loss. 8 ranks, one agent each, at fan-out 2
+// (three levels of agents): paused, their stacks read, then the session ends; no agent takes
+// another's end for a loss and heals the tree (each heal is in an agent's log).
+func TestTreeEndHealsNothing(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	d := newDAP(t, viaPipe)
+	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 1, "fanout": 2})
+	d.call("configurationDone", nil, nil)
+	ranks := d.ranks().Ranks
+	if len(ranks) != 8 {
+		t.Fatalf("ranks %+v, want 8", ranks)
+	}
+	d.call("pause", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+	d.stopped()
+	for _, r := range ranks {
+		if frames := d.stackTrace(r.ThreadID); len(frames) == 0 {
+			t.Fatalf("rank %d: no stack", r.Rank)
+		}
+	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+	d.end()
+	logs := d.agentLogs()
+	if !strings.Contains(logs, "agent: shut down") {
+		t.Fatalf("the agents' logs say nothing of their end:\n%s", logs)
+	}
+	if n := strings.Count(logs, "tree healed"); n != 0 {
+		t.Errorf("the session's end made agents heal the tree %d times:\n%s", n, logs)
 	}
 }
