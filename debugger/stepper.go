@@ -149,8 +149,9 @@ func (st *stepper) stepInRange(ctx context.Context, lo, hi uint64) error {
 	return err
 }
 
-// The steps of a source line are within what one StepRange may take.
-const _ = cdti.MaxRangeSteps - maxSteps
+// The steps of a source line are within what one StepRange may take: a negative difference
+// does not compile as a uint.
+const _ uint = cdti.MaxRangeSteps - maxSteps
 
 // errStepRefused is the error of a step command (StepThread, StepRange) the agent answered
 // with a code other than CmdSuccess.
