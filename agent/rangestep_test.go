@@ -106,18 +106,8 @@ func TestStepRange(t *testing.T) {
 // instruction not executed, with a StepComplete the tool hears of: the trap was not there
 // when the step began, and the tool decides what it means to its step.
 func TestStepRangeMeetsTrapPlantedOnTheWay(t *testing.T) {
-	h := newHarness(t, "")
-	h.spawn(1, progBin, "tight")
-	tt, _ := startStopped(t, h, 1)
-	fn := testenv.NMSymbol(t, progBin, "tight")
-	code, _ := instructions(t, progBin, "tight")
+	tt, fn, code, _ := stoppedInTight(t)
 	end := code[len(code)-1] + 1
-	tt.setBreak(0, fn)
-	tt.cont(0)
-	if n := tt.signalNotify(); n.InstAddress != fn {
-		t.Fatalf("hit %+v, want tight at %#x", n, fn)
-	}
-	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
 	// Into the loop, then one step ahead of a place it comes back to.
 	step := func(max uint32) uint64 {
 		t.Helper()
@@ -150,6 +140,26 @@ func TestStepRangeMeetsTrapPlantedOnTheWay(t *testing.T) {
 	}
 }
 
+// stoppedInTight runs the test program in its "tight" mode to the first instruction of tight,
+// and removes the breakpoint that stopped it there: the tool, tight's address, the addresses
+// of its instructions, and the stop.
+func stoppedInTight(t *testing.T) (*testTool, uint64, []uint64, cdti.NotifySignal) {
+	t.Helper()
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "tight")
+	tt, _ := startStopped(t, h, 1)
+	fn := testenv.NMSymbol(t, progBin, "tight")
+	code, _ := instructions(t, progBin, "tight")
+	tt.setBreak(0, fn)
+	tt.cont(0)
+	hit := tt.signalNotify()
+	if hit.InstAddress != fn {
+		t.Fatalf("hit %+v, want tight at %#x", hit, fn)
+	}
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
+	return tt, fn, code, hit
+}
+
 // len32 is the length of a slice as a StepRange's MaxSteps.
 func len32[T any](s []T) uint32 { return uint32(len(s)) }
 
@@ -159,23 +169,12 @@ func len32[T any](s []T) uint32 { return uint32(len(s)) }
 // instructions, has moved by what MaxSteps allow when its one StepComplete arrives, at the
 // instruction MaxSteps lead to.
 func TestStepRangeBudgetAcrossInterrupts(t *testing.T) {
-	h := newHarness(t, "")
-	h.spawn(1, progBin, "tight")
-	tt, _ := startStopped(t, h, 1)
-	fn := testenv.NMSymbol(t, progBin, "tight")
+	tt, fn, code, hit := stoppedInTight(t)
 	counter := testenv.NMSymbol(t, progBin, "counter")
-	code, _ := instructions(t, progBin, "tight")
 	if len(code) != 6 {
 		t.Fatalf("tight: %x, want the 2 instructions of its prologue and a loop of 4", code)
 	}
 	end := code[len(code)-1] + 2
-	tt.setBreak(0, fn)
-	tt.cont(0)
-	hit := tt.signalNotify()
-	if hit.InstAddress != fn {
-		t.Fatalf("hit %+v, want tight at %#x", hit, fn)
-	}
-	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
 	count := func() uint64 { return binary.LittleEndian.Uint64(tt.memory(0, counter, 8)) }
 	before := count()
 
@@ -214,18 +213,8 @@ func TestStepRangeBudgetAcrossInterrupts(t *testing.T) {
 // which would tell the tool that the agent does not know range steps; nothing runs, and a
 // StepRange that is well formed then steps as usual.
 func TestStepRangeMalformed(t *testing.T) {
-	h := newHarness(t, "")
-	h.spawn(1, progBin, "tight")
-	tt, _ := startStopped(t, h, 1)
-	fn := testenv.NMSymbol(t, progBin, "tight")
-	code, _ := instructions(t, progBin, "tight")
+	tt, fn, code, _ := stoppedInTight(t)
 	end := code[len(code)-1] + 2
-	tt.setBreak(0, fn)
-	tt.cont(0)
-	if n := tt.signalNotify(); n.InstAddress != fn {
-		t.Fatalf("hit %+v, want tight at %#x", n, fn)
-	}
-	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: fn, Instruction: uint32(origByte(t, progBin, fn))})
 	for what, c := range map[string]cdti.Command{
 		"reversed":   &cdti.StepRange{Lo: end, Hi: fn},
 		"empty":      &cdti.StepRange{Lo: fn, Hi: fn},

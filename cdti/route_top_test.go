@@ -266,15 +266,7 @@ func TestDialTreeEndHealsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	router.mu.Lock()
-	var toRoot *link
-	for _, ls := range router.links {
-		toRoot = ls[addr]
-	}
-	router.mu.Unlock()
-	if toRoot == nil {
-		t.Fatal("the tool's Router has no link to the root")
-	}
+	toRoot := linkTo(t, router, addr)
 	go c.Collective(context.Background(), 0, RanksOf(seq(per)...), &GetThreadList{})
 	<-root.entered
 	before := opened.Load()
@@ -312,15 +304,7 @@ func TestRouterStopHealing(t *testing.T) {
 	}
 	root := srvs[0].Handler.(*Router)
 	one := root.Children()[0].Addr
-	root.mu.Lock()
-	var toOne *link
-	for _, ls := range root.links {
-		toOne = ls[one]
-	}
-	root.mu.Unlock()
-	if toOne == nil {
-		t.Fatal("the root has no link to agent 1")
-	}
+	toOne := linkTo(t, root, one)
 	before := opened.Load()
 
 	root.StopHealing()
@@ -329,4 +313,18 @@ func TestRouterStopHealing(t *testing.T) {
 	if got := opened.Load() - before; got != 0 {
 		t.Errorf("agent 1's end after the root's: %d connections dialed to agents 3 and 4, want none", got)
 	}
+}
+
+// linkTo returns r's link to the agent at addr (of its one upstream connection).
+func linkTo(t *testing.T, r *Router, addr string) *link {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ls := range r.links {
+		if l := ls[addr]; l != nil {
+			return l
+		}
+	}
+	t.Fatalf("the Router has no link to %s", addr)
+	return nil
 }
