@@ -277,3 +277,64 @@ func TestRestoreRTMatchesLibc(t *testing.T) {
 		t.Errorf("the restorer is % x, RestoreRT % x:\n%s", code, RestoreRT, out)
 	}
 }
+
+// transferPrefixes are the prefixes objdump prints as a mnemonic of their own before the
+// instruction they modify.
+var transferPrefixes = map[string]bool{"bnd": true, "notrack": true, "rep": true, "repz": true, "repnz": true,
+	"lock": true, "data16": true, "cs": true, "ds": true, "es": true, "fs": true, "gs": true, "ss": true}
+
+// transferMnemonic matches objdump's mnemonics of the instructions that do not always fall
+// through to the next: jumps, calls, returns, loops, system calls, interrupts and traps, the
+// instructions that stop the processor or the program, and a transaction's begin, end and
+// abort.
+var transferMnemonic = regexp.MustCompile(`^(j[a-z]+|call[a-z]*|ret[a-z]*|lret[a-z]*|loop[a-z]*|syscall|sysenter|sysexit[a-z]*|sysret[a-z]*|int[0-9a-z]*|iret[a-z]*|hlt|ud[0-2]|xbegin|xabort|xend)$`)
+
+// TestFallsThroughMatchesObjdump checks FallsThrough on every instruction of a gcc-built
+// program's .text and of the C library's against objdump's mnemonics: an instruction falls
+// through unless objdump names a transfer of control. An instruction the decoder does not
+// know never falls through (a walk single-steps it); such instructions are counted, not
+// compared.
+func TestFallsThroughMatchesObjdump(t *testing.T) {
+	objdump := testenv.NeedTool(t, "objdump", "binutils")
+	for _, exe := range []string{program(t, "calls"), "/lib/x86_64-linux-gnu/libc.so.6"} {
+		out, err := exec.Command(objdump, "-d", "-w", "-j", ".text", exe).Output()
+		if err != nil {
+			t.Fatalf("objdump %s: %v", exe, err)
+		}
+		insts, transfers, unknown := 0, map[bool]int{}, 0
+		sc := bufio.NewScanner(strings.NewReader(string(out)))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			m := objdumpLine.FindStringSubmatch(sc.Text())
+			if m == nil || m[3] == "(bad)" {
+				continue
+			}
+			code, err := hex.DecodeString(strings.ReplaceAll(strings.TrimSpace(m[2]), " ", ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mnemonic, rest := m[3], strings.Fields(m[4])
+			for transferPrefixes[mnemonic] && len(rest) > 0 {
+				mnemonic, rest = rest[0], rest[1:]
+			}
+			inst, err := Decode(code)
+			if err != nil || inst.Len != len(code) {
+				unknown++
+				if FallsThrough(inst, code) {
+					t.Errorf("%s %s: %x (%s %s) undecoded (%v) but falls through", exe, m[1], code, m[3], m[4], err)
+				}
+				continue
+			}
+			insts++
+			transfer := transferMnemonic.MatchString(mnemonic)
+			transfers[transfer]++
+			if FallsThrough(inst, code) == transfer {
+				t.Errorf("%s %s: %x (%s %s): falls through %v, objdump names a transfer %v", exe, m[1], code, m[3], m[4], !transfer, transfer)
+			}
+		}
+		t.Logf("%s: %d instructions, %d transfers, %d the decoder does not know", exe, insts, transfers[true], unknown)
+		if insts < 50 || transfers[true] < 10 || transfers[false] < 10 {
+			t.Fatalf("%s: objdump listed %d instructions (%d transfers): too few to check", exe, insts, transfers[true])
+		}
+	}
+}

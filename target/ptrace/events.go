@@ -110,7 +110,17 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	}
 	isNew := th.state == tsNew
 	interrupted := th.wantStop
-	walk := th.takeWalk() // a StepRange goes on only from its own step trap
+	// A StepRange goes on only from its own step trap. A run's breakpoint stays armed while
+	// the walk goes on with another run (walkOn); it is disarmed when the walk ends here.
+	walk := th.walk
+	th.walk = nil
+	if walk != nil {
+		defer func() {
+			if th.walk != walk {
+				th.disarmRun(walk)
+			}
+		}()
+	}
 	th.fetchSig = 0
 	th.setStopped(stopSignal)
 	th.sig = sig
@@ -124,6 +134,11 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 		ev.Trap, ev.Slot, addr = th.classifyTrap(si)
 		if ev.Trap == target.TrapWatch {
 			ev.Addr = addr
+		} else if walk != nil && ev.Trap == target.TrapOther && walk.endsRun(si.Code, th.pc()) {
+			ev.Trap = target.TrapStep // the breakpoint that ends a walk's run: its last step
+		} else if ev.Trap == target.TrapOther && si.Code == trapHwbkp && !isNew {
+			t.staleRunTrap(th, walk, interrupted)
+			return
 		}
 		th.trap = ev.Trap
 	}
@@ -138,11 +153,19 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	ev.PC = th.pc()
 	th.stopPC = ev.PC
 	if walk != nil {
-		if ev.Trap == target.TrapStep {
+		ran := len(walk.run.lens) > 0
+		if at, planted := walk.ranTo(ev.PC, ev.Trap == target.TrapBreakpoint); planted && th.setPC(at) == nil {
+			// A trap planted in the run since it began: the walk ends before it.
+			ev.Trap, ev.PC, th.trap, th.stopPC = target.TrapStep, at, target.TrapStep, at
+		} else if ev.Trap == target.TrapStep && !ran {
 			walk.steps++
-			if !interrupted && th.walkOn(walk, ev.PC) {
+		}
+		if ev.Trap == target.TrapStep && !interrupted {
+			on, at := th.walkOn(walk, ev.PC)
+			if on {
 				return
 			}
+			ev.PC, th.stopPC = at, at
 		}
 		ev.Steps = walk.steps
 	}
@@ -180,20 +203,22 @@ func (t *Tracer) unasked(th *thread) {
 	switch {
 	case th.state == tsNew:
 	case p.phase != phaseLive:
-		// Attach and Detach want every thread stopped.
+		// Attach and Detach want every thread stopped (and no run's breakpoint left armed).
 		th.wantStop = false
+		th.takeWalk()
 	case th.wantStop:
 		th.wantStop = false
 		th.stopPC = th.pc()
 		ev := target.Event{Kind: target.EventStopped, Tid: th.tid, PC: th.stopPC}
 		if w := th.takeWalk(); w != nil {
+			w.ranTo(th.stopPC, false)
 			ev.Steps = w.steps // an interrupted StepRange: the steps it took
 		}
 		p.push(ev)
 	case th.kind == stopGroup && th.fetching():
 		// Woken by Kill from a job-control stop: run on to dequeue the signal, which
 		// reports a signal-delivery stop (resume continues rather than listens).
-		th.walk = nil
+		th.takeWalk()
 		th.resume(0, false)
 	case th.kind == stopGroup:
 		// A job-control stop: stay stopped the way an untraced thread would, until SIGCONT.
@@ -357,4 +382,24 @@ func (t *Tracer) forget(p *process, why error) {
 	p.gone.Store(&why)
 	p.events.end()
 	p.closeMem()
+}
+
+// staleRunTrap handles the trap of a hardware breakpoint that no watchpoint and no run under
+// way explains: the breakpoint of a walk's run, hit just as an interrupt stopped the thread,
+// whose signal the kernel delivers after the interrupt's stop was reported and the walk ended,
+// when the thread is next resumed. Nothing ran since: the thread is resumed as it was (its
+// walk, if one began, goes on; an interrupt asked meanwhile is asked again, as this stop
+// consumed it), and at a detach it leaves no signal behind.
+func (t *Tracer) staleRunTrap(th *thread, walk *rangeWalk, interrupted bool) {
+	th.trap = target.TrapStep // delivers nothing at a detach (detachSignal)
+	if th.p.phase != phaseLive {
+		return
+	}
+	if th.resume(0, th.step) != nil {
+		return
+	}
+	th.walk = walk
+	if interrupted && ptraceRaw(unix.PTRACE_INTERRUPT, th.tid, 0, 0) == nil {
+		th.wantStop = true
+	}
 }

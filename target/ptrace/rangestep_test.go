@@ -4,9 +4,13 @@ package ptrace
 
 import (
 	"encoding/binary"
+	"fmt"
+	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/arch/x86/x86asm"
+	"golang.org/x/sys/unix"
 
 	"github.com/hpcdap/hpcdap/amd64"
 	"github.com/hpcdap/hpcdap/target"
@@ -130,14 +134,30 @@ func runTo(t testing.TB, p target.Process, pid int, addr uint64) {
 // stop ends it (the interrupt's EventStopped, or the step trap the interrupt met), and a stale
 // interrupt met later does not end the next walk. Walks started again and again with what is
 // left of a budget, each interrupted, so take exactly the budget in all, as the loop's counter
-// (stored once every four instructions) and the pc where the last walk ends say.
+// (stored once every four instructions) and the pc where the last walk ends say. That holds
+// whether the walk runs through the loop's straight-line code to a hardware breakpoint (a run
+// interrupted, and a run's breakpoint hit as the interrupt came, whose trap the kernel
+// delivers later), or single-steps it, every debug register being a watchpoint's.
 func TestStepRangeInterrupted(t *testing.T) {
+	t.Run("runs", func(t *testing.T) { testStepRangeInterrupted(t, false) })
+	t.Run("watchpoints", func(t *testing.T) { testStepRangeInterrupted(t, true) })
+}
+
+func testStepRangeInterrupted(t *testing.T, watchAll bool) {
 	tr := newTracer(t)
 	p := spawn(t, tr, "tight")
 	pid := p.Info().Pid
 	fn := symAddr(t, pid, progPath, "tight")
 	counter := symAddr(t, pid, progPath, "tight_counter")
 	runTo(t, p, pid, fn)
+	if watchAll {
+		watched := symAddr(t, pid, progPath, "watched") // never written in tight()
+		for slot := range amd64.WatchSlots {
+			if err := p.SetWatchpoint(pid, slot, watched, 4, target.WatchWrite); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	read := func() uint64 {
 		t.Helper()
 		b := make([]byte, 8)
@@ -198,4 +218,87 @@ func TestStepRangeInterrupted(t *testing.T) {
 			walks, stopped, budget, stores, want)
 	}
 	t.Logf("%d walks, %d ended by the interrupt's stop", walks, stopped)
+}
+
+// TestStepRangeMeetsWatchpoint: a walk through straight-line code that stores to a watched
+// variable reports the watchpoint, right after the store, with the steps it took; the walks
+// after it count their steps as before, and the breakpoint of the runs never surfaces.
+func TestStepRangeMeetsWatchpoint(t *testing.T) {
+	tr := newTracer(t)
+	p := spawn(t, tr, "tight")
+	pid := p.Info().Pid
+	fn := symAddr(t, pid, progPath, "tight")
+	counter := symAddr(t, pid, progPath, "tight_counter")
+	runTo(t, p, pid, fn)
+	loop := target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 1 << 20}
+	if err := p.SetWatchpoint(pid, 0, counter, 8, target.WatchWrite); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := p.(target.RangeStepper).StepRange(pid, 0, loop); err != nil {
+			t.Fatal(err)
+		}
+		ev := expect(t, p, target.EventSignal)
+		if ev.Trap != target.TrapWatch || ev.Slot != 0 || ev.Addr != counter || ev.Steps < 1 || ev.Steps > 6 {
+			t.Fatalf("walk %d through a store to %#x, watched: %+v", i, counter, ev)
+		}
+		code := make([]byte, 16)
+		p.ReadMemory(ev.PC, code)
+		if in, err := amd64.Decode(code); err != nil || in.Op != x86asm.JMP {
+			t.Fatalf("walk %d: the watchpoint reported at %#x, before %x, not after the loop's store (before its jump)", i, ev.PC, code)
+		}
+	}
+	if err := p.ClearWatchpoint(pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		r := loop
+		r.Max = 101 + i
+		if err := p.(target.RangeStepper).StepRange(pid, 0, r); err != nil {
+			t.Fatal(err)
+		}
+		if ev := expect(t, p, target.EventSignal); ev.Trap != target.TrapStep || ev.Steps != r.Max {
+			t.Fatalf("walk of %d steps after the watchpoint: %+v", r.Max, ev)
+		}
+	}
+}
+
+// TestStepRangeDetach: a process detached while a walk runs through its code (an endless
+// loop, so that a run's breakpoint is armed) runs on untraced, not killed by the breakpoint's
+// trap, and its loop goes on.
+func TestStepRangeDetach(t *testing.T) {
+	tr := newTracer(t)
+	p := spawn(t, tr, "tight")
+	pid := p.Info().Pid
+	fn := symAddr(t, pid, progPath, "tight")
+	counter := symAddr(t, pid, progPath, "tight_counter")
+	runTo(t, p, pid, fn)
+	if err := p.(target.RangeStepper).StepRange(pid, 0, target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := p.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Kill(pid, unix.SIGKILL)
+	read := func() uint64 {
+		b := make([]byte, 8)
+		f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.ReadAt(b, int64(counter)); err != nil {
+			t.Fatalf("read the loop's counter after the detach: %v (%c)", err, threadState(t, pid))
+		}
+		return binary.LittleEndian.Uint64(b)
+	}
+	before := read()
+	time.Sleep(300 * time.Millisecond)
+	if s := threadState(t, pid); s != 'R' && s != 'S' {
+		t.Fatalf("after the detach the process is in state %c", s)
+	}
+	if after := read(); after <= before+1000 {
+		t.Fatalf("after the detach the loop's counter went from %d to %d", before, after)
+	}
 }

@@ -233,17 +233,25 @@ func (p *process) SetPC(tid int, pc uint64) error {
 		if err != nil {
 			return err
 		}
-		if err := th.loadRegs(); err != nil {
-			return p.fail("set pc", tid, err)
-		}
-		regs := th.regs
-		setRegsPC(regs[:], pc)
-		th.regsOK = false
-		if err := setRegs(tid, target.RegsGeneral, regs[:]); err != nil {
+		if err := th.setPC(pc); err != nil {
 			return p.fail("set pc", tid, err)
 		}
 		return nil
 	})
+}
+
+// setPC sets the program counter of the stopped thread th.
+func (th *thread) setPC(pc uint64) error {
+	if err := th.loadRegs(); err != nil {
+		return err
+	}
+	regs := th.regs
+	setRegsPC(regs[:], pc)
+	th.regsOK = false
+	if err := setRegs(th.tid, target.RegsGeneral, regs[:]); err != nil {
+		return err
+	}
+	return nil
 }
 
 // Resume lets a stopped thread run, delivering sig (0 for none).

@@ -15,6 +15,9 @@ func (th *thread) classifyTrap(si siginfo) (target.TrapKind, int, uint64) {
 	case siKernel:
 		return target.TrapBreakpoint, 0, 0
 	case trapHwbkp:
+		if th.watch.dr7 == 0 {
+			return target.TrapOther, 0, 0 // no watchpoint: a walk's run ends (rangestep.go)
+		}
 		if slot, ok := th.takeDR6(); ok {
 			return target.TrapWatch, slot, th.watch.addr[slot]
 		}

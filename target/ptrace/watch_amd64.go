@@ -72,6 +72,7 @@ func (th *thread) setWatch(slot int, addr uint64, size int, kind target.WatchKin
 		return err
 	}
 	th.watch.addr[slot] = addr
+	pokeUser(th.tid, drOff(6), 0) // no hit left over from a walk's run in this slot (rangestep.go)
 	dr7 |= 1<<(2*slot) | (rw|ln<<2)<<(16+4*slot)
 	if err := pokeUser(th.tid, drOff(7), dr7); err != nil {
 		return err
