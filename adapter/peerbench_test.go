@@ -112,7 +112,10 @@ func nextLatency(b *testing.B, prog, mark string) {
 		d := newDAP(b, viaStdio)
 		defer d.close()
 		st := d.runTo(map[string]any{"program": p.bin}, p.src, line)
+		before := *d.ranks().Messages
 		next(b, d.c, st.ThreadId)
+		after := *d.ranks().Messages
+		b.ReportMetric(float64(after.Sent-before.Sent)/float64(b.N), "cdti-sent/next")
 	})
 	b.Run("lldb-vscode", func(b *testing.B) {
 		lp := startLLDB(b, p, line, []string{"HPCDAP_RANK=0"})

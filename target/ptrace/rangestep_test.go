@@ -22,11 +22,7 @@ import (
 // endless walk (a loop that never leaves the range), the stop an Interrupt asks for. The
 // thread then runs on as usual.
 func TestStepRange(t *testing.T) {
-	tr := newTracer(t)
-	p := spawn(t, tr, "tight")
-	pid := p.Info().Pid
-	fn := symAddr(t, pid, progPath, "tight")
-	runTo(t, p, pid, fn)
+	p, pid, fn, _ := inTight(t)
 	loop := target.StepRange{Lo: fn, Hi: fn + 0x100}
 
 	// At most 5 steps.
@@ -144,12 +140,7 @@ func TestStepRangeInterrupted(t *testing.T) {
 }
 
 func testStepRangeInterrupted(t *testing.T, watchAll bool) {
-	tr := newTracer(t)
-	p := spawn(t, tr, "tight")
-	pid := p.Info().Pid
-	fn := symAddr(t, pid, progPath, "tight")
-	counter := symAddr(t, pid, progPath, "tight_counter")
-	runTo(t, p, pid, fn)
+	p, pid, fn, counter := inTight(t)
 	if watchAll {
 		watched := symAddr(t, pid, progPath, "watched") // never written in tight()
 		for slot := range amd64.WatchSlots {
@@ -224,12 +215,7 @@ func testStepRangeInterrupted(t *testing.T, watchAll bool) {
 // variable reports the watchpoint, right after the store, with the steps it took; the walks
 // after it count their steps as before, and the breakpoint of the runs never surfaces.
 func TestStepRangeMeetsWatchpoint(t *testing.T) {
-	tr := newTracer(t)
-	p := spawn(t, tr, "tight")
-	pid := p.Info().Pid
-	fn := symAddr(t, pid, progPath, "tight")
-	counter := symAddr(t, pid, progPath, "tight_counter")
-	runTo(t, p, pid, fn)
+	p, pid, fn, counter := inTight(t)
 	loop := target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 1 << 20}
 	if err := p.SetWatchpoint(pid, 0, counter, 8, target.WatchWrite); err != nil {
 		t.Fatal(err)
@@ -267,12 +253,7 @@ func TestStepRangeMeetsWatchpoint(t *testing.T) {
 // loop, so that a run's breakpoint is armed) runs on untraced, not killed by the breakpoint's
 // trap, and its loop goes on.
 func TestStepRangeDetach(t *testing.T) {
-	tr := newTracer(t)
-	p := spawn(t, tr, "tight")
-	pid := p.Info().Pid
-	fn := symAddr(t, pid, progPath, "tight")
-	counter := symAddr(t, pid, progPath, "tight_counter")
-	runTo(t, p, pid, fn)
+	p, pid, fn, counter := inTight(t)
 	if err := p.(target.RangeStepper).StepRange(pid, 0, target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
@@ -301,4 +282,16 @@ func TestStepRangeDetach(t *testing.T) {
 	if after := read(); after <= before+1000 {
 		t.Fatalf("after the detach the loop's counter went from %d to %d", before, after)
 	}
+}
+
+// inTight spawns the test program in its endless loop tight() and runs it to the function's
+// first instruction: the process, its pid, the address of tight() and of its loop's counter.
+func inTight(t *testing.T) (p target.Process, pid int, fn, counter uint64) {
+	t.Helper()
+	p = spawn(t, newTracer(t), "tight")
+	pid = p.Info().Pid
+	fn = symAddr(t, pid, progPath, "tight")
+	counter = symAddr(t, pid, progPath, "tight_counter")
+	runTo(t, p, pid, fn)
+	return p, pid, fn, counter
 }
