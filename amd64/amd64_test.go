@@ -338,3 +338,41 @@ func TestFallsThroughMatchesObjdump(t *testing.T) {
 		}
 	}
 }
+
+// TestFallsThroughRare checks FallsThrough on instructions compilers rarely emit, by their
+// bytes: those that transfer control or trap, and some that look as if they might but fall
+// through.
+func TestFallsThroughRare(t *testing.T) {
+	for _, c := range []struct {
+		code  []byte
+		falls bool
+		what  string
+	}{
+		{[]byte{0xf1}, false, "int1"},
+		{[]byte{0xcc}, false, "int3"},
+		{[]byte{0xcd, 0x80}, false, "int $0x80"},
+		{[]byte{0x0f, 0x05}, false, "syscall"},
+		{[]byte{0x0f, 0x0b}, false, "ud2"},
+		{[]byte{0xf4}, false, "hlt"},
+		{[]byte{0x8e, 0xd0}, false, "mov %eax,%ss"},
+		{[]byte{0xe2, 0xfe}, false, "loop"},
+		{[]byte{0xe3, 0xfe}, false, "jrcxz"},
+		{[]byte{0xff, 0xe0}, false, "jmp *%rax"},
+		{[]byte{0x3e, 0xff, 0xe0}, false, "notrack jmp *%rax"},
+		{[]byte{0xf2, 0xc3}, false, "bnd ret"},
+		{[]byte{0x48, 0xcf}, false, "iretq"},
+		{[]byte{0xc7, 0xf8, 0, 0, 0, 0}, false, "xbegin"},
+		{[]byte{0x0f, 0x01, 0xd5}, false, "xend"},
+		{[]byte{0x0f, 0x01, 0xc1}, false, "vmcall (not decoded)"},
+		{[]byte{0xf3, 0xa4}, true, "rep movsb"},
+		{[]byte{0x9d}, true, "popfq"},
+		{[]byte{0xf3, 0x0f, 0x1e, 0xfa}, true, "endbr64"},
+		{[]byte{0x0f, 0x01, 0xd6}, true, "xtest"},
+		{[]byte{0x8c, 0xd0}, true, "mov %ss,%eax"},
+	} {
+		inst, _ := Decode(c.code)
+		if got := FallsThrough(inst, c.code); got != c.falls {
+			t.Errorf("%s (% x): falls through %v, want %v", c.what, c.code, got, c.falls)
+		}
+	}
+}

@@ -48,15 +48,19 @@ func DecodeCall(code []byte) (call bool, length int, err error) {
 
 // FallsThrough reports whether the instruction inst, decoded from the start of code, always
 // goes on to the instruction after it: not a jump, call, return or loop, not a system call,
-// interrupt or trap (int3 included, a breakpoint's or the program's own), not an instruction
-// that stops the processor or the program (hlt, ud), not a transaction's begin, end or abort,
-// and not one the decoder does not know.
+// interrupt or trap (int3 and int1 included, a breakpoint's or the program's own), not an
+// instruction that stops the processor or the program (hlt, ud), not a transaction's begin,
+// end or abort, not a move to ss (which holds off debug exceptions, a hardware breakpoint's
+// among them, until the instruction after the next), and not one the decoder does not know.
 func FallsThrough(inst x86asm.Inst, code []byte) bool {
 	if len(code) == 0 || code[0] == TrapByte {
 		return false
 	}
+	if inst.Op == x86asm.MOV && inst.Args[0] == x86asm.SS {
+		return false
+	}
 	switch inst.Op {
-	case 0, x86asm.JMP, x86asm.LJMP, x86asm.CALL, x86asm.LCALL, x86asm.RET, x86asm.LRET,
+	case 0, x86asm.ICEBP, x86asm.JMP, x86asm.LJMP, x86asm.CALL, x86asm.LCALL, x86asm.RET, x86asm.LRET,
 		x86asm.IRET, x86asm.IRETD, x86asm.IRETQ, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE,
 		x86asm.JCXZ, x86asm.JECXZ, x86asm.JRCXZ, x86asm.SYSCALL, x86asm.SYSENTER, x86asm.SYSEXIT,
 		x86asm.SYSRET, x86asm.INT, x86asm.INTO, x86asm.UD0, x86asm.UD1, x86asm.UD2, x86asm.HLT,
