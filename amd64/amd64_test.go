@@ -289,47 +289,70 @@ var transferPrefixes = map[string]bool{"bnd": true, "notrack": true, "rep": true
 // abort.
 var transferMnemonic = regexp.MustCompile(`^(j[a-z]+|call[a-z]*|ret[a-z]*|lret[a-z]*|loop[a-z]*|syscall|sysenter|sysexit[a-z]*|sysret[a-z]*|int[0-9a-z]*|iret[a-z]*|hlt|ud[0-2]|xbegin|xabort|xend)$`)
 
-// TestFallsThroughMatchesObjdump checks FallsThrough on every instruction of a gcc-built
-// program's .text and of the C library's against objdump's mnemonics: an instruction falls
-// through unless objdump names a transfer of control. An instruction the decoder does not
-// know never falls through (a walk single-steps it); such instructions are counted, not
-// compared.
+// TestFallsThroughMatchesObjdump checks Decode's lengths and FallsThrough on every
+// instruction of a gcc-built program's .text and of the C library's against objdump: each
+// instruction is decoded where it lies, followed by the bytes after it (as a walk reads code),
+// must have objdump's length, and falls through unless objdump names a transfer of control.
+// An instruction the decoder does not know never falls through (a walk single-steps it); such
+// instructions are counted, not compared.
 func TestFallsThroughMatchesObjdump(t *testing.T) {
 	objdump := testenv.NeedTool(t, "objdump", "binutils")
+	type line struct {
+		addr           uint64
+		code           []byte
+		mnemonic, text string
+	}
 	for _, exe := range []string{program(t, "calls"), "/lib/x86_64-linux-gnu/libc.so.6"} {
 		out, err := exec.Command(objdump, "-d", "-w", "-j", ".text", exe).Output()
 		if err != nil {
 			t.Fatalf("objdump %s: %v", exe, err)
 		}
-		insts, transfers, unknown := 0, map[bool]int{}, 0
+		var lines []line
 		sc := bufio.NewScanner(strings.NewReader(string(out)))
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			m := objdumpLine.FindStringSubmatch(sc.Text())
-			if m == nil || m[3] == "(bad)" {
+			if m == nil {
 				continue
 			}
 			code, err := hex.DecodeString(strings.ReplaceAll(strings.TrimSpace(m[2]), " ", ""))
 			if err != nil {
 				t.Fatal(err)
 			}
-			mnemonic, rest := m[3], strings.Fields(m[4])
+			addr, _ := strconv.ParseUint(m[1], 16, 64)
+			lines = append(lines, line{addr, code, m[3], m[4]})
+		}
+		insts, transfers, unknown := 0, map[bool]int{}, 0
+		for i, l := range lines {
+			if l.mnemonic == "(bad)" {
+				continue
+			}
+			// The instruction and what follows it in the section, as far as it is contiguous.
+			stream := append([]byte(nil), l.code...)
+			for j := i + 1; j < len(lines) && len(stream) < MaxInstLen+1 && lines[j].addr == l.addr+uint64(len(stream)); j++ {
+				stream = append(stream, lines[j].code...)
+			}
+			mnemonic, rest := l.mnemonic, strings.Fields(l.text)
 			for transferPrefixes[mnemonic] && len(rest) > 0 {
 				mnemonic, rest = rest[0], rest[1:]
 			}
-			inst, err := Decode(code)
-			if err != nil || inst.Len != len(code) {
+			inst, err := Decode(stream)
+			if err != nil {
 				unknown++
-				if FallsThrough(inst, code) {
-					t.Errorf("%s %s: %x (%s %s) undecoded (%v) but falls through", exe, m[1], code, m[3], m[4], err)
+				if FallsThrough(inst, stream) {
+					t.Errorf("%s %x: %x (%s %s) undecoded (%v) but falls through", exe, l.addr, l.code, l.mnemonic, l.text, err)
 				}
+				continue
+			}
+			if inst.Len != len(l.code) {
+				t.Errorf("%s %x: %x (%s %s) decoded from % x as %d bytes long", exe, l.addr, l.code, l.mnemonic, l.text, stream, inst.Len)
 				continue
 			}
 			insts++
 			transfer := transferMnemonic.MatchString(mnemonic)
 			transfers[transfer]++
-			if FallsThrough(inst, code) == transfer {
-				t.Errorf("%s %s: %x (%s %s): falls through %v, objdump names a transfer %v", exe, m[1], code, m[3], m[4], !transfer, transfer)
+			if FallsThrough(inst, stream) == transfer {
+				t.Errorf("%s %x: %x (%s %s): falls through %v, objdump names a transfer %v", exe, l.addr, l.code, l.mnemonic, l.text, !transfer, transfer)
 			}
 		}
 		t.Logf("%s: %d instructions, %d transfers, %d the decoder does not know", exe, insts, transfers[true], unknown)
@@ -369,10 +392,15 @@ func TestFallsThroughRare(t *testing.T) {
 		{[]byte{0xf3, 0x0f, 0x1e, 0xfa}, true, "endbr64"},
 		{[]byte{0x0f, 0x01, 0xd6}, true, "xtest"},
 		{[]byte{0x8c, 0xd0}, true, "mov %ss,%eax"},
+		{[]byte{0xc5, 0xf8, 0x77, 0xc3}, true, "vzeroupper (then ret)"},
+		{[]byte{0xc4, 0xe1, 0x7c, 0x77, 0xe8}, true, "vzeroall, 3-byte VEX (then call)"},
 	} {
 		inst, _ := Decode(c.code)
 		if got := FallsThrough(inst, c.code); got != c.falls {
 			t.Errorf("%s (% x): falls through %v, want %v", c.what, c.code, got, c.falls)
+		}
+		if strings.HasPrefix(c.what, "vzero") && inst.Len != len(c.code)-1 {
+			t.Errorf("%s (% x): %d bytes long, want %d", c.what, c.code, inst.Len, len(c.code)-1)
 		}
 	}
 }

@@ -27,11 +27,37 @@ func endbr(code []byte) (string, bool) {
 	return "", false
 }
 
+// vzero reports whether code starts with vzeroupper or vzeroall (VEX.0F 77, in its 2-byte c5
+// or its 3-byte c4 form, no operands), which, and its length.
+func vzero(code []byte) (name string, length int, ok bool) {
+	var lpp byte // the VEX byte with L (bit 2) and pp (bits 1-0)
+	switch {
+	case len(code) >= 3 && code[0] == 0xc5 && code[2] == 0x77:
+		lpp, length = code[1], 3
+	case len(code) >= 4 && code[0] == 0xc4 && code[1]&0x1f == 1 && code[3] == 0x77:
+		lpp, length = code[2], 4
+	default:
+		return "", 0, false
+	}
+	if lpp&3 != 0 {
+		return "", 0, false
+	}
+	if lpp&4 != 0 {
+		return "vzeroall", length, true
+	}
+	return "vzeroupper", length, true
+}
+
 // Decode decodes the 64-bit mode instruction at the start of code. endbr64 and endbr32, which
-// the decoder of golang.org/x/arch reads as a lone rep prefix, decode as 4-byte no-ops.
+// the decoder of golang.org/x/arch reads as a lone rep prefix, decode as 4-byte no-ops, and so
+// do vzeroupper and vzeroall (3 or 4 bytes), which it reads with a ModRM byte they do not have
+// (a byte too many: the instruction after them, often a call or a return, would be lost).
 func Decode(code []byte) (x86asm.Inst, error) {
 	if _, ok := endbr(code); ok {
 		return x86asm.Inst{Op: x86asm.NOP, Opcode: 0xf30f1e00 | uint32(code[3]), Len: 4, Mode: 64}, nil
+	}
+	if _, n, ok := vzero(code); ok {
+		return x86asm.Inst{Op: x86asm.NOP, Opcode: 0x0f770000, Len: n, Mode: 64}, nil
 	}
 	return x86asm.Decode(code, 64)
 }
@@ -94,6 +120,9 @@ func CallTarget(code []byte, pc uint64) (target uint64, ok bool) {
 func Disassemble(code []byte, pc uint64, sym func(uint64) (string, uint64)) (text string, length int, err error) {
 	if name, ok := endbr(code); ok {
 		return name, 4, nil
+	}
+	if name, n, ok := vzero(code); ok {
+		return name, n, nil
 	}
 	inst, err := Decode(code)
 	if err != nil {

@@ -3,6 +3,7 @@
 package ptrace
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -288,10 +289,122 @@ func TestStepRangeDetach(t *testing.T) {
 // first instruction: the process, its pid, the address of tight() and of its loop's counter.
 func inTight(t *testing.T) (p target.Process, pid int, fn, counter uint64) {
 	t.Helper()
-	p = spawn(t, newTracer(t), "tight")
+	p, pid, fn = inFunc(t, "tight", "tight")
+	return p, pid, fn, symAddr(t, pid, progPath, "tight_counter")
+}
+
+// inFunc spawns the test program in mode and runs it to the first instruction of function fn:
+// the process, its pid and fn's address.
+func inFunc(t *testing.T, mode, fn string) (p target.Process, pid int, addr uint64) {
+	t.Helper()
+	p = spawn(t, newTracer(t), mode)
 	pid = p.Info().Pid
-	fn = symAddr(t, pid, progPath, "tight")
-	counter = symAddr(t, pid, progPath, "tight_counter")
-	runTo(t, p, pid, fn)
-	return p, pid, fn, counter
+	addr = symAddr(t, pid, progPath, fn)
+	runTo(t, p, pid, addr)
+	return p, pid, addr
+}
+
+// TestStepRangeVzeroupperBeforeCall: a walk through straight-line code that ends with
+// vzeroupper, then a call (as gcc emits it after AVX code), stops at the call: the run's end
+// lies where the instruction after vzeroupper begins, not a byte into the call (the thread would
+// run through the call, and on for ever).
+func TestStepRangeVzeroupperBeforeCall(t *testing.T) {
+	p, pid, fn := inFunc(t, "vzero", "vzero_loop")
+	code := make([]byte, 32)
+	if _, err := p.ReadMemory(fn, code); err != nil {
+		t.Fatal(err)
+	}
+	call := bytes.Index(code, []byte{0xc5, 0xf8, 0x77, 0xe8})
+	if call < 0 {
+		t.Fatalf("vzero_loop: no vzeroupper before a call in % x", code)
+	}
+	for i := range 3 {
+		if err := p.(target.RangeStepper).StepRange(pid, 0, target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 10000}); err != nil {
+			t.Fatal(err)
+		}
+		ev := expect(t, p, target.EventSignal)
+		if ev.Trap != target.TrapStep || ev.PC != fn+uint64(call)+3 || ev.Steps < 4 || ev.Steps > 6 {
+			t.Fatalf("walk %d through vzeroupper to the call at %#x: %+v", i, fn+uint64(call)+3, ev)
+		}
+		// Over the call, and on to the loop's top.
+		if err := p.Step(pid, 0); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, p, target.EventSignal)
+		runTo(t, p, pid, fn+uint64(call)+8)
+	}
+}
+
+// TestStepRangeJumpToItself: a jump to itself, which the walk carries out on the registers a
+// bounded number of times in a row before it single-steps one, takes exactly the walk's budget
+// and stays where it is; an endless one ends at an interrupt.
+func TestStepRangeJumpToItself(t *testing.T) {
+	p, pid, fn := inFunc(t, "jumpself", "jump_self")
+	code := make([]byte, 16)
+	if _, err := p.ReadMemory(fn, code); err != nil {
+		t.Fatal(err)
+	}
+	jmp := fn + uint64(bytes.Index(code, []byte{0xeb, 0xfe}))
+	runTo(t, p, pid, jmp)
+	for _, max := range []int{1, 63, 64, 65, 1000} {
+		if err := p.(target.RangeStepper).StepRange(pid, 0, target.StepRange{Lo: fn, Hi: fn + 0x10, Max: max}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := expect(t, p, target.EventSignal); ev.Trap != target.TrapStep || ev.PC != jmp || ev.Steps != max {
+			t.Fatalf("walk of %d steps on a jump to itself at %#x: %+v", max, jmp, ev)
+		}
+	}
+	if err := p.(target.RangeStepper).StepRange(pid, 0, target.StepRange{Lo: fn, Hi: fn + 0x10, Max: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := p.Interrupt(pid); err != nil {
+		t.Fatal(err)
+	}
+	if ev := nextEvent(t, p); ev.PC != jmp || ev.Steps < 1 || !(ev.Kind == target.EventStopped || ev.Trap == target.TrapStep) {
+		t.Fatalf("endless walk on a jump to itself, interrupted: %+v", ev)
+	}
+}
+
+// TestStepRangeMeetsTrapPlantedInRun: a trap written while the walk runs through 40 no-ops
+// ends it before the trap, as a single step would: a step trap at the trap's address, the
+// trap not executed, the steps counted to it. (The thread is most often inside a run then, so
+// that it executes the trap, which the walk takes back.)
+func TestStepRangeMeetsTrapPlantedInRun(t *testing.T) {
+	p, pid, fn := inFunc(t, "nops", "nops")
+	code := make([]byte, 64)
+	if _, err := p.ReadMemory(fn, code); err != nil {
+		t.Fatal(err)
+	}
+	first := bytes.Index(code, bytes.Repeat([]byte{0x90}, 40))
+	if first < 0 {
+		t.Fatalf("nops: no 40 no-ops in % x", code)
+	}
+	// Two places taken in turn, so that the trap never goes where the thread stands (its first
+	// step would execute it).
+	places := []uint64{fn + uint64(first) + 10, fn + uint64(first) + 30}
+	for i := range 20 {
+		at := places[i%2]
+		if err := p.(target.RangeStepper).StepRange(pid, 0, target.StepRange{Lo: fn, Hi: fn + 0x100, Max: 1 << 30}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i%4) * time.Millisecond)
+		if _, err := p.WriteMemory(at, []byte{0xcc}); err != nil {
+			t.Fatal(err)
+		}
+		ev := expect(t, p, target.EventSignal)
+		if _, err := p.WriteMemory(at, []byte{0x90}); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Trap != target.TrapStep || ev.PC != at || ev.Steps < 1 {
+			t.Fatalf("round %d: walk meeting a trap planted at %#x: %+v", i, at, ev)
+		}
+		regs, err := p.Registers(pid, target.RegsGeneral)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pc := amd64.Reg(regs, amd64.OffRIP); pc != at {
+			t.Fatalf("round %d: the walk reported the trap at %#x, the thread stands at %#x", i, at, pc)
+		}
+	}
 }

@@ -98,11 +98,38 @@ __attribute__((noinline)) void tight(void) {
 		tight_counter++;
 }
 
+/* vzeroupper right before a call, as gcc emits it at the end of AVX code, in an endless loop:
+ * the callee counts the calls. */
+__attribute__((noinline, used)) void vzero_callee(void) { tight_counter++; }
+
+__attribute__((noinline)) void vzero_loop(void) {
+	for (;;)
+		__asm__ volatile("nop; nop; nop; vzeroupper; call vzero_callee"
+				 ::: "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "memory", "cc");
+}
+
+/* A jump to itself, for ever. */
+__attribute__((noinline)) void jump_self(void) { __asm__ volatile("1: jmp 1b"); }
+
+/* An endless loop of 40 no-ops and a store. */
+__attribute__((noinline)) void nops(void) {
+	for (;;) {
+		__asm__ volatile(".rept 40\n\tnop\n\t.endr");
+		tight_counter++;
+	}
+}
+
 int main(int argc, char **argv) {
 	const char *mode = argc > 1 ? argv[1] : "count";
 	long n = argc > 2 ? atol(argv[2]) : 3;
 	if (!strcmp(mode, "tight")) /* loop in tight() for ever */
 		tight();
+	if (!strcmp(mode, "vzero")) /* loop in vzero_loop() for ever */
+		vzero_loop();
+	if (!strcmp(mode, "jumpself")) /* jump to the same jump for ever */
+		jump_self();
+	if (!strcmp(mode, "nops")) /* loop in nops() for ever */
+		nops();
 	if (!strcmp(mode, "count")) { /* call target_fn n times; n < 0: forever */
 		for (long i = 0; n < 0 || i < n; i++)
 			target_fn(1);
