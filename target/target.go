@@ -144,7 +144,10 @@ type TrapHook func(ev *Event, seq uint64, resume func(regs []byte) error) bool
 
 // StepRange is what RangeStepper.StepRange steps through: the thread steps on while its pc
 // stays in [Lo, Hi), is not one of Stops (the traps planted in the range, whose original
-// instruction the caller handles) and not at a call instruction, for at most Max steps.
+// instruction the caller handles) and not at a call instruction, for at most Max steps. A step
+// is an instruction executed, except that a back end that single-steps a repeated string
+// instruction (x86 rep movs, rep stos, ...) may count each of its iterations as one: Max bounds
+// the walk, it does not say where an instruction stream ends.
 type StepRange struct {
 	Lo, Hi uint64
 	Stops  []uint64

@@ -111,16 +111,12 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 	isNew := th.state == tsNew
 	interrupted := th.wantStop
 	// A StepRange goes on only from its own step trap. A run's breakpoint stays armed while
-	// the walk goes on with another run (walkOn); it is disarmed when the walk ends here.
+	// the walk goes on with another run (walkOn); it is disarmed as soon as the walk ends here,
+	// while the thread is still stopped.
 	walk := th.walk
 	th.walk = nil
-	if walk != nil {
-		defer func() {
-			if th.walk != walk {
-				th.disarmRun(walk)
-			}
-		}()
-	}
+	staleTrap := th.runTrapPending // this is the first signal since a run ended unseen
+	th.runTrapPending = false
 	th.fetchSig = 0
 	th.setStopped(stopSignal)
 	th.sig = sig
@@ -136,7 +132,8 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 			ev.Addr = addr
 		} else if walk != nil && ev.Trap == target.TrapOther && walk.endsRun(si.Code, th.pc()) {
 			ev.Trap = target.TrapStep // the breakpoint that ends a walk's run: its last step
-		} else if ev.Trap == target.TrapOther && si.Code == trapHwbkp && !isNew {
+			walk.run.fired = true
+		} else if ev.Trap == target.TrapOther && si.Code == trapHwbkp && staleTrap && !isNew {
 			t.staleRunTrap(th, walk, interrupted)
 			return
 		}
@@ -147,6 +144,9 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 		t.announce(th)
 	}
 	if p.phase == phaseDetaching {
+		if walk != nil {
+			th.disarmRun(walk)
+		}
 		th.stopPC = th.pc() // Detach decides what becomes of th.sig, by where the trap left it
 		return
 	}
@@ -157,8 +157,8 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 		if at, planted := walk.ranTo(ev.PC, ev.Trap == target.TrapBreakpoint); planted && th.setPC(at) == nil {
 			// A trap planted in the run since it began: the walk ends before it.
 			ev.Trap, ev.PC, th.trap, th.stopPC = target.TrapStep, at, target.TrapStep, at
-		} else if ev.Trap == target.TrapStep && !ran {
-			walk.steps++
+		} else if !ran && (ev.Trap == target.TrapStep || ev.Trap == target.TrapWatch && th.step) {
+			walk.steps++ // a single step completed (a watchpoint's trap comes after its store)
 		}
 		if ev.Trap == target.TrapStep && !interrupted {
 			on, at := th.walkOn(walk, ev.PC)
@@ -167,6 +167,7 @@ func (t *Tracer) signalStop(th *thread, sig int) {
 			}
 			ev.PC, th.stopPC = at, at
 		}
+		th.disarmRun(walk)
 		ev.Steps = walk.steps
 	}
 	if ev.Trap == target.TrapBreakpoint && th.regsOK {

@@ -27,6 +27,7 @@ type straightRun struct {
 	lens     []uint8
 	slot     int
 	armed    bool
+	fired    bool // the thread stopped at the breakpoint, and that was seen
 }
 
 // minRun is the fewest instructions a walk runs through to a hardware breakpoint rather than
@@ -137,7 +138,7 @@ func (th *thread) armRun(w *rangeWalk, pc uint64) bool {
 	code := w.code[:min(w.r.Hi-pc, maxRunBytes)+amd64.MaxInstLen]
 	n, _ := th.p.readMem(pc, code)
 	code = code[:n]
-	run := straightRun{from: pc, lens: w.run.lens[:0], slot: slot}
+	run := straightRun{from: pc, lens: w.run.lens[:0], slot: slot, fired: w.run.fired}
 	at := 0
 	for len(run.lens) < left && pc+uint64(at) < w.r.Hi {
 		inst, err := amd64.Decode(code[at:])
@@ -159,11 +160,12 @@ func (th *thread) armRun(w *rangeWalk, pc uint64) bool {
 		}
 	}
 	// An execution breakpoint: local enable, access 00 and length 00.
+	th.ranDR = true
 	if !w.run.armed && pokeUser(th.tid, drOff(7), th.watch.dr7|1<<(2*slot)) != nil {
 		w.run.lens = run.lens[:0]
 		return false
 	}
-	run.armed = true
+	run.armed, run.fired = true, false
 	w.run = run
 	return true
 }
@@ -178,12 +180,20 @@ func (th *thread) freeDebugSlot() int {
 	return -1
 }
 
-// disarmRun disarms the breakpoint of w's run, if it is armed. Its address stays in the
-// debug register, disabled.
+// disarmRun disarms the breakpoint of w's run, if it is armed; the thread is stopped. Its
+// address stays in the debug register, disabled. Unless the thread was seen stopping at the
+// breakpoint, it may have reached it as another stop came (an interrupt): the breakpoint's
+// trap then reaches the thread's next signal stop (runTrapPending, staleRunTrap).
 func (th *thread) disarmRun(w *rangeWalk) {
-	if w.run.armed {
-		pokeUser(th.tid, drOff(7), th.watch.dr7)
-		w.run.armed = false
+	if !w.run.armed {
+		return
+	}
+	if pokeUser(th.tid, drOff(7), th.watch.dr7) != nil {
+		return // still armed: ranDR has the detach clear it
+	}
+	w.run.armed = false
+	if !w.run.fired {
+		th.runTrapPending = true
 	}
 }
 

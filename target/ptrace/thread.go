@@ -59,6 +59,10 @@ type thread struct {
 	// interrupt, a group stop), so that its steps are counted across them; the event that
 	// ends it reports them (takeWalk), and every resume replaces it.
 	walk *rangeWalk
+	// runTrapPending: a walk's run ended with its breakpoint armed and not seen to fire, whose
+	// trap may come at the next signal stop (staleRunTrap). ranDR: a run ever armed a debug
+	// register (a detach clears DR7 then, whatever the watchpoints).
+	runTrapPending, ranDR bool
 
 	regs   [gregsSize]byte // general registers, valid while regsOK
 	regsOK bool
@@ -278,10 +282,10 @@ func (p *process) ResumeWithRegisters(tid int, regs []byte, sig int) error {
 		if err := setRegs(tid, target.RegsGeneral, buf); err != nil {
 			return p.fail("set registers", tid, err)
 		}
+		th.takeWalk() // none is left on a stopped thread, but its breakpoint must not outlive it
 		if err := th.resume(sig, false); err != nil {
 			return p.fail("resume", tid, err)
 		}
-		th.walk = nil
 		return nil
 	})
 }
@@ -302,6 +306,7 @@ func (p *process) restart(op string, tid, sig int, step bool, walk *rangeWalk) e
 		if err != nil {
 			return err
 		}
+		th.takeWalk() // none is left on a stopped thread, but its breakpoint must not outlive it
 		if err := th.resume(sig, step); err != nil {
 			return p.fail(op, tid, err)
 		}

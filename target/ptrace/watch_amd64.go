@@ -72,7 +72,9 @@ func (th *thread) setWatch(slot int, addr uint64, size int, kind target.WatchKin
 		return err
 	}
 	th.watch.addr[slot] = addr
-	pokeUser(th.tid, drOff(6), 0) // no hit left over from a walk's run in this slot (rangestep.go)
+	if dr6, err := peekUser(th.tid, drOff(6)); err == nil && dr6&(1<<slot) != 0 {
+		pokeUser(th.tid, drOff(6), dr6&^(1<<slot)) // a hit left over from a walk's run (rangestep.go)
+	}
 	dr7 |= 1<<(2*slot) | (rw|ln<<2)<<(16+4*slot)
 	if err := pokeUser(th.tid, drOff(7), dr7); err != nil {
 		return err
@@ -98,8 +100,8 @@ func (th *thread) clearWatch(slot int) error {
 
 // clearAllWatch disarms every debug register the tracer set (at detach).
 func (th *thread) clearAllWatch() {
-	if th.watch.dr7 != 0 {
-		pokeUser(th.tid, drOff(7), 0)
+	if th.watch.dr7 != 0 || th.ranDR {
+		pokeUser(th.tid, drOff(7), 0) // a walk's run's breakpoint too, should one be left armed
 	}
 	for i, a := range th.watch.addr {
 		if a != 0 {
