@@ -325,6 +325,7 @@ func (t *Tracer) execed(th *thread) {
 	th.holding = 0 // the thread it waited for is gone with the exec
 	th.step = false
 	th.walk = nil
+	th.runTrapPending = false // the kernel drops ptrace's breakpoints at an exec
 	th.injectSig = 0
 	th.watch = watchState{}
 	p.openMem()

@@ -138,7 +138,7 @@ func (th *thread) armRun(w *rangeWalk, pc uint64) bool {
 	code := w.code[:min(w.r.Hi-pc, maxRunBytes)+amd64.MaxInstLen]
 	n, _ := th.p.readMem(pc, code)
 	code = code[:n]
-	run := straightRun{from: pc, lens: w.run.lens[:0], slot: slot, fired: w.run.fired}
+	run := straightRun{from: pc, lens: w.run.lens[:0], slot: slot}
 	at := 0
 	for len(run.lens) < left && pc+uint64(at) < w.r.Hi {
 		inst, err := amd64.Decode(code[at:])
@@ -190,6 +190,10 @@ func (th *thread) disarmRun(w *rangeWalk) {
 	}
 	if pokeUser(th.tid, drOff(7), th.watch.dr7) != nil {
 		return // still armed: ranDR has the detach clear it
+	}
+	// No hit of the run's slot stays in DR6 for a watchpoint that may use the slot later.
+	if dr6, err := peekUser(th.tid, drOff(6)); err == nil && dr6&(1<<w.run.slot) != 0 {
+		pokeUser(th.tid, drOff(6), dr6&^(1<<w.run.slot))
 	}
 	w.run.armed = false
 	if !w.run.fired {

@@ -72,9 +72,6 @@ func (th *thread) setWatch(slot int, addr uint64, size int, kind target.WatchKin
 		return err
 	}
 	th.watch.addr[slot] = addr
-	if dr6, err := peekUser(th.tid, drOff(6)); err == nil && dr6&(1<<slot) != 0 {
-		pokeUser(th.tid, drOff(6), dr6&^(1<<slot)) // a hit left over from a walk's run (rangestep.go)
-	}
 	dr7 |= 1<<(2*slot) | (rw|ln<<2)<<(16+4*slot)
 	if err := pokeUser(th.tid, drOff(7), dr7); err != nil {
 		return err
