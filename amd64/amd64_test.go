@@ -113,17 +113,23 @@ func TestLayoutMatchesHeaders(t *testing.T) {
 // objdumpLine is one instruction of `objdump -d -w`: address, bytes, mnemonic and operands.
 var objdumpLine = regexp.MustCompile(`^\s*([0-9a-f]+):\t((?:[0-9a-f]{2} )+)\s*\t(\S+)\s*(.*)$`)
 
-// TestDecodeMatchesObjdump decodes every instruction of a gcc-built program's .text and
-// compares length and call-ness with GNU objdump's reading of the same bytes.
-func TestDecodeMatchesObjdump(t *testing.T) {
-	objdump := testenv.NeedTool(t, "objdump", "binutils")
-	exe := program(t, "calls")
+// objdumpInsn is one instruction as objdump lists it.
+type objdumpInsn struct {
+	addr               uint64
+	code               []byte
+	mnemonic, operands string
+}
+
+// objdumpText lists the instructions of exe's .text as objdump (at path objdump) reads them.
+func objdumpText(t *testing.T, objdump, exe string) []objdumpInsn {
+	t.Helper()
 	out, err := exec.Command(objdump, "-d", "-w", "-j", ".text", exe).Output()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("objdump %s: %v", exe, err)
 	}
-	insts, calls, viaReg, viaMem := 0, 0, 0, 0
+	var insts []objdumpInsn
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		m := objdumpLine.FindStringSubmatch(sc.Text())
 		if m == nil {
@@ -133,7 +139,19 @@ func TestDecodeMatchesObjdump(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mnemonic := m[3]
+		addr, _ := strconv.ParseUint(m[1], 16, 64)
+		insts = append(insts, objdumpInsn{addr, code, m[3], m[4]})
+	}
+	return insts
+}
+
+// TestDecodeMatchesObjdump decodes every instruction of a gcc-built program's .text and
+// compares length and call-ness with GNU objdump's reading of the same bytes.
+func TestDecodeMatchesObjdump(t *testing.T) {
+	objdump := testenv.NeedTool(t, "objdump", "binutils")
+	insts, calls, viaReg, viaMem := 0, 0, 0, 0
+	for _, in := range objdumpText(t, objdump, program(t, "calls")) {
+		code, mnemonic, ops, pc := in.code, in.mnemonic, in.operands, in.addr
 		if mnemonic == "(bad)" {
 			continue
 		}
@@ -141,36 +159,35 @@ func TestDecodeMatchesObjdump(t *testing.T) {
 		isCall := strings.HasPrefix(mnemonic, "call")
 		call, n, err := DecodeCall(code)
 		if err != nil {
-			t.Errorf("%s: %x (%s): %v", m[1], code, mnemonic, err)
+			t.Errorf("%x: %x (%s): %v", pc, code, mnemonic, err)
 			continue
 		}
 		if n != len(code) || call != isCall {
-			t.Errorf("%s: %x (%s %s): decoded length %d call %v, objdump length %d call %v",
-				m[1], code, mnemonic, m[4], n, call, len(code), isCall)
+			t.Errorf("%x: %x (%s %s): decoded length %d call %v, objdump length %d call %v",
+				pc, code, mnemonic, ops, n, call, len(code), isCall)
 		}
-		pc, _ := strconv.ParseUint(m[1], 16, 64)
 		target, direct := CallTarget(code, pc)
-		if isCall && !strings.HasPrefix(m[4], "*") {
+		if isCall && !strings.HasPrefix(ops, "*") {
 			// A direct call: objdump prints its target first ("1139 <f>").
-			want, err := strconv.ParseUint(strings.Fields(m[4])[0], 16, 64)
+			want, err := strconv.ParseUint(strings.Fields(ops)[0], 16, 64)
 			if err != nil || !direct || target != want {
-				t.Errorf("%s: %x (%s %s): call target %#x (%v), objdump %#x", m[1], code, mnemonic, m[4], target, direct, want)
+				t.Errorf("%x: %x (%s %s): call target %#x (%v), objdump %#x", pc, code, mnemonic, ops, target, direct, want)
 			}
 		} else if direct {
-			t.Errorf("%s: %x (%s %s): a direct call target %#x, objdump shows none", m[1], code, mnemonic, m[4], target)
+			t.Errorf("%x: %x (%s %s): a direct call target %#x, objdump shows none", pc, code, mnemonic, ops, target)
 		}
 		if isCall {
 			calls++
 			switch {
-			case strings.HasPrefix(m[4], "*%"):
+			case strings.HasPrefix(ops, "*%"):
 				viaReg++
-			case strings.HasPrefix(m[4], "*"):
+			case strings.HasPrefix(ops, "*"):
 				viaMem++
 			}
 		}
 		text, tn, err := Disassemble(code, pc, nil)
 		if err != nil || tn != len(code) {
-			t.Errorf("%s: disassemble %x: %q, %d bytes, %v", m[1], code, text, tn, err)
+			t.Errorf("%x: disassemble %x: %q, %d bytes, %v", pc, code, text, tn, err)
 		}
 	}
 	if insts < 50 || calls < 4 || viaReg+viaMem == 0 {
@@ -297,31 +314,8 @@ var transferMnemonic = regexp.MustCompile(`^(j[a-z]+|call[a-z]*|ret[a-z]*|lret[a
 // instructions are counted, not compared.
 func TestFallsThroughMatchesObjdump(t *testing.T) {
 	objdump := testenv.NeedTool(t, "objdump", "binutils")
-	type line struct {
-		addr           uint64
-		code           []byte
-		mnemonic, text string
-	}
 	for _, exe := range []string{program(t, "calls"), "/lib/x86_64-linux-gnu/libc.so.6"} {
-		out, err := exec.Command(objdump, "-d", "-w", "-j", ".text", exe).Output()
-		if err != nil {
-			t.Fatalf("objdump %s: %v", exe, err)
-		}
-		var lines []line
-		sc := bufio.NewScanner(strings.NewReader(string(out)))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			m := objdumpLine.FindStringSubmatch(sc.Text())
-			if m == nil {
-				continue
-			}
-			code, err := hex.DecodeString(strings.ReplaceAll(strings.TrimSpace(m[2]), " ", ""))
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr, _ := strconv.ParseUint(m[1], 16, 64)
-			lines = append(lines, line{addr, code, m[3], m[4]})
-		}
+		lines := objdumpText(t, objdump, exe)
 		insts, transfers, unknown := 0, map[bool]int{}, 0
 		for i, l := range lines {
 			if l.mnemonic == "(bad)" {
@@ -332,7 +326,7 @@ func TestFallsThroughMatchesObjdump(t *testing.T) {
 			for j := i + 1; j < len(lines) && len(stream) < MaxInstLen+1 && lines[j].addr == l.addr+uint64(len(stream)); j++ {
 				stream = append(stream, lines[j].code...)
 			}
-			mnemonic, rest := l.mnemonic, strings.Fields(l.text)
+			mnemonic, rest := l.mnemonic, strings.Fields(l.operands)
 			for transferPrefixes[mnemonic] && len(rest) > 0 {
 				mnemonic, rest = rest[0], rest[1:]
 			}
@@ -340,19 +334,19 @@ func TestFallsThroughMatchesObjdump(t *testing.T) {
 			if err != nil {
 				unknown++
 				if FallsThrough(inst, stream) {
-					t.Errorf("%s %x: %x (%s %s) undecoded (%v) but falls through", exe, l.addr, l.code, l.mnemonic, l.text, err)
+					t.Errorf("%s %x: %x (%s %s) undecoded (%v) but falls through", exe, l.addr, l.code, l.mnemonic, l.operands, err)
 				}
 				continue
 			}
 			if inst.Len != len(l.code) {
-				t.Errorf("%s %x: %x (%s %s) decoded from % x as %d bytes long", exe, l.addr, l.code, l.mnemonic, l.text, stream, inst.Len)
+				t.Errorf("%s %x: %x (%s %s) decoded from % x as %d bytes long", exe, l.addr, l.code, l.mnemonic, l.operands, stream, inst.Len)
 				continue
 			}
 			insts++
 			transfer := transferMnemonic.MatchString(mnemonic)
 			transfers[transfer]++
 			if FallsThrough(inst, stream) == transfer {
-				t.Errorf("%s %x: %x (%s %s): falls through %v, objdump names a transfer %v", exe, l.addr, l.code, l.mnemonic, l.text, !transfer, transfer)
+				t.Errorf("%s %x: %x (%s %s): falls through %v, objdump names a transfer %v", exe, l.addr, l.code, l.mnemonic, l.operands, !transfer, transfer)
 			}
 		}
 		t.Logf("%s: %d instructions, %d transfers, %d the decoder does not know", exe, insts, transfers[true], unknown)
