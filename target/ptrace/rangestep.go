@@ -54,13 +54,19 @@ func (p *process) StepRange(tid int, sig int, r target.StepRange) error {
 func (th *thread) walkOn(w *rangeWalk, pc uint64) (bool, uint64) {
 	r := &w.r
 	for jumps := 0; ; jumps++ {
-		if w.steps >= r.Max || pc < r.Lo || pc >= r.Hi || slices.Contains(r.Stops, pc) || th.p.walkEndsAt(pc) {
+		if w.steps >= r.Max || pc < r.Lo || pc >= r.Hi || slices.Contains(r.Stops, pc) {
+			return false, pc
+		}
+		var buf [amd64.MaxInstLen]byte
+		n, _ := th.p.readMem(pc, buf[:])
+		code := buf[:n]
+		if walkEndsBefore(code) {
 			return false, pc
 		}
 		if jumps == maxJumps {
 			break // a loop of jumps alone: single-stepping lets an interrupt in
 		}
-		dest, ok := th.jumpAt(pc)
+		dest, ok := th.jumpAt(code, pc)
 		if !ok || th.setPC(dest) != nil {
 			break
 		}
@@ -82,12 +88,10 @@ func (th *thread) walkOn(w *rangeWalk, pc uint64) (bool, uint64) {
 // maxJumps bounds the jumps a walk carries out in a row without letting the thread run.
 const maxJumps = 64
 
-// jumpAt returns where the relative jump at pc (jmp or jcc, not a call: amd64.DecodeBranch)
-// goes from th's registers; ok is false for any other instruction.
-func (th *thread) jumpAt(pc uint64) (dest uint64, ok bool) {
-	var code [amd64.MaxInstLen]byte
-	n, _ := th.p.readMem(pc, code[:])
-	br, ok := amd64.DecodeBranch(code[:n], pc)
+// jumpAt returns where the relative jump code starts with, at pc (jmp or jcc, not a call:
+// amd64.DecodeBranch), goes from th's registers; ok is false for any other instruction.
+func (th *thread) jumpAt(code []byte, pc uint64) (dest uint64, ok bool) {
+	br, ok := amd64.DecodeBranch(code, pc)
 	if !ok || br.Call || th.loadRegs() != nil || regsPC(th.regs[:]) != pc {
 		return 0, false
 	}
@@ -106,16 +110,14 @@ func (th *thread) takeWalk() *rangeWalk {
 	return w
 }
 
-// walkEndsAt reports whether a walk stops before the instruction at pc: a call, a trap (one
-// planted since the walk began, which its Stops do not name: the agent decides about it), or
-// code that cannot be read or decoded.
-func (p *process) walkEndsAt(pc uint64) bool {
-	var code [16]byte
-	n, _ := p.readMem(pc, code[:])
-	if n == 0 || code[0] == amd64.TrapByte {
+// walkEndsBefore reports whether a walk stops before the instruction code starts with (the
+// bytes read at its pc): a call, a trap (one planted since the walk began, which its Stops do
+// not name: the agent decides about it), or code that cannot be read or decoded.
+func walkEndsBefore(code []byte) bool {
+	if len(code) == 0 || code[0] == amd64.TrapByte {
 		return true
 	}
-	call, _, err := amd64.DecodeCall(code[:n])
+	call, _, err := amd64.DecodeCall(code)
 	return call || err != nil
 }
 
@@ -149,25 +151,24 @@ func (th *thread) armRun(w *rangeWalk, pc uint64) bool {
 		at += inst.Len
 	}
 	run.to = pc + uint64(at)
-	if len(run.lens) < minRun {
-		w.run.lens = run.lens[:0]
+	if len(run.lens) < minRun || !th.pointRun(&w.run, run.to, slot) {
+		w.run.lens = run.lens[:0] // the buffer, kept for the next run
 		return false
 	}
-	if !w.run.armed || w.run.to != run.to {
-		if pokeUser(th.tid, drOff(slot), run.to) != nil {
-			w.run.lens = run.lens[:0]
-			return false
-		}
-	}
-	// An execution breakpoint: local enable, access 00 and length 00.
-	th.ranDR = true
-	if !w.run.armed && pokeUser(th.tid, drOff(7), th.watch.dr7|1<<(2*slot)) != nil {
-		w.run.lens = run.lens[:0]
-		return false
-	}
-	run.armed, run.fired = true, false
+	run.armed = true
 	w.run = run
 	return true
+}
+
+// pointRun points the execution breakpoint in debug register slot at to, arming it unless
+// the run before (prev) left it armed there; it reports whether it is armed at to.
+func (th *thread) pointRun(prev *straightRun, to uint64, slot int) bool {
+	if (!prev.armed || prev.to != to) && pokeUser(th.tid, drOff(slot), to) != nil {
+		return false
+	}
+	th.ranDR = true
+	// An execution breakpoint: local enable, access 00 and length 00.
+	return prev.armed || pokeUser(th.tid, drOff(7), th.watch.dr7|1<<(2*slot)) == nil
 }
 
 // freeDebugSlot returns a debug register no watchpoint uses, or -1.
