@@ -5,8 +5,8 @@
 // The notation is a list of items separated by spaces or commas. An item is a rank ("5"), an
 // inclusive range ("4-6"), or a range with a stride ("0-$max:2"). "$max" stands for the largest
 // rank of the job, so it can only be resolved when the job's size is known. "all" and "*" name
-// every rank. Sets are printed in compact form, "0-511,513-1023" or "0-62:2", which Parse
-// accepts back.
+// every rank. Sets are printed in compact form, "0-511,513-1023", "0-62:2" or "0-56:8,1-57:8",
+// which Parse accepts back.
 package rankset
 
 import (
@@ -286,8 +286,10 @@ func (s Set) Equal(t Set) bool {
 
 // String prints the set in its compact MPIR form, which Parse reads back to the same set:
 // ranges as "lo-hi", and a run of evenly spaced single ranks as "lo-hi:stride" where that is
-// shorter than listing them ("0,2,4,…,62" prints as "0-62:2"), as in "0-3,8-20:4,31". Runs are
-// taken greedily from the lowest rank. The empty set prints as "".
+// shorter than listing them ("0,2,4,…,62" prints as "0-62:2"), as in "0-3,8-20:4,31". Evenly
+// spaced ranges of one width, such as the first two ranks of every node of eight, print as one
+// strided item per offset in the range where that is shorter ("0-1,8-9,…,56-57" prints as
+// "0-56:8,1-57:8"). Runs are taken greedily from the lowest rank. The empty set prints as "".
 func (s Set) String() string {
 	var b strings.Builder
 	strided := 0 // ranks printed in strided items, which Parse bounds by maxExpand
@@ -296,50 +298,71 @@ func (s Set) String() string {
 			b.WriteByte(',')
 		}
 		v := s.iv[i]
-		if v.lo != v.hi {
-			b.WriteString(strconv.Itoa(v.lo))
-			b.WriteByte('-')
-			b.WriteString(strconv.Itoa(v.hi))
-			i++
-			continue
-		}
-		if end, stride := s.singleRun(i); end > i+1 {
+		if end, period := s.periodicRun(i); end > i+1 {
 			// Parse expands at most maxExpand ranks from strided items: a longer run is cut.
-			end = min(end, i+maxExpand-strided)
-			n := end - i
-			item := strconv.Itoa(v.lo) + "-" + strconv.Itoa(s.iv[end-1].lo) + ":" + strconv.Itoa(stride)
-			if n > 1 && len(item) < s.listedLen(i, end) {
-				b.WriteString(item)
-				strided += n
-				i = end
-				continue
+			width := v.hi - v.lo + 1
+			end = min(end, i+(maxExpand-strided)/width)
+			if n := end - i; n > 1 {
+				if items := s.stridedItems(i, end, period); len(items) < s.listedLen(i, end) {
+					b.WriteString(items)
+					strided += n * width
+					i = end
+					continue
+				}
 			}
 		}
 		b.WriteString(strconv.Itoa(v.lo))
+		if v.hi != v.lo {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(v.hi))
+		}
 		i++
 	}
 	return b.String()
 }
 
-// singleRun returns the end (exclusive) and stride of the longest run of single-rank
-// intervals from iv[i] whose ranks are evenly spaced; end is i+1 when there is none.
-func (s Set) singleRun(i int) (end, stride int) {
-	if i+1 >= len(s.iv) || s.iv[i+1].lo != s.iv[i+1].hi {
+// periodicRun returns the end (exclusive) and the spacing of the longest run of intervals
+// from iv[i] that have iv[i]'s width and are evenly spaced; end is i+1 when there is none.
+func (s Set) periodicRun(i int) (end, period int) {
+	v := s.iv[i]
+	sameWidth := func(w interval) bool { return w.hi-w.lo == v.hi-v.lo }
+	if i+1 >= len(s.iv) || !sameWidth(s.iv[i+1]) {
 		return i + 1, 0
 	}
-	stride = s.iv[i+1].lo - s.iv[i].lo
+	period = s.iv[i+1].lo - v.lo
 	end = i + 2
-	for end < len(s.iv) && s.iv[end].lo == s.iv[end].hi && s.iv[end].lo-s.iv[end-1].lo == stride {
+	for end < len(s.iv) && sameWidth(s.iv[end]) && s.iv[end].lo-s.iv[end-1].lo == period {
 		end++
 	}
-	return end, stride
+	return end, period
 }
 
-// listedLen is the length of the single ranks iv[i:end] listed with commas.
+// stridedItems prints the run iv[i:end] (one width, spaced by period) as one strided item
+// per offset in its intervals: "0-56:8,1-57:8" for 0-1,8-9,…,56-57.
+func (s Set) stridedItems(i, end, period int) string {
+	first, last := s.iv[i], s.iv[end-1]
+	var b strings.Builder
+	for k := 0; k <= first.hi-first.lo; k++ {
+		if k > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(first.lo + k))
+		b.WriteByte('-')
+		b.WriteString(strconv.Itoa(last.lo + k))
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(period))
+	}
+	return b.String()
+}
+
+// listedLen is the length of the intervals iv[i:end] listed with commas.
 func (s Set) listedLen(i, end int) int {
 	n := end - i - 1
 	for _, v := range s.iv[i:end] {
 		n += len(strconv.Itoa(v.lo))
+		if v.hi != v.lo {
+			n += 1 + len(strconv.Itoa(v.hi))
+		}
 	}
 	return n
 }

@@ -71,6 +71,14 @@ func TestStringStrided(t *testing.T) {
 		{MustParse("0-511,513-1023", -1), "0-511,513-1023"},
 		{MustParse("0-9 20-40:10 41-50", -1), "0-9,20,30,40-50"},
 		{All(64).Minus(Of(evens(1, 63)...)), "0-62:2"},
+		// Evenly spaced ranges of one width: one strided item per offset where shorter.
+		{MustParse("0-56:8 1-57:8", -1), "0-56:8,1-57:8"},
+		{MustParse("0-1008:16 1-1009:16 2-1010:16 3-1011:16", -1), "0-1008:16,1-1009:16,2-1010:16,3-1011:16"},
+		{MustParse("0-3,16-19,32-35,48-51", -1), "0-3,16-19,32-35,48-51"}, // shorter listed
+		{MustParse("0-1,4-5", -1), "0-1,4-5"},
+		{MustParse("0-3 8-40:8 9-41:8", -1), "0-3,8-40:8,9-41:8"},
+		{MustParse("8-40:8 9-41:8 100-200:2", -1), "8-40:8,9-41:8,100-200:2"},
+		{MustParse("0-248:8 1-249:8 256-300", -1), "0-248:8,1-249:8,256-300"},
 	}
 	for _, tt := range tests {
 		got := tt.set.String()
@@ -102,6 +110,23 @@ func TestStringStridedBound(t *testing.T) {
 	}
 	if want := fmt.Sprintf("0-%d:2,", 2*(maxExpand-1)); !strings.HasPrefix(out, want) {
 		t.Fatalf("String() of %d even ranks starts %q, want %q", len(ranks), out[:min(len(out), 40)], want)
+	}
+
+	// Pairs of ranks, as many as Parse expands and one more pair: the strided items stop at
+	// the bound and the last pair is listed.
+	var ivs []interval
+	for k := 0; k < maxExpand/2+1; k++ {
+		ivs = append(ivs, interval{4 * k, 4*k + 1})
+	}
+	pairs := normalize(ivs)
+	out = pairs.String()
+	back, err = Parse(out, -1)
+	if err != nil || !back.Equal(pairs) {
+		t.Fatalf("Parse(String()) of %d pairs: %v", len(ivs), err)
+	}
+	last := 4 * (maxExpand/2 - 1)
+	if want := fmt.Sprintf("0-%d:4,1-%d:4,%d-%d", last, last+1, last+4, last+5); out != want {
+		t.Fatalf("String() of %d pairs = %q, want %q", len(ivs), out[:min(len(out), 80)], want)
 	}
 }
 
@@ -245,6 +270,7 @@ func FuzzString(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 1, 0, 1, 0})
 	f.Add([]byte{3, 4, 2, 0, 2, 0, 2, 0, 7, 9, 1, 0})
 	f.Add([]byte{255, 0, 255, 0, 255, 0, 1, 200})
+	f.Add([]byte{0, 1, 6, 1, 6, 1, 6, 1, 6, 1, 3, 2}) // pairs eight apart, then a range
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ranks []int
 		r := 0

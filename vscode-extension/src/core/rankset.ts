@@ -229,44 +229,46 @@ export class RankSet {
    * The compact MPIR form, which parse reads back to the same set (and the Go package prints
    * the same): ranges as "lo-hi", and a run of evenly spaced single ranks as "lo-hi:stride"
    * where that is shorter than listing them ("0,2,4,…,62" prints as "0-62:2"), as in
-   * "0-3,8-20:4,31". Runs are taken greedily from the lowest rank. The empty set prints as "".
+   * "0-3,8-20:4,31". Evenly spaced ranges of one width print as one strided item per offset
+   * in the range where that is shorter ("0-1,8-9,…,56-57" prints as "0-56:8,1-57:8"). Runs are
+   * taken greedily from the lowest rank. The empty set prints as "".
    */
   toString(): string {
     const items: string[] = [];
     let strided = 0; // ranks printed in strided items, which parse bounds by maxExpand
     const iv = this.iv;
+    const printed = (v: Interval) => (v.lo === v.hi ? `${v.lo}` : `${v.lo}-${v.hi}`);
     for (let i = 0; i < iv.length; ) {
       const v = iv[i];
-      if (v.lo !== v.hi) {
-        items.push(`${v.lo}-${v.hi}`);
-        i++;
-        continue;
-      }
+      const width = v.hi - v.lo + 1;
+      const sameWidth = (w: Interval) => w.hi - w.lo + 1 === width;
       let end = i + 1;
-      if (end < iv.length && iv[end].lo === iv[end].hi) {
-        const stride = iv[end].lo - v.lo;
+      if (end < iv.length && sameWidth(iv[end])) {
+        const period = iv[end].lo - v.lo;
         end++;
-        while (end < iv.length && iv[end].lo === iv[end].hi && iv[end].lo - iv[end - 1].lo === stride) {
+        while (end < iv.length && sameWidth(iv[end]) && iv[end].lo - iv[end - 1].lo === period) {
           end++;
         }
         // Parse expands at most maxExpand ranks from strided items: a longer run is cut.
-        end = Math.min(end, i + maxExpand - strided);
+        end = Math.min(end, i + Math.floor((maxExpand - strided) / width));
         const n = end - i;
         if (n > 1) {
-          const item = `${v.lo}-${iv[end - 1].lo}:${stride}`;
-          let listed = n - 1;
-          for (let k = i; k < end; k++) {
-            listed += String(iv[k].lo).length;
+          const last = iv[end - 1].lo;
+          const run: string[] = [];
+          for (let k = 0; k < width; k++) {
+            run.push(`${v.lo + k}-${last + k}:${period}`);
           }
-          if (item.length < listed) {
+          const item = run.join(',');
+          const listed = iv.slice(i, end).map(printed).join(',');
+          if (item.length < listed.length) {
             items.push(item);
-            strided += n;
+            strided += n * width;
             i = end;
             continue;
           }
         }
       }
-      items.push(`${v.lo}`);
+      items.push(printed(v));
       i++;
     }
     return items.join(',');

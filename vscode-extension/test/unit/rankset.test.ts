@@ -27,6 +27,11 @@ test('parse: compressed form of MPIR subset notation', () => {
     ['0,2,4,6-7', -1, '0,2,4,6-7'],
     ['0,2,4,6,8-9', -1, '0-6:2,8-9'],
     ['0-9 20-40:10 41-50', -1, '0-9,20,30,40-50'],
+    ['0-56:8 1-57:8', -1, '0-56:8,1-57:8'],
+    ['0-3,16-19,32-35,48-51', -1, '0-3,16-19,32-35,48-51'],
+    ['0-1,4-5', -1, '0-1,4-5'],
+    ['0-3 8-40:8 9-41:8', -1, '0-3,8-40:8,9-41:8'],
+    ['0-248:8 1-249:8 256-300', 1024, '0-248:8,1-249:8,256-300'],
     ['  4  ,, 6 ', 8, '4,6'],
   ];
   for (const [s, size, want] of cases) {
@@ -150,6 +155,23 @@ test('parse agrees with the Go rankset package', () => {
       items.push(rand() < 0.7 ? `${lo}-${hi}:${2 + Math.floor(rand() * 6)}` : rand() < 0.5 ? `${lo}` : `${lo}-${lo + Math.floor(rand() * 4)}`);
     }
     queries.push({ s: items.join(' '), size: pick([-1, 1024]) });
+  }
+  // Evenly spaced ranges of one width (blocks of ranks per node), which print in strided form.
+  for (let i = 0; i < 300; i++) {
+    const period = 2 + Math.floor(rand() * 16);
+    const width = 1 + Math.floor(rand() * (period - 1));
+    const lo = Math.floor(rand() * 50);
+    const blocks = 1 + Math.floor(rand() * 40);
+    const items: string[] = [];
+    for (let k = 0; k < width; k++) {
+      items.push(`${lo + k}-${lo + k + (blocks - 1) * period}:${period}`);
+    }
+    if (rand() < 0.3) {
+      items.push(`${lo + blocks * period + Math.floor(rand() * 10)}`);
+    }
+    // A rank in a gap widens one block, which breaks the run there.
+    const widened = rand() < 0.3 ? ` ${lo + Math.floor(rand() * blocks) * period + width}` : '';
+    queries.push({ s: items.join(' ') + widened, size: pick([-1, 4096]) });
   }
   const go = spawnSync(goBinary(), ['run', './vscode-extension/test/testdata/ranksetoracle'], {
     cwd: repoRoot,
