@@ -345,6 +345,15 @@ type testWriter struct {
 	mu   sync.Mutex
 	t    testing.TB
 	done bool
+	keep bool            // keep what was written, for a test that looks at the log
+	kept strings.Builder // what was written, with keep
+}
+
+// text returns what was written since keep was set.
+func (w *testWriter) text() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kept.String()
 }
 
 func newTestWriter(t testing.TB) *testWriter {
@@ -360,6 +369,9 @@ func newTestWriter(t testing.TB) *testWriter {
 func (w *testWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.keep {
+		w.kept.Write(p)
+	}
 	if !w.done {
 		w.t.Logf("%s", strings.TrimRight(string(p), "\n"))
 	}

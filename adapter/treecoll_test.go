@@ -2,6 +2,8 @@ package adapter
 
 import (
 	"fmt"
+	"log"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,11 +20,14 @@ import (
 //     plants and removes) and every rank then hits it; removing it is two collectives;
 //   - after kill -9 of interior agent 1, its own ranks (2-3) are named lost, and the others,
 //     those of agent 3 below it included, still hit the breakpoint, pause and continue; the
-//     lost ones are neither stopped nor trapped.
+//     lost ones are neither stopped nor trapped;
+//   - the end of the session kills the 6 ranks left with one collective.
 func TestTreeCollectives(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "spin")
-	d := newDAP(t, viaPipe)
+	w := newTestWriter(t)
+	w.keep = true
+	d := openDAP(t, viaPipe, log.New(w, "", log.Lmicroseconds), t.TempDir())
 	defer d.close()
 	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 2, "fanout": 2})
 	d.call("configurationDone", nil, nil)
@@ -137,6 +142,14 @@ func TestTreeCollectives(t *testing.T) {
 		t.Errorf("the loss is not reported once:\n%s", out)
 	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+	for _, r := range ranks.Ranks {
+		if !lost[r.Rank] {
+			waitForExit(t, r.Pid)
+		}
+	}
+	if !strings.Contains(w.text(), "job: collective SendSignalToProcess on 6 ranks: 1 outcomes, 0 unreachable") {
+		t.Errorf("no collective kill of the 6 ranks left in the log (above)")
+	}
 }
 
 // BenchmarkCollectivePauseContinue launches np local ranks of a sleeping program on agents of
@@ -175,6 +188,103 @@ func BenchmarkCollectivePauseContinue(b *testing.B) {
 				b.ReportMetric(float64(pause.Microseconds())/1000/n, "pause-ms")
 				b.ReportMetric(float64(cont.Microseconds())/1000/n, "continue-ms")
 				b.ReportMetric(float64(after.Sent-before.Sent+after.Received-before.Received)/n, "fe-msgs")
+			})
+		}
+	}
+}
+
+// TestTreeDetach ends a session of 8 ranks on 4 local agents (2 ranks each) at fan-out 2,
+// stopped at a breakpoint that their loop passes every 5 ms, with a detach: the release of
+// control goes down the tree as collectives, and every rank then runs on untraced, its trap
+// gone (a trap left behind would kill it with SIGTRAP within 5 ms). The front end's log must
+// show the one ReleaseControl collective that reached all 8 ranks.
+func TestTreeDetach(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "runctl")
+	w := newTestWriter(t)
+	w.keep = true
+	d := openDAP(t, viaPipe, log.New(w, "", log.Lmicroseconds), t.TempDir())
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "args": []string{"spin"}, "np": 8, "ranksPerAgent": 2, "fanout": 2})
+	d.setBreakpoints(p.src, p.line(t, "spin"))
+	d.call("configurationDone", nil, nil)
+	d.stopped()
+	ranks := d.ranks().Ranks
+	defer func() {
+		for _, r := range ranks {
+			syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
+	}()
+	cpu := func(pid int) string { // utime and stime
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if f := strings.Fields(string(b)); len(f) > 14 {
+			return f[13] + "/" + f[14]
+		}
+		return ""
+	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	before := map[int]string{}
+	for _, r := range ranks {
+		before[r.Pid] = cpu(r.Pid)
+		if tp := procStatus(r.Pid, "TracerPid"); tp != "0" {
+			t.Errorf("rank %d (pid %d) still traced by %s after the detach", r.Rank, r.Pid, tp)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, r := range ranks {
+		switch st := procStatus(r.Pid, "State"); {
+		case st == "" || strings.HasPrefix(st, "Z"):
+			t.Errorf("rank %d (pid %d) died after the detach", r.Rank, r.Pid)
+		case strings.HasPrefix(st, "t") || strings.HasPrefix(st, "T"):
+			t.Errorf("rank %d (pid %d) is %s after the detach", r.Rank, r.Pid, st)
+		}
+	}
+	waitFor(t, "every rank to run on after the detach", func() bool {
+		for _, r := range ranks {
+			if cpu(r.Pid) == before[r.Pid] {
+				return false
+			}
+		}
+		return true
+	})
+	if !strings.Contains(w.text(), "job: collective ReleaseControl on 8 ranks: 1 outcomes, 0 unreachable") {
+		t.Errorf("no collective release of the 8 ranks in the log (above)")
+	}
+}
+
+// BenchmarkDetach measures the end of a session that leaves its ranks running, as `hpcdap
+// stacks` ends: nap.c launched on local agents of 64 ranks at fan-out 4, every rank paused,
+// then the disconnect request (terminateDebuggee false) to its response, after which every
+// rank must be running untraced; rank by rank with HPCDAP_COLLECTIVES=0.
+func BenchmarkDetach(b *testing.B) {
+	p := compileC(b, "nap")
+	for _, np := range []int{256, 1024} {
+		for _, how := range []string{"collective", "per-rank"} {
+			b.Run(fmt.Sprintf("np=%d/%s", np, how), func(b *testing.B) {
+				if how == "per-rank" {
+					b.Setenv("HPCDAP_COLLECTIVES", "0")
+				}
+				var took time.Duration
+				for b.Loop() {
+					d := newDAP(b, viaPipe)
+					d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
+					d.call("configurationDone", nil, nil)
+					ranks := d.ranks().Ranks
+					d.call("pause", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+					d.stopped()
+					t0 := time.Now()
+					d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+					took += time.Since(t0)
+					for _, r := range ranks {
+						tp, st := procStatus(r.Pid, "TracerPid"), procStatus(r.Pid, "State")
+						if tp != "0" || strings.HasPrefix(st, "t") || strings.HasPrefix(st, "T") {
+							b.Errorf("rank %d (pid %d) after the detach: tracer %q, state %q", r.Rank, r.Pid, tp, st)
+						}
+						syscall.Kill(r.Pid, syscall.SIGKILL)
+					}
+					d.close()
+				}
+				b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "detach-ms")
 			})
 		}
 	}

@@ -253,10 +253,16 @@ func (h *handler) Detach(c *cdti.Conn, m *cdti.Detach) (ack *cdti.DetachAck) {
 			return ack
 		}
 	}
-	for _, p := range ps {
-		var detached bool
-		p.do(func() { _, detached = p.detachTool(tc, m.ToolID) })
-		if detached {
+	// Each process on its own goroutine: a detach waits for the process to stop, and a
+	// node's processes stop at once rather than one after the other.
+	detached := make([]bool, len(ps))
+	var wg sync.WaitGroup
+	for i, p := range ps {
+		wg.Go(func() { p.do(func() { _, detached[i] = p.detachTool(tc, m.ToolID) }) })
+	}
+	wg.Wait()
+	for i, p := range ps {
+		if detached[i] {
 			ack.Ranks = append(ack.Ranks, p.rank)
 		}
 	}

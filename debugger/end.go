@@ -121,7 +121,9 @@ func (j *Job) AllExited() {
 	j.ev.Terminated()
 }
 
-// Kill ends every rank (SIGKILL) and waits up to d for their termination notifications.
+// Kill ends every rank (SIGKILL) and waits up to d for their termination notifications. The
+// signal goes to the ranks one connection reaches in one collective (rank by rank where there
+// is none, and for every rank whose part of it failed).
 func (j *Job) Kill(d time.Duration) {
 	j.mu.Lock()
 	j.stopAll = true
@@ -132,13 +134,13 @@ func (j *Job) Kill(d time.Duration) {
 		}
 	}
 	j.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kill := &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGKILL)}
+	single := j.applyCollective(ctx, live, kill, nil)
 	var wg sync.WaitGroup
-	for _, r := range live {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			r.node.client.Update(ctx, uint32(r.Num), &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGKILL)})
-		})
+	for _, r := range single {
+		wg.Go(func() { r.node.client.Update(ctx, uint32(r.Num), kill) })
 	}
 	wg.Wait()
 	deadline := time.Now().Add(d)
@@ -155,8 +157,57 @@ func (j *Job) Kill(d time.Duration) {
 	}
 }
 
+// applyCollective sends cmd to ranks, one collective per group of them that one connection
+// reaches, concurrently, and returns the ranks left to handle one by one: those reached by
+// no such group, and those whose part failed (except behind a lost agent: nothing reaches
+// them). A rank whose answer again(code) holds for is sent cmd again, in a collective of
+// such ranks, after 20 ms, up to 100 times.
+func (j *Job) applyCollective(ctx context.Context, ranks []*Rank, cmd cdti.Command, again func(cdti.CmdReturnCode) bool) (single []*Rank) {
+	groups, single := j.collectiveGroups(ranks)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Go(func() {
+			left := j.collectiveRepeated(ctx, g, cmd, again)
+			mu.Lock()
+			single = append(single, left...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return single
+}
+
+// collectiveRepeated is applyCollective for one group.
+func (j *Job) collectiveRepeated(ctx context.Context, ranks []*Rank, cmd cdti.Command, again func(cdti.CmdReturnCode) bool) (left []*Rank) {
+	for range 100 {
+		out, err := j.collective(ctx, ranks, 0, cmd)
+		if err != nil {
+			return append(left, ranks...)
+		}
+		var repeat []*Rank
+		for _, r := range ranks {
+			switch a := out[r]; {
+			case a.err != nil && unreachable(a.err):
+			case a.err != nil || len(a.res) != 1:
+				left = append(left, r)
+			case again != nil && again(a.res[0].Code):
+				repeat = append(repeat, r)
+			}
+		}
+		if len(repeat) == 0 {
+			return left
+		}
+		ranks = repeat
+		time.Sleep(20 * time.Millisecond)
+	}
+	return left
+}
+
 // Detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
 // are removed, control is released (which continues a suspended rank) and the tool detached.
+// Control is released in one collective per connection that reaches several ranks, rank by
+// rank elsewhere.
 func (j *Job) Detach() {
 	j.mu.Lock()
 	j.stopAll = true
@@ -164,26 +215,40 @@ func (j *Job) Detach() {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	j.bps.removeAll(ctx)
+	var live, single []*Rank
+	j.mu.Lock()
+	for _, r := range j.ranks {
+		switch {
+		case r.state == RankExited:
+		case len(r.sym.heldLWPs()) > 0:
+			single = append(single, r) // its held threads are released first
+		default:
+			live = append(live, r)
+		}
+	}
+	j.mu.Unlock()
+	pending := func(c cdti.CmdReturnCode) bool { return c == cdti.CmdPendingNotify } // notifications go first
+	single = append(single, j.applyCollective(ctx, live, &cdti.ReleaseControl{}, pending)...)
+	byNode := map[*node][]*Rank{}
+	for _, r := range single {
+		byNode[r.node] = append(byNode[r.node], r)
+	}
 	var wg sync.WaitGroup
 	for _, n := range j.nodes {
 		wg.Go(func() {
-			for _, r := range n.ranks {
+			for _, r := range byNode[n] {
 				j.mu.Lock()
-				exited := r.state == RankExited
 				held := r.sym.heldLWPs()
 				j.mu.Unlock()
-				if exited {
-					continue
-				}
 				if len(held) > 0 {
 					j.releaseHeld(r, held)
 				}
 				for range 100 {
 					rs, err := n.client.Update(ctx, uint32(r.Num), &cdti.ReleaseControl{})
-					if err != nil || rs[0].Code != cdti.CmdPendingNotify {
+					if err != nil || !pending(rs[0].Code) {
 						break
 					}
-					time.Sleep(20 * time.Millisecond) // the agent sends the pending notifications first
+					time.Sleep(20 * time.Millisecond)
 				}
 			}
 			for _, kernel := range n.kernels() {
