@@ -289,3 +289,54 @@ func BenchmarkDetach(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCompareAtScale measures hpcdap/compareExpression over every rank of nap.c, paused
+// in libc's sleep (local agents of 64 ranks at fan-out 4): a local of main and a global, each
+// holding the rank, and one value every rank shares; the first compare of a stop (the stacks
+// unwound) apart from the later ones.
+func BenchmarkCompareAtScale(b *testing.B) {
+	p := compileC(b, "nap")
+	for _, np := range []int{256, 1024} {
+		b.Run(fmt.Sprintf("np=%d", np), func(b *testing.B) {
+			d := newDAP(b, viaPipe)
+			defer d.close()
+			d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
+			d.call("configurationDone", nil, nil)
+			tid := d.ranks().Ranks[0].ThreadID
+			var first, again time.Duration
+			var msgs uint64
+			for b.Loop() {
+				d.call("pause", map[string]any{"threadId": tid}, nil)
+				d.stopped()
+				m0 := *d.ranks().Messages
+				for i, c := range []struct {
+					expr   string
+					groups int
+				}{{"rank", np}, {"rank_id", np}, {"rank_id - rank", 1}} {
+					t0 := time.Now()
+					var cmp CompareBody
+					d.call("hpcdap/compareExpression", map[string]any{"expression": c.expr}, &cmp)
+					if i == 0 {
+						first += time.Since(t0)
+					} else {
+						again += time.Since(t0)
+					}
+					n := 0
+					for _, g := range cmp.Groups {
+						n += g.Count
+					}
+					if n != np || len(cmp.Groups) != c.groups || len(cmp.Errors) > 0 {
+						b.Fatalf("compare %s: %d groups of %d ranks, errors %+v", c.expr, len(cmp.Groups), n, cmp.Errors)
+					}
+				}
+				m1 := *d.ranks().Messages
+				msgs += m1.Sent - m0.Sent + m1.Received - m0.Received
+				d.call("continue", map[string]any{"threadId": tid}, nil)
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(first.Microseconds())/1000/n, "first-ms")
+			b.ReportMetric(float64(again.Microseconds())/1000/n/2, "again-ms")
+			b.ReportMetric(float64(msgs)/n, "fe-msgs")
+		})
+	}
+}

@@ -3,6 +3,7 @@ package symbols
 import (
 	"debug/dwarf"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -55,15 +56,25 @@ func (b *Binary) FunctionAt(pc uint64) *Function {
 func (b *Binary) Functions() []*Function { return b.funcs }
 
 // FunctionsNamed returns the functions whose qualified name, unqualified name or linkage name
-// equals name.
+// equals name, in DWARF order. Names are indexed at the first call: an expression's every
+// identifier not found in its frame is looked up here, in every module (libc's thousands of
+// functions among them), rank by rank.
 func (b *Binary) FunctionsNamed(name string) []*Function {
-	var out []*Function
-	for _, f := range b.funcs {
-		if f.Name == name || f.LinkageName == name || unqualified(f.Name) == name {
-			out = append(out, f)
+	b.fidx.nameOnce.Do(func() {
+		byName := make(map[string][]*Function, 2*len(b.funcs))
+		for _, f := range b.funcs {
+			short := unqualified(f.Name)
+			byName[f.Name] = append(byName[f.Name], f)
+			if f.LinkageName != f.Name {
+				byName[f.LinkageName] = append(byName[f.LinkageName], f)
+			}
+			if short != f.Name && short != f.LinkageName {
+				byName[short] = append(byName[short], f)
+			}
 		}
-	}
-	return out
+		b.fidx.byName = byName
+	})
+	return slices.Clone(b.fidx.byName[name])
 }
 
 func unqualified(n string) string {

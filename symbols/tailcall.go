@@ -10,6 +10,9 @@ import (
 type funcIndex struct {
 	once  sync.Once
 	byDIE map[dwarf.Offset]*Function
+
+	nameOnce sync.Once
+	byName   map[string][]*Function // FunctionsNamed's answers, built at its first call
 }
 
 func (b *Binary) functionForDIE(off dwarf.Offset) *Function {
