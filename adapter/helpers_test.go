@@ -231,7 +231,22 @@ const (
 // newDAP starts a session over a transport.
 func newDAP(t testing.TB, tr transport) *dapSession {
 	t.Helper()
-	logger := testLogger(t)
+	return newDAPLogging(t, tr, newTestWriter(t))
+}
+
+// newDAPKeepingLog is newDAP for a test that looks at the front end's log: what it logs is kept
+// in the returned writer too.
+func newDAPKeepingLog(t testing.TB, tr transport) (*dapSession, *testWriter) {
+	t.Helper()
+	w := newTestWriter(t)
+	w.keep = true
+	return newDAPLogging(t, tr, w), w
+}
+
+// newDAPLogging starts a session that logs to w, and shows the agents' logs when the test fails.
+func newDAPLogging(t testing.TB, tr transport, w *testWriter) *dapSession {
+	t.Helper()
+	logger := log.New(w, "", log.Lmicroseconds)
 	logDir := t.TempDir()
 	t.Cleanup(func() {
 		if !t.Failed() {

@@ -2,8 +2,8 @@ package adapter
 
 import (
 	"fmt"
-	"log"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,9 +25,7 @@ import (
 func TestTreeCollectives(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "spin")
-	w := newTestWriter(t)
-	w.keep = true
-	d := openDAP(t, viaPipe, log.New(w, "", log.Lmicroseconds), t.TempDir())
+	d, w := newDAPKeepingLog(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 2, "fanout": 2})
 	d.call("configurationDone", nil, nil)
@@ -201,9 +199,7 @@ func BenchmarkCollectivePauseContinue(b *testing.B) {
 func TestTreeDetach(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "runctl")
-	w := newTestWriter(t)
-	w.keep = true
-	d := openDAP(t, viaPipe, log.New(w, "", log.Lmicroseconds), t.TempDir())
+	d, w := newDAPKeepingLog(t, viaPipe)
 	defer d.close()
 	d.launch(map[string]any{"program": p.bin, "args": []string{"spin"}, "np": 8, "ranksPerAgent": 2, "fanout": 2})
 	d.setBreakpoints(p.src, p.line(t, "spin"))
@@ -215,22 +211,35 @@ func TestTreeDetach(t *testing.T) {
 			syscall.Kill(r.Pid, syscall.SIGKILL)
 		}
 	}()
-	cpu := func(pid int) string { // utime and stime
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if f := strings.Fields(string(b)); len(f) > 14 {
-			return f[13] + "/" + f[14]
+	// The main thread sleeps once per pass through the breakpoint's line: its voluntary
+	// context switches count the passes.
+	passes := func(pid int) int {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, pid))
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "voluntary_ctxt_switches:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
 		}
-		return ""
+		return -1
 	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
-	before := map[int]string{}
+	before := map[int]int{}
 	for _, r := range ranks {
-		before[r.Pid] = cpu(r.Pid)
+		before[r.Pid] = passes(r.Pid)
 		if tp := procStatus(r.Pid, "TracerPid"); tp != "0" {
 			t.Errorf("rank %d (pid %d) still traced by %s after the detach", r.Rank, r.Pid, tp)
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Every rank passes the line twice more (or dies there of a trap left behind).
+	waitFor(t, "every rank to pass its loop's line after the detach", func() bool {
+		for _, r := range ranks {
+			if n := passes(r.Pid); n >= 0 && n < before[r.Pid]+2 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, r := range ranks {
 		switch st := procStatus(r.Pid, "State"); {
 		case st == "" || strings.HasPrefix(st, "Z"):
@@ -239,14 +248,6 @@ func TestTreeDetach(t *testing.T) {
 			t.Errorf("rank %d (pid %d) is %s after the detach", r.Rank, r.Pid, st)
 		}
 	}
-	waitFor(t, "every rank to run on after the detach", func() bool {
-		for _, r := range ranks {
-			if cpu(r.Pid) == before[r.Pid] {
-				return false
-			}
-		}
-		return true
-	})
 	if !strings.Contains(w.text(), "job: collective ReleaseControl on 8 ranks: 1 outcomes, 0 unreachable") {
 		t.Errorf("no collective release of the 8 ranks in the log (above)")
 	}

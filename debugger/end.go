@@ -123,7 +123,8 @@ func (j *Job) AllExited() {
 
 // Kill ends every rank (SIGKILL) and waits up to d for their termination notifications. The
 // signal goes to the ranks one connection reaches in one collective (rank by rank where there
-// is none, and for every rank whose part of it failed).
+// is none, and for every rank whose part of it failed or that the collective did not answer
+// for in time, each then within a time of its own).
 func (j *Job) Kill(d time.Duration) {
 	j.mu.Lock()
 	j.stopAll = true
@@ -134,13 +135,17 @@ func (j *Job) Kill(d time.Duration) {
 		}
 	}
 	j.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	kill := &cdti.SendSignalToProcess{Signal: uint32(syscall.SIGKILL)}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	single := j.applyCollective(ctx, live, kill, nil)
+	cancel()
 	var wg sync.WaitGroup
 	for _, r := range single {
-		wg.Go(func() { r.node.client.Update(ctx, uint32(r.Num), kill) })
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.node.client.Update(ctx, uint32(r.Num), kill)
+		})
 	}
 	wg.Wait()
 	deadline := time.Now().Add(d)
@@ -206,15 +211,16 @@ func (j *Job) collectiveRepeated(ctx context.Context, ranks []*Rank, cmd cdti.Co
 
 // Detach leaves every rank running as if never debugged: the adapter's traps and watchpoints
 // are removed, control is released (which continues a suspended rank) and the tool detached.
-// Control is released in one collective per connection that reaches several ranks, rank by
-// rank elsewhere.
+// Control is released in one collective per connection that reaches several ranks; rank by
+// rank elsewhere, for a rank with threads held alone (released first), and for every rank
+// whose part of the collective failed or came too late.
 func (j *Job) Detach() {
 	j.mu.Lock()
 	j.stopAll = true
 	j.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	j.bps.removeAll(ctx)
+	cancel()
 	var live, single []*Rank
 	j.mu.Lock()
 	for _, r := range j.ranks {
@@ -228,7 +234,13 @@ func (j *Job) Detach() {
 	}
 	j.mu.Unlock()
 	pending := func(c cdti.CmdReturnCode) bool { return c == cdti.CmdPendingNotify } // notifications go first
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
 	single = append(single, j.applyCollective(ctx, live, &cdti.ReleaseControl{}, pending)...)
+	cancel()
+	// What is left, in a time of its own: an agent too slow for the collective delays only
+	// its own ranks.
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	byNode := map[*node][]*Rank{}
 	for _, r := range single {
 		byNode[r.node] = append(byNode[r.node], r)

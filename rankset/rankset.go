@@ -289,33 +289,53 @@ func (s Set) Equal(t Set) bool {
 // shorter than listing them ("0,2,4,…,62" prints as "0-62:2"), as in "0-3,8-20:4,31". Evenly
 // spaced ranges of one width, such as the first two ranks of every node of eight, print as one
 // strided item per offset in the range where that is shorter ("0-1,8-9,…,56-57" prints as
-// "0-56:8,1-57:8"). Runs are taken greedily from the lowest rank. The empty set prints as "".
+// "0-56:8,1-57:8"). Runs are taken greedily from the lowest rank; a run not shorter in strided
+// form is listed whole (a run starting inside it would not be shorter either: its strided
+// items are as long, its list shorter). The empty set prints as "".
 func (s Set) String() string {
 	var b strings.Builder
 	strided := 0 // ranks printed in strided items, which Parse bounds by maxExpand
-	for i := 0; i < len(s.iv); {
-		if i > 0 {
+	item := func(v interval) {
+		if b.Len() > 0 {
 			b.WriteByte(',')
-		}
-		v := s.iv[i]
-		if end, period := s.periodicRun(i); end > i+1 {
-			// Parse expands at most maxExpand ranks from strided items: a longer run is cut.
-			width := v.hi - v.lo + 1
-			end = min(end, i+(maxExpand-strided)/width)
-			if n := end - i; n > 1 {
-				if items := s.stridedItems(i, end, period); len(items) < s.listedLen(i, end) {
-					b.WriteString(items)
-					strided += n * width
-					i = end
-					continue
-				}
-			}
 		}
 		b.WriteString(strconv.Itoa(v.lo))
 		if v.hi != v.lo {
 			b.WriteByte('-')
 			b.WriteString(strconv.Itoa(v.hi))
 		}
+	}
+	for i := 0; i < len(s.iv); {
+		v := s.iv[i]
+		if end, period := s.periodicRun(i); end > i+1 {
+			// Parse expands at most maxExpand ranks from strided items: a longer run is cut.
+			width := v.hi - v.lo + 1
+			end = min(end, i+(maxExpand-strided)/width)
+			if n := end - i; n > 1 {
+				listed := s.listedLen(i, end)
+				if s.stridedLen(i, end, period, listed) < listed {
+					last := s.iv[end-1]
+					for k := range width {
+						if b.Len() > 0 {
+							b.WriteByte(',')
+						}
+						b.WriteString(strconv.Itoa(v.lo + k))
+						b.WriteByte('-')
+						b.WriteString(strconv.Itoa(last.lo + k))
+						b.WriteByte(':')
+						b.WriteString(strconv.Itoa(period))
+					}
+					strided += n * width
+				} else {
+					for _, w := range s.iv[i:end] {
+						item(w)
+					}
+				}
+				i = end
+				continue
+			}
+		}
+		item(v)
 		i++
 	}
 	return b.String()
@@ -337,32 +357,35 @@ func (s Set) periodicRun(i int) (end, period int) {
 	return end, period
 }
 
-// stridedItems prints the run iv[i:end] (one width, spaced by period) as one strided item
-// per offset in its intervals: "0-56:8,1-57:8" for 0-1,8-9,…,56-57.
-func (s Set) stridedItems(i, end, period int) string {
+// stridedLen is the length of the run iv[i:end] (one width, spaced by period) printed as one
+// strided item per offset in its intervals ("0-56:8,1-57:8"), or a length ≥ limit once it
+// reaches limit: a run of wide ranges is not printed to be measured.
+func (s Set) stridedLen(i, end, period, limit int) int {
 	first, last := s.iv[i], s.iv[end-1]
-	var b strings.Builder
-	for k := 0; k <= first.hi-first.lo; k++ {
-		if k > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(first.lo + k))
-		b.WriteByte('-')
-		b.WriteString(strconv.Itoa(last.lo + k))
-		b.WriteByte(':')
-		b.WriteString(strconv.Itoa(period))
+	n := first.hi - first.lo // the commas between the items
+	for k := 0; k <= first.hi-first.lo && n < limit; k++ {
+		n += digits(first.lo+k) + 1 + digits(last.lo+k) + 1 + digits(period)
 	}
-	return b.String()
+	return n
 }
 
 // listedLen is the length of the intervals iv[i:end] listed with commas.
 func (s Set) listedLen(i, end int) int {
 	n := end - i - 1
 	for _, v := range s.iv[i:end] {
-		n += len(strconv.Itoa(v.lo))
+		n += digits(v.lo)
 		if v.hi != v.lo {
-			n += 1 + len(strconv.Itoa(v.hi))
+			n += 1 + digits(v.hi)
 		}
+	}
+	return n
+}
+
+// digits is the length of a non-negative number in decimal.
+func digits(x int) int {
+	n := 1
+	for ; x >= 10; x /= 10 {
+		n++
 	}
 	return n
 }

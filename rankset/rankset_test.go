@@ -311,3 +311,25 @@ func BenchmarkParseCompressed(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStringWideRuns prints sets whose runs of equal ranges are shorter listed than
+// strided: every rank of 2^20 but each 1,024th (a node's leader), and three ranges of a
+// million ranks each. Measuring a run's strided form must not print it.
+func BenchmarkStringWideRuns(b *testing.B) {
+	leaders := All(1 << 20)
+	for r := 0; r < 1<<20; r += 1024 {
+		leaders = leaders.Minus(Of(r))
+	}
+	wide := MustParse("0-999999 2000000-2999999 4000000-4999999", -1)
+	for _, c := range []struct {
+		name string
+		set  Set
+	}{{"all-but-leaders", leaders}, {"three-wide-ranges", wide}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = c.set.String()
+			}
+		})
+	}
+}

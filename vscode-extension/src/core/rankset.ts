@@ -4,7 +4,7 @@
 // The notation is a list of items separated by spaces, commas, tabs or newlines. An item is a
 // rank ("5"), an inclusive range ("4-6"), or a range with a stride ("0-$max:2"). "$max" is the
 // largest rank of the job; "all" and "*" name every rank. Sets print compactly, as
-// "0-511,513-1023" or "0-62:2", which parses back to the same set.
+// "0-511,513-1023", "0-62:2" or "0-56:8,1-57:8", which parses back to the same set.
 
 /** An inclusive range of ranks. */
 interface Interval {
@@ -231,13 +231,15 @@ export class RankSet {
    * where that is shorter than listing them ("0,2,4,…,62" prints as "0-62:2"), as in
    * "0-3,8-20:4,31". Evenly spaced ranges of one width print as one strided item per offset
    * in the range where that is shorter ("0-1,8-9,…,56-57" prints as "0-56:8,1-57:8"). Runs are
-   * taken greedily from the lowest rank. The empty set prints as "".
+   * taken greedily from the lowest rank; a run not shorter in strided form is listed whole (a
+   * run starting inside it would not be shorter either). The empty set prints as "".
    */
   toString(): string {
     const items: string[] = [];
     let strided = 0; // ranks printed in strided items, which parse bounds by maxExpand
     const iv = this.iv;
     const printed = (v: Interval) => (v.lo === v.hi ? `${v.lo}` : `${v.lo}-${v.hi}`);
+    const digits = (x: number) => String(x).length;
     for (let i = 0; i < iv.length; ) {
       const v = iv[i];
       const width = v.hi - v.lo + 1;
@@ -253,19 +255,28 @@ export class RankSet {
         end = Math.min(end, i + Math.floor((maxExpand - strided) / width));
         const n = end - i;
         if (n > 1) {
+          let listed = n - 1;
+          for (let k = i; k < end; k++) {
+            listed += digits(iv[k].lo) + (iv[k].hi === iv[k].lo ? 0 : 1 + digits(iv[k].hi));
+          }
+          // The strided form's length, measured up to the listed one's (not printed to be measured).
           const last = iv[end - 1].lo;
-          const run: string[] = [];
-          for (let k = 0; k < width; k++) {
-            run.push(`${v.lo + k}-${last + k}:${period}`);
+          let stridedLen = width - 1;
+          for (let k = 0; k < width && stridedLen < listed; k++) {
+            stridedLen += digits(v.lo + k) + 1 + digits(last + k) + 1 + digits(period);
           }
-          const item = run.join(',');
-          const listed = iv.slice(i, end).map(printed).join(',');
-          if (item.length < listed.length) {
-            items.push(item);
+          if (stridedLen < listed) {
+            for (let k = 0; k < width; k++) {
+              items.push(`${v.lo + k}-${last + k}:${period}`);
+            }
             strided += n * width;
-            i = end;
-            continue;
+          } else {
+            for (let k = i; k < end; k++) {
+              items.push(printed(iv[k]));
+            }
           }
+          i = end;
+          continue;
         }
       }
       items.push(printed(v));

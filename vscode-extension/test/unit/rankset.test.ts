@@ -39,6 +39,18 @@ test('parse: compressed form of MPIR subset notation', () => {
   }
 });
 
+test('toString stays within what parse expands from strided items', () => {
+  const maxExpand = 1 << 22; // the bound of both packages
+  // Pairs of ranks four apart, as many as parse expands and one more pair: the strided items
+  // stop at the bound and the last pair is listed, as the Go package prints it.
+  const lastLo = 4 * (maxExpand / 2);
+  const pairs = RankSet.parse(`0-${lastLo}:4`, -1).union(RankSet.parse(`1-${lastLo + 1}:4`, -1));
+  const out = pairs.toString();
+  const last = 4 * (maxExpand / 2 - 1);
+  assert.equal(out, `0-${last}:4,1-${last + 1}:4,${last + 4}-${last + 5}`);
+  assert.ok(RankSet.parse(out, -1).equals(pairs));
+});
+
 test('parse: errors name the problem', () => {
   const cases: [string, number, string][] = [
     ['8', 8, 'out of range'],
