@@ -35,7 +35,9 @@ func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 					mu.Unlock()
 					return
 				}
-				for _, r := range kernel {
+				// A node's ranks at once: each Control waits for its process to stop.
+				ForEach(len(kernel), func(i int) {
+					r := kernel[i]
 					err := j.takeControl(ctx, waitCtx, r, startControl())
 					mu.Lock()
 					if err != nil {
@@ -44,7 +46,7 @@ func (j *Job) Start(ctx context.Context, progress func(done, total int)) error {
 						attached++
 					}
 					mu.Unlock()
-				}
+				})
 			})
 		}
 	}

@@ -26,7 +26,7 @@ var ompiEnv = []string{"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFI
 	"OMPI_MCA_rmaps_base_oversubscribe=1"}
 
 // needTools fails the test when a tool the test needs is missing.
-func needTools(t *testing.T, tools ...string) {
+func needTools(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -36,7 +36,7 @@ func needTools(t *testing.T, tools ...string) {
 }
 
 // buildHpcdap builds the hpcdap binary for a test.
-func buildHpcdap(t *testing.T) string {
+func buildHpcdap(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "hpcdap")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -46,7 +46,7 @@ func buildHpcdap(t *testing.T) string {
 }
 
 // compileC compiles testdata/src with cc.
-func compileC(t *testing.T, cc, src string, flags ...string) string {
+func compileC(t testing.TB, cc, src string, flags ...string) string {
 	t.Helper()
 	needTools(t, cc)
 	bin := filepath.Join(t.TempDir(), strings.TrimSuffix(src, ".c"))
@@ -58,7 +58,7 @@ func compileC(t *testing.T, cc, src string, flags ...string) string {
 }
 
 // stacksRun runs hpcdap stacks and returns its stdout, stderr and exit status.
-func stacksRun(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+func stacksRun(t testing.TB, bin string, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"stacks"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -75,7 +75,7 @@ func stacksRun(t *testing.T, bin string, env []string, args ...string) (string, 
 }
 
 // waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+func waitFor(t testing.TB, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
@@ -640,4 +640,42 @@ func TestStacksAttachHydra(t *testing.T) {
 	}
 	checkUntouched(t, "mpiexec.hydra", j.cmd.Process.Pid)
 	j.finish(t)
+}
+
+// BenchmarkStacksPids measures `hpcdap stacks --pids` on np plain processes of the cluster
+// tests' hung.c (each blocked in a system call; address space randomisation on, as for any
+// process started by hand), all reached by one agent: start to exit (attach, one sample, the
+// merge, the detach).
+func BenchmarkStacksPids(b *testing.B) {
+	bin := buildHpcdap(b)
+	needTools(b, "gcc")
+	prog := filepath.Join(b.TempDir(), "hung")
+	if out, err := exec.Command("gcc", "-g", "-O0", "-o", prog, "../../tests/cluster/testdata/hung.c").CombinedOutput(); err != nil {
+		b.Fatalf("gcc hung.c: %v\n%s", err, out)
+	}
+	for _, np := range []int{256, 1024} {
+		b.Run(fmt.Sprintf("np=%d", np), func(b *testing.B) {
+			var list []string
+			for r := range np {
+				cmd := exec.Command(prog)
+				cmd.Env = append(os.Environ(), fmt.Sprintf("SLURM_PROCID=%d", r))
+				if err := cmd.Start(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+				list = append(list, fmt.Sprintf("%d=%d", r, cmd.Process.Pid))
+			}
+			for _, p := range list {
+				pid, _ := strconv.Atoi(p[strings.IndexByte(p, '=')+1:])
+				waitFor(b, "a process to block", time.Minute, func() bool { return strings.HasPrefix(procField(pid, "State"), "S") })
+			}
+			for b.Loop() {
+				out, errOut, code := stacksRun(b, bin, nil, "--pids", strings.Join(list, ","), "--format", "json")
+				var body adapter.ParallelStacksBody
+				if err := json.Unmarshal([]byte(out), &body); code != 0 || err != nil || body.Total != np {
+					b.Fatalf("hpcdap stacks: status %d, %v, %d ranks\n%s", code, err, body.Total, errOut)
+				}
+			}
+		})
+	}
 }
