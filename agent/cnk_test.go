@@ -24,7 +24,7 @@ func TestCNKMode(t *testing.T) {
 	textAddr, text := textBytes(t, progBin)
 
 	queries := []cdti.Command{&cdti.GetTargetInfo{}, &cdti.GetRegisterSet{Set: cdti.RegSetGeneral},
-		&cdti.GetTraceback{}}
+		&cdti.GetTraceback{}, &cdti.GetLinkMap{}}
 	for _, ext := range queries {
 		r := tt.query(0, ext)
 		if r.Code != cdti.CmdInval {

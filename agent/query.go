@@ -102,6 +102,8 @@ func (p *proc) queryOne(th *pthread, c cdti.Command) cdti.Result {
 		return p.getRegisterSet(th, c)
 	case *cdti.GetTraceback:
 		return p.getTraceback(th, c)
+	case *cdti.GetLinkMap:
+		return p.getLinkMap(tid, c)
 	}
 	if r, handled := p.powerQuery(th, c); handled {
 		return r

@@ -57,8 +57,8 @@ func TestCommandRoundTrip(t *testing.T) {
 			t.Errorf("no round-trip sample for %v", ct)
 		}
 	}
-	if len(CommandTypes()) != 13+26+8 {
-		t.Errorf("%d command types registered, want 13 query + 26 update + 8 extension", len(CommandTypes()))
+	if len(CommandTypes()) != 13+26+9 {
+		t.Errorf("%d command types registered, want 13 query + 26 update + 9 extension", len(CommandTypes()))
 	}
 }
 
@@ -173,6 +173,12 @@ func TestFieldOffsets(t *testing.T) {
 		field{20, u32, 12}, field{24, u32, uint64(binary.BigEndian.Uint32([]byte("/usr")))})
 	check("GetTracebackAck", samples[TypeGetTracebackAck], field{8, u32, 2}, field{16, u64, 0x401000}, field{24, u64, 0x7ffe0010},
 		field{32, u64, 0x401234})
+	check("GetLinkMap", samples[TypeGetLinkMap], field{8, u64, 0x403e10}, field{16, u32, 0x1d0}, field{20, u32, 8192},
+		field{24, u64, 0x7f0000003118})
+	check("GetLinkMapAck", samples[TypeGetLinkMapAck], field{8, u64, 0x7f0000003118}, field{16, u64, 0x7f0000001000},
+		field{24, u32, 1}, field{28, u32, 3}, field{32, u64, 0x555555554000}, field{40, u64, 0x7f00000042c0}, field{48, u32, 0},
+		field{56, u64, 0x7f0000100000}, field{64, u64, 0x7f0000004800}, field{72, u32, 14},
+		field{80, u32, uint64(binary.BigEndian.Uint32([]byte("/lib")))}, field{96, u64, 0x7f0000200000}, field{112, u32, 16})
 }
 
 func hdr(seq uint32) Header {

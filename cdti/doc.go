@@ -202,6 +202,11 @@
 //	1104  GetRegisterSetAck          set u32 @8, length u32 @12, native register-set bytes @16
 //	1105  GetTraceback       Query   max frames u32 @8 (0: 400, at most 4000)
 //	1106  GetTracebackAck            frame count u32 @8, frames @16: {pc u64, cfa u64}, innermost first
+//	1107  GetLinkMap         Query   dynamic section address u64 @8 (0: the agent finds it), its size u32 @16,
+//	                                 max length u32 @20 (0: 16 KiB, at most 60 KiB), r_debug address u64 @24 (0: unknown)
+//	1108  GetLinkMapAck              r_debug u64 @8, r_brk u64 @16, r_state u32 @24, entry count u32 @28 (at most 4096),
+//	                                 entries @32: {l_addr u64, node u64, name length u32 @16 (at most 4096), name @24,
+//	                                 padded to 8}, in link-map order
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
 //	1203  CallFunction       Update  entry u64 @8, toc u64 @16, timeout ms u32 @24 (0: 10 s, ≤ 3,600,000), return kind u8 @28,
@@ -264,6 +269,14 @@
 // MaxRegisterSetSize). In a traceback, frame 0's pc is the thread's program counter and every
 // outer pc is a return address; cfa is the frame's canonical frame address (or its frame address
 // where the agent walks a back chain).
+//
+// GetLinkMap has the agent walk the dynamic linker's link map next to the process (r_debug,
+// found through DT_DEBUG in the executable's dynamic section, then every link_map entry and its
+// name), so that a tool learns a process's shared objects with one command instead of a memory
+// read per entry and name: one Query of GetAuxVectors (the executable's load bias) and
+// GetLinkMap. A map being changed shows in r_state; a map the agent cannot read, or whose
+// answer would be over the request's bound, is answered with an error code, never cut short
+// (see GetLinkMap).
 //
 // CallFunction runs a function of the program in one stopped thread, for a debugger's
 // expressions (print f(2)): the agent saves the thread's registers, places the arguments as

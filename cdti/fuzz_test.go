@@ -52,7 +52,11 @@ func seedMessages(t testing.TB) [][]byte {
 	msgs = append(msgs, &GatherStacksAck{Header: hdr(22), More: true, Tree: seedStackTree()},
 		&Session{Header: hdr(23), Flags: SessionEnd, ID: [SessionIDSize]byte{1, 2, 3}},
 		&SessionAck{Header: hdr(24), State: SessionResumed},
-		&Update{Header: hdr(26), Commands: act})
+		&Update{Header: hdr(26), Commands: act},
+		// The link-map query and its ack, and a GetLinkMap over its bound, which does not decode.
+		&Query{Header: hdr(27), Commands: []Command{&GetAuxVectors{}, &GetLinkMap{RDebug: 0x7f0000003118},
+			&RawCommand{Type: TypeGetLinkMap, ThreadID: 5, Data: rawLinkMap(MaxLinkMapSize + 1)}}},
+		&QueryAck{Header: hdr(28), Results: linkMapResults()})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {
@@ -70,6 +74,24 @@ func seedMessages(t testing.TB) [][]byte {
 	b = b[:ToolMessageSize]
 	short.Header.put(b, MsgSessionAck, len(b))
 	return append(seeds, b)
+}
+
+// rawLinkMap is the payload of a GetLinkMap whose max length is n.
+func rawLinkMap(n uint32) []byte {
+	b := make([]byte, getLinkMapSize)
+	be.PutUint32(b[20:], n)
+	return b
+}
+
+// linkMapResults answers a GetAuxVectors and a GetLinkMap, one of each ack sample.
+func linkMapResults() []Result {
+	var rs []Result
+	for _, s := range ackSamples() {
+		if t := s.ack.CommandType(); t == TypeGetAuxVectorsAck || t == TypeGetLinkMapAck {
+			rs = append(rs, Result{Code: CmdSuccess, Ack: s.ack})
+		}
+	}
+	return append(rs, Result{Code: CmdLngthErr, Ack: &BareAck{Type: TypeGetLinkMapAck, ThreadID: 9}})
 }
 
 // seedCollectives are Collective and CollectiveAck messages of both kinds.

@@ -85,6 +85,7 @@ func commandSamples() []cmdSample {
 		{&GetTargetInfo{ThreadID: 50}, 8, 24 + MaxExePathSize},
 		{&GetRegisterSet{ThreadID: 51, Set: RegSetFloat, MaxLength: 512}, 16, 16 + 512},
 		{&GetTraceback{ThreadID: 52, MaxFrames: 64}, 16, 16 + 16*64},
+		{&GetLinkMap{ThreadID: 58, Dynamic: 0x403e10, DynamicSize: 0x1d0, MaxLength: 8192, RDebug: 0x7f0000003118}, 32, 8192},
 		{&SetRegisterSet{ThreadID: 53, Set: RegSetGeneral, Data: data}, 16 + len(data), 8},
 		{&CallFunction{ThreadID: 54, Entry: 0x401136, TOC: 0x10028000, TimeoutMS: 5000, Return: CallFloat64,
 			Args: []CallArg{{CallInt, 7}, {CallFloat64, 0x4004000000000000}, {CallData, 0}}, Data: []byte("abc\x00")},
@@ -151,6 +152,9 @@ func ackSamples() []ackSample {
 			PageSize: 4096, Pid: 4242, Exe: "/usr/bin/app"}, 24 + len("/usr/bin/app")},
 		{&GetRegisterSetAck{ThreadID: 41, Set: RegSetGeneral, Data: data}, 16 + len(data)},
 		{&GetTracebackAck{ThreadID: 42, Frames: []TraceFrame{{0x401000, 0x7ffe0010}, {0x401234, 0x7ffe0040}}}, 16 + 32},
+		{&GetLinkMapAck{ThreadID: 48, RDebug: 0x7f0000003118, Brk: 0x7f0000001000, State: 1, Entries: []LinkMapEntry{
+			{Bias: 0x555555554000, Node: 0x7f00000042c0}, {Bias: 0x7f0000100000, Node: 0x7f0000004800, Name: "/lib/libm.so.6"},
+			{Bias: 0x7f0000200000, Node: 0x7f0000005000, Name: "/lib/libc.so.6!!"}}}, 32 + 24 + (24 + 16) + (24 + 16)},
 		bare(&SetRegisterSetAck{ThreadID: 43}),
 		{&CallFunctionAck{ThreadID: 44, Outcome: CallSignaled, Signal: 11, Value: 0, PC: 0x401140}, 32},
 		{&StopProcessAck{ThreadID: 44, Stopping: true}, 16},

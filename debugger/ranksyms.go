@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sync"
@@ -196,7 +195,16 @@ func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error
 	if err != nil {
 		return fmt.Errorf("rank %d: read %s: %w", r.Num, rs.exe, err)
 	}
-	rs2, err := rs.client().Query(ctx, rs.num(), &cdti.GetAuxVectors{})
+	// With an hpcdap agent, the link map comes in the same Query as the auxiliary vector:
+	// the agent walks it next to the process (GetLinkMap), finding the executable's dynamic
+	// section from its own auxiliary vector, so that the list costs one exchange whatever
+	// the bias the front end has yet to compute from the answer.
+	cmds := []cdti.Command{&cdti.GetAuxVectors{}}
+	withMap := r.node.ext.Load() && !rs.cnk
+	if withMap {
+		cmds = append(cmds, &cdti.GetLinkMap{MaxLength: cdti.MaxLinkMapSize, RDebug: rs.rdebug})
+	}
+	rs2, err := rs.client().Query(ctx, rs.num(), cmds...)
 	if err != nil || rs2[0].Code != cdti.CmdSuccess {
 		return fmt.Errorf("rank %d: read the auxiliary vector: %v", r.Num, errOr(err, rs2))
 	}
@@ -213,7 +221,14 @@ func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error
 		}
 	}
 	mods := []*symbols.Module{symbols.NewModule(bin, rs.exe, bias)}
-	libs, err := rs.linkMap(ctx, bin, bias)
+	var libs []linkedObject
+	answered := false
+	if withMap && len(rs2) > 1 {
+		libs, answered, err = rs.linkMapAnswer(rs2[1])
+	}
+	if !answered {
+		libs, err = rs.linkMap(ctx, bin, bias)
+	}
 	if err == nil {
 		// Libraries are read in parallel (the first time: their DWARF, once per build-id).
 		libMods := make([]*symbols.Module, len(libs))
@@ -252,100 +267,6 @@ func errOr(err error, rs []cdti.Result) string {
 		return rs[0].Code.String()
 	}
 	return "no result"
-}
-
-// linkMapChanging reports whether the dynamic linker is between the two r_brk calls that
-// bracket every change (r_debug.r_state is RT_ADD or RT_DELETE): only the second call sees a
-// consistent map worth reading.
-func (rs *rankSymbols) linkMapChanging(ctx context.Context) bool {
-	rs.mu.Lock()
-	rdebug, arch := rs.rdebug, rs.arch
-	rs.mu.Unlock()
-	if rdebug == 0 || arch == nil {
-		return false
-	}
-	rd, err := rs.image(ctx, arch).RDebug(rdebug)
-	return err == nil && rd.Changing()
-}
-
-// image is the rank's process image read directly through CDTI (not through the per-stop
-// cache: the link map changes while the rank runs).
-func (rs *rankSymbols) image(ctx context.Context, arch *symbols.Arch) procimage.Image {
-	return procimage.Image{Mem: cdtiImage{ctx: ctx, rs: rs},
-		Layout: procimage.Layout{Order: arch.ByteOrder, PtrSize: arch.PtrSize}}
-}
-
-// cdtiImage reads a rank's memory with CDTI GetMemory for procimage.
-type cdtiImage struct {
-	ctx context.Context
-	rs  *rankSymbols
-}
-
-func (m cdtiImage) ReadAt(p []byte, addr uint64) (int, error) {
-	b, err := m.rs.client().ReadMemory(m.ctx, m.rs.num(), 0, addr, len(p), cdti.SpecAccessUseThreadState)
-	n := copy(p, b)
-	if err == nil && n < len(p) {
-		err = io.ErrUnexpectedEOF
-	}
-	return n, err
-}
-
-// lmEntry identifies a link-map entry: its address, its name pointer and its load bias.
-type lmEntry struct{ node, name, bias uint64 }
-
-// linkedObject is one entry of the link map.
-type linkedObject struct {
-	path string
-	bias uint64
-}
-
-// linkMap walks r_debug.r_map from the executable's DT_DEBUG entry.
-func (rs *rankSymbols) linkMap(ctx context.Context, exe *symbols.Binary, bias uint64) ([]linkedObject, error) {
-	dyn, ok := exe.ProgHeader(elf.PT_DYNAMIC)
-	if !ok {
-		return nil, nil // static executable
-	}
-	im := rs.image(ctx, rs.arch)
-	rdebug := rs.rdebug // set once by the dynamic linker, never moved
-	if rdebug == 0 {
-		var err error
-		if rdebug, err = im.DebugAddr(dyn.Vaddr+bias, min(dyn.Memsz, 8192)); err != nil {
-			return nil, err
-		}
-		if rdebug == 0 {
-			return nil, errors.New("r_debug not set up yet")
-		}
-		rs.rdebug = rdebug
-	}
-	rd, err := im.RDebug(rdebug)
-	if err != nil {
-		return nil, err
-	}
-	rs.rbrk = rd.Brk // the dynamic linker calls it around every change
-	ents, err := im.LinkMap(rd.Map)
-	if err != nil {
-		return nil, err
-	}
-	var out []linkedObject
-	names := map[lmEntry]string{}
-	for i, e := range ents {
-		key := lmEntry{node: e.Node, name: e.Name, bias: e.Addr}
-		name, seen := rs.lmNames[key]
-		if !seen {
-			name, _ = im.CString(e.Name, procimage.MaxPath)
-		}
-		if name != "" {
-			names[key] = name
-		}
-		if name != "" && i > 0 {
-			out = append(out, linkedObject{path: name, bias: e.Addr})
-		}
-	}
-	rs.lmNames = nil
-	if rs.libWait {
-		rs.lmNames = names
-	}
-	return out, nil
 }
 
 // stack returns a thread's registers and frames at the current stop, unwinding once.

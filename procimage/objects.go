@@ -21,27 +21,15 @@ const MaxPath = 4096
 // the program's entry point runs: before that (or for a static program) only the executable
 // is listed.
 func (im Image) Objects(aux Auxv, exe string) ([]Object, error) {
-	ph, phAddr, err := im.ProgramHeaders(aux)
+	ex, err := im.Executable(aux)
 	if err != nil {
 		return nil, err
 	}
-	bias, err := ProgramBias(phAddr, ph, im.Layout)
-	if err != nil {
-		return nil, err
-	}
-	main := Object{Path: exe, Bias: bias}
-	var dyn *Prog
-	for i := range ph {
-		if ph[i].Type == elf.PT_DYNAMIC {
-			dyn = &ph[i]
-			break
-		}
-	}
-	if dyn == nil {
+	main := Object{Path: exe, Bias: ex.Bias, Dynamic: ex.Dynamic}
+	if ex.Dynamic == 0 {
 		return []Object{main}, nil // static program
 	}
-	main.Dynamic = bias + dyn.Vaddr
-	rdebug, err := im.DebugAddr(main.Dynamic, dyn.Memsz)
+	rdebug, err := im.DebugAddr(ex.Dynamic, ex.DynamicSize)
 	if err != nil {
 		return nil, err
 	}
@@ -52,21 +40,83 @@ func (im Image) Objects(aux Auxv, exe string) ([]Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	ents, err := im.LinkMap(rd.Map)
+	ents, err := im.LinkObjects(rd.Map, nil)
 	if err != nil {
 		return nil, err
 	}
 	objs := []Object{main}
 	for i, e := range ents {
-		name, err := im.CString(e.Name, MaxPath)
-		if err != nil {
-			return nil, fmt.Errorf("procimage: l_name of link_map at %#x: %w", e.Node, err)
-		}
-		if i == 0 && name == "" {
+		if i == 0 && e.Path == "" {
 			objs[0].Dynamic = e.Ld // the executable's own entry
-		} else if name != "" {
-			objs = append(objs, Object{Path: name, Bias: e.Addr, Dynamic: e.Ld})
+		} else if e.Path != "" {
+			objs = append(objs, Object{Path: e.Path, Bias: e.Addr, Dynamic: e.Ld})
 		}
 	}
 	return objs, nil
+}
+
+// Executable is where the executable of a process lies, as its program headers in memory say.
+type Executable struct {
+	Bias        uint64 // load bias
+	Dynamic     uint64 // run-time address of PT_DYNAMIC (0: a static program)
+	DynamicSize uint64 // its p_memsz
+}
+
+// Executable finds the executable's load bias and dynamic section from the program headers the
+// auxiliary vector points to (AT_PHDR, AT_PHNUM, AT_PHENT).
+func (im Image) Executable(aux Auxv) (Executable, error) {
+	ph, phAddr, err := im.ProgramHeaders(aux)
+	if err != nil {
+		return Executable{}, err
+	}
+	bias, err := ProgramBias(phAddr, ph, im.Layout)
+	if err != nil {
+		return Executable{}, err
+	}
+	ex := Executable{Bias: bias}
+	for _, p := range ph {
+		if p.Type == elf.PT_DYNAMIC {
+			ex.Dynamic, ex.DynamicSize = bias+p.Vaddr, p.Memsz
+			break
+		}
+	}
+	return ex, nil
+}
+
+// LinkObject is one entry of the link map with its file name read.
+type LinkObject struct {
+	LinkEntry
+	Path string // the name l_name points to ("" for the executable and for unnamed entries)
+}
+
+// NameReader reads the file name of a link-map entry; LinkObjects' callers pass one to reuse
+// names already read, or to read them under other rules.
+type NameReader func(e LinkEntry) (string, error)
+
+// LinkObjects walks the link map from its first entry (r_debug.r_map) as LinkMap does and
+// reads each entry's name with name; nil reads it with CString (at most MaxPath bytes), an
+// unreadable name then being an error.
+func (im Image) LinkObjects(first uint64, name NameReader) ([]LinkObject, error) {
+	ents, err := im.LinkMap(first)
+	if err != nil {
+		return nil, err
+	}
+	if name == nil {
+		name = func(e LinkEntry) (string, error) {
+			s, err := im.CString(e.Name, MaxPath)
+			if err != nil {
+				return "", fmt.Errorf("procimage: l_name of link_map at %#x: %w", e.Node, err)
+			}
+			return s, nil
+		}
+	}
+	out := make([]LinkObject, len(ents))
+	for i, e := range ents {
+		s, err := name(e)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = LinkObject{LinkEntry: e, Path: s}
+	}
+	return out, nil
 }

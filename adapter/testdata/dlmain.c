@@ -1,6 +1,9 @@
-/* Loads the library named by argv[1] with dlopen and calls its plugin_compute. */
+/* Loads the library named by argv[1] with dlopen and calls its plugin_compute. With argv[2]
+   (GO_FILE), it then waits until that file exists before it ends.
+   Usage: dlmain LIB.so [GO_FILE] */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <unistd.h>
 
 int main(int argc, char **argv)
 {
@@ -12,5 +15,8 @@ int main(int argc, char **argv)
 	int (*f)(int) = (int (*)(int))dlsym(h, "plugin_compute");
 	int r = f(6); /* MARK:call-plugin */
 	printf("plugin says %d\n", r);
+	fflush(stdout);
+	while (argc > 2 && access(argv[2], F_OK) != 0)
+		usleep(10000);
 	return 0;
 }

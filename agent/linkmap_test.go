@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"encoding/binary"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/internal/testenv"
+	"github.com/hpcdap/hpcdap/procimage"
+)
+
+// toolMemory reads a rank's memory with GetMemory, as the front end reads a link map without
+// GetLinkMap.
+type toolMemory struct{ tt *testTool }
+
+func (m toolMemory) ReadAt(p []byte, addr uint64) (int, error) {
+	b, err := m.tt.c.ReadMemory(ctx(), 0, 0, addr, len(p), cdti.SpecAccessUseThreadState)
+	n := copy(p, b)
+	if err == nil && n < len(p) {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// TestGetLinkMap runs a program linked with libm that loads libz with dlopen (testdata/libs.c,
+// a PIE). At its first instruction r_debug is not set up: CmdAddrErr. Stopped once libz is
+// loaded, GetLinkMap (sent with GetAuxVectors, as the front end does) answers the link map the
+// front end reads word by word through GetMemory, every file in it at the address where
+// /proc/PID/maps maps it and every shared object mapped there in it; r_debug given, or the
+// dynamic section, the answer is the same. Too small a bound, a bad r_debug and a looping list
+// are error codes, and the program then runs to its end as if nothing had been asked.
+func TestGetLinkMap(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "libs")
+	if out, err := exec.Command("gcc", "-g", "-O0", "-fno-omit-frame-pointer", "-o", exe, "testdata/libs.c", "-lm").CombinedOutput(); err != nil {
+		t.Fatalf("gcc libs.c: %v\n%s", err, out)
+	}
+	h := newHarness(t, "")
+	out := h.spawn(1, exe)
+	tt, _ := startStopped(t, h, 1)
+	pid := h.rankPid(0)
+	if r := tt.query(0, &cdti.GetLinkMap{}); r.Code != cdti.CmdAddrErr {
+		t.Errorf("GetLinkMap before the dynamic linker ran: %v, want CmdAddrErr", r.Code)
+	}
+
+	rs, err := tt.c.Query(ctx(), 0, &cdti.GetAuxVectors{}, &cdti.GetLinkMap{MaxLength: cdti.MaxLinkMapSize})
+	if err != nil || rs[0].Code != cdti.CmdSuccess {
+		t.Fatalf("GetAuxVectors: %v %v", err, rs)
+	}
+	aux := procimage.AuxvFromWords(rs[0].Ack.(*cdti.GetAuxVectorsAck).Words)
+	bias := aux.Entry() - testenv.ELFEntry(t, exe)
+	loaded := bias + testenv.NMSymbol(t, exe, "loaded")
+	tt.setBreak(0, loaded)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != loaded {
+		t.Fatalf("stopped at %#x, want loaded() at %#x", n.InstAddress, loaded)
+	}
+
+	rs, err = tt.c.Query(ctx(), 0, &cdti.GetAuxVectors{}, &cdti.GetLinkMap{MaxLength: cdti.MaxLinkMapSize})
+	if err != nil || rs[1].Code != cdti.CmdSuccess {
+		t.Fatalf("GetLinkMap: %v %v", err, rs)
+	}
+	lm := rs[1].Ack.(*cdti.GetLinkMapAck)
+
+	// The link map read word by word through GetMemory, with the same reader.
+	im := procimage.Image{Mem: toolMemory{tt}, Layout: procimage.Layout{Order: binary.LittleEndian, PtrSize: 8}}
+	ex, err := im.Executable(aux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdebug, err := im.DebugAddr(ex.Dynamic, min(ex.DynamicSize, 8192))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := im.RDebug(rdebug)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := im.LinkObjects(rd.Map, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lm.RDebug != rdebug || lm.Brk != rd.Brk || lm.State != uint32(procimage.RTConsistent) || len(lm.Entries) != len(objs) {
+		t.Fatalf("GetLinkMapAck r_debug %#x r_brk %#x state %d, %d entries; read through GetMemory: %#x %#x %d, %d entries",
+			lm.RDebug, lm.Brk, lm.State, len(lm.Entries), rdebug, rd.Brk, rd.State, len(objs))
+	}
+	for i, o := range objs {
+		if want := (cdti.LinkMapEntry{Bias: o.Addr, Node: o.Node, Name: o.Path}); lm.Entries[i] != want {
+			t.Errorf("entry %d: %+v, read through GetMemory %+v", i, lm.Entries[i], want)
+		}
+	}
+	if lm.Entries[0].Name != "" || lm.Entries[0].Bias != bias || bias == 0 {
+		t.Errorf("first entry %+v, want the executable at its bias %#x", lm.Entries[0], bias)
+	}
+
+	// /proc/PID/maps: each named file at its bias, each shared object mapped named.
+	starts, err := testenv.ProcMapStarts(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if starts[exe] != bias {
+		t.Errorf("/proc/%d/maps maps %s at %#x, the link map says %#x", pid, exe, starts[exe], bias)
+	}
+	listed := map[string]bool{}
+	for _, e := range lm.Entries[1:] {
+		real, err := filepath.EvalSymlinks(e.Name)
+		if err != nil {
+			continue // the vdso
+		}
+		listed[real] = true
+		if at, ok := starts[real]; !ok || at != e.Bias {
+			t.Errorf("%s: bias %#x; /proc/%d/maps maps it at %#x (found %v)", e.Name, e.Bias, pid, at, ok)
+		}
+	}
+	so := regexp.MustCompile(`\.so(\.[0-9.]+)?$`)
+	var names []string
+	for path := range starts {
+		if real, err := filepath.EvalSymlinks(path); err == nil && so.MatchString(path) {
+			names = append(names, filepath.Base(path))
+			if !listed[real] {
+				t.Errorf("/proc/%d/maps maps %s, the link map does not list it", pid, path)
+			}
+		}
+	}
+	for _, lib := range []string{"libm.so.6", "libz.so.1", "libc.so.6"} {
+		if !strings.Contains(strings.Join(names, " "), lib) {
+			t.Errorf("%s not among the shared objects mapped: %v", lib, names)
+		}
+	}
+
+	// The same answer from r_debug, and from the dynamic section.
+	for _, c := range []*cdti.GetLinkMap{{RDebug: rdebug, MaxLength: cdti.MaxLinkMapSize},
+		{Dynamic: ex.Dynamic, DynamicSize: uint32(ex.DynamicSize), MaxLength: cdti.MaxLinkMapSize}} {
+		r := tt.query(0, c)
+		if a, ok := r.Ack.(*cdti.GetLinkMapAck); r.Code != cdti.CmdSuccess || !ok || len(a.Entries) != len(lm.Entries) ||
+			a.Entries[len(a.Entries)-1] != lm.Entries[len(lm.Entries)-1] || a.RDebug != rdebug {
+			t.Errorf("GetLinkMap %+v: %v %+v", c, r.Code, r.Ack)
+		}
+	}
+
+	// Errors: an answer over its bound, r_debug where nothing is mapped, a list that loops.
+	if r := tt.query(0, &cdti.GetLinkMap{MaxLength: 64}); r.Code != cdti.CmdLngthErr {
+		t.Errorf("GetLinkMap of at most 64 bytes: %v, want CmdLngthErr", r.Code)
+	}
+	if r := tt.query(0, &cdti.GetLinkMap{RDebug: 8}); r.Code != cdti.CmdParmErr {
+		t.Errorf("GetLinkMap with r_debug at 8: %v, want CmdParmErr", r.Code)
+	}
+	last := objs[len(objs)-1].Node + 3*8 // its l_next
+	word := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	tt.mustUpdate(0, &cdti.SetMemory{Addr: last, Data: word(objs[0].Node)})
+	if r := tt.query(0, &cdti.GetLinkMap{}); r.Code != cdti.CmdParmErr {
+		t.Errorf("GetLinkMap of a looping list: %v, want CmdParmErr", r.Code)
+	}
+	tt.mustUpdate(0, &cdti.SetMemory{Addr: last, Data: word(0)})
+
+	orig := testenv.ELFBytes(t, exe, loaded-bias, 1)[0]
+	tt.mustUpdate(0, &cdti.ResetBreakpoint{Addr: loaded, Instruction: uint32(orig)})
+	tt.cont(0)
+	if st := tt.waitTermination(0); !st.Exited() || st.ExitCode() != 0 {
+		t.Errorf("exit %+v, want 0", st)
+	}
+	out.waitFor(t, "done 1.5403")
+}
