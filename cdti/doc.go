@@ -203,7 +203,7 @@
 //	1105  GetTraceback       Query   max frames u32 @8 (0: 400, at most 4000)
 //	1106  GetTracebackAck            frame count u32 @8, frames @16: {pc u64, cfa u64}, innermost first
 //	1107  GetLinkMap         Query   dynamic section address u64 @8 (0: the agent finds it), its size u32 @16,
-//	                                 max length u32 @20 (0: 16 KiB, at most 60 KiB), r_debug address u64 @24 (0: unknown)
+//	                                 max length u32 @20 (0: 16 KiB, at most 56 KiB), r_debug address u64 @24 (0: unknown)
 //	1108  GetLinkMapAck              r_debug u64 @8, r_brk u64 @16, r_state u32 @24, entry count u32 @28 (at most 4096),
 //	                                 entries @32: {l_addr u64, node u64, name length u32 @16 (at most 4096), name @24,
 //	                                 padded to 8}, in link-map order

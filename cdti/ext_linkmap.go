@@ -14,8 +14,8 @@ const (
 	// corrupt one.
 	MaxLinkMapEntries = 4096
 	// MaxLinkMapSize bounds GetLinkMap.MaxLength: a GetLinkMapAck of this size still fits in
-	// one QueryAck beside a GetAuxVectorsAck.
-	MaxLinkMapSize = 60 << 10
+	// one QueryAck beside a GetTargetInfoAck and a GetAuxVectorsAck.
+	MaxLinkMapSize = 56 << 10
 	// DefaultLinkMapSize is GetLinkMap's bound when MaxLength is 0.
 	DefaultLinkMapSize    = 16 << 10
 	getLinkMapSize        = 32

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -362,3 +363,45 @@ type chunkReader struct {
 }
 
 func (c chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// TestLinkMapQueryFits: the Query a front end loads a rank with (GetTargetInfo, GetAuxVectors
+// and GetLinkMap at its largest) fits one message and one ack; a larger bound is refused.
+func TestLinkMapQueryFits(t *testing.T) {
+	if err := CheckCommands(MsgQuery, []Command{&GetTargetInfo{}, &GetAuxVectors{}, &GetLinkMap{MaxLength: MaxLinkMapSize}}); err != nil {
+		t.Errorf("GetTargetInfo, GetAuxVectors and the largest GetLinkMap: %v", err)
+	}
+	if err := Validate(&GetLinkMap{MaxLength: MaxLinkMapSize + 1}); err == nil {
+		t.Error("a GetLinkMap over MaxLinkMapSize validated")
+	}
+	if _, err := DecodeCommand(TypeGetLinkMap, rawLinkMap(MaxLinkMapSize+1)); err == nil {
+		t.Error("a GetLinkMap over MaxLinkMapSize decoded")
+	}
+	if _, err := DecodeCommand(TypeGetLinkMap, make([]byte, getLinkMapSize-1)); err == nil {
+		t.Error("a short GetLinkMap decoded")
+	}
+}
+
+// TestLinkMapAckMalformed: a GetLinkMapAck whose count or a name is over its limit, or runs
+// past the payload, is an error naming the ack.
+func TestLinkMapAckMalformed(t *testing.T) {
+	a := &GetLinkMapAck{ThreadID: 1, RDebug: 0x1000, Entries: []LinkMapEntry{{Bias: 1, Node: 2}, {Bias: 3, Node: 4, Name: "/lib/libm.so.6"}}}
+	good := make([]byte, a.EncodedSize())
+	a.Encode(good)
+	if got, err := DecodeAck(TypeGetLinkMapAck, good); err != nil || !reflect.DeepEqual(got, a) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	bad := map[string]func(b []byte) []byte{
+		"count over the limit": func(b []byte) []byte { be.PutUint32(b[28:], MaxLinkMapEntries+1); return b },
+		"count past the end":   func(b []byte) []byte { be.PutUint32(b[28:], 3); return b },
+		"name over the limit":  func(b []byte) []byte { be.PutUint32(b[56+16:], MaxExePathSize+1); return b },
+		"name past the end":    func(b []byte) []byte { be.PutUint32(b[56+16:], 40); return b },
+		"padding cut":          func(b []byte) []byte { return b[:len(b)-1] },
+		"header cut":           func(b []byte) []byte { return b[:31] },
+	}
+	for what, f := range bad {
+		_, err := DecodeAck(TypeGetLinkMapAck, f(bytes.Clone(good)))
+		if err == nil || !strings.Contains(err.Error(), "GetLinkMapAck") {
+			t.Errorf("%s: %v, want an error naming GetLinkMapAck", what, err)
+		}
+	}
+}

@@ -14,7 +14,8 @@ import (
 
 // A rank's shared objects come from the dynamic linker's link map (r_debug, found through
 // DT_DEBUG in the executable's dynamic section). An hpcdap agent walks it next to the process
-// and answers the whole list to one GetLinkMap, sent with GetAuxVectors (readModulesLocked);
+// and answers the whole list to one GetLinkMap, sent with GetAuxVectors (readModulesLocked),
+// and at the rank's first load with GetTargetInfo too (loadLocked): one exchange a rank;
 // behind a CNK, or an agent that refuses it or whose list does not fit its answer, the front
 // end walks it here, word group by word group and name by name over GetMemory (linkMap). Both
 // walks are procimage's.

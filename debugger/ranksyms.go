@@ -113,14 +113,21 @@ func (rs *rankSymbols) ensure(ctx context.Context) error {
 	return rs.loadErr
 }
 
+// loadLocked learns what the rank's process is and its modules with one Query: GetTargetInfo,
+// and the auxiliary vector and the link map as readModulesLocked asks for them. An agent that
+// answers GetTargetInfo with CmdInval is a BG/Q CNK (loadFromELF).
 func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 	r := rs.rank
-	ti, err := rs.client().TargetInfo(ctx, rs.num())
-	if errors.Is(err, cdti.ErrNotSupported) {
+	res, err := rs.client().Query(ctx, rs.num(), &cdti.GetTargetInfo{}, &cdti.GetAuxVectors{}, rs.linkMapCommand())
+	if err == nil && res[0].Code == cdti.CmdInval {
 		return rs.loadFromELF(ctx, gen)
 	}
-	if err != nil {
-		return fmt.Errorf("rank %d: %w", r.Num, err)
+	if err != nil || res[0].Code != cdti.CmdSuccess {
+		return fmt.Errorf("rank %d: target info: %v", r.Num, errOr(err, res))
+	}
+	ti, ok := res[0].Ack.(*cdti.GetTargetInfoAck)
+	if !ok {
+		return fmt.Errorf("rank %d: target info: answered with %T", r.Num, res[0].Ack)
 	}
 	r.node.ext.Store(true) // an hpcdap agent with the extensions: collectives may go to it
 	rs.order = ti.Order()
@@ -132,7 +139,7 @@ func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 		rs.exe = r.Exe
 	}
 	rs.mem = &rankMemory{rs: rs}
-	return rs.readModulesLocked(ctx, gen)
+	return rs.takeModulesLocked(ctx, gen, res[1:])
 }
 
 // Arch returns the rank's machine (nil before ensure).
@@ -187,29 +194,42 @@ func (r *Rank) listGenNow() listGen {
 
 // readModulesLocked finds the executable's load bias from the auxiliary vector and the shared
 // objects from the dynamic linker's link map (r_debug, through DT_DEBUG), all read from the
-// process through CDTI.
+// process through CDTI. With an hpcdap agent, the link map comes in the same Query as the
+// auxiliary vector: the agent walks it next to the process (GetLinkMap), finding the
+// executable's dynamic section from its own auxiliary vector, so that the list costs one
+// exchange whatever the bias the front end has yet to compute from the answer.
 func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error {
+	cmds := []cdti.Command{&cdti.GetAuxVectors{}}
+	if rs.rank.node.ext.Load() && !rs.cnk {
+		cmds = append(cmds, rs.linkMapCommand())
+	}
+	res, err := rs.client().Query(ctx, rs.num(), cmds...)
+	if err != nil {
+		return fmt.Errorf("rank %d: read the auxiliary vector: %v", rs.rank.Num, err)
+	}
+	return rs.takeModulesLocked(ctx, gen, res)
+}
+
+// linkMapCommand asks an agent for the rank's link map (r_debug once known).
+func (rs *rankSymbols) linkMapCommand() *cdti.GetLinkMap {
+	return &cdti.GetLinkMap{MaxLength: cdti.MaxLinkMapSize, RDebug: rs.rdebug}
+}
+
+// takeModulesLocked makes the rank's module list from the answers to GetAuxVectors and, when
+// res holds one, GetLinkMap; without a usable answer to the second, it walks the link map
+// itself.
+func (rs *rankSymbols) takeModulesLocked(ctx context.Context, gen listGen, res []cdti.Result) error {
 	r := rs.rank
 	cache := r.job.syms
 	bin, err := cache.Open(rs.exe)
 	if err != nil {
 		return fmt.Errorf("rank %d: read %s: %w", r.Num, rs.exe, err)
 	}
-	// With an hpcdap agent, the link map comes in the same Query as the auxiliary vector:
-	// the agent walks it next to the process (GetLinkMap), finding the executable's dynamic
-	// section from its own auxiliary vector, so that the list costs one exchange whatever
-	// the bias the front end has yet to compute from the answer.
-	cmds := []cdti.Command{&cdti.GetAuxVectors{}}
-	withMap := r.node.ext.Load() && !rs.cnk
-	if withMap {
-		cmds = append(cmds, &cdti.GetLinkMap{MaxLength: cdti.MaxLinkMapSize, RDebug: rs.rdebug})
-	}
-	rs2, err := rs.client().Query(ctx, rs.num(), cmds...)
-	if err != nil || rs2[0].Code != cdti.CmdSuccess {
-		return fmt.Errorf("rank %d: read the auxiliary vector: %v", r.Num, errOr(err, rs2))
+	if len(res) == 0 || res[0].Code != cdti.CmdSuccess {
+		return fmt.Errorf("rank %d: read the auxiliary vector: %v", r.Num, errOr(nil, res))
 	}
 	aux := procimage.Auxv{}
-	if a, ok := rs2[0].Ack.(*cdti.GetAuxVectorsAck); ok {
+	if a, ok := res[0].Ack.(*cdti.GetAuxVectorsAck); ok {
 		aux = procimage.AuxvFromWords(a.Words)
 	}
 	var bias uint64
@@ -223,8 +243,8 @@ func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error
 	mods := []*symbols.Module{symbols.NewModule(bin, rs.exe, bias)}
 	var libs []linkedObject
 	answered := false
-	if withMap && len(rs2) > 1 {
-		libs, answered, err = rs.linkMapAnswer(rs2[1])
+	if len(res) > 1 {
+		libs, answered, err = rs.linkMapAnswer(res[1])
 	}
 	if !answered {
 		libs, err = rs.linkMap(ctx, bin, bias)

@@ -3,6 +3,7 @@ package procimage_test
 import (
 	"debug/elf"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -124,6 +125,20 @@ func TestObjectsEveryLayout(t *testing.T) {
 			ents, err := im.LinkMap(rd.Map)
 			if err != nil || len(ents) != 3 || ents[2].Prev != ents[1].Node || ents[1].Next != ents[2].Node {
 				t.Errorf("link map %+v, %v", ents, err)
+			}
+			// A name reader's names are taken, its error ends the walk.
+			objsNamed, err := im.LinkObjects(rd.Map, func(e procimage.LinkEntry) (string, error) {
+				return fmt.Sprintf("%#x", e.Node), nil
+			})
+			if err != nil || len(objsNamed) != 3 || objsNamed[2].Path != fmt.Sprintf("%#x", ents[2].Node) || objsNamed[1].Addr != biases[1] {
+				t.Errorf("link objects named by the reader: %+v, %v", objsNamed, err)
+			}
+			if _, err := im.LinkObjects(rd.Map, func(procimage.LinkEntry) (string, error) { return "", errors.New("no") }); err == nil {
+				t.Error("a name reader's error was dropped")
+			}
+			ex, err := im.Executable(auxOf(l))
+			if err != nil || ex != (procimage.Executable{Bias: base, Dynamic: base + 0x200, DynamicSize: uint64(4 * l.PtrSize)}) {
+				t.Errorf("executable %+v, %v", ex, err)
 			}
 			img := imageOf(l, names, biases)
 			next := 0x400 + 2*5*l.PtrSize + 3*l.PtrSize // the last entry's l_next, back to the first
