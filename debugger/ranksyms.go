@@ -122,8 +122,11 @@ func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 	if err == nil && res[0].Code == cdti.CmdInval {
 		return rs.loadFromELF(ctx, gen)
 	}
-	if err != nil || res[0].Code != cdti.CmdSuccess {
-		return fmt.Errorf("rank %d: target info: %v", r.Num, errOr(err, res))
+	if err == nil && res[0].Code != cdti.CmdSuccess {
+		err = &cdti.CommandError{Type: cdti.TypeGetTargetInfo, Code: res[0].Code}
+	}
+	if err != nil {
+		return fmt.Errorf("rank %d: target info: %w", r.Num, err)
 	}
 	ti, ok := res[0].Ack.(*cdti.GetTargetInfoAck)
 	if !ok {
@@ -205,7 +208,7 @@ func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error
 	}
 	res, err := rs.client().Query(ctx, rs.num(), cmds...)
 	if err != nil {
-		return fmt.Errorf("rank %d: read the auxiliary vector: %v", rs.rank.Num, err)
+		return fmt.Errorf("rank %d: read the auxiliary vector: %w", rs.rank.Num, err)
 	}
 	return rs.takeModulesLocked(ctx, gen, res)
 }
