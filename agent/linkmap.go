@@ -40,7 +40,11 @@ func (p *proc) getLinkMap(tid uint32, c *cdti.GetLinkMap) cdti.Result {
 	if err != nil {
 		return fail(cdti.CmdParmErr, tid)
 	}
-	objs, err := im.LinkObjects(rd.Map, nil)
+	// A name that cannot be read leaves its entry out, as the front end's own walk does.
+	objs, err := im.LinkObjects(rd.Map, func(e procimage.LinkEntry) (string, error) {
+		name, _ := im.CString(e.Name, procimage.MaxPath)
+		return name, nil
+	})
 	if err != nil || len(objs) > cdti.MaxLinkMapEntries {
 		return fail(cdti.CmdParmErr, tid)
 	}
