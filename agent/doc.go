@@ -299,8 +299,8 @@
 // GetProcessData gives the rank, the pid as tgid, the [heap] mapping (end and break) and the
 // span of the other mappings as the mmap range (end addresses inclusive, as the CNK's), and the
 // time since the process started as jobTime; GetTargetInfo, GetRegisterSet and SetRegisterSet
-// (user_regs_struct, user_fpregs_struct) and GetTraceback are the extensions of DESIGN decision
-// 2; AllocateMemory and FreeMemory inject mmap (private, anonymous, read-write-execute) and
+// (user_regs_struct, user_fpregs_struct), GetTraceback and GetLinkMap (the dynamic linker's
+// link map walked here, reading only) are the extensions of DESIGN decision 2; AllocateMemory and FreeMemory inject mmap (private, anonymous, read-write-execute) and
 // munmap into a stopped thread, restoring its registers and code; SetPreferences is stored
 // for GetPreferences (its DAC mode is used as above). The file commands serve the session's
 // staging directory (Config.StagingDir) and nothing outside it. The Power register commands

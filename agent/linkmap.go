@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"io"
-
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/procimage"
 )
@@ -16,6 +14,9 @@ func (p *proc) getLinkMap(tid uint32, c *cdti.GetLinkMap) cdti.Result {
 		return fail(cdti.CmdInval, tid) // a target whose words this agent cannot decode
 	}
 	rdebug := c.RDebug
+	if c.Dynamic != 0 && int(c.DynamicSize) < 2*im.PtrSize {
+		return fail(cdti.CmdParmErr, tid) // not one dynamic entry
+	}
 	if rdebug == 0 {
 		dyn, size := c.Dynamic, uint64(c.DynamicSize)
 		if dyn == 0 {
@@ -45,7 +46,7 @@ func (p *proc) getLinkMap(tid uint32, c *cdti.GetLinkMap) cdti.Result {
 		name, _ := im.CString(e.Name, procimage.MaxPath)
 		return name, nil
 	})
-	if err != nil || len(objs) > cdti.MaxLinkMapEntries {
+	if err != nil || len(objs) > cdti.MaxLinkMapEntries { // (procimage's own bound is the same)
 		return fail(cdti.CmdParmErr, tid)
 	}
 	a := &cdti.GetLinkMapAck{ThreadID: tid, RDebug: rdebug, Brk: rd.Brk, State: uint32(rd.State),
@@ -62,13 +63,9 @@ func (p *proc) getLinkMap(tid uint32, c *cdti.GetLinkMap) cdti.Result {
 	return ok(a)
 }
 
-// imageMemory reads the process for procimage: as its program has it, a short read an error.
+// imageMemory reads the process for procimage, as its program has it.
 type imageMemory struct{ p *proc }
 
 func (m imageMemory) ReadAt(b []byte, addr uint64) (int, error) {
-	n, err := programMemory{m.p}.ReadMemory(addr, b)
-	if err == nil && n < len(b) {
-		err = io.ErrUnexpectedEOF
-	}
-	return n, err
+	return programMemory{m.p}.ReadMemory(addr, b)
 }

@@ -5,7 +5,6 @@ import (
 	"debug/elf"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/procimage"
@@ -21,12 +20,16 @@ import (
 // walks are procimage's.
 
 // linkMapAnswer takes the link map from an agent's answer to GetLinkMap. answered is false
-// when the agent does not know the command (CmdInval) or the list does not fit its answer
-// (CmdLngthErr): the front end then walks the map itself.
+// when the agent does not know the command (CmdInval), the list does not fit its answer
+// (CmdLngthErr) or the agent could not walk it (CmdParmErr): the front end then walks the map
+// itself.
 func (rs *rankSymbols) linkMapAnswer(r cdti.Result) (libs []linkedObject, answered bool, err error) {
 	switch r.Code {
 	case cdti.CmdSuccess:
-	case cdti.CmdInval, cdti.CmdLngthErr:
+	case cdti.CmdInval, cdti.CmdLngthErr, cdti.CmdParmErr:
+		// Walked here instead: an agent that does not know the command, a list over one
+		// answer, or one the agent could not walk (a back end without the auxiliary vector
+		// finds no dynamic section, where the front end's own ELF headers do).
 		return nil, false, nil
 	case cdti.CmdAddrErr:
 		return nil, true, errors.New("r_debug not set up yet")
@@ -81,11 +84,7 @@ type cdtiImage struct {
 
 func (m cdtiImage) ReadAt(p []byte, addr uint64) (int, error) {
 	b, err := m.rs.client().ReadMemory(m.ctx, m.rs.num(), 0, addr, len(p), cdti.SpecAccessUseThreadState)
-	n := copy(p, b)
-	if err == nil && n < len(p) {
-		err = io.ErrUnexpectedEOF
-	}
-	return n, err
+	return copy(p, b), err
 }
 
 // lmEntry identifies a link-map entry: its address, its name pointer and its load bias.

@@ -208,7 +208,7 @@ func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error
 	}
 	res, err := rs.client().Query(ctx, rs.num(), cmds...)
 	if err != nil {
-		return fmt.Errorf("rank %d: read the auxiliary vector: %w", rs.rank.Num, err)
+		return fmt.Errorf("rank %d: read the auxiliary vector and the link map: %w", rs.rank.Num, err)
 	}
 	return rs.takeModulesLocked(ctx, gen, res)
 }

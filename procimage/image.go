@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 )
 
 // Memory reads a process's address space. ReadAt reads len(p) bytes at addr; a short read
@@ -53,10 +54,15 @@ type Image struct {
 	Layout
 }
 
-// read returns n bytes at addr.
+// read returns n bytes at addr; fewer is an error (io.ErrUnexpectedEOF), whatever the memory
+// says of it.
 func (im Image) read(addr uint64, n int) ([]byte, error) {
 	b := make([]byte, n)
-	if _, err := im.Mem.ReadAt(b, addr); err != nil {
+	got, err := im.Mem.ReadAt(b, addr)
+	if err == nil && got < n {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return nil, err
 	}
 	return b, nil
