@@ -150,6 +150,21 @@ func TestTreeCollectives(t *testing.T) {
 	}
 }
 
+// forCollectiveModes runs bench at 256 and 1,024 ranks, with collectives and rank by rank
+// (HPCDAP_COLLECTIVES=0), as the sub-benchmarks "np=N/collective" and "np=N/per-rank".
+func forCollectiveModes(b *testing.B, bench func(b *testing.B, np int)) {
+	for _, np := range []int{256, 1024} {
+		for _, how := range []string{"collective", "per-rank"} {
+			b.Run(fmt.Sprintf("np=%d/%s", np, how), func(b *testing.B) {
+				if how == "per-rank" {
+					b.Setenv("HPCDAP_COLLECTIVES", "0")
+				}
+				bench(b, np)
+			})
+		}
+	}
+}
+
 // BenchmarkCollectivePauseContinue launches np local ranks of a sleeping program on agents of
 // 64 ranks each at fan-out 4 (a tree above 4 agents) and measures a pause of every rank (the
 // request until the stopped event) and a continue of every rank (the request until its
@@ -159,36 +174,29 @@ func TestTreeCollectives(t *testing.T) {
 //	go test -run '^$' -bench CollectivePauseContinue -benchtime 3x ./adapter
 func BenchmarkCollectivePauseContinue(b *testing.B) {
 	p := compileC(b, "nap")
-	for _, np := range []int{256, 1024} {
-		for _, how := range []string{"collective", "per-rank"} {
-			b.Run(fmt.Sprintf("np=%d/%s", np, how), func(b *testing.B) {
-				if how == "per-rank" {
-					b.Setenv("HPCDAP_COLLECTIVES", "0")
-				}
-				d := newDAP(b, viaPipe)
-				defer d.close()
-				d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
-				d.call("configurationDone", nil, nil)
-				tid := d.ranks().Ranks[0].ThreadID
-				var pause, cont time.Duration
-				before := *d.ranks().Messages
-				for b.Loop() {
-					t0 := time.Now()
-					d.call("pause", map[string]any{"threadId": tid}, nil)
-					d.stopped()
-					t1 := time.Now()
-					d.call("continue", map[string]any{"threadId": tid}, nil)
-					pause += t1.Sub(t0)
-					cont += time.Since(t1)
-				}
-				after := *d.ranks().Messages
-				n := float64(b.N)
-				b.ReportMetric(float64(pause.Microseconds())/1000/n, "pause-ms")
-				b.ReportMetric(float64(cont.Microseconds())/1000/n, "continue-ms")
-				b.ReportMetric(float64(after.Sent-before.Sent+after.Received-before.Received)/n, "fe-msgs")
-			})
+	forCollectiveModes(b, func(b *testing.B, np int) {
+		d := newDAP(b, viaPipe)
+		defer d.close()
+		d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
+		d.call("configurationDone", nil, nil)
+		tid := d.ranks().Ranks[0].ThreadID
+		var pause, cont time.Duration
+		before := *d.ranks().Messages
+		for b.Loop() {
+			t0 := time.Now()
+			d.call("pause", map[string]any{"threadId": tid}, nil)
+			d.stopped()
+			t1 := time.Now()
+			d.call("continue", map[string]any{"threadId": tid}, nil)
+			pause += t1.Sub(t0)
+			cont += time.Since(t1)
 		}
-	}
+		after := *d.ranks().Messages
+		n := float64(b.N)
+		b.ReportMetric(float64(pause.Microseconds())/1000/n, "pause-ms")
+		b.ReportMetric(float64(cont.Microseconds())/1000/n, "continue-ms")
+		b.ReportMetric(float64(after.Sent-before.Sent+after.Received-before.Received)/n, "fe-msgs")
+	})
 }
 
 // TestTreeDetach ends a session of 8 ranks on 4 local agents (2 ranks each) at fan-out 2,
@@ -259,36 +267,29 @@ func TestTreeDetach(t *testing.T) {
 // rank must be running untraced; rank by rank with HPCDAP_COLLECTIVES=0.
 func BenchmarkDetach(b *testing.B) {
 	p := compileC(b, "nap")
-	for _, np := range []int{256, 1024} {
-		for _, how := range []string{"collective", "per-rank"} {
-			b.Run(fmt.Sprintf("np=%d/%s", np, how), func(b *testing.B) {
-				if how == "per-rank" {
-					b.Setenv("HPCDAP_COLLECTIVES", "0")
+	forCollectiveModes(b, func(b *testing.B, np int) {
+		var took time.Duration
+		for b.Loop() {
+			d := newDAP(b, viaPipe)
+			d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
+			d.call("configurationDone", nil, nil)
+			ranks := d.ranks().Ranks
+			d.call("pause", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+			d.stopped()
+			t0 := time.Now()
+			d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+			took += time.Since(t0)
+			for _, r := range ranks {
+				tp, st := procStatus(r.Pid, "TracerPid"), procStatus(r.Pid, "State")
+				if tp != "0" || strings.HasPrefix(st, "t") || strings.HasPrefix(st, "T") {
+					b.Errorf("rank %d (pid %d) after the detach: tracer %q, state %q", r.Rank, r.Pid, tp, st)
 				}
-				var took time.Duration
-				for b.Loop() {
-					d := newDAP(b, viaPipe)
-					d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 64, "fanout": 4})
-					d.call("configurationDone", nil, nil)
-					ranks := d.ranks().Ranks
-					d.call("pause", map[string]any{"threadId": ranks[0].ThreadID}, nil)
-					d.stopped()
-					t0 := time.Now()
-					d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
-					took += time.Since(t0)
-					for _, r := range ranks {
-						tp, st := procStatus(r.Pid, "TracerPid"), procStatus(r.Pid, "State")
-						if tp != "0" || strings.HasPrefix(st, "t") || strings.HasPrefix(st, "T") {
-							b.Errorf("rank %d (pid %d) after the detach: tracer %q, state %q", r.Rank, r.Pid, tp, st)
-						}
-						syscall.Kill(r.Pid, syscall.SIGKILL)
-					}
-					d.close()
-				}
-				b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "detach-ms")
-			})
+				syscall.Kill(r.Pid, syscall.SIGKILL)
+			}
+			d.close()
 		}
-	}
+		b.ReportMetric(float64(took.Microseconds())/1000/float64(b.N), "detach-ms")
+	})
 }
 
 // BenchmarkCompareAtScale measures hpcdap/compareExpression over every rank of nap.c, paused
