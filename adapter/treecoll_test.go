@@ -72,17 +72,22 @@ func TestTreeCollectives(t *testing.T) {
 	d.call("pause", map[string]any{"threadId": tid}, nil)
 	d.stopped()
 	// A new breakpoint after the ranks ran has their link maps read again, rank by rank (the
-	// libraries may have changed): done here by a first breakpoint, at the sleep. Moving it to
-	// the tick is then two collectives (the originals under the trap that goes, and the one
-	// list that plants one trap and removes the other), beside one read per rank of the link
-	// map's state, which a new breakpoint still costs.
+	// libraries may have changed; one Query a rank, its state with it): done here by a first
+	// breakpoint, at the sleep. Moving it to the tick at the same stop is then two collectives
+	// (the originals under the trap that goes, and the one list that plants one trap and
+	// removes the other), and nothing per rank.
+	before = messages()
 	d.setBreakpoints(p.src, p.line(t, "sleep"))
+	if after := messages(); after.Sent-before.Sent > 2+8 || after.Received-before.Received > 2+8 {
+		t.Errorf("a first breakpoint after a run of 8 ranks: %d messages sent, %d received; want at most 2 collectives and 1 per rank",
+			after.Sent-before.Sent, after.Received-before.Received)
+	}
 	before = messages()
 	bps := d.setBreakpoints(p.src, p.line(t, "tick"))
 	if !bps[0].Verified {
 		t.Fatalf("breakpoint %+v", bps[0])
 	}
-	exchanged("move a breakpoint", before, 2+8, 2+8)
+	exchanged("move a breakpoint", before, 2, 2)
 	hit := map[int]bool{}
 	for tries := 0; len(hit) < 8; tries++ {
 		if tries > 20 {

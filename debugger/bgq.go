@@ -53,7 +53,7 @@ func (rs *rankSymbols) loadFromELF(ctx context.Context, gen listGen) error {
 	if !r.node.cnk.Swap(true) {
 		r.job.logf("the agent of %s speaks CDTI v6 only (a BG/Q CNK): machine from %s, registers by the v6 commands, stacks unwound here", r.node.host, r.Exe)
 	}
-	return rs.readModulesLocked(ctx, gen)
+	return rs.readModulesLocked(ctx, gen, false)
 }
 
 // behindCNK reports whether r's agent is a BG/Q CNK (known once it refused GetTargetInfo). It

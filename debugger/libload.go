@@ -63,16 +63,15 @@ func (j *Job) updateLibraryWatch(ctx context.Context, ranks []*Rank) {
 	}
 }
 
-// refreshModules reads the link map of ranks again where it is consistent (each rank at most
-// once per stop): a library loaded while nobody watched is then known.
+// refreshModules reads the link map of ranks again (each rank at most once per stop; a map
+// the dynamic linker is changing is not taken): a library loaded while nobody watched is then
+// known.
 func (j *Job) refreshModules(ctx context.Context, ranks []*Rank) {
 	var wg sync.WaitGroup
 	for _, r := range ranks {
 		wg.Go(func() {
 			defer j.recoverPanic(fmt.Sprintf("modules of rank %d", r.Num))
-			if !r.sym.linkMapChanging(ctx) {
-				r.sym.modules(ctx, true)
-			}
+			r.sym.modules(ctx, true)
 		})
 	}
 	wg.Wait()
@@ -93,9 +92,6 @@ func (j *Job) onLibraryEvent(r *Rank) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	defer j.updateLibraryWatch(ctx, []*Rank{r})
-	if r.sym.linkMapChanging(ctx) {
-		return
-	}
 	before, _ := r.sym.modules(ctx, false)
 	known := map[string]bool{}
 	for _, m := range before {

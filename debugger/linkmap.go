@@ -23,7 +23,8 @@ import (
 // when the agent does not know the command (CmdInval), the list does not fit its answer
 // (CmdLngthErr) or the agent could not walk it (CmdParmErr): the front end then walks the map
 // itself.
-func (rs *rankSymbols) linkMapAnswer(r cdti.Result) (libs []linkedObject, answered bool, err error) {
+// With consistent, a map the dynamic linker is changing is errLinkMapChanging.
+func (rs *rankSymbols) linkMapAnswer(r cdti.Result, consistent bool) (libs []linkedObject, answered bool, err error) {
 	switch r.Code {
 	case cdti.CmdSuccess:
 	case cdti.CmdInval, cdti.CmdLngthErr, cdti.CmdParmErr:
@@ -47,6 +48,9 @@ func (rs *rankSymbols) linkMapAnswer(r cdti.Result) (libs []linkedObject, answer
 		return nil, true, nil // a static executable
 	}
 	rs.rdebug, rs.rbrk = a.RDebug, a.Brk
+	if consistent && procimage.RState(a.State) != procimage.RTConsistent {
+		return nil, true, errLinkMapChanging
+	}
 	for i, e := range a.Entries {
 		if e.Name != "" && i > 0 {
 			libs = append(libs, linkedObject{path: e.Name, bias: e.Bias})
@@ -55,19 +59,10 @@ func (rs *rankSymbols) linkMapAnswer(r cdti.Result) (libs []linkedObject, answer
 	return libs, true, nil
 }
 
-// linkMapChanging reports whether the dynamic linker is between the two r_brk calls that
-// bracket every change (r_debug.r_state is RT_ADD or RT_DELETE): only the second call sees a
-// consistent map worth reading.
-func (rs *rankSymbols) linkMapChanging(ctx context.Context) bool {
-	rs.mu.Lock()
-	rdebug, arch := rs.rdebug, rs.arch
-	rs.mu.Unlock()
-	if rdebug == 0 || arch == nil {
-		return false
-	}
-	rd, err := rs.image(ctx, arch).RDebug(rdebug)
-	return err == nil && rd.Changing()
-}
+// errLinkMapChanging is a link map read while the dynamic linker is between the two r_brk
+// calls that bracket every change (r_debug.r_state is RT_ADD or RT_DELETE): only the second
+// call sees a consistent map worth taking.
+var errLinkMapChanging = errors.New("the dynamic linker is changing the link map")
 
 // image is the rank's process image read directly through CDTI (not through the per-stop
 // cache: the link map changes while the rank runs).
@@ -96,8 +91,9 @@ type linkedObject struct {
 	bias uint64
 }
 
-// linkMap walks r_debug.r_map from the executable's DT_DEBUG entry.
-func (rs *rankSymbols) linkMap(ctx context.Context, exe *symbols.Binary, bias uint64) ([]linkedObject, error) {
+// linkMap walks r_debug.r_map from the executable's DT_DEBUG entry. With consistent, a map
+// the dynamic linker is changing is errLinkMapChanging.
+func (rs *rankSymbols) linkMap(ctx context.Context, exe *symbols.Binary, bias uint64, consistent bool) ([]linkedObject, error) {
 	dyn, ok := exe.ProgHeader(elf.PT_DYNAMIC)
 	if !ok {
 		return nil, nil // static executable
@@ -119,6 +115,9 @@ func (rs *rankSymbols) linkMap(ctx context.Context, exe *symbols.Binary, bias ui
 		return nil, err
 	}
 	rs.rbrk = rd.Brk // the dynamic linker calls it around every change
+	if consistent && rd.Changing() {
+		return nil, errLinkMapChanging
+	}
 	names := map[lmEntry]string{}
 	// Names already read are not read again; one that cannot be read leaves its entry out.
 	ents, err := im.LinkObjects(rd.Map, func(e procimage.LinkEntry) (string, error) {

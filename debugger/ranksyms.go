@@ -142,7 +142,7 @@ func (rs *rankSymbols) loadLocked(ctx context.Context, gen listGen) error {
 		rs.exe = r.Exe
 	}
 	rs.mem = &rankMemory{rs: rs}
-	return rs.takeModulesLocked(ctx, gen, res[1:])
+	return rs.takeModulesLocked(ctx, gen, res[1:], false)
 }
 
 // Arch returns the rank's machine (nil before ensure).
@@ -164,7 +164,8 @@ func (rs *rankSymbols) setLibraryWatch(planted bool) {
 }
 
 // modules returns the rank's modules, rereading the link map when asked to (a library may
-// have been loaded since): once per stop, every time while the rank runs.
+// have been loaded since): once per stop, every time while the rank runs. A map the dynamic
+// linker is changing is not taken: the last consistent list stays.
 func (rs *rankSymbols) modules(ctx context.Context, refresh bool) ([]*symbols.Module, error) {
 	if err := rs.ensure(ctx); err != nil {
 		return nil, err
@@ -173,7 +174,8 @@ func (rs *rankSymbols) modules(ctx context.Context, refresh bool) ([]*symbols.Mo
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	if refresh && (rs.modsGen != gen || !gen.stopped) && rs.rank.node.client != nil {
-		if err := rs.readModulesLocked(ctx, gen); err != nil {
+		// A map being changed leaves the last consistent list, which is the answer.
+		if err := rs.readModulesLocked(ctx, gen, true); err != nil && !errors.Is(err, errLinkMapChanging) {
 			return rs.mods, err
 		}
 	}
@@ -201,7 +203,11 @@ func (r *Rank) listGenNow() listGen {
 // auxiliary vector: the agent walks it next to the process (GetLinkMap), finding the
 // executable's dynamic section from its own auxiliary vector, so that the list costs one
 // exchange whatever the bias the front end has yet to compute from the answer.
-func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error {
+//
+// With consistent, a link map the dynamic linker is changing (between the two r_brk calls
+// that bracket every change) is not taken: the list stays as it was and the error is
+// errLinkMapChanging. A rank's first list takes the map as it is.
+func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen, consistent bool) error {
 	cmds := []cdti.Command{&cdti.GetAuxVectors{}}
 	if rs.rank.node.ext.Load() && !rs.cnk {
 		cmds = append(cmds, rs.linkMapCommand())
@@ -210,7 +216,7 @@ func (rs *rankSymbols) readModulesLocked(ctx context.Context, gen listGen) error
 	if err != nil {
 		return fmt.Errorf("rank %d: read the auxiliary vector and the link map: %w", rs.rank.Num, err)
 	}
-	return rs.takeModulesLocked(ctx, gen, res)
+	return rs.takeModulesLocked(ctx, gen, res, consistent)
 }
 
 // linkMapCommand asks an agent for the rank's link map (r_debug once known).
@@ -220,8 +226,8 @@ func (rs *rankSymbols) linkMapCommand() *cdti.GetLinkMap {
 
 // takeModulesLocked makes the rank's module list from the answers to GetAuxVectors and, when
 // res holds one, GetLinkMap; without a usable answer to the second, it walks the link map
-// itself.
-func (rs *rankSymbols) takeModulesLocked(ctx context.Context, gen listGen, res []cdti.Result) error {
+// itself. consistent is readModulesLocked's.
+func (rs *rankSymbols) takeModulesLocked(ctx context.Context, gen listGen, res []cdti.Result, consistent bool) error {
 	r := rs.rank
 	cache := r.job.syms
 	bin, err := cache.Open(rs.exe)
@@ -247,10 +253,13 @@ func (rs *rankSymbols) takeModulesLocked(ctx context.Context, gen listGen, res [
 	var libs []linkedObject
 	answered := false
 	if len(res) > 1 {
-		libs, answered, err = rs.linkMapAnswer(res[1])
+		libs, answered, err = rs.linkMapAnswer(res[1], consistent)
 	}
 	if !answered {
-		libs, err = rs.linkMap(ctx, bin, bias)
+		libs, err = rs.linkMap(ctx, bin, bias, consistent)
+	}
+	if errors.Is(err, errLinkMapChanging) {
+		return err
 	}
 	if err == nil {
 		// Libraries are read in parallel (the first time: their DWARF, once per build-id).
