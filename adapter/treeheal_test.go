@@ -163,7 +163,16 @@ func TestTreeHeals(t *testing.T) {
 	if n := strings.Count(d.agentLogs(), "tree healed"); n != 2 {
 		t.Errorf("the agents logged %d heals, want 2 (agents 1 and 3 lost):\n%s", n, d.agentLogs())
 	}
+	// So did their management planes.
+	if n := strings.Count(d.agentLogs(), "management: lost agent"); n != 2 {
+		t.Errorf("the agents logged %d management heals, want 2 (agents 1 and 3 lost):\n%s", n, d.agentLogs())
+	}
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
+	// The front end asks the agents it adopted to end (2, 4 and 7), and agent 2 asks 5 and
+	// 6: each of the five live agents detaches from its rank and ends.
+	waitFor(t, "the five live agents' ends in their logs", func() bool {
+		return strings.Count(d.agentLogs(), "agent: shut down: detached from 1 process(es)") == 5
+	})
 	for r, pid := range pids {
 		waitFor(t, fmt.Sprintf("rank %d (pid %d) untraced and not stopped after the disconnect", r, pid), func() bool {
 			st := procStatus(pid, "State")
@@ -201,5 +210,8 @@ func TestTreeEndHealsNothing(t *testing.T) {
 	}
 	if n := strings.Count(logs, "tree healed"); n != 0 {
 		t.Errorf("the session's end made agents heal the tree %d times:\n%s", n, logs)
+	}
+	if n := strings.Count(logs, "management: lost agent"); n != 0 {
+		t.Errorf("the session's end made agents heal their management plane %d times:\n%s", n, logs)
 	}
 }

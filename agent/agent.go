@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/mgmt"
 	"github.com/hpcdap/hpcdap/procimage"
 	"github.com/hpcdap/hpcdap/target"
 )
@@ -102,12 +103,16 @@ type Agent struct {
 	started       time.Time
 	srv           *cdti.Server
 	router        *cdti.Router // the tree overlay: relays to the agents below this one
+	below         mgmt.Subtree // the tree overlay's management plane: the agents below (tree.go)
 	cios          *ciosRelay   // Config.CIOS's relay, or nil
 	done          chan struct{}
 	doneOnce      sync.Once
 	shutOnce      sync.Once
 	shutdownWG    sync.WaitGroup
 	output        *outputHub // the ranks' captured output (SpawnSpec.CaptureOutput)
+	// parentGrace is how long a broken management connection from the agent above still
+	// counts as the front end's (cdti.DefaultResumeGrace; tests shorten it).
+	parentGrace time.Duration
 
 	mu    sync.Mutex
 	procs map[uint32]*proc // by rank
@@ -158,6 +163,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.output = newOutputHub(a.logf)
 	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token), Logf: a.logf}
+	a.parentGrace = cdti.DefaultResumeGrace
+	a.below = mgmt.Subtree{Token: cfg.Token, Client: mgmt.ClientAgent, Output: a.relayOutput, Logf: a.logf}
 	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger, CNK: cfg.CNK}
 	if cfg.CIOS != nil {
 		a.cios = newCIOSRelay(cfg.CIOS, a.logf, a.frontEndOpened, a.frontEndClosed)
@@ -433,6 +440,13 @@ func (a *Agent) Shutdown(kill bool) {
 		}
 		a.srv.Close()
 		var wg sync.WaitGroup
+		// The agents below end as this one does, told on the management plane (parents
+		// first: this one heals nothing any more).
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), childShutdownTimeout)
+			defer cancel()
+			a.below.Shutdown(ctx, kill)
+		})
 		procs := a.allProcs()
 		for _, p := range procs {
 			wg.Add(1)

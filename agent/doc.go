@@ -86,10 +86,19 @@
 //	ranks.subscribe  {}                        → {}, then notifications "rank" (RankInfo): every
 //	                                             current rank, then each new one once
 //	output.subscribe {}                        → {}, then notifications "output" (below)
-//	shutdown         {kill}                    → {}, then the agent ends
+//	shutdown         {kill}                    → {}, then the agent ends, and tells the agents below
+//	                                             it to end the same way
 //	tree             {children: [cdti.Route]}  → {}: the agents below this one in the tree overlay,
 //	                                             each {addr, ranks, children}; CDTI for their ranks is
-//	                                             then relayed to them (cdti.Router, see tree.go)
+//	                                             then relayed to them (cdti.Router, see tree.go), and
+//	                                             the answer comes once the agent holds a management
+//	                                             connection to each (mgmt.Subtree): their output comes
+//	                                             to this agent's subscribers, and they end with it
+//
+// An agent counts the management connection of the agent above it (hello client
+// mgmt.ClientAgent) as its front end's; when one breaks without a shutdown (that agent lost)
+// it still counts for cdti.DefaultResumeGrace, in which the nearest live ancestor connects
+// in its place.
 //
 // A job-control stop (how slurmstepd holds a task at its exec) is kept under the agent: a
 // Control sndSignal or SendSignal to a process in one is reported at once (the back end
@@ -107,9 +116,12 @@
 // without capture the call fails) makes a connection a subscriber: after the result it gets
 // JSON-RPC notifications "output" (OutputParams) on that connection:
 //
-//	{"rank":3,"stream":"stdout","text":"rank 3 of 4\n"}
-//	{"rank":3,"stream":"stdout","eof":true}
+//	{"rank":3,"stream":"stdout","text":"rank 3 of 4\n","seq":1}
+//	{"rank":3,"stream":"stdout","eof":true,"seq":2}
 //
+// seq numbers a rank's chunks from 1 (both streams together); an agent above relays the
+// chunks of the ranks below it with their numbers, so that a subscriber that receives a
+// rank's history again, from another agent after a loss in the tree, can drop what it had.
 // text is what one read of the pipe returned (at most 64 KiB) as valid UTF-8: each invalid
 // byte becomes U+FFFD, and an incomplete multi-byte sequence at the end of a read is held back
 // and completed by the next read, so a character split across writes arrives whole. eof comes

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/mgmt"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -113,13 +114,18 @@ func (a *Agent) serveManagement(ctx context.Context, conn net.Conn, authenticate
 		rpc.Close()
 	}
 	m.mu.Lock()
-	sub, authed := m.sub, m.authed
+	sub, authed, client := m.sub, m.authed, m.client
 	m.mu.Unlock()
 	if sub != nil {
 		a.output.unsubscribe(sub)
 	}
 	a.rankSubs.remove(rpc)
-	if authed {
+	switch {
+	case authed && client == mgmt.ClientAgent:
+		// The agent above: a link that broke is held for the grace in which the nearest
+		// live ancestor connects in its place, as the data plane's session is.
+		time.AfterFunc(a.parentGrace, a.frontEndClosed)
+	case authed:
 		a.frontEndClosed()
 	}
 }
@@ -132,6 +138,7 @@ type mgmtConn struct {
 	peerNonce, ownNonce []byte
 	mu                  sync.Mutex
 	authed              bool
+	client              string     // the name the peer gave in its hello
 	sub                 *outputSub // set by output.subscribe
 }
 
@@ -194,7 +201,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 	case "health":
 		return m.agent.Health(), false, nil
 	case "output.subscribe":
-		if !m.agent.capturingOutput() {
+		if !m.agent.forwardsOutput() {
 			return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
 				Message: "agent: output.subscribe: the ranks' output is not captured (spawn with --capture-output)"}
 		}
@@ -220,7 +227,9 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		if err := decodeParams(req, &p); err != nil {
 			return nil, false, err
 		}
-		m.agent.router.SetChildren(p.Children)
+		if err := m.agent.setChildren(p.Children); err != nil {
+			return nil, false, err
+		}
 		return struct{}{}, false, nil
 	}
 	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
@@ -256,7 +265,7 @@ func (m *mgmtConn) authenticate(req *jsonrpc2.Request) (result any, hangUp bool,
 			return refuse("hello: bad token")
 		}
 		m.mu.Lock()
-		m.authed = true
+		m.authed, m.client = true, p.Client
 		m.mu.Unlock()
 		m.onAuth()
 		m.agent.frontEndOpened()
@@ -292,7 +301,7 @@ func decodeParams(req *jsonrpc2.Request, v any) error {
 
 func (a *Agent) hello() HelloResult {
 	h := HelloResult{Node: a.node, Pid: os.Getpid(), Version: a.version, Ranks: len(a.RankInfos())}
-	if a.capturingOutput() {
+	if a.forwardsOutput() {
 		h.Capabilities = []string{CapabilityOutput}
 	}
 	if _, ok := a.LauncherInfo(); ok {
@@ -300,6 +309,10 @@ func (a *Agent) hello() HelloResult {
 	}
 	return h
 }
+
+// forwardsOutput reports whether the agent serves output.subscribe: its ranks' output is
+// captured, or an agent below forwards its own.
+func (a *Agent) forwardsOutput() bool { return a.capturingOutput() || a.below.Forwards() }
 
 // capturingOutput reports whether ranks were spawned with their output captured.
 func (a *Agent) capturingOutput() bool {

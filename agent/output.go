@@ -27,6 +27,10 @@ type OutputParams struct {
 	Stream string `json:"stream"` // "stdout" or "stderr"
 	Text   string `json:"text,omitempty"`
 	EOF    bool   `json:"eof,omitempty"`
+	// Seq numbers the rank's chunks from 1, by the agent that serves the rank; agents above
+	// relay it unchanged, so that a chunk replayed to a new subscriber after a loss in the
+	// tree is known for a repeat (mgmt.Subtree). 0: a notice of the hub's own.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // CapabilityOutput is announced in HelloResult.Capabilities when output capture is on.
@@ -60,6 +64,7 @@ type outputHistory struct {
 	bytes       int
 	dropped     int    // text bytes removed to stay within the bound
 	droppedFrom string // stream of the first removed chunk, where the notice goes
+	seq         uint64 // the last chunk's sequence number, for the rank's own output
 }
 
 func newOutputHub(logf func(string, ...any)) *outputHub {
@@ -81,13 +86,22 @@ func (h *outputHub) sendBufferSize() int {
 }
 
 // publish records ev and queues it for every subscriber.
-func (h *outputHub) publish(ev OutputParams) {
+func (h *outputHub) publish(ev OutputParams) { h.add(ev, false) }
+
+// relay publishes a chunk of a rank of an agent below, keeping its sequence number.
+func (h *outputHub) relay(ev OutputParams) { h.add(ev, true) }
+
+func (h *outputHub) add(ev OutputParams, relayed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hs := h.hist[ev.Rank]
 	if hs == nil {
 		hs = &outputHistory{}
 		h.hist[ev.Rank] = hs
+	}
+	if !relayed {
+		hs.seq++
+		ev.Seq = hs.seq
 	}
 	hs.events = append(hs.events, ev)
 	hs.bytes += len(ev.Text)
@@ -337,6 +351,7 @@ func coalesceLog(batch []OutputParams) []OutputParams {
 		if n := len(out); n > 0 && ev.Stream == LogStream && out[n-1].Stream == LogStream &&
 			out[n-1].Rank == ev.Rank && len(out[n-1].Text) < outputReadSize {
 			out[n-1].Text += ev.Text
+			out[n-1].Seq = ev.Seq // the joined event stands for every chunk up to ev
 			continue
 		}
 		out = append(out, ev)

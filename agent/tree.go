@@ -1,7 +1,11 @@
 package agent
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 )
@@ -59,4 +63,33 @@ func (h *handler) GatherStacks(c *cdti.Conn, m *cdti.GatherStacks) *cdti.StackTr
 	}
 	wg.Wait()
 	return t
+}
+
+// childShutdownTimeout bounds the wait for the agents below to answer a shutdown.
+const childShutdownTimeout = 5 * time.Second
+
+// setChildren makes the agents of children this agent's children on both planes: CDTI to
+// their ranks is relayed to them (the Router), and the management plane goes through this
+// agent (a.below: their output is relayed to this agent's subscribers, they end when it
+// ends, and they count this connection as the front end's). It returns once every child is
+// connected, so that the front end may then drop its own connections to them.
+func (a *Agent) setChildren(children []cdti.Route) error {
+	a.router.SetChildren(children)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := a.below.Connect(ctx, children); err != nil {
+		return fmt.Errorf("agent: tree: %w", err)
+	}
+	return nil
+}
+
+// relayOutput publishes a chunk of output of a rank below (mgmt.Subtree.Output) to this
+// agent's own subscribers, numbered as its agent numbered it.
+func (a *Agent) relayOutput(params json.RawMessage) {
+	var ev OutputParams
+	if err := json.Unmarshal(params, &ev); err != nil {
+		a.logf("agent: output of an agent below: %v", err)
+		return
+	}
+	a.output.relay(ev)
 }

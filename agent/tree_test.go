@@ -138,3 +138,65 @@ func TestTreeCollectiveQuietStop(t *testing.T) {
 		t.Fatalf("last continue: %v", r.Code)
 	}
 }
+
+// TestParentLinkHeldForGrace: the management connection of the agent above counts as the
+// front end's, and one that breaks without a shutdown (the agent above lost) still counts
+// for the grace in which the nearest live ancestor connects in its place. An agent with
+// --kill-on-exit whose front end has left and whose parent's link breaks keeps its rank
+// running through the grace; a new connection within it (the adopter) keeps it after the
+// grace, and once that one leaves too the rank dies with the agent. Without an adopter the
+// rank dies once the grace is over.
+func TestParentLinkHeldForGrace(t *testing.T) {
+	for _, adopted := range []bool{true, false} {
+		t.Run(map[bool]string{true: "adopted", false: "orphaned"}[adopted], func(t *testing.T) {
+			child := newKillHarness(t, true)
+			child.a.parentGrace = time.Second
+			out := newOutFile(t)
+			if err := child.a.SpawnRanks(SpawnSpec{Argv: []string{progBin, "run"}, Stdio: []*os.File{nil, out.f, out.f}, Count: 1}); err != nil {
+				t.Fatal(err)
+			}
+			pid := child.rankPid(0)
+			fe, _ := dialMgmt(t, child.addr)
+			tt := child.dial(1)
+			tt.attach(0, 99, "fe")
+			tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
+			tt.signalNotify()
+			tt.cont(0)
+			out.waitFor(t, "pid ")
+			tt.c.Close() // detached: the rank runs on
+			parent := newHarness(t, "")
+			if err := parent.a.setChildren([]cdti.Route{{Addr: child.addr, Ranks: []uint32{0}}}); err != nil {
+				t.Fatal(err)
+			}
+			fe.nc.Close() // the front end keeps the root's connection alone
+			waitRunning(t, pid)
+			parent.a.below.Close() // as the parent's death leaves it: no shutdown
+			time.Sleep(300 * time.Millisecond)
+			waitRunning(t, pid)
+			if !adopted {
+				select {
+				case <-child.a.Done():
+				case <-time.After(20 * time.Second):
+					t.Fatal("the agent did not end after the grace")
+				}
+				waitDead(t, pid)
+				return
+			}
+			adopter, _ := dialMgmt(t, child.addr)
+			time.Sleep(1500 * time.Millisecond) // past the grace
+			waitRunning(t, pid)
+			select {
+			case <-child.a.Done():
+				t.Fatal("the agent ended with an adopter connected")
+			default:
+			}
+			adopter.nc.Close()
+			select {
+			case <-child.a.Done():
+			case <-time.After(20 * time.Second):
+				t.Fatal("the agent did not end when its last front end left")
+			}
+			waitDead(t, pid)
+		})
+	}
+}

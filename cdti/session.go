@@ -124,11 +124,14 @@ const endedKeep = 10
 // cannot be resumed faithfully and ends.
 const maxHeldNotifies = 4096
 
+// DefaultResumeGrace is Server.ResumeGrace when it is not set.
+const DefaultResumeGrace = 10 * time.Second
+
 func (s *Server) resumeGrace() time.Duration {
 	if s.ResumeGrace > 0 {
 		return s.ResumeGrace
 	}
-	return 10 * time.Second
+	return DefaultResumeGrace
 }
 
 // Session returns the id of the tool session the connection relays, and whether it names one.

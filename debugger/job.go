@@ -14,6 +14,7 @@ import (
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch"
+	"github.com/hpcdap/hpcdap/mgmt"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/symbols"
 	"github.com/hpcdap/hpcdap/topology"
@@ -115,6 +116,7 @@ type Job struct {
 	byNum      map[int]*Rank // rank number → rank
 	nodes      []*node
 	tree       *topology.Tree // the agents' tree overlay, nil when each node is connected directly
+	below      *mgmt.Subtree  // with the tree, the management plane: the root's connection (tree.go)
 	// noCollective: an agent refused a cdti.Collective; run control goes rank by rank.
 	noCollective atomic.Bool
 	syms         *symbols.Cache
@@ -183,20 +185,43 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 	if err != nil {
 		return nil, err
 	}
+	// Every agent is connected at once (a job of many nodes waits for the slowest, not for
+	// their sum). With a tree, the CDTI connection goes to the root once the tree is
+	// configured, and so does the management plane.
+	type dialed struct {
+		n     *node
+		infos []agentRankInfo
+		err   error
+	}
+	conns := make([]dialed, len(g.Endpoints))
+	ForEach(len(g.Endpoints), func(i int) {
+		c := &conns[i]
+		c.n, c.infos, c.err = dialNode(ctx, &g.Endpoints[i], j.onRankOutput, tree == nil)
+	})
+	var dialErr error
+	for _, c := range conns {
+		if c.err != nil && dialErr == nil {
+			dialErr = c.err
+		}
+		if c.n != nil {
+			j.nodes = append(j.nodes, c.n)
+		}
+	}
+	if dialErr != nil {
+		j.CloseNodes(true)
+		return nil, dialErr
+	}
 	for i := range g.Endpoints {
 		ep := &g.Endpoints[i]
-		// With a tree, the CDTI connection goes to the root once the tree is configured.
-		n, infos, err := dialNode(ctx, ep, j.onRankOutput, tree == nil)
-		if err != nil {
-			j.CloseNodes(true)
-			return nil, err
-		}
-		j.nodes = append(j.nodes, n)
+		n, infos := conns[i].n, conns[i].infos
 		if ep.ToolID != 0 {
 			infos = n.subset(infos)
 		}
 		for _, ri := range infos {
-			if _, dup := j.byNum[ri.Rank]; dup {
+			j.mu.Lock()
+			_, dup := j.byNum[ri.Rank]
+			j.mu.Unlock()
+			if dup {
 				j.CloseNodes(true)
 				return nil, fmt.Errorf("rank %d is served by two agents", ri.Rank)
 			}
@@ -207,7 +232,9 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 			}
 			r.sym.rank = r
 			n.ranks = append(n.ranks, r)
+			j.mu.Lock() // the agents' output may come meanwhile (onRankOutput)
 			j.byNum[r.Num] = r
+			j.mu.Unlock()
 			j.ranks = append(j.ranks, r)
 		}
 		if ep.Output != nil {
@@ -461,6 +488,17 @@ func (j *Job) sendRankOutput(category string, rank int, text string) {
 func (j *Job) CloseNodes(kill bool) {
 	if j.tree != nil {
 		j.nodes[0].client.Close()
+	}
+	if j.below != nil {
+		// The tree's management plane: the root is asked to end, and asks the agents below
+		// it in turn (an agent owned by the job ends once its front end's connections close).
+		if j.nodes[0].ep.Owned {
+			j.below.Close()
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			j.below.Shutdown(ctx, kill)
+			cancel()
+		}
 	}
 	asked := make([]chan struct{}, len(j.nodes)) // closed once agent i was asked to end (or failed to be)
 	for i := range asked {

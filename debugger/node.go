@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch"
+	"github.com/hpcdap/hpcdap/mgmt"
 	"github.com/sourcegraph/jsonrpc2"
 	"golang.org/x/sys/unix"
 )
@@ -156,8 +158,9 @@ func clientOptions(ep *launch.AgentEndpoint) cdti.ClientOptions {
 }
 
 // dialNode connects both planes of one agent and lists its ranks.
-// Without withCDTI only the management plane is connected (an agent of the tree overlay,
-// reached through it).
+// Without withCDTI only the management plane is connected, and its output is not subscribed
+// to: an agent of the tree overlay, reached through it on both planes once the tree is
+// configured (configureTree).
 func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outputParams), withCDTI bool) (*node, []agentRankInfo, error) {
 	var cl *cdti.Client
 	if withCDTI {
@@ -168,7 +171,7 @@ func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outpu
 		}
 	}
 	var hello agentHello
-	rpc, err := launch.DialManagement(ctx, ep.Addr, ep.Token, "hpcdap-adapter", &mgmtHandler{onOutput: onOutput}, &hello)
+	rpc, err := mgmt.Dial(ctx, ep.Addr, ep.Token, "hpcdap-adapter", &mgmtHandler{onOutput: onOutput}, &hello)
 	if err != nil {
 		if cl != nil {
 			cl.Close()
@@ -186,8 +189,12 @@ func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outpu
 		return nil, nil, fmt.Errorf("agent %s: ranks: %w", ep.Addr, err)
 	}
 	// Per-rank output forwarding, where the agent offers it.
-	if err := rpc.Call(ctx, "output.subscribe", struct{}{}, nil); err == nil {
-		n.output = true
+	n.output = slices.Contains(hello.Capabilities, "output")
+	if n.output && withCDTI {
+		if err := rpc.Call(ctx, "output.subscribe", struct{}{}, nil); err != nil {
+			n.close()
+			return nil, nil, fmt.Errorf("agent %s: output.subscribe: %w", ep.Addr, err)
+		}
 	}
 	return n, infos, nil
 }

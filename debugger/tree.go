@@ -2,10 +2,12 @@ package debugger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/mgmt"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/topology"
 )
@@ -149,19 +151,24 @@ func (j *Job) configureTree(ctx context.Context, t *topology.Tree) error {
 		}
 		return rt
 	}
+	// The deepest agents first, a level at a time: an agent connects to its children's
+	// management plane when it is told (subscribing to their output), so they must know
+	// theirs by then, and be found forwarding output their own children forward.
 	errs := make([]error, len(j.nodes))
-	ForEach(len(j.nodes), func(i int) {
-		if !t.Interior(i) {
-			return
+	for depth := t.Height(); depth >= 0; depth-- {
+		ForEach(len(j.nodes), func(i int) {
+			if !t.Interior(i) || t.Depth(i) != depth {
+				return
+			}
+			n := j.nodes[i]
+			params := map[string]any{"children": route(i).Children}
+			if err := n.mgmt.Call(ctx, "tree", params, nil); err != nil {
+				errs[i] = fmt.Errorf("agent %s (%s): tree: %w", n.ep.Addr, n.host, err)
+			}
+		})
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
-		n := j.nodes[i]
-		params := map[string]any{"children": route(i).Children}
-		if err := n.mgmt.Call(ctx, "tree", params, nil); err != nil {
-			errs[i] = fmt.Errorf("agent %s (%s): tree: %w", n.ep.Addr, n.host, err)
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
-		return err
 	}
 	root := t.Roots()[0]
 	cl, err := cdti.DialTree(ctx, route(root), clientOptions(j.nodes[root].ep))
@@ -172,6 +179,22 @@ func (j *Job) configureTree(ctx context.Context, t *topology.Tree) error {
 		n.client = cl
 	}
 	j.tree = t
+	// The management plane goes through the tree as well: the front end holds the root's
+	// connection alone, and the agents' output comes up through it.
+	j.below = &mgmt.Subtree{Token: j.nodes[root].ep.Token, Client: "hpcdap-adapter", Logf: j.logf,
+		Output: func(raw json.RawMessage) {
+			var p outputParams
+			if json.Unmarshal(raw, &p) == nil {
+				j.onRankOutput(p)
+			}
+		}}
+	if err := j.below.Connect(ctx, []cdti.Route{route(root)}); err != nil {
+		return fmt.Errorf("connect to the tree of %d agents through its root %s (%s): %w", len(j.nodes), j.nodes[root].ep.Addr, j.nodes[root].host, err)
+	}
+	for _, n := range j.nodes {
+		n.mgmt.Close()
+		n.mgmt = nil
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/mgmt"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -116,7 +117,7 @@ func launchFollow(ctx context.Context, fe *Frontend, argv []string, spec LaunchS
 			return err
 		}
 	}
-	if j.mgmt, err = DialManagement(ctx, la.Addr, la.Token, "hpcdap-launch", w, nil); err != nil {
+	if j.mgmt, err = mgmt.Dial(ctx, la.Addr, la.Token, "hpcdap-launch", w, nil); err != nil {
 		return fail("connect to the following agent", agentEnded(err))
 	}
 	if err := j.mgmt.Call(ctx, "ranks.subscribe", struct{}{}, nil); err != nil {

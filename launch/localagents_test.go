@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/mgmt"
 )
 
 // agentRanks lists the ranks an agent serves, by its management plane, as rank → pid.
@@ -17,7 +19,7 @@ func agentRanks(t *testing.T, ep AgentEndpoint) map[int]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, err := DialManagement(ctx, ep.Addr, ep.Token, "test", nil, nil)
+	c, err := mgmt.Dial(ctx, ep.Addr, ep.Token, "test", nil, nil)
 	if err != nil {
 		t.Fatalf("management connection to %s: %v", ep.Addr, err)
 	}

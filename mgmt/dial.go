@@ -1,4 +1,8 @@
-package launch
+// Package mgmt is the client side of the agents' management plane (JSON-RPC 2.0, served by
+// package agent): Dial and Hello connect and authenticate to one agent, and a Subtree holds the
+// connections of one point of the tree overlay to the agents below it, relaying their output,
+// ending them, and connecting past a lost one.
+package mgmt
 
 import (
 	"context"
@@ -38,10 +42,10 @@ func Hello(ctx context.Context, c *jsonrpc2.Conn, token, client string, result a
 	return nil
 }
 
-// DialManagement connects to the management plane of the agent at addr, with h receiving its
+// Dial connects to the management plane of the agent at addr, with h receiving its
 // notifications, and authenticates (Hello) as client; result receives the agent's hello
 // answer (nil discards it).
-func DialManagement(ctx context.Context, addr, token, client string, h jsonrpc2.Handler, result any) (*jsonrpc2.Conn, error) {
+func Dial(ctx context.Context, addr, token, client string, h jsonrpc2.Handler, result any) (*jsonrpc2.Conn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -54,3 +58,9 @@ func DialManagement(ctx context.Context, addr, token, client string, h jsonrpc2.
 	}
 	return c, nil
 }
+
+// ClientAgent is the client name an agent gives in its hello to the agents below it in the
+// tree overlay (Subtree). An agent counts such a connection as its front end's, and holds it
+// for cdti.DefaultResumeGrace when it breaks, as it holds a tool session: the nearest live
+// ancestor of a lost agent connects in its place within that time.
+const ClientAgent = "hpcdap-agent"

@@ -1,0 +1,145 @@
+package adapter
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTreeManagementPlane launches 8 ranks of chatter.c on 4 local agents (2 ranks each) at
+// fan-out 2 (agent 0 → 1, 2; 1 → 3), each rank saying three lines on stdout and three on
+// stderr. Once the job is up the front end holds connections to the root alone: no other
+// agent has one from it, on either plane. After kill -9 of interior agent 1, the root
+// connects to agent 3 below it in its place: the ranks of agents 0, 2 and 3 run to their end
+// and each of their lines reaches the client exactly once (the replay of agent 3's history to
+// the root repeats nothing). The disconnect asks the root alone to end, and each agent ends
+// the ones below it: every live agent logs its shutdown and ends.
+func TestTreeManagementPlane(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "chatter")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 2, "fanout": 2})
+	src := p.src
+	d.setBreakpoints(src, p.line(t, "said"))
+	d.call("configurationDone", nil, nil)
+	d.stopped()
+	ranks := d.ranks().Ranks
+	agents := make([]int, 4) // agent i serves ranks 2i and 2i+1
+	for i := range agents {
+		agents[i] = parentPid(t, ranks[2*i].Pid)
+		if got := parentPid(t, ranks[2*i+1].Pid); got != agents[i] {
+			t.Fatalf("ranks %d and %d have parents %d and %d, want one agent", 2*i, 2*i+1, agents[i], got)
+		}
+	}
+	for i, a := range agents {
+		n := connectionsTo(t, os.Getpid(), a)
+		if i == 0 && n == 0 {
+			t.Errorf("no connection from the front end to the root agent (pid %d)", a)
+		}
+		if i > 0 && n != 0 {
+			t.Errorf("the front end holds %d connection(s) to agent %d (pid %d), below the root", n, i, a)
+		}
+	}
+
+	if err := syscall.Kill(agents[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitForExit(t, agents[1])
+	waitOutput(t, d, "lost 2 of 8 ranks (an agent on the way to them is gone): 2-3;")
+	d.setBreakpoints(src)
+	d.call("continue", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+	if _, err := d.c.WaitEvent("terminated", time.Minute, nil); err != nil {
+		t.Fatalf("%v; ranks %+v\noutput:\n%s", err, d.ranks().Ranks, allOutput(d))
+	}
+	var want []string
+	for _, r := range []int{0, 1, 4, 5, 6, 7} {
+		for k := range 3 {
+			want = append(want, fmt.Sprintf("[%d] rank %d says %d\n", r, r, k), fmt.Sprintf("[%d] rank %d warns %d\n", r, r, k))
+		}
+	}
+	waitFor(t, "every line of the ranks not lost", func() bool {
+		out := allOutput(d)
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				return false
+			}
+		}
+		return true
+	})
+	out := allOutput(d)
+	for _, w := range want {
+		if n := strings.Count(out, w); n != 1 {
+			t.Errorf("%q came %d times, want once; output:\n%s", w, n, out)
+		}
+	}
+
+	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+	for i, a := range agents {
+		if i != 1 {
+			waitForExit(t, a)
+		}
+	}
+	logs := d.agentLogs()
+	if n := strings.Count(logs, "agent: shut down: "); n != 3 {
+		t.Errorf("%d agents logged their shutdown, want 3 (the root, and the two it ends):\n%s", n, logs)
+	}
+}
+
+// connectionsTo counts the TCP connections process from holds to the listening ports of
+// process agent: established rows of /proc/net/tcp{,6} whose socket is one of from's
+// descriptors and whose remote port is one agent listens on.
+func connectionsTo(t *testing.T, from, agent int) int {
+	t.Helper()
+	type row struct{ local, remote, state, inode string }
+	var rows []row
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			// "0: 0100007F:84B3 0100007F:9C41 01 ... uid timeout inode"
+			if f := strings.Fields(l); len(f) >= 10 {
+				rows = append(rows, row{f[1], f[2], f[3], f[9]})
+			}
+		}
+	}
+	port := func(addr string) string { _, p, _ := strings.Cut(addr, ":"); return p }
+	agentSockets, fromSockets := socketInodes(agent), socketInodes(from)
+	listening := map[string]bool{}
+	for _, r := range rows {
+		if r.state == "0A" && agentSockets[r.inode] { // TCP_LISTEN
+			listening[port(r.local)] = true
+		}
+	}
+	if len(listening) == 0 {
+		t.Fatalf("agent pid %d listens on no TCP port", agent)
+	}
+	n := 0
+	for _, r := range rows {
+		if r.state == "01" && fromSockets[r.inode] && listening[port(r.remote)] { // TCP_ESTABLISHED
+			n++
+		}
+	}
+	return n
+}
+
+// socketInodes returns the inodes of the sockets among pid's descriptors.
+func socketInodes(pid int) map[string]bool {
+	out := map[string]bool{}
+	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		link, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if ino, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
+			out[strings.TrimSuffix(ino, "]")] = true
+		}
+	}
+	return out
+}

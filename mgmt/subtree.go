@@ -1,0 +1,225 @@
+package mgmt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// A Subtree holds the management connections of one point of the tree overlay to the agents
+// directly below it: an interior agent's to its children, the front end's to the root. It is
+// how the management plane goes through the tree, so that the front end holds the root's
+// connection alone, as it does on the data plane:
+//
+//   - output: each agent that forwards its ranks' output is subscribed to, and every chunk
+//     reaches Output once (an agent above relays it to its own subscribers);
+//   - shutdown: Shutdown asks each agent to end, and each asks the agents below it in turn
+//     (an agent's Shutdown does), parents first;
+//   - faults: an agent whose connection breaks before Shutdown or Close is lost, and the
+//     agents below it are connected in its place, down past other lost ones, as the data
+//     plane's cdti.Router adopts them. Their history of output is replayed on the new
+//     subscription, and what was delivered already is dropped by its sequence number.
+type Subtree struct {
+	Token  string // the session token the agents require
+	Client string // names the caller in the agents' logs
+	// Output, when set, receives each output notification ("output") of every agent below,
+	// once, in order for each rank.
+	Output func(params json.RawMessage)
+	Logf   func(format string, args ...any)
+
+	mu     sync.Mutex
+	links  map[string]*link // by the agent's address
+	ending bool             // Shutdown or Close was called: a broken link is no loss
+
+	omu  sync.Mutex     // orders the delivery of output
+	seen map[int]uint64 // by rank, the sequence number of the last chunk delivered
+}
+
+// link is the management connection to one agent below.
+type link struct {
+	conn   *jsonrpc2.Conn
+	route  cdti.Route
+	output bool // subscribed to its output
+}
+
+// dialTimeout bounds the connection of one agent while healing.
+const dialTimeout = 10 * time.Second
+
+// Connect connects to the agents of routes (each with the agents below it, for healing), and
+// subscribes to their output when Output is set and the agent forwards it. An agent it cannot
+// reach is an error that names it.
+func (s *Subtree) Connect(ctx context.Context, routes []cdti.Route) error {
+	errs := make([]error, len(routes))
+	var wg sync.WaitGroup
+	for i, rt := range routes {
+		wg.Go(func() { errs[i] = s.connect(ctx, rt) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// connect connects to the agent of rt, which is known to no link yet.
+func (s *Subtree) connect(ctx context.Context, rt cdti.Route) error {
+	var hello struct {
+		Capabilities []string `json:"capabilities"`
+	}
+	c, err := Dial(ctx, rt.Addr, s.Token, s.Client, jsonrpc2.HandlerWithError(s.handle), &hello)
+	if err != nil {
+		return fmt.Errorf("management: connect to agent %s: %w", rt.Addr, err)
+	}
+	l := &link{conn: c, route: rt}
+	if s.Output != nil && slices.Contains(hello.Capabilities, "output") {
+		if err := c.Call(ctx, "output.subscribe", struct{}{}, nil); err != nil {
+			c.Close()
+			return fmt.Errorf("management: agent %s: output.subscribe: %w", rt.Addr, err)
+		}
+		l.output = true
+	}
+	s.mu.Lock()
+	if s.links == nil {
+		s.links = make(map[string]*link)
+	}
+	if s.ending || s.links[rt.Addr] != nil {
+		s.mu.Unlock()
+		c.Close()
+		return nil
+	}
+	s.links[rt.Addr] = l
+	s.mu.Unlock()
+	go s.watch(l)
+	return nil
+}
+
+// watch waits for l's connection to end; one that breaks while the subtree is in use is an
+// agent lost, and the agents below it are connected in its place.
+func (s *Subtree) watch(l *link) {
+	<-l.conn.DisconnectNotify()
+	s.mu.Lock()
+	if s.links[l.route.Addr] == l {
+		delete(s.links, l.route.Addr)
+	}
+	ending := s.ending
+	s.mu.Unlock()
+	if ending {
+		return
+	}
+	s.logf("management: lost agent %s: connecting the %d agent(s) below it", l.route.Addr, len(l.route.Children))
+	s.adopt(l.route.Children)
+}
+
+// adopt connects the agents of routes in place of a lost one, and those below any it cannot
+// reach in its place.
+func (s *Subtree) adopt(routes []cdti.Route) {
+	var wg sync.WaitGroup
+	for _, rt := range routes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+			err := s.connect(ctx, rt)
+			cancel()
+			if err != nil {
+				s.logf("%v: connecting the %d agent(s) below it", err, len(rt.Children))
+				s.adopt(rt.Children)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// handle receives the notifications of the agents below: their ranks' output, each chunk
+// delivered once (a chunk of a sequence number delivered already is a replay's repeat).
+func (s *Subtree) handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Request) (any, error) {
+	if req.Method == "output" && req.Notif && req.Params != nil && s.Output != nil {
+		var head struct {
+			Rank int    `json:"rank"`
+			Seq  uint64 `json:"seq"`
+		}
+		if json.Unmarshal(*req.Params, &head) != nil {
+			return nil, nil
+		}
+		s.omu.Lock()
+		defer s.omu.Unlock()
+		if head.Seq != 0 {
+			if head.Seq <= s.seen[head.Rank] {
+				return nil, nil
+			}
+			if s.seen == nil {
+				s.seen = make(map[int]uint64)
+			}
+			s.seen[head.Rank] = head.Seq
+		}
+		s.Output(*req.Params)
+		return nil, nil
+	}
+	if req.Notif {
+		return nil, nil
+	}
+	return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "management: " + s.Client + " serves no calls"}
+}
+
+// Forwards reports whether an agent below forwards its ranks' output.
+func (s *Subtree) Forwards() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.links {
+		if l.output {
+			return true
+		}
+	}
+	return false
+}
+
+// Shutdown asks every agent below to end, killing its processes or leaving them running
+// (each asks the agents below it in turn), and closes the connections once each has answered
+// or ctx is done. Nothing is healed from its start.
+func (s *Subtree) Shutdown(ctx context.Context, kill bool) {
+	links := s.end()
+	var wg sync.WaitGroup
+	for _, l := range links {
+		wg.Go(func() {
+			if err := l.conn.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil); err != nil {
+				s.logf("management: agent %s: shutdown: %v", l.route.Addr, err)
+			}
+			l.conn.Close()
+		})
+	}
+	wg.Wait()
+}
+
+// Close drops every connection without asking anything; nothing is healed from its start.
+func (s *Subtree) Close() {
+	for _, l := range s.end() {
+		l.conn.Close()
+	}
+}
+
+// end marks the subtree ending and returns its links.
+func (s *Subtree) end() []*link {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ending = true
+	var out []*link
+	for _, l := range s.links {
+		out = append(out, l)
+	}
+	return out
+}
+
+// Len returns the number of agents connected.
+func (s *Subtree) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.links)
+}
+
+func (s *Subtree) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
