@@ -165,7 +165,7 @@ func stackPaths(t *testing.T, ps ParallelStacksBody) map[int]string {
 }
 
 // parentPid reads a process's parent from /proc.
-func parentPid(t *testing.T, pid int) int {
+func parentPid(t testing.TB, pid int) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -182,7 +182,8 @@ func parentPid(t *testing.T, pid int) int {
 // BenchmarkTreeOfAgents launches np local ranks on agents of 4 ranks each and compares the
 // tree of agents (fan-out 8: np/4 agents below one root) with direct connections (fan-out 64,
 // no tree at np/4 ≤ 64 agents): the time from launch to every rank stopped at a breakpoint,
-// and one hpcdap/parallelStacks request.
+// and one hpcdap/parallelStacks request; front-end-conns counts the TCP connections the front
+// end holds to the agents once every rank is stopped.
 //
 //	go test -run '^$' -bench TreeOfAgents -benchtime 3x ./adapter
 func BenchmarkTreeOfAgents(b *testing.B) {
@@ -192,6 +193,7 @@ func BenchmarkTreeOfAgents(b *testing.B) {
 		for _, fanout := range []int{8, 64} {
 			b.Run(fmt.Sprintf("np=%d/agents=%d/fanout=%d", np, np/4, fanout), func(b *testing.B) {
 				var ready, stacks time.Duration
+				conns := 0
 				for range b.N {
 					d := newDAP(b, viaPipe)
 					d.initialize()
@@ -202,6 +204,7 @@ func BenchmarkTreeOfAgents(b *testing.B) {
 					d.call("configurationDone", nil, nil)
 					d.stopped()
 					ready += time.Since(t0)
+					conns += agentConnections(b, d)
 					t1 := time.Now()
 					var ps ParallelStacksBody
 					d.call("hpcdap/parallelStacks", map[string]any{}, &ps)
@@ -213,6 +216,7 @@ func BenchmarkTreeOfAgents(b *testing.B) {
 				}
 				b.ReportMetric(float64(ready.Milliseconds())/float64(b.N), "ms-to-all-stopped")
 				b.ReportMetric(float64(stacks.Microseconds())/1000/float64(b.N), "ms-parallel-stacks")
+				b.ReportMetric(float64(conns)/float64(b.N), "front-end-conns")
 			})
 		}
 	}

@@ -13,8 +13,9 @@ import (
 
 // TestTreeManagementPlane launches 8 ranks of chatter.c on 4 local agents (2 ranks each) at
 // fan-out 2 (agent 0 → 1, 2; 1 → 3), each rank saying three lines on stdout and three on
-// stderr. Once the job is up the front end holds connections to the root alone: no other
-// agent has one from it, on either plane. After kill -9 of interior agent 1, the root
+// stderr. The front end connects to the root alone, which tells the agents below it their
+// children: no other agent ever has a management connection from the front end, and once the
+// job is up no connection at all. After kill -9 of interior agent 1, the root
 // connects to agent 3 below it in its place: the ranks of agents 0, 2 and 3 run to their end
 // and each of their lines reaches the client exactly once (the replay of agent 3's history to
 // the root repeats nothing). The disconnect asks the root alone to end, and each agent ends
@@ -36,6 +37,15 @@ func TestTreeManagementPlane(t *testing.T) {
 		if got := parentPid(t, ranks[2*i+1].Pid); got != agents[i] {
 			t.Fatalf("ranks %d and %d have parents %d and %d, want one agent", 2*i, 2*i+1, agents[i], got)
 		}
+	}
+	// The agents' logs name each management connection: the front end made two, both to
+	// the root (the start, and the one it keeps), and each other agent has its parent's.
+	logs := d.agentLogs()
+	if n := strings.Count(logs, `("hpcdap-adapter")`); n != 2 {
+		t.Errorf("the front end made %d management connections, want 2 (to the root):\n%s", n, logs)
+	}
+	if n := strings.Count(logs, `("hpcdap-agent")`); n != 3 {
+		t.Errorf("the agents made %d management connections, want 3 (one to each child):\n%s", n, logs)
 	}
 	for i, a := range agents {
 		n := connectionsTo(t, os.Getpid(), a)
@@ -85,7 +95,7 @@ func TestTreeManagementPlane(t *testing.T) {
 			waitForExit(t, a)
 		}
 	}
-	logs := d.agentLogs()
+	logs = d.agentLogs()
 	if n := strings.Count(logs, "agent: shut down: "); n != 3 {
 		t.Errorf("%d agents logged their shutdown, want 3 (the root, and the two it ends):\n%s", n, logs)
 	}
@@ -94,7 +104,7 @@ func TestTreeManagementPlane(t *testing.T) {
 // connectionsTo counts the TCP connections process from holds to the listening ports of
 // process agent: established rows of /proc/net/tcp{,6} whose socket is one of from's
 // descriptors and whose remote port is one agent listens on.
-func connectionsTo(t *testing.T, from, agent int) int {
+func connectionsTo(t testing.TB, from, agent int) int {
 	t.Helper()
 	type row struct{ local, remote, state, inode string }
 	var rows []row
@@ -142,4 +152,19 @@ func socketInodes(pid int) map[string]bool {
 		}
 	}
 	return out
+}
+
+// agentConnections counts the TCP connections this process holds to the agents of a local
+// session: those of each rank's parent.
+func agentConnections(t testing.TB, d *dapSession) int {
+	t.Helper()
+	agents := map[int]bool{}
+	for _, r := range d.ranks().Ranks {
+		agents[parentPid(t, r.Pid)] = true
+	}
+	n := 0
+	for a := range agents {
+		n += connectionsTo(t, os.Getpid(), a)
+	}
+	return n
 }

@@ -227,10 +227,11 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		if err := decodeParams(req, &p); err != nil {
 			return nil, false, err
 		}
-		if err := m.agent.setChildren(p.Children); err != nil {
+		res, err := m.agent.setChildren(p.Children)
+		if err != nil {
 			return nil, false, err
 		}
-		return struct{}{}, false, nil
+		return res, false, nil
 	}
 	return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: fmt.Sprintf("agent: unknown method %q", req.Method)}
 }
@@ -267,6 +268,7 @@ func (m *mgmtConn) authenticate(req *jsonrpc2.Request) (result any, hangUp bool,
 		m.mu.Lock()
 		m.authed, m.client = true, p.Client
 		m.mu.Unlock()
+		m.agent.logf("agent: management connection from %s (%q)", m.name, p.Client)
 		m.onAuth()
 		m.agent.frontEndOpened()
 		return m.agent.hello(), false, nil

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -68,20 +69,87 @@ func (h *handler) GatherStacks(c *cdti.Conn, m *cdti.GatherStacks) *cdti.StackTr
 // childShutdownTimeout bounds the wait for the agents below to answer a shutdown.
 const childShutdownTimeout = 5 * time.Second
 
-// setChildren makes the agents of children this agent's children on both planes: CDTI to
-// their ranks is relayed to them (the Router), and the management plane goes through this
-// agent (a.below: their output is relayed to this agent's subscribers, they end when it
-// ends, and they count this connection as the front end's). It returns once every child is
-// connected, so that the front end may then drop its own connections to them.
-func (a *Agent) setChildren(children []cdti.Route) error {
-	a.router.SetChildren(children)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// TreeResult answers the management call "tree": every agent below this one, each with its
+// hello answer and its ranks, so that the front end learns the whole tree from the root.
+type TreeResult struct {
+	Agents []TreeAgent `json:"agents"`
+}
+
+// TreeAgent is one agent of a TreeResult.
+type TreeAgent struct {
+	Addr  string      `json:"addr"`
+	Hello HelloResult `json:"hello"`
+	Ranks []RankInfo  `json:"ranks"`
+}
+
+// setChildren makes the agents of children (each with the agents below it; their ranks are
+// learnt here) this agent's children on both planes, and returns every agent below with its
+// ranks. The management plane goes through this agent (a.below): it connects to each child,
+// tells it its own children in turn and asks it its ranks, so that the front end, which tells
+// the root alone, connects to no other agent; the children's output is relayed to this
+// agent's subscribers, they end when it ends, and they count this connection as the front
+// end's. CDTI for their ranks is then relayed to them (the Router). It returns once every
+// agent below is connected.
+func (a *Agent) setChildren(children []cdti.Route) (TreeResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), treeTimeout)
 	defer cancel()
 	if err := a.below.Connect(ctx, children); err != nil {
-		return fmt.Errorf("agent: tree: %w", err)
+		return TreeResult{}, fmt.Errorf("agent: tree: %w", err)
 	}
-	return nil
+	results := make([]TreeResult, len(children))
+	errs := make([]error, len(children))
+	var wg sync.WaitGroup
+	for i, c := range children {
+		wg.Go(func() {
+			var own TreeAgent
+			if err := json.Unmarshal(a.below.Hello(c.Addr), &own.Hello); err != nil {
+				errs[i] = fmt.Errorf("agent: tree: agent %s: hello: %w", c.Addr, err)
+				return
+			}
+			if len(c.Children) > 0 {
+				params := TreeParams{Children: c.Children}
+				if err := a.below.Call(ctx, c.Addr, "tree", params, &results[i]); err != nil {
+					errs[i] = fmt.Errorf("agent: tree: %w", err)
+					return
+				}
+			}
+			if err := a.below.Call(ctx, c.Addr, "ranks", nil, &own.Ranks); err != nil {
+				errs[i] = fmt.Errorf("agent: tree: %w", err)
+				return
+			}
+			own.Addr = c.Addr
+			results[i].Agents = append([]TreeAgent{own}, results[i].Agents...)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return TreeResult{}, err
+	}
+	var all TreeResult
+	for _, r := range results {
+		all.Agents = append(all.Agents, r.Agents...)
+	}
+	ranks := make(map[string][]uint32, len(all.Agents))
+	for _, ag := range all.Agents {
+		for _, ri := range ag.Ranks {
+			ranks[ag.Addr] = append(ranks[ag.Addr], uint32(ri.Rank))
+		}
+	}
+	a.router.SetChildren(withRanks(children, ranks))
+	return all, nil
 }
+
+// withRanks returns routes with the ranks of each agent filled in from ranks, by address.
+func withRanks(routes []cdti.Route, ranks map[string][]uint32) []cdti.Route {
+	out := make([]cdti.Route, len(routes))
+	for i, rt := range routes {
+		out[i] = cdti.Route{Addr: rt.Addr, Ranks: ranks[rt.Addr], Children: withRanks(rt.Children, ranks)}
+	}
+	return out
+}
+
+// treeTimeout bounds the management call "tree" at each level of the tree.
+const treeTimeout = 60 * time.Second
 
 // relayOutput publishes a chunk of output of a rank below (mgmt.Subtree.Output) to this
 // agent's own subscribers, numbered as its agent numbered it.

@@ -165,7 +165,7 @@ func TestParentLinkHeldForGrace(t *testing.T) {
 			out.waitFor(t, "pid ")
 			tt.c.Close() // detached: the rank runs on
 			parent := newHarness(t, "")
-			if err := parent.a.setChildren([]cdti.Route{{Addr: child.addr, Ranks: []uint32{0}}}); err != nil {
+			if _, err := parent.a.setChildren([]cdti.Route{{Addr: child.addr}}); err != nil {
 				t.Fatal(err)
 			}
 			fe.nc.Close() // the front end keeps the root's connection alone

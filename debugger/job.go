@@ -186,18 +186,18 @@ func NewJob(ctx context.Context, cfg Config, g *launch.Agents, mode StopMode, fo
 		return nil, err
 	}
 	// Every agent is connected at once (a job of many nodes waits for the slowest, not for
-	// their sum). With a tree, the CDTI connection goes to the root once the tree is
-	// configured, and so does the management plane.
-	type dialed struct {
-		n     *node
-		infos []agentRankInfo
-		err   error
+	// their sum). With a tree, the front end connects to the root alone, which tells the
+	// agents below it their children and answers with every agent's ranks (discoverTree).
+	var conns []dialed
+	if tree != nil {
+		conns = j.discoverTree(ctx, g, tree)
+	} else {
+		conns = make([]dialed, len(g.Endpoints))
+		ForEach(len(g.Endpoints), func(i int) {
+			c := &conns[i]
+			c.n, c.infos, c.err = dialNode(ctx, &g.Endpoints[i], j.onRankOutput, true)
+		})
 	}
-	conns := make([]dialed, len(g.Endpoints))
-	ForEach(len(g.Endpoints), func(i int) {
-		c := &conns[i]
-		c.n, c.infos, c.err = dialNode(ctx, &g.Endpoints[i], j.onRankOutput, tree == nil)
-	})
 	var dialErr error
 	for _, c := range conns {
 		if c.err != nil && dialErr == nil {

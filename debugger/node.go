@@ -178,18 +178,14 @@ func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outpu
 		}
 		return nil, nil, fmt.Errorf("connect to agent %s (management): %w", ep.Addr, err)
 	}
-	n := &node{ep: ep, host: ep.Host, client: cl, mgmt: rpc}
-	if hello.Node != "" && ep.ToolID == 0 {
-		// (A BG/Q CIOS agent does not know its I/O node's name in runjob's table.)
-		n.host = hello.Node
-	}
+	n := newNode(ep, hello)
+	n.client, n.mgmt = cl, rpc
 	var infos []agentRankInfo
 	if err := rpc.Call(ctx, "ranks", nil, &infos); err != nil {
 		n.close()
 		return nil, nil, fmt.Errorf("agent %s: ranks: %w", ep.Addr, err)
 	}
 	// Per-rank output forwarding, where the agent offers it.
-	n.output = slices.Contains(hello.Capabilities, "output")
 	if n.output && withCDTI {
 		if err := rpc.Call(ctx, "output.subscribe", struct{}{}, nil); err != nil {
 			n.close()
@@ -197,6 +193,16 @@ func dialNode(ctx context.Context, ep *launch.AgentEndpoint, onOutput func(outpu
 		}
 	}
 	return n, infos, nil
+}
+
+// newNode returns the node of the agent of ep, which said hello; it is not connected.
+func newNode(ep *launch.AgentEndpoint, hello agentHello) *node {
+	n := &node{ep: ep, host: ep.Host, output: slices.Contains(hello.Capabilities, "output")}
+	if hello.Node != "" && ep.ToolID == 0 {
+		// (A BG/Q CIOS agent does not know its I/O node's name in runjob's table.)
+		n.host = hello.Node
+	}
+	return n
 }
 
 // close drops both connections.

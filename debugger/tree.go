@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/hpcdap/hpcdap/cdti"
+	"github.com/hpcdap/hpcdap/launch"
 	"github.com/hpcdap/hpcdap/mgmt"
 	"github.com/hpcdap/hpcdap/rankset"
 	"github.com/hpcdap/hpcdap/topology"
@@ -136,8 +137,70 @@ func treeFor(n, fanout int) (*topology.Tree, error) {
 	return t, nil
 }
 
-// configureTree tells every agent its children and shares the root's connection with every
-// node. nodes[i] is agent i of t.
+// dialed is an agent connected at the start of a job, or the error of its connection.
+type dialed struct {
+	n     *node
+	infos []agentRankInfo
+	err   error
+}
+
+// treeAgent is one agent of the management call "tree"'s answer (agent.TreeAgent).
+type treeAgent struct {
+	Addr  string          `json:"addr"`
+	Hello agentHello      `json:"hello"`
+	Ranks []agentRankInfo `json:"ranks"`
+}
+
+// discoverTree connects to the root of the tree t over g's agents (management plane only)
+// and tells it the agents below it: each interior agent connects to its children and tells
+// them theirs in turn, and the answer gives every agent's hello and ranks. The result is one
+// entry per agent of g, the root's alone connected; an error is the root's entry's.
+func (j *Job) discoverTree(ctx context.Context, g *launch.Agents, t *topology.Tree) []dialed {
+	out := make([]dialed, len(g.Endpoints))
+	root := t.Roots()[0]
+	n, infos, err := dialNode(ctx, &g.Endpoints[root], j.onRankOutput, false)
+	if err != nil {
+		out[root].err = err
+		return out
+	}
+	out[root] = dialed{n: n, infos: infos}
+	var addrs func(i int) []cdti.Route
+	addrs = func(i int) []cdti.Route {
+		var rts []cdti.Route
+		for _, c := range t.Children(i) {
+			rts = append(rts, cdti.Route{Addr: g.Endpoints[c].Addr, Children: addrs(c)})
+		}
+		return rts
+	}
+	var res struct {
+		Agents []treeAgent `json:"agents"`
+	}
+	if err := n.mgmt.Call(ctx, "tree", map[string]any{"children": addrs(root)}, &res); err != nil {
+		out[root].err = fmt.Errorf("agent %s (%s): tree of %d agents: %w", n.ep.Addr, n.host, len(g.Endpoints), err)
+		return out
+	}
+	byAddr := make(map[string]*treeAgent, len(res.Agents))
+	for i := range res.Agents {
+		byAddr[res.Agents[i].Addr] = &res.Agents[i]
+	}
+	for i := range g.Endpoints {
+		if i == root {
+			continue
+		}
+		ep := &g.Endpoints[i]
+		ta := byAddr[ep.Addr]
+		if ta == nil {
+			out[root].err = fmt.Errorf("agent %s (%s): tree of %d agents: no answer for agent %s", n.ep.Addr, n.host, len(g.Endpoints), ep.Addr)
+			return out
+		}
+		out[i] = dialed{n: newNode(ep, ta.Hello), infos: ta.Ranks}
+	}
+	return out
+}
+
+// configureTree shares the root's connection with every node (the agents know their
+// children: discoverTree) and connects the management plane to the root. nodes[i] is agent i
+// of t.
 func (j *Job) configureTree(ctx context.Context, t *topology.Tree) error {
 	var route func(i int) cdti.Route
 	route = func(i int) cdti.Route {
@@ -150,25 +213,6 @@ func (j *Job) configureTree(ctx context.Context, t *topology.Tree) error {
 			rt.Children = append(rt.Children, route(c))
 		}
 		return rt
-	}
-	// The deepest agents first, a level at a time: an agent connects to its children's
-	// management plane when it is told (subscribing to their output), so they must know
-	// theirs by then, and be found forwarding output their own children forward.
-	errs := make([]error, len(j.nodes))
-	for depth := t.Height(); depth >= 0; depth-- {
-		ForEach(len(j.nodes), func(i int) {
-			if !t.Interior(i) || t.Depth(i) != depth {
-				return
-			}
-			n := j.nodes[i]
-			params := map[string]any{"children": route(i).Children}
-			if err := n.mgmt.Call(ctx, "tree", params, nil); err != nil {
-				errs[i] = fmt.Errorf("agent %s (%s): tree: %w", n.ep.Addr, n.host, err)
-			}
-		})
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
 	}
 	root := t.Roots()[0]
 	cl, err := cdti.DialTree(ctx, route(root), clientOptions(j.nodes[root].ep))
@@ -191,7 +235,7 @@ func (j *Job) configureTree(ctx context.Context, t *topology.Tree) error {
 	if err := j.below.Connect(ctx, []cdti.Route{route(root)}); err != nil {
 		return fmt.Errorf("connect to the tree of %d agents through its root %s (%s): %w", len(j.nodes), j.nodes[root].ep.Addr, j.nodes[root].host, err)
 	}
-	for _, n := range j.nodes {
+	if n := j.nodes[root]; n.mgmt != nil {
 		n.mgmt.Close()
 		n.mgmt = nil
 	}

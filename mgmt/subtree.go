@@ -46,7 +46,8 @@ type Subtree struct {
 type link struct {
 	conn   *jsonrpc2.Conn
 	route  cdti.Route
-	output bool // subscribed to its output
+	hello  json.RawMessage // the agent's hello answer
+	output bool            // subscribed to its output
 }
 
 // dialTimeout bounds the connection of one agent while healing.
@@ -67,14 +68,16 @@ func (s *Subtree) Connect(ctx context.Context, routes []cdti.Route) error {
 
 // connect connects to the agent of rt, which is known to no link yet.
 func (s *Subtree) connect(ctx context.Context, rt cdti.Route) error {
-	var hello struct {
-		Capabilities []string `json:"capabilities"`
-	}
-	c, err := Dial(ctx, rt.Addr, s.Token, s.Client, jsonrpc2.HandlerWithError(s.handle), &hello)
+	var raw json.RawMessage
+	c, err := Dial(ctx, rt.Addr, s.Token, s.Client, jsonrpc2.HandlerWithError(s.handle), &raw)
 	if err != nil {
 		return fmt.Errorf("management: connect to agent %s: %w", rt.Addr, err)
 	}
-	l := &link{conn: c, route: rt}
+	var hello struct {
+		Capabilities []string `json:"capabilities"`
+	}
+	json.Unmarshal(raw, &hello)
+	l := &link{conn: c, route: rt, hello: raw}
 	if s.Output != nil && slices.Contains(hello.Capabilities, "output") {
 		if err := c.Call(ctx, "output.subscribe", struct{}{}, nil); err != nil {
 			c.Close()
@@ -161,6 +164,31 @@ func (s *Subtree) handle(_ context.Context, _ *jsonrpc2.Conn, req *jsonrpc2.Requ
 		return nil, nil
 	}
 	return nil, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound, Message: "management: " + s.Client + " serves no calls"}
+}
+
+// Call calls method on the agent at addr, connected to by Connect.
+func (s *Subtree) Call(ctx context.Context, addr, method string, params, result any) error {
+	s.mu.Lock()
+	l := s.links[addr]
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("management: agent %s: %s: not connected", addr, method)
+	}
+	if err := l.conn.Call(ctx, method, params, result); err != nil {
+		return fmt.Errorf("management: agent %s: %s: %w", addr, method, err)
+	}
+	return nil
+}
+
+// Hello returns the hello answer of the agent at addr, connected to by Connect (nil if it
+// is not).
+func (s *Subtree) Hello(addr string) json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.links[addr]; l != nil {
+		return l.hello
+	}
+	return nil
 }
 
 // Forwards reports whether an agent below forwards its ranks' output.
