@@ -13,7 +13,7 @@ import (
 
 // TestTreeManagementPlane launches 8 ranks of chatter.c on 4 local agents (2 ranks each) at
 // fan-out 2 (agent 0 → 1, 2; 1 → 3), each rank saying three lines on stdout and three on
-// stderr. The front end connects to the root alone, which tells the agents below it their
+// stderr, and stopping after the first of each. The front end connects to the root alone, which tells the agents below it their
 // children: no other agent ever has a management connection from the front end, and once the
 // job is up no connection at all. After kill -9 of interior agent 1, the root
 // connects to agent 3 below it in its place: the ranks of agents 0, 2 and 3 run to their end
@@ -25,11 +25,14 @@ func TestTreeManagementPlane(t *testing.T) {
 	p := compileC(t, "chatter")
 	d := newDAP(t, viaPipe)
 	defer d.close()
-	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 2, "fanout": 2})
+	// Each rank stops on its own (stop mode rank) after its first round of lines.
+	d.launch(map[string]any{"program": p.bin, "np": 8, "ranksPerAgent": 2, "fanout": 2, "stopMode": "rank"})
 	src := p.src
 	d.setBreakpoints(src, p.line(t, "said"))
 	d.call("configurationDone", nil, nil)
-	d.stopped()
+	for range 8 {
+		d.stopped()
+	}
 	ranks := d.ranks().Ranks
 	agents := make([]int, 4) // agent i serves ranks 2i and 2i+1
 	for i := range agents {
@@ -57,13 +60,21 @@ func TestTreeManagementPlane(t *testing.T) {
 		}
 	}
 
+	// Ranks 6 and 7 said their first lines through agent 1: the root has them when it
+	// adopts agent 3, whose history replays them.
+	waitOutput(t, d, "[6] rank 6 warns 0")
+	waitOutput(t, d, "[7] rank 7 warns 0")
 	if err := syscall.Kill(agents[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitForExit(t, agents[1])
 	waitOutput(t, d, "lost 2 of 8 ranks (an agent on the way to them is gone): 2-3;")
 	d.setBreakpoints(src)
-	d.call("continue", map[string]any{"threadId": ranks[0].ThreadID}, nil)
+	for _, r := range ranks {
+		if r.Rank != 2 && r.Rank != 3 {
+			d.call("continue", map[string]any{"threadId": r.ThreadID}, nil)
+		}
+	}
 	if _, err := d.c.WaitEvent("terminated", time.Minute, nil); err != nil {
 		t.Fatalf("%v; ranks %+v\noutput:\n%s", err, d.ranks().Ranks, allOutput(d))
 	}

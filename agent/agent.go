@@ -438,15 +438,11 @@ func (a *Agent) Shutdown(kill bool) {
 		for _, p := range a.allProcs() {
 			p.beginEnding() // a call in progress would hold the process until its time limit
 		}
-		a.srv.Close()
-		var wg sync.WaitGroup
 		// The agents below end as this one does, told on the management plane (parents
-		// first: this one heals nothing any more).
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), childShutdownTimeout)
-			defer cancel()
-			a.below.Shutdown(ctx, kill)
-		})
+		// first: this one heals nothing any more), while it ends its own connections.
+		var wg sync.WaitGroup
+		wg.Go(func() { a.below.Shutdown(childShutdownTimeout, kill) })
+		a.srv.Close()
 		procs := a.allProcs()
 		for _, p := range procs {
 			wg.Add(1)

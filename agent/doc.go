@@ -85,7 +85,7 @@
 //	launcher         {}                        → LauncherInfo, or an error when the agent has no launcher
 //	ranks.subscribe  {}                        → {}, then notifications "rank" (RankInfo): every
 //	                                             current rank, then each new one once
-//	output.subscribe {}                        → {}, then notifications "output" (below)
+//	output.subscribe {after}                   → {}, then notifications "output" (below)
 //	shutdown         {kill}                    → {}, then the agent ends, and tells the agents below
 //	                                             it to end the same way
 //	tree             {children: [cdti.Route]}  → {}: the agents below this one in the tree overlay,
@@ -120,8 +120,11 @@
 //	{"rank":3,"stream":"stdout","eof":true,"seq":2}
 //
 // seq numbers a rank's chunks from 1 (both streams together); an agent above relays the
-// chunks of the ranks below it with their numbers, so that a subscriber that receives a
-// rank's history again, from another agent after a loss in the tree, can drop what it had.
+// chunks of the ranks below it with their numbers (and keeps 64 KiB of history per such
+// rank). A subscriber that connects again, or to another agent after a loss in the tree,
+// passes output.subscribe {"after": {"3": 17}}: the history it gets starts after chunk 17 of
+// rank 3, and the drop notice comes only if chunks it lacks were dropped, numbered as the
+// last of them.
 // text is what one read of the pipe returned (at most 64 KiB) as valid UTF-8: each invalid
 // byte becomes U+FFFD, and an incomplete multi-byte sequence at the end of a read is held back
 // and completed by the next read, so a character split across writes arrives whole. eof comes

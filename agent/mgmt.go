@@ -158,7 +158,7 @@ func (m *mgmtConn) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc
 		result, then = struct{}{}, acc.run
 	case subscribeAccepted:
 		// Subscribe after the answer is written: the notifications follow the result.
-		result, then = struct{}{}, func() { m.subscribe(conn) }
+		result, then = struct{}{}, func() { m.subscribe(conn, acc.after) }
 	case ranksSubscribeAccepted:
 		result, then = struct{}{}, func() { m.agent.rankSubs.add(m.agent, conn) }
 	}
@@ -205,7 +205,11 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 			return nil, false, &jsonrpc2.Error{Code: jsonrpc2.CodeMethodNotFound,
 				Message: "agent: output.subscribe: the ranks' output is not captured (spawn with --capture-output)"}
 		}
-		return subscribeAccepted{}, false, nil
+		var p OutputSubscribeParams
+		if err := decodeParams(req, &p); err != nil {
+			return nil, false, err
+		}
+		return subscribeAccepted{after: p.After}, false, nil
 	case "shutdown":
 		var p ShutdownParams
 		if err := decodeParams(req, &p); err != nil {
@@ -277,14 +281,14 @@ func (m *mgmtConn) authenticate(req *jsonrpc2.Request) (result any, hangUp bool,
 }
 
 // subscribeAccepted is handle's answer to "output.subscribe": Handle replies, then subscribes.
-type subscribeAccepted struct{}
+type subscribeAccepted struct{ after map[int]uint64 }
 
 // subscribe makes conn an output subscriber, once.
-func (m *mgmtConn) subscribe(conn *jsonrpc2.Conn) {
+func (m *mgmtConn) subscribe(conn *jsonrpc2.Conn, after map[int]uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sub == nil {
-		m.sub = m.agent.output.subscribe(conn, m.name)
+		m.sub = m.agent.output.subscribe(conn, m.name, after)
 	}
 }
 

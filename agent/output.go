@@ -39,8 +39,16 @@ const CapabilityOutput = "output"
 const (
 	outputReadSize     = 64 << 10 // one read of a pipe, so one chunk, at most
 	outputHistoryLimit = 1 << 20  // text kept per rank for later subscribers
+	relayHistoryLimit  = 64 << 10 // text kept per rank of an agent below (its agent keeps more)
 	outputQueueLimit   = 8 << 20  // text queued per subscriber beyond its replay
 )
+
+// OutputSubscribeParams are the parameters of output.subscribe: After gives, by rank, the
+// sequence number of the last chunk the subscriber has (from another agent, before a loss in
+// the tree, or from an earlier subscription), so that the history it is sent starts after it.
+type OutputSubscribeParams struct {
+	After map[int]uint64 `json:"after,omitempty"`
+}
 
 // outputHub collects the ranks' output and fans it out to subscribers. It never blocks a
 // reader: history is bounded by dropping its oldest chunks, and a subscriber whose queue
@@ -64,7 +72,9 @@ type outputHistory struct {
 	bytes       int
 	dropped     int    // text bytes removed to stay within the bound
 	droppedFrom string // stream of the first removed chunk, where the notice goes
+	droppedSeq  uint64 // the sequence number of the last removed chunk
 	seq         uint64 // the last chunk's sequence number, for the rank's own output
+	limit       int    // the bound of bytes
 }
 
 func newOutputHub(logf func(string, ...any)) *outputHub {
@@ -96,7 +106,10 @@ func (h *outputHub) add(ev OutputParams, relayed bool) {
 	defer h.mu.Unlock()
 	hs := h.hist[ev.Rank]
 	if hs == nil {
-		hs = &outputHistory{}
+		hs = &outputHistory{limit: outputHistoryLimit}
+		if relayed {
+			hs.limit = relayHistoryLimit
+		}
 		h.hist[ev.Rank] = hs
 	}
 	if !relayed {
@@ -105,7 +118,7 @@ func (h *outputHub) add(ev OutputParams, relayed bool) {
 	}
 	hs.events = append(hs.events, ev)
 	hs.bytes += len(ev.Text)
-	for hs.bytes > outputHistoryLimit {
+	for hs.bytes > hs.limit {
 		// Drop the oldest text; end-of-stream markers stay (they carry no bytes).
 		i := hs.head
 		for hs.events[i].Text == "" {
@@ -116,6 +129,7 @@ func (h *outputHub) add(ev OutputParams, relayed bool) {
 			hs.droppedFrom = old.Stream
 		}
 		hs.dropped += len(old.Text)
+		hs.droppedSeq = old.Seq
 		hs.bytes -= len(old.Text)
 		copy(hs.events[hs.head+1:i+1], hs.events[hs.head:i])
 		hs.events[hs.head] = OutputParams{}
@@ -134,9 +148,11 @@ func (h *outputHub) add(ev OutputParams, relayed bool) {
 	}
 }
 
-// subscribe queues the history of every rank (rank order, each preceded by a drop notice if
-// some of it was dropped) for a new subscriber, which then gets every later chunk.
-func (h *outputHub) subscribe(conn *jsonrpc2.Conn, name string) *outputSub {
+// subscribe queues the history of every rank after the chunks the subscriber has (after, by
+// rank), in rank order, each preceded by a drop notice if some of what it lacks was dropped,
+// for a new subscriber, which then gets every later chunk. The notice is numbered as the last
+// chunk it stands for, so that one who had that chunk drops it as a repeat.
+func (h *outputHub) subscribe(conn *jsonrpc2.Conn, name string, after map[int]uint64) *outputSub {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ranks := make([]int, 0, len(h.hist))
@@ -148,12 +164,16 @@ func (h *outputHub) subscribe(conn *jsonrpc2.Conn, name string) *outputSub {
 	replay := 0
 	for _, r := range ranks {
 		hs := h.hist[r]
-		if hs.dropped > 0 {
-			s.queue = append(s.queue, OutputParams{Rank: r, Stream: hs.droppedFrom,
+		if hs.dropped > 0 && hs.droppedSeq > after[r] {
+			s.queue = append(s.queue, OutputParams{Rank: r, Stream: hs.droppedFrom, Seq: hs.droppedSeq,
 				Text: fmt.Sprintf("[hpcdap: %d bytes of output dropped]\n", hs.dropped)})
 		}
-		s.queue = append(s.queue, hs.events[hs.head:]...)
-		replay += hs.bytes
+		for _, ev := range hs.events[hs.head:] {
+			if ev.Seq > after[r] {
+				s.queue = append(s.queue, ev)
+				replay += len(ev.Text)
+			}
+		}
 	}
 	s.queued = replay
 	s.limit = replay + h.queueLimit

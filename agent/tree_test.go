@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -150,7 +151,7 @@ func TestParentLinkHeldForGrace(t *testing.T) {
 	for _, adopted := range []bool{true, false} {
 		t.Run(map[bool]string{true: "adopted", false: "orphaned"}[adopted], func(t *testing.T) {
 			child := newKillHarness(t, true)
-			child.a.parentGrace = time.Second
+			child.a.parentGrace = 3 * time.Second
 			out := newOutFile(t)
 			if err := child.a.SpawnRanks(SpawnSpec{Argv: []string{progBin, "run"}, Stdio: []*os.File{nil, out.f, out.f}, Count: 1}); err != nil {
 				t.Fatal(err)
@@ -183,7 +184,7 @@ func TestParentLinkHeldForGrace(t *testing.T) {
 				return
 			}
 			adopter, _ := dialMgmt(t, child.addr)
-			time.Sleep(1500 * time.Millisecond) // past the grace
+			time.Sleep(3500 * time.Millisecond) // past the grace
 			waitRunning(t, pid)
 			select {
 			case <-child.a.Done():
@@ -198,5 +199,33 @@ func TestParentLinkHeldForGrace(t *testing.T) {
 			}
 			waitDead(t, pid)
 		})
+	}
+}
+
+// TestShutdownPastFrozenAgent: an agent that ends tells the agents below it to end, and one
+// that does not answer (frozen: SIGSTOP) cannot tell its own, so it tells them in its place.
+// A tree top → mid → leaf, mid a real agent process: frozen, then top ends; the leaf ends
+// too, and top's log says it asked the agent below mid.
+func TestShutdownPastFrozenAgent(t *testing.T) {
+	leaf := newHarness(t, "")
+	leaf.spawn(1, progBin, "loop", "1")
+	mid := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--listen", "127.0.0.1:0", "--", progBin, "loop", "1")
+	midAddr := mid.listening(t)
+	top := newHarness(t, "")
+	if _, err := top.a.setChildren([]cdti.Route{{Addr: midAddr, Children: []cdti.Route{{Addr: leaf.addr}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mid.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer mid.cmd.Process.Signal(syscall.SIGCONT)
+	go top.a.Shutdown(false)
+	select {
+	case <-leaf.a.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the agent below the frozen one did not end; top's log:\n%s", top.logBuf.String())
+	}
+	if !strings.Contains(top.logBuf.String(), "asking the 1 agent(s) below it") {
+		t.Errorf("top's log does not say it asked the agent below the frozen one:\n%s", top.logBuf.String())
 	}
 }

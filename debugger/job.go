@@ -495,9 +495,7 @@ func (j *Job) CloseNodes(kill bool) {
 		if j.nodes[0].ep.Owned {
 			j.below.Close()
 		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			j.below.Shutdown(ctx, kill)
-			cancel()
+			j.below.Shutdown(5*time.Second, kill)
 		}
 	}
 	asked := make([]chan struct{}, len(j.nodes)) // closed once agent i was asked to end (or failed to be)

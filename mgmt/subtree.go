@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ type Subtree struct {
 	mu     sync.Mutex
 	links  map[string]*link // by the agent's address
 	ending bool             // Shutdown or Close was called: a broken link is no loss
+	// asked is the Shutdown under way, which an agent connected from then on (an adoption
+	// that was under way) is asked for too; nil after Close.
+	asked *shutdownCall
 
 	omu  sync.Mutex     // orders the delivery of output
 	seen map[int]uint64 // by rank, the sequence number of the last chunk delivered
@@ -50,8 +54,16 @@ type link struct {
 	output bool            // subscribed to its output
 }
 
-// dialTimeout bounds the connection of one agent while healing.
-const dialTimeout = 10 * time.Second
+// shutdownCall is the shutdown Shutdown asks for.
+type shutdownCall struct {
+	limit time.Duration
+	kill  bool
+}
+
+// healDialTimeout bounds the connection of one agent while healing: well below the grace
+// (cdti.DefaultResumeGrace) in which the agents below a lost one wait for it, so that those
+// below another lost one are still reached in time.
+const healDialTimeout = 3 * time.Second
 
 // Connect connects to the agents of routes (each with the agents below it, for healing), and
 // subscribes to their output when Output is set and the agent forwards it. An agent it cannot
@@ -79,7 +91,12 @@ func (s *Subtree) connect(ctx context.Context, rt cdti.Route) error {
 	json.Unmarshal(raw, &hello)
 	l := &link{conn: c, route: rt, hello: raw}
 	if s.Output != nil && slices.Contains(hello.Capabilities, "output") {
-		if err := c.Call(ctx, "output.subscribe", struct{}{}, nil); err != nil {
+		// The history starts after what was delivered: after a loss, or a reconnection, the
+		// agent replays only what did not come.
+		s.omu.Lock()
+		after := maps.Clone(s.seen)
+		s.omu.Unlock()
+		if err := c.Call(ctx, "output.subscribe", map[string]any{"after": after}, nil); err != nil {
 			c.Close()
 			return fmt.Errorf("management: agent %s: output.subscribe: %w", rt.Addr, err)
 		}
@@ -90,7 +107,14 @@ func (s *Subtree) connect(ctx context.Context, rt cdti.Route) error {
 		s.links = make(map[string]*link)
 	}
 	if s.ending || s.links[rt.Addr] != nil {
+		asked := s.asked
 		s.mu.Unlock()
+		if asked != nil && s.links[rt.Addr] == nil {
+			// Adopted while the subtree ends: it ends too, as it would have been asked.
+			if err := s.askShutdown(c, asked.limit, asked.kill); err != nil {
+				s.logf("management: agent %s: shutdown: %v", rt.Addr, err)
+			}
+		}
 		c.Close()
 		return nil
 	}
@@ -113,7 +137,16 @@ func (s *Subtree) watch(l *link) {
 	if ending {
 		return
 	}
-	s.logf("management: lost agent %s: connecting the %d agent(s) below it", l.route.Addr, len(l.route.Children))
+	// An agent that is still there (it dropped a subscriber that fell behind, say) is
+	// connected again; one that is not is lost.
+	ctx, cancel := context.WithTimeout(context.Background(), healDialTimeout)
+	err := s.connect(ctx, l.route)
+	cancel()
+	if err == nil {
+		s.logf("management: agent %s: connection broke: connected again", l.route.Addr)
+		return
+	}
+	s.logf("management: lost agent %s (%v): connecting the %d agent(s) below it", l.route.Addr, err, len(l.route.Children))
 	s.adopt(l.route.Children)
 }
 
@@ -123,7 +156,7 @@ func (s *Subtree) adopt(routes []cdti.Route) {
 	var wg sync.WaitGroup
 	for _, rt := range routes {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), healDialTimeout)
 			err := s.connect(ctx, rt)
 			cancel()
 			if err != nil {
@@ -204,33 +237,70 @@ func (s *Subtree) Forwards() bool {
 }
 
 // Shutdown asks every agent below to end, killing its processes or leaving them running
-// (each asks the agents below it in turn), and closes the connections once each has answered
-// or ctx is done. Nothing is healed from its start.
-func (s *Subtree) Shutdown(ctx context.Context, kill bool) {
-	links := s.end()
+// (each asks the agents below it in turn), and closes the connections once each has
+// answered. An agent that does not answer within limit (frozen, or lost) cannot ask its own:
+// they are asked in its place, down past others that do not answer. Nothing is healed from
+// its start.
+func (s *Subtree) Shutdown(limit time.Duration, kill bool) {
+	links := s.end(&shutdownCall{limit: limit, kill: kill})
 	var wg sync.WaitGroup
 	for _, l := range links {
 		wg.Go(func() {
-			if err := l.conn.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil); err != nil {
-				s.logf("management: agent %s: shutdown: %v", l.route.Addr, err)
-			}
+			err := s.askShutdown(l.conn, limit, kill)
 			l.conn.Close()
+			if err != nil {
+				s.logf("management: agent %s: shutdown: %v: asking the %d agent(s) below it", l.route.Addr, err, len(l.route.Children))
+				s.shutdownBelow(l.route.Children, limit, kill)
+			}
 		})
 	}
 	wg.Wait()
 }
 
+// shutdownBelow asks the agents of routes to end, in place of an agent above them that did
+// not answer, and those below any of them that does not answer in its place.
+func (s *Subtree) shutdownBelow(routes []cdti.Route, limit time.Duration, kill bool) {
+	var wg sync.WaitGroup
+	for _, rt := range routes {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), limit)
+			c, err := Dial(ctx, rt.Addr, s.Token, s.Client, jsonrpc2.HandlerWithError(s.handle), nil)
+			cancel()
+			if err == nil {
+				err = s.askShutdown(c, limit, kill)
+				c.Close()
+			}
+			if err != nil {
+				s.logf("management: agent %s: shutdown: %v: asking the %d agent(s) below it", rt.Addr, err, len(rt.Children))
+				s.shutdownBelow(rt.Children, limit, kill)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// askShutdown calls shutdown on c and waits at most limit for the answer.
+func (s *Subtree) askShutdown(c *jsonrpc2.Conn, limit time.Duration, kill bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	return c.Call(ctx, "shutdown", map[string]bool{"kill": kill}, nil)
+}
+
 // Close drops every connection without asking anything; nothing is healed from its start.
 func (s *Subtree) Close() {
-	for _, l := range s.end() {
+	for _, l := range s.end(nil) {
 		l.conn.Close()
 	}
 }
 
-// end marks the subtree ending and returns its links.
-func (s *Subtree) end() []*link {
+// end marks the subtree ending, with the shutdown asked (nil for none), and returns its
+// links.
+func (s *Subtree) end(asked *shutdownCall) []*link {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.ending {
+		s.asked = asked
+	}
 	s.ending = true
 	var out []*link
 	for _, l := range s.links {
