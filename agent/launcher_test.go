@@ -127,6 +127,24 @@ func newLifeHarness(t *testing.T, kill, end bool) *harness {
 	return h
 }
 
+// runRank spawns one rank of `prog run` and lets it run under tool 1, which stays attached:
+// it returns the rank's pid and the tool.
+func runRank(t *testing.T, h *harness) (int, *testTool) {
+	t.Helper()
+	out := newOutFile(t)
+	if err := h.a.SpawnRanks(SpawnSpec{Argv: []string{progBin, "run"}, Stdio: []*os.File{nil, out.f, out.f}, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	pid := h.rankPid(0)
+	tt := h.dial(1)
+	tt.attach(0, 99, "fe")
+	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
+	tt.signalNotify()
+	tt.cont(0)
+	out.waitFor(t, "pid ")
+	return pid, tt
+}
+
 // waitDead waits until pid is gone (or a zombie).
 func waitDead(t *testing.T, pid int) {
 	t.Helper()
@@ -166,17 +184,7 @@ func TestKillOnFrontEndLoss(t *testing.T) {
 	}{{"kill-cdti", true, false}, {"kill-mgmt", true, true}, {"nokill-cdti", false, false}} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newKillHarness(t, c.kill)
-			out := newOutFile(t)
-			if err := h.a.SpawnRanks(SpawnSpec{Argv: []string{progBin, "run"}, Stdio: []*os.File{nil, out.f, out.f}, Count: 1}); err != nil {
-				t.Fatal(err)
-			}
-			pid := h.rankPid(0)
-			tt := h.dial(1)
-			tt.attach(0, 99, "fe")
-			tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
-			tt.signalNotify()
-			tt.cont(0)
-			out.waitFor(t, "pid ")
+			pid, tt := runRank(t, h)
 			var m *mgmtClient
 			if c.mgmt {
 				m, _ = dialMgmt(t, h.addr)
@@ -210,17 +218,7 @@ func TestKillOnFrontEndLoss(t *testing.T) {
 // process it controlled run on, untraced.
 func TestEndWithFrontEnd(t *testing.T) {
 	h := newLifeHarness(t, false, true)
-	out := newOutFile(t)
-	if err := h.a.SpawnRanks(SpawnSpec{Argv: []string{progBin, "run"}, Stdio: []*os.File{nil, out.f, out.f}, Count: 1}); err != nil {
-		t.Fatal(err)
-	}
-	pid := h.rankPid(0)
-	tt := h.dial(1)
-	tt.attach(0, 99, "fe")
-	tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
-	tt.signalNotify()
-	tt.cont(0)
-	out.waitFor(t, "pid ")
+	pid, tt := runRank(t, h)
 	tt.c.Close()
 	select {
 	case <-h.a.Done():

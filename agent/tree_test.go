@@ -152,18 +152,8 @@ func TestParentLinkHeldForGrace(t *testing.T) {
 		t.Run(map[bool]string{true: "adopted", false: "orphaned"}[adopted], func(t *testing.T) {
 			child := newKillHarness(t, true)
 			child.a.parentGrace = 3 * time.Second
-			out := newOutFile(t)
-			if err := child.a.SpawnRanks(SpawnSpec{Argv: []string{progBin, "run"}, Stdio: []*os.File{nil, out.f, out.f}, Count: 1}); err != nil {
-				t.Fatal(err)
-			}
-			pid := child.rankPid(0)
+			pid, tt := runRank(t, child)
 			fe, _ := dialMgmt(t, child.addr)
-			tt := child.dial(1)
-			tt.attach(0, 99, "fe")
-			tt.control(0, int(syscall.SIGSTOP), cdti.DynamicNotifyDLoader)
-			tt.signalNotify()
-			tt.cont(0)
-			out.waitFor(t, "pid ")
 			tt.c.Close() // detached: the rank runs on
 			parent := newHarness(t, "")
 			if _, err := parent.a.setChildren([]cdti.Route{{Addr: child.addr}}); err != nil {
