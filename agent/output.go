@@ -29,7 +29,8 @@ type OutputParams struct {
 	EOF    bool   `json:"eof,omitempty"`
 	// Seq numbers the rank's chunks from 1, by the agent that serves the rank; agents above
 	// relay it unchanged, so that a chunk replayed to a new subscriber after a loss in the
-	// tree is known for a repeat (mgmt.Subtree). 0: a notice of the hub's own.
+	// tree is known for a repeat (mgmt.Subtree). A drop notice carries the number of the
+	// last chunk it stands for.
 	Seq uint64 `json:"seq,omitempty"`
 }
 

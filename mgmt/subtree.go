@@ -106,10 +106,10 @@ func (s *Subtree) connect(ctx context.Context, rt cdti.Route) error {
 	if s.links == nil {
 		s.links = make(map[string]*link)
 	}
-	if s.ending || s.links[rt.Addr] != nil {
+	if known := s.links[rt.Addr] != nil; s.ending || known {
 		asked := s.asked
 		s.mu.Unlock()
-		if asked != nil && s.links[rt.Addr] == nil {
+		if asked != nil && !known {
 			// Adopted while the subtree ends: it ends too, as it would have been asked.
 			if err := s.askShutdown(c, asked.limit, asked.kill); err != nil {
 				s.logf("management: agent %s: shutdown: %v", rt.Addr, err)
@@ -307,13 +307,6 @@ func (s *Subtree) end(asked *shutdownCall) []*link {
 		out = append(out, l)
 	}
 	return out
-}
-
-// Len returns the number of agents connected.
-func (s *Subtree) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.links)
 }
 
 func (s *Subtree) logf(format string, args ...any) {
