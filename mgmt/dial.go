@@ -9,6 +9,8 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -51,7 +53,9 @@ func Dial(ctx context.Context, addr, token, client string, h jsonrpc2.Handler, r
 	if err != nil {
 		return nil, err
 	}
-	c := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}), h)
+	// A connection's end is told by DisconnectNotify and the calls' errors, not logged.
+	c := jsonrpc2.NewConn(context.Background(), jsonrpc2.NewBufferedStream(nc, jsonrpc2.VSCodeObjectCodec{}), h,
+		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
 	if err := Hello(ctx, c, token, client, result); err != nil {
 		c.Close()
 		return nil, err
