@@ -89,8 +89,10 @@ type ShutdownParams struct {
 	Kill bool `json:"kill"`
 }
 
-// maxMgmtMessage bounds one management message; the calls are small.
-const maxMgmtMessage = 1 << 20
+// maxMgmtMessage bounds one management message of an authenticated peer. The largest is the
+// "tree" call to the root of a large job, which carries the address of every agent below it
+// (about 40 bytes each), and an output.subscribe after a loss, with one number per rank.
+const maxMgmtMessage = 32 << 20
 
 // serveManagement runs the JSON-RPC plane on conn until it closes. authenticated is called once
 // the hello is accepted (it gives back the connection's pre-authentication slot).
@@ -231,7 +233,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		if err := decodeParams(req, &p); err != nil {
 			return nil, false, err
 		}
-		res, err := m.agent.setChildren(p.Children)
+		res, err := m.agent.setChildren(p)
 		if err != nil {
 			return nil, false, err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 // the ranks it serves and its own subtree.
 type TreeParams struct {
 	Children []cdti.Route `json:"children"`
+	// TimeoutMs bounds the call in this agent (0: treeTimeout). An agent gives each child
+	// a shorter time than its own, by the child's height, so that the error of an agent that
+	// does not answer reaches the caller in time, naming that agent.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
 
 // GatherStacks unwinds the main thread of every rank the tool of c may query (attached, as
@@ -90,9 +95,14 @@ type TreeAgent struct {
 // agent's subscribers, they end when it ends, and they count this connection as the front
 // end's. CDTI for their ranks is then relayed to them (the Router). It returns once every
 // agent below is connected.
-func (a *Agent) setChildren(children []cdti.Route) (TreeResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), treeTimeout)
+func (a *Agent) setChildren(p TreeParams) (TreeResult, error) {
+	timeout := treeTimeout
+	if p.TimeoutMs > 0 {
+		timeout = time.Duration(p.TimeoutMs) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	children := p.Children
 	if err := a.below.Connect(ctx, children); err != nil {
 		return TreeResult{}, fmt.Errorf("agent: tree: %w", err)
 	}
@@ -102,15 +112,32 @@ func (a *Agent) setChildren(children []cdti.Route) (TreeResult, error) {
 	for i, c := range children {
 		wg.Go(func() {
 			var own TreeAgent
-			if err := json.Unmarshal(a.below.Hello(c.Addr), &own.Hello); err != nil {
+			hello := a.below.Hello(c.Addr)
+			if hello == nil {
+				errs[i] = fmt.Errorf("agent: tree: agent %s: its connection broke", c.Addr)
+				return
+			}
+			if err := json.Unmarshal(hello, &own.Hello); err != nil {
 				errs[i] = fmt.Errorf("agent: tree: agent %s: hello: %w", c.Addr, err)
 				return
 			}
 			if len(c.Children) > 0 {
-				params := TreeParams{Children: c.Children}
+				h := routeHeight(c)
+				params := TreeParams{Children: c.Children, TimeoutMs: (timeout * time.Duration(h-1) / time.Duration(h)).Milliseconds()}
 				if err := a.below.Call(ctx, c.Addr, "tree", params, &results[i]); err != nil {
 					errs[i] = fmt.Errorf("agent: tree: %w", err)
 					return
+				}
+				// Its output is subscribed to now that its own children are known: it
+				// forwards theirs, captured or not its own.
+				for _, ag := range results[i].Agents {
+					if slices.Contains(ag.Hello.Capabilities, CapabilityOutput) {
+						if err := a.below.Subscribe(ctx, c.Addr); err != nil {
+							errs[i] = fmt.Errorf("agent: tree: %w", err)
+							return
+						}
+						break
+					}
 				}
 			}
 			if err := a.below.Call(ctx, c.Addr, "ranks", nil, &own.Ranks); err != nil {
@@ -139,11 +166,25 @@ func (a *Agent) setChildren(children []cdti.Route) (TreeResult, error) {
 	return all, nil
 }
 
-// withRanks returns routes with the ranks of each agent filled in from ranks, by address.
+// routeHeight is the number of agents on the longest way down from rt (rt alone: 1).
+func routeHeight(rt cdti.Route) int {
+	h := 0
+	for _, c := range rt.Children {
+		h = max(h, routeHeight(c))
+	}
+	return h + 1
+}
+
+// withRanks returns routes with the ranks of each agent filled in from ranks, by address,
+// where the route names none: a route that names its ranks keeps them (the session's, of an
+// agent that serves more, such as a BG/Q CIOS agent of a rank subset).
 func withRanks(routes []cdti.Route, ranks map[string][]uint32) []cdti.Route {
 	out := make([]cdti.Route, len(routes))
 	for i, rt := range routes {
-		out[i] = cdti.Route{Addr: rt.Addr, Ranks: ranks[rt.Addr], Children: withRanks(rt.Children, ranks)}
+		out[i] = cdti.Route{Addr: rt.Addr, Ranks: rt.Ranks, Children: withRanks(rt.Children, ranks)}
+		if len(rt.Ranks) == 0 {
+			out[i].Ranks = ranks[rt.Addr]
+		}
 	}
 	return out
 }

@@ -156,7 +156,7 @@ func TestParentLinkHeldForGrace(t *testing.T) {
 			fe, _ := dialMgmt(t, child.addr)
 			tt.c.Close() // detached: the rank runs on
 			parent := newHarness(t, "")
-			if _, err := parent.a.setChildren([]cdti.Route{{Addr: child.addr}}); err != nil {
+			if _, err := parent.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: child.addr}}}); err != nil {
 				t.Fatal(err)
 			}
 			fe.nc.Close() // the front end keeps the root's connection alone
@@ -202,7 +202,7 @@ func TestShutdownPastFrozenAgent(t *testing.T) {
 	mid := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--listen", "127.0.0.1:0", "--", progBin, "loop", "1")
 	midAddr := mid.listening(t)
 	top := newHarness(t, "")
-	if _, err := top.a.setChildren([]cdti.Route{{Addr: midAddr, Children: []cdti.Route{{Addr: leaf.addr}}}}); err != nil {
+	if _, err := top.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: midAddr, Children: []cdti.Route{{Addr: leaf.addr}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := mid.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
@@ -217,5 +217,44 @@ func TestShutdownPastFrozenAgent(t *testing.T) {
 	}
 	if !strings.Contains(top.logBuf.String(), "asking the 1 agent(s) below it") {
 		t.Errorf("top's log does not say it asked the agent below the frozen one:\n%s", top.logBuf.String())
+	}
+}
+
+// TestTreeNamesAgentThatDoesNotAnswer: told a tree top → mid → leaf whose leaf does not
+// answer (a real agent process, frozen), top fails in its time and names the leaf, not mid:
+// mid has less time than top, by its height.
+func TestTreeNamesAgentThatDoesNotAnswer(t *testing.T) {
+	leaf := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--listen", "127.0.0.1:0", "--", progBin, "loop", "1")
+	leafAddr := leaf.listening(t)
+	if err := leaf.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer leaf.cmd.Process.Signal(syscall.SIGCONT)
+	mid := newHarness(t, "")
+	top := newHarness(t, "")
+	_, err := top.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: mid.addr, Children: []cdti.Route{{Addr: leafAddr}}}}, TimeoutMs: 3000})
+	if err == nil || !strings.Contains(err.Error(), "connect to agent "+leafAddr) {
+		t.Fatalf("tree with a frozen leaf: %v, want an error naming the leaf %s", err, leafAddr)
+	}
+}
+
+// TestTreeKeepsGivenRanks: a child's route that names its ranks (the session's part of an
+// agent's) keeps them; one that names none gets the child's own.
+func TestTreeKeepsGivenRanks(t *testing.T) {
+	child := newHarness(t, "")
+	child.spawn(2, progBin, "loop", "1")
+	other := newHarness(t, "")
+	other.spawn(1, progBin, "loop", "1")
+	top := newHarness(t, "")
+	res, err := top.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: child.addr, Ranks: []uint32{1}}, {Addr: other.addr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Agents) != 2 || len(res.Agents[0].Ranks) != 2 {
+		t.Errorf("tree answer %+v, want both agents, the first with its 2 ranks", res.Agents)
+	}
+	got := top.a.router.Children()
+	if len(got) != 2 || !slices.Equal(got[0].Ranks, []uint32{1}) || !slices.Equal(got[1].Ranks, []uint32{0}) {
+		t.Errorf("routes %+v, want the given rank 1, then the other's own rank 0", got)
 	}
 }

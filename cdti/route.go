@@ -16,7 +16,7 @@ import (
 // itself, and the agents below it.
 type Route struct {
 	Addr     string   `json:"addr"`
-	Ranks    []uint32 `json:"ranks"`
+	Ranks    []uint32 `json:"ranks,omitempty"`
 	Children []Route  `json:"children,omitempty"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch"
@@ -164,18 +165,33 @@ func (j *Job) discoverTree(ctx context.Context, g *launch.Agents, t *topology.Tr
 		return out
 	}
 	out[root] = dialed{n: n, infos: infos}
+	// Addresses; ranks only where the session holds some of an agent's (a BG/Q CIOS agent
+	// of a rank subset), which its parent routes alone.
 	var addrs func(i int) []cdti.Route
 	addrs = func(i int) []cdti.Route {
 		var rts []cdti.Route
 		for _, c := range t.Children(i) {
-			rts = append(rts, cdti.Route{Addr: g.Endpoints[c].Addr, Children: addrs(c)})
+			rt := cdti.Route{Addr: g.Endpoints[c].Addr, Children: addrs(c)}
+			if g.Endpoints[c].ToolID != 0 {
+				for _, r := range g.Endpoints[c].Ranks {
+					rt.Ranks = append(rt.Ranks, uint32(r))
+				}
+			}
+			rts = append(rts, rt)
 		}
 		return rts
 	}
 	var res struct {
 		Agents []treeAgent `json:"agents"`
 	}
-	if err := n.mgmt.Call(ctx, "tree", map[string]any{"children": addrs(root)}, &res); err != nil {
+	// The root has less time than this call, and each agent below less than its parent, so
+	// that an agent that does not answer is named by the one above it.
+	ctx, cancel := context.WithTimeout(ctx, treeCallTimeout)
+	defer cancel()
+	levels := t.Height() + 1
+	params := map[string]any{"children": addrs(root),
+		"timeoutMs": (treeCallTimeout * time.Duration(levels) / time.Duration(levels+1)).Milliseconds()}
+	if err := n.mgmt.Call(ctx, "tree", params, &res); err != nil {
 		out[root].err = fmt.Errorf("agent %s (%s): tree of %d agents: %w", n.ep.Addr, n.host, len(g.Endpoints), err)
 		return out
 	}
@@ -197,6 +213,9 @@ func (j *Job) discoverTree(ctx context.Context, g *launch.Agents, t *topology.Tr
 	}
 	return out
 }
+
+// treeCallTimeout bounds the management call "tree" to the root.
+const treeCallTimeout = 60 * time.Second
 
 // configureTree shares the root's connection with every node (the agents know their
 // children: discoverTree) and connects the management plane to the root. nodes[i] is agent i

@@ -90,17 +90,11 @@ func (s *Subtree) connect(ctx context.Context, rt cdti.Route) error {
 	}
 	json.Unmarshal(raw, &hello)
 	l := &link{conn: c, route: rt, hello: raw}
-	if s.Output != nil && slices.Contains(hello.Capabilities, "output") {
-		// The history starts after what was delivered: after a loss, or a reconnection, the
-		// agent replays only what did not come.
-		s.omu.Lock()
-		after := maps.Clone(s.seen)
-		s.omu.Unlock()
-		if err := c.Call(ctx, "output.subscribe", map[string]any{"after": after}, nil); err != nil {
+	if slices.Contains(hello.Capabilities, "output") {
+		if err := s.subscribe(ctx, l); err != nil {
 			c.Close()
-			return fmt.Errorf("management: agent %s: output.subscribe: %w", rt.Addr, err)
+			return err
 		}
-		l.output = true
 	}
 	s.mu.Lock()
 	if s.links == nil {
@@ -122,6 +116,41 @@ func (s *Subtree) connect(ctx context.Context, rt cdti.Route) error {
 	s.mu.Unlock()
 	go s.watch(l)
 	return nil
+}
+
+// subscribe subscribes to the output of l's agent, if Output is set. The history starts after
+// what was delivered: after a loss, or a reconnection, the agent replays only what did not
+// come.
+func (s *Subtree) subscribe(ctx context.Context, l *link) error {
+	if s.Output == nil {
+		return nil
+	}
+	s.omu.Lock()
+	after := maps.Clone(s.seen)
+	s.omu.Unlock()
+	if err := l.conn.Call(ctx, "output.subscribe", map[string]any{"after": after}, nil); err != nil {
+		return fmt.Errorf("management: agent %s: output.subscribe: %w", l.route.Addr, err)
+	}
+	s.mu.Lock()
+	l.output = true
+	s.mu.Unlock()
+	return nil
+}
+
+// Subscribe subscribes to the output of the agent at addr, connected to by Connect, unless
+// done already: for an agent whose hello did not offer output, but whose agents below do.
+func (s *Subtree) Subscribe(ctx context.Context, addr string) error {
+	s.mu.Lock()
+	l := s.links[addr]
+	done := l != nil && l.output
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("management: agent %s: output.subscribe: not connected", addr)
+	}
+	if done {
+		return nil
+	}
+	return s.subscribe(ctx, l)
 }
 
 // watch waits for l's connection to end; one that breaks while the subtree is in use is an
