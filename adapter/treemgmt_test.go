@@ -13,16 +13,27 @@ import (
 
 // TestTreeManagementPlane launches 8 ranks of chatter.c on 4 local agents (2 ranks each) at
 // fan-out 2 (agent 0 → 1, 2; 1 → 3), each rank saying three lines on stdout and three on
-// stderr, and stopping after the first of each. The front end connects to the root alone, which tells the agents below it their
-// children: no other agent ever has a management connection from the front end, and once the
-// job is up no connection at all. After kill -9 of interior agent 1, the root
-// connects to agent 3 below it in its place: the ranks of agents 0, 2 and 3 run to their end
-// and each of their lines reaches the client exactly once (the replay of agent 3's history to
-// the root repeats nothing). The disconnect asks the root alone to end, and each agent ends
-// the ones below it: every live agent logs its shutdown and ends.
+// stderr, and stopping after the first of each. The front end connects to the root alone,
+// which tells the agents below it their children: no other agent ever has a management
+// connection from the front end, and once the job is up no connection at all. Then an agent
+// is killed (kill -9), interior agent 1 or the root, and the one above it (the root, or the
+// front end) connects to the agents below it in its place: the other ranks run to their end
+// and each of their lines reaches the client exactly once (the replay of an adopted agent's
+// history repeats nothing). The disconnect asks the root, or the agents the front end
+// adopted, to end, and each agent ends the ones below it: every live agent logs its shutdown
+// and ends.
 func TestTreeManagementPlane(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "chatter")
+	for _, lost := range []int{1, 0} {
+		t.Run(fmt.Sprintf("agent%d", lost), func(t *testing.T) {
+			t.Parallel()
+			treeManagementPlane(t, p, lost)
+		})
+	}
+}
+
+func treeManagementPlane(t *testing.T, p *program, lost int) {
 	d := newDAP(t, viaPipe)
 	defer d.close()
 	// Each rank stops on its own (stop mode rank) after its first round of lines.
@@ -60,18 +71,23 @@ func TestTreeManagementPlane(t *testing.T) {
 		}
 	}
 
-	// Ranks 6 and 7 said their first lines through agent 1: the root has them when it
-	// adopts agent 3, whose history replays them.
-	waitOutput(t, d, "[6] rank 6 warns 0")
-	waitOutput(t, d, "[7] rank 7 warns 0")
-	if err := syscall.Kill(agents[1], syscall.SIGKILL); err != nil {
+	// Every rank said its first lines, those below the agent to be lost through it: they
+	// are known above it when the agents below it are adopted, whose history replays them.
+	var left []int
+	for r := range 8 {
+		if r/2 != lost {
+			left = append(left, r)
+			waitOutput(t, d, fmt.Sprintf("[%d] rank %d warns 0", r, r))
+		}
+	}
+	if err := syscall.Kill(agents[lost], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitForExit(t, agents[1])
-	waitOutput(t, d, "lost 2 of 8 ranks (an agent on the way to them is gone): 2-3;")
+	waitForExit(t, agents[lost])
+	waitOutput(t, d, fmt.Sprintf("lost 2 of 8 ranks (an agent on the way to them is gone): %d-%d;", 2*lost, 2*lost+1))
 	d.setBreakpoints(src)
 	for _, r := range ranks {
-		if r.Rank != 2 && r.Rank != 3 {
+		if r.Rank/2 != lost {
 			d.call("continue", map[string]any{"threadId": r.ThreadID}, nil)
 		}
 	}
@@ -79,7 +95,7 @@ func TestTreeManagementPlane(t *testing.T) {
 		t.Fatalf("%v; ranks %+v\noutput:\n%s", err, d.ranks().Ranks, allOutput(d))
 	}
 	var want []string
-	for _, r := range []int{0, 1, 4, 5, 6, 7} {
+	for _, r := range left {
 		for k := range 3 {
 			want = append(want, fmt.Sprintf("[%d] rank %d says %d\n", r, r, k), fmt.Sprintf("[%d] rank %d warns %d\n", r, r, k))
 		}
@@ -102,13 +118,13 @@ func TestTreeManagementPlane(t *testing.T) {
 
 	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
 	for i, a := range agents {
-		if i != 1 {
+		if i != lost {
 			waitForExit(t, a)
 		}
 	}
 	logs = d.agentLogs()
 	if n := strings.Count(logs, "agent: shut down: "); n != 3 {
-		t.Errorf("%d agents logged their shutdown, want 3 (the root, and the two it ends):\n%s", n, logs)
+		t.Errorf("%d agents logged their shutdown, want the 3 live ones:\n%s", n, logs)
 	}
 }
 

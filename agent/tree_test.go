@@ -205,9 +205,7 @@ func TestShutdownPastFrozenAgent(t *testing.T) {
 	if _, err := top.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: midAddr, Children: []cdti.Route{{Addr: leaf.addr}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := mid.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	freeze(t, mid.cmd.Process.Pid)
 	defer mid.cmd.Process.Signal(syscall.SIGCONT)
 	go top.a.Shutdown(false)
 	select {
@@ -226,9 +224,7 @@ func TestShutdownPastFrozenAgent(t *testing.T) {
 func TestTreeNamesAgentThatDoesNotAnswer(t *testing.T) {
 	leaf := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--listen", "127.0.0.1:0", "--", progBin, "loop", "1")
 	leafAddr := leaf.listening(t)
-	if err := leaf.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	freeze(t, leaf.cmd.Process.Pid)
 	defer leaf.cmd.Process.Signal(syscall.SIGCONT)
 	mid := newHarness(t, "")
 	top := newHarness(t, "")
@@ -256,5 +252,28 @@ func TestTreeKeepsGivenRanks(t *testing.T) {
 	got := top.a.router.Children()
 	if len(got) != 2 || !slices.Equal(got[0].Ranks, []uint32{1}) || !slices.Equal(got[1].Ranks, []uint32{0}) {
 		t.Errorf("routes %+v, want the given rank 1, then the other's own rank 0", got)
+	}
+}
+
+// freeze stops process pid (SIGSTOP) and waits until every thread of it has stopped: the
+// signal is sent at once, but a thread running on another processor stops a moment later.
+func freeze(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		stopped := true
+		for _, st := range taskStates(t, pid) {
+			stopped = stopped && st == 'T'
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not stopped: %v", pid, taskStates(t, pid))
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
