@@ -113,6 +113,8 @@ type Agent struct {
 	// parentGrace is how long a broken management connection from the agent above still
 	// counts as the front end's (cdti.DefaultResumeGrace; tests shorten it).
 	parentGrace time.Duration
+	// treeTimeout is mgmt.TreeTimeout (tests shorten it).
+	treeTimeout time.Duration
 
 	mu    sync.Mutex
 	procs map[uint32]*proc // by rank
@@ -163,7 +165,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.output = newOutputHub(a.logf)
 	a.router = &cdti.Router{Local: (*handler)(a), Token: []byte(cfg.Token), Logf: a.logf}
-	a.parentGrace = cdti.DefaultResumeGrace
+	a.parentGrace, a.treeTimeout = cdti.DefaultResumeGrace, mgmt.TreeTimeout
 	a.below = mgmt.Subtree{Token: cfg.Token, Client: mgmt.ClientAgent, Output: a.relayOutput, Logf: a.logf}
 	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger, CNK: cfg.CNK}
 	if cfg.CIOS != nil {
@@ -441,7 +443,7 @@ func (a *Agent) Shutdown(kill bool) {
 		// The agents below end as this one does, told on the management plane (parents
 		// first: this one heals nothing any more), while it ends its own connections.
 		var wg sync.WaitGroup
-		wg.Go(func() { a.below.Shutdown(childShutdownTimeout, kill) })
+		wg.Go(func() { a.below.Shutdown(kill) })
 		a.srv.Close()
 		procs := a.allProcs()
 		for _, p := range procs {

@@ -233,7 +233,7 @@ func (m *mgmtConn) handle(req *jsonrpc2.Request) (result any, hangUp bool, err e
 		if err := decodeParams(req, &p); err != nil {
 			return nil, false, err
 		}
-		res, err := m.agent.setChildren(p)
+		res, err := m.agent.setChildren(p.Children)
 		if err != nil {
 			return nil, false, err
 		}

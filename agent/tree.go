@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 )
@@ -24,10 +23,6 @@ import (
 // the ranks it serves and its own subtree.
 type TreeParams struct {
 	Children []cdti.Route `json:"children"`
-	// TimeoutMs bounds the call in this agent (0: treeTimeout). An agent gives each child
-	// a shorter time than its own, by the child's height, so that the error of an agent that
-	// does not answer reaches the caller in time, naming that agent.
-	TimeoutMs int64 `json:"timeoutMs,omitempty"`
 }
 
 // GatherStacks unwinds the main thread of every rank the tool of c may query (attached, as
@@ -71,9 +66,6 @@ func (h *handler) GatherStacks(c *cdti.Conn, m *cdti.GatherStacks) *cdti.StackTr
 	return t
 }
 
-// childShutdownTimeout bounds the wait for the agents below to answer a shutdown.
-const childShutdownTimeout = 5 * time.Second
-
 // TreeResult answers the management call "tree": every agent below this one, each with its
 // hello answer and its ranks, so that the front end learns the whole tree from the root.
 type TreeResult struct {
@@ -95,14 +87,12 @@ type TreeAgent struct {
 // agent's subscribers, they end when it ends, and they count this connection as the front
 // end's. CDTI for their ranks is then relayed to them (the Router). It returns once every
 // agent below is connected.
-func (a *Agent) setChildren(p TreeParams) (TreeResult, error) {
-	timeout := treeTimeout
-	if p.TimeoutMs > 0 {
-		timeout = time.Duration(p.TimeoutMs) * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+func (a *Agent) setChildren(children []cdti.Route) (TreeResult, error) {
+	// Each child's subtree has the time of its height (cdti.SubtreeWait), less than this
+	// agent's, so that the error of an agent that does not answer comes up in time, naming it.
+	own := cdti.Route{Children: children}
+	ctx, cancel := context.WithTimeout(context.Background(), cdti.SubtreeWait(a.treeTimeout, own.Height()-1))
 	defer cancel()
-	children := p.Children
 	if err := a.below.Connect(ctx, children); err != nil {
 		return TreeResult{}, fmt.Errorf("agent: tree: %w", err)
 	}
@@ -111,6 +101,8 @@ func (a *Agent) setChildren(p TreeParams) (TreeResult, error) {
 	var wg sync.WaitGroup
 	for i, c := range children {
 		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, cdti.SubtreeWait(a.treeTimeout, c.Height()))
+			defer cancel()
 			var own TreeAgent
 			hello := a.below.Hello(c.Addr)
 			if hello == nil {
@@ -122,8 +114,7 @@ func (a *Agent) setChildren(p TreeParams) (TreeResult, error) {
 				return
 			}
 			if len(c.Children) > 0 {
-				h := routeHeight(c)
-				params := TreeParams{Children: c.Children, TimeoutMs: (timeout * time.Duration(h-1) / time.Duration(h)).Milliseconds()}
+				params := TreeParams{Children: c.Children}
 				if err := a.below.Call(ctx, c.Addr, "tree", params, &results[i]); err != nil {
 					errs[i] = fmt.Errorf("agent: tree: %w", err)
 					return
@@ -166,15 +157,6 @@ func (a *Agent) setChildren(p TreeParams) (TreeResult, error) {
 	return all, nil
 }
 
-// routeHeight is the number of agents on the longest way down from rt (rt alone: 1).
-func routeHeight(rt cdti.Route) int {
-	h := 0
-	for _, c := range rt.Children {
-		h = max(h, routeHeight(c))
-	}
-	return h + 1
-}
-
 // withRanks returns routes with the ranks of each agent filled in from ranks, by address,
 // where the route names none: a route that names its ranks keeps them (the session's, of an
 // agent that serves more, such as a BG/Q CIOS agent of a rank subset).
@@ -188,9 +170,6 @@ func withRanks(routes []cdti.Route, ranks map[string][]uint32) []cdti.Route {
 	}
 	return out
 }
-
-// treeTimeout bounds the management call "tree" at each level of the tree.
-const treeTimeout = 60 * time.Second
 
 // relayOutput publishes a chunk of output of a rank below (mgmt.Subtree.Output) to this
 // agent's own subscribers, numbered as its agent numbered it.

@@ -156,7 +156,7 @@ func TestParentLinkHeldForGrace(t *testing.T) {
 			fe, _ := dialMgmt(t, child.addr)
 			tt.c.Close() // detached: the rank runs on
 			parent := newHarness(t, "")
-			if _, err := parent.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: child.addr}}}); err != nil {
+			if _, err := parent.a.setChildren([]cdti.Route{{Addr: child.addr}}); err != nil {
 				t.Fatal(err)
 			}
 			fe.nc.Close() // the front end keeps the root's connection alone
@@ -202,7 +202,7 @@ func TestShutdownPastFrozenAgent(t *testing.T) {
 	mid := startAgentBinary(t, []string{"HPCDAP_TOKEN=" + testToken}, "--listen", "127.0.0.1:0", "--", progBin, "loop", "1")
 	midAddr := mid.listening(t)
 	top := newHarness(t, "")
-	if _, err := top.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: midAddr, Children: []cdti.Route{{Addr: leaf.addr}}}}}); err != nil {
+	if _, err := top.a.setChildren([]cdti.Route{{Addr: midAddr, Children: []cdti.Route{{Addr: leaf.addr}}}}); err != nil {
 		t.Fatal(err)
 	}
 	freeze(t, mid.cmd.Process.Pid)
@@ -228,7 +228,8 @@ func TestTreeNamesAgentThatDoesNotAnswer(t *testing.T) {
 	defer leaf.cmd.Process.Signal(syscall.SIGCONT)
 	mid := newHarness(t, "")
 	top := newHarness(t, "")
-	_, err := top.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: mid.addr, Children: []cdti.Route{{Addr: leafAddr}}}}, TimeoutMs: 3000})
+	mid.a.treeTimeout, top.a.treeTimeout = 3*time.Second, 3*time.Second
+	_, err := top.a.setChildren([]cdti.Route{{Addr: mid.addr, Children: []cdti.Route{{Addr: leafAddr}}}})
 	if err == nil || !strings.Contains(err.Error(), "connect to agent "+leafAddr) {
 		t.Fatalf("tree with a frozen leaf: %v, want an error naming the leaf %s", err, leafAddr)
 	}
@@ -242,7 +243,7 @@ func TestTreeKeepsGivenRanks(t *testing.T) {
 	other := newHarness(t, "")
 	other.spawn(1, progBin, "loop", "1")
 	top := newHarness(t, "")
-	res, err := top.a.setChildren(TreeParams{Children: []cdti.Route{{Addr: child.addr, Ranks: []uint32{1}}, {Addr: other.addr}}})
+	res, err := top.a.setChildren([]cdti.Route{{Addr: child.addr, Ranks: []uint32{1}}, {Addr: other.addr}})
 	if err != nil {
 		t.Fatal(err)
 	}

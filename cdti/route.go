@@ -58,7 +58,7 @@ const ErrorCodeUnreachable = 113
 //
 // GatherStacks is a collective too: Router sends it once to each child, asks Local (a
 // StackGatherer) for its own ranks, and answers one merged tree, naming the ranks of agents it
-// could not reach in Unreachable. A child that does not answer in time (collectiveWait, which
+// could not reach in Unreachable. A child that does not answer in time (SubtreeWait, which
 // shrinks on the way down so that each agent answers before its parent stops waiting) has its
 // subtree's ranks named in Unreachable for that gather only: its link is kept, so a slow agent
 // cuts nothing off.

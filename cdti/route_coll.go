@@ -238,7 +238,7 @@ func quietStopped(c *Conn, g *AckGroup, wait func(context.Context) bool, timeout
 			stop = a
 		}
 	}
-	ctx, cancel := context.WithTimeout(c.Context(), collectiveWait(timeout, 1)/2)
+	ctx, cancel := context.WithTimeout(c.Context(), SubtreeWait(timeout, 1)/2)
 	defer cancel()
 	if stop == nil {
 		cancel() // nothing to wait for: only undo the arrangement
@@ -307,7 +307,7 @@ func (r *Router) collectFrom(c *Conn, rt *Route, req *Collective, set RankRanges
 	if err != nil {
 		return nil, err
 	}
-	frames, err := r.askParts(c, rt.Addr, collectiveWait(r.timeout(), height(rt)), req.SequenceID, frame)
+	frames, err := r.askParts(c, rt.Addr, SubtreeWait(r.timeout(), rt.Height()), req.SequenceID, frame)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 	visit = func(rt *Route) {
 		defer wg.Done()
 		if !r.isCut(c, rt.Addr) {
-			t, err := r.gatherFrom(c, rt.Addr, height(rt), h.SequenceID, frame)
+			t, err := r.gatherFrom(c, rt.Addr, rt.Height(), h.SequenceID, frame)
 			if err == nil {
 				merge(t)
 				return
@@ -77,26 +77,27 @@ func (r *Router) gather(c *Conn, h Header, frame []byte) error {
 // errSlow is gatherFrom's error for a child that did not answer in time but is still linked.
 type errSlow struct{ error }
 
-// collectiveWait is how long a Router waits for a collective's answer from a child whose
-// subtree is height agents deep (a leaf: 1): the fraction height/(height+1) of the timeout.
-// It shrinks on the way down, so an agent's wait ends before its parent's and the agent
-// answers in time with what its own slow children did not send.
-func collectiveWait(timeout time.Duration, height int) time.Duration {
+// SubtreeWait is how long one waits for an answer gathered from a subtree of the tree
+// overlay height agents deep (a leaf: 1), out of timeout: the fraction height/(height+1). It
+// shrinks on the way down, so an agent's wait ends before its parent's and the agent answers
+// in time with what its own slow children did not send (the Router's collectives, and the
+// agents' management call "tree").
+func SubtreeWait(timeout time.Duration, height int) time.Duration {
 	return timeout * time.Duration(height) / time.Duration(height+1)
 }
 
-// height is the number of agents on the longest way down from rt (rt alone: 1).
-func height(rt *Route) int {
+// Height is the number of agents on the longest way down from rt (rt alone: 1).
+func (rt *Route) Height() int {
 	h := 0
 	for i := range rt.Children {
-		h = max(h, height(&rt.Children[i]))
+		h = max(h, rt.Children[i].Height())
 	}
 	return h + 1
 }
 
 // gatherFrom asks one child, whose subtree is height agents deep, for its subtree's tree.
 func (r *Router) gatherFrom(c *Conn, addr string, height int, seq uint32, frame []byte) (*StackTree, error) {
-	parts, err := r.askParts(c, addr, collectiveWait(r.timeout(), height), seq, frame)
+	parts, err := r.askParts(c, addr, SubtreeWait(r.timeout(), height), seq, frame)
 	if err != nil {
 		return nil, err
 	}

@@ -495,7 +495,7 @@ func (j *Job) CloseNodes(kill bool) {
 		if j.nodes[0].ep.Owned {
 			j.below.Close()
 		} else {
-			j.below.Shutdown(5*time.Second, kill)
+			j.below.Shutdown(kill)
 		}
 	}
 	asked := make([]chan struct{}, len(j.nodes)) // closed once agent i was asked to end (or failed to be)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/launch"
@@ -184,14 +183,12 @@ func (j *Job) discoverTree(ctx context.Context, g *launch.Agents, t *topology.Tr
 	var res struct {
 		Agents []treeAgent `json:"agents"`
 	}
-	// The root has less time than this call, and each agent below less than its parent, so
-	// that an agent that does not answer is named by the one above it.
-	ctx, cancel := context.WithTimeout(ctx, treeCallTimeout)
+	// The tree's time by its height, as each agent gives its children's subtrees (so that an
+	// agent that does not answer is named by the one above it).
+	below := cdti.Route{Children: addrs(root)}
+	ctx, cancel := context.WithTimeout(ctx, cdti.SubtreeWait(mgmt.TreeTimeout, below.Height()))
 	defer cancel()
-	levels := t.Height() + 1
-	params := map[string]any{"children": addrs(root),
-		"timeoutMs": (treeCallTimeout * time.Duration(levels) / time.Duration(levels+1)).Milliseconds()}
-	if err := n.mgmt.Call(ctx, "tree", params, &res); err != nil {
+	if err := n.mgmt.Call(ctx, "tree", map[string]any{"children": below.Children}, &res); err != nil {
 		out[root].err = fmt.Errorf("agent %s (%s): tree of %d agents: %w", n.ep.Addr, n.host, len(g.Endpoints), err)
 		return out
 	}
@@ -213,9 +210,6 @@ func (j *Job) discoverTree(ctx context.Context, g *launch.Agents, t *topology.Tr
 	}
 	return out
 }
-
-// treeCallTimeout bounds the management call "tree" to the root.
-const treeCallTimeout = 60 * time.Second
 
 // configureTree shares the root's connection with every node (the agents know their
 // children: discoverTree) and connects the management plane to the root. nodes[i] is agent i

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"time"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/sourcegraph/jsonrpc2"
@@ -68,3 +69,7 @@ func Dial(ctx context.Context, addr, token, client string, h jsonrpc2.Handler, r
 // for cdti.DefaultResumeGrace when it breaks, as it holds a tool session: the nearest live
 // ancestor of a lost agent connects in its place within that time.
 const ClientAgent = "hpcdap-agent"
+
+// TreeTimeout is the time of the management call "tree" through a tree of agents of any
+// height: one waits cdti.SubtreeWait(TreeTimeout, height) for a subtree of that height.
+const TreeTimeout = 60 * time.Second

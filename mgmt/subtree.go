@@ -265,12 +265,16 @@ func (s *Subtree) Forwards() bool {
 	return false
 }
 
+// ShutdownWait bounds the wait for an agent's answer to a shutdown.
+const ShutdownWait = 5 * time.Second
+
 // Shutdown asks every agent below to end, killing its processes or leaving them running
 // (each asks the agents below it in turn), and closes the connections once each has
-// answered. An agent that does not answer within limit (frozen, or lost) cannot ask its own:
-// they are asked in its place, down past others that do not answer. Nothing is healed from
-// its start.
-func (s *Subtree) Shutdown(limit time.Duration, kill bool) {
+// answered. An agent that does not answer within ShutdownWait (frozen, or lost) cannot ask
+// its own: they are asked in its place, down past others that do not answer. Nothing is
+// healed from its start.
+func (s *Subtree) Shutdown(kill bool) {
+	limit := ShutdownWait
 	links := s.end(&shutdownCall{limit: limit, kill: kill})
 	var wg sync.WaitGroup
 	for _, l := range links {
