@@ -160,29 +160,20 @@ func (s *Conn) onCompareExpressionRequest(req *CompareExpressionRequest) {
 	ctx, cancel := context.WithTimeout(s.ctx, debugger.DefaultTimeout)
 	defer cancel()
 	ranks := j.RanksIn(set)
-	values := make([]string, len(ranks))
-	errs := make([]string, len(ranks))
-	called := make([]*debugger.Thread, len(ranks))
-	debugger.ForEach(len(ranks), func(i int) {
-		v, t, e := j.EvalOnRank(ctx, ranks[i], expr, a.FrameLevel)
-		values[i], called[i] = v, t
-		if e != nil {
-			errs[i] = e.Error()
-		}
-	})
-	for _, t := range called {
-		if t != nil {
-			s.invalidateAfterWrite(j, t) // a function ran there
+	vals := j.Compare(ctx, ranks, expr, a.FrameLevel)
+	for _, v := range vals {
+		if v.Called != nil {
+			s.invalidateAfterWrite(j, v.Called) // a function ran there
 		}
 	}
 	body := CompareBody{Groups: []CompareGroup{}, Errors: []CompareError{}}
 	byValue := map[string]rankset.Set{}
 	byErr := map[string]rankset.Set{}
 	for i, r := range ranks {
-		if errs[i] != "" {
-			byErr[errs[i]] = byErr[errs[i]].Add(r.Num)
+		if v := vals[i]; v.Err != nil {
+			byErr[v.Err.Error()] = byErr[v.Err.Error()].Add(r.Num)
 		} else {
-			byValue[values[i]] = byValue[values[i]].Add(r.Num)
+			byValue[v.Value] = byValue[v.Value].Add(r.Num)
 		}
 	}
 	for v, rs := range byValue {

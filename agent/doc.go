@@ -271,6 +271,12 @@
 // passed over the breakpoint with its resumption, in one request to the back end, from the
 // registers the back end read with the stop. Config.NoTrapConditions
 // answers CmdInval instead, as a CNK does.
+//
+// Values (EvaluateValue): the agent runs the tool's bpcode program in the process's leader
+// thread (or the thread named), stopping it for the time if it runs, over the thread's
+// registers and the process's memory with traps shadowed, and prints the word it leaves as
+// the command's format says. The program carries its own place checks and unwinding (package
+// symbols, CompileValueInStack): the agent reads no debugging information.
 // Limits: a step over a planted system call instruction that blocks keeps the other threads
 // stopped until it returns; a signal to deliver to a thread on a breakpoint is delivered by
 // that step (the handler runs first, returns to the breakpoint and hits it again), so a

@@ -48,6 +48,9 @@ func (p *proc) query(t *tool, cmds []cdti.Command) []cdti.Result {
 			continue
 		}
 		th := p.resolve(t, c.Thread())
+		if _, eval := c.(*cdti.EvaluateValue); eval && c.Thread() == 0 {
+			th = p.threads[p.leader] // the thread GatherStacks walks
+		}
 		if th == nil {
 			rs[i] = fail(cdti.CmdTIDinval, c.Thread())
 			continue
@@ -102,6 +105,8 @@ func (p *proc) queryOne(th *pthread, c cdti.Command) cdti.Result {
 		return p.getRegisterSet(th, c)
 	case *cdti.GetTraceback:
 		return p.getTraceback(th, c)
+	case *cdti.EvaluateValue:
+		return p.evaluateValue(th, c)
 	case *cdti.GetLinkMap:
 		return p.getLinkMap(tid, c)
 	}

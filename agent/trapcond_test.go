@@ -253,3 +253,54 @@ func TestTrapHitCountPassedWhereReaped(t *testing.T) {
 		t.Errorf("passes %+v: no counted hit passed where the back end reaped it", pc)
 	}
 }
+
+// TestEvaluateValue asks a process stopped at hit(7) for its argument (rdi) with
+// EvaluateValue: the value in each format, a program whose place check fails, and malformed
+// requests refused with CmdParmErr, after which the process answers as before.
+func TestEvaluateValue(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "loop", "20")
+	tt, _ := startStopped(t, h, 1)
+	hit := testenv.NMSymbol(t, progBin, "hit")
+	tt.setBreak(0, hit)
+	tt.mustUpdate(0, &cdti.SetTrapCondition{Address: hit, Site: rdiSite(t, bpcode.OpEq, 7, bpcode.HitAny, 0)})
+	tt.cont(0)
+	if n := tt.signalNotify(); n.Reason != cdti.SignalBreakpoint {
+		t.Fatalf("notify %+v", n)
+	}
+	prog := func(pc uint64) []byte {
+		var b bpcode.Builder
+		b.Reg(amd64.DwarfRIP)
+		b.Const(pc)
+		b.Emit(bpcode.OpEq)
+		b.Emit(bpcode.OpAssert)
+		b.Reg(5)
+		p, err := b.Program(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Encode()
+	}
+	for _, c := range []struct {
+		cmd  *cdti.EvaluateValue
+		code cdti.CmdReturnCode
+		text string
+	}{
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtSigned), Program: prog(hit)}, cdti.CmdSuccess, "7"},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtChar), Program: prog(hit)}, cdti.CmdSuccess, `7 '\a'`},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtBool), Program: prog(hit)}, cdti.CmdSuccess, "true"},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtSigned), Program: prog(hit + 1)}, cdti.CmdParmErr, ""},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtText), Program: prog(hit)}, cdti.CmdParmErr, ""},
+		{&cdti.EvaluateValue{Format: 200, Program: prog(hit)}, cdti.CmdParmErr, ""},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtSigned), Program: []byte{1, 0, 99}}, cdti.CmdParmErr, ""},
+	} {
+		r := tt.query(0, c.cmd)
+		a, _ := r.Ack.(*cdti.EvaluateValueAck)
+		if r.Code != c.code || (c.code == cdti.CmdSuccess && (a == nil || a.Text != c.text)) {
+			t.Errorf("format %d: %v %+v, want %v %q", c.cmd.Format, r.Code, r.Ack, c.code, c.text)
+		}
+	}
+	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 7 {
+		t.Errorf("rdi = %d after the evaluations, want 7", i)
+	}
+}

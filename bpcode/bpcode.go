@@ -75,6 +75,7 @@ const (
 	OpPop                  // a →
 	OpIfZero               // pop a; when a == 0 jump to the operand
 	OpGoto                 // jump to the operand
+	OpAssert               // pop a; when a == 0 the program fails (a place it was not compiled for)
 	opCount
 )
 
@@ -84,7 +85,8 @@ var opNames = [...]string{OpConst: "const", OpReg: "reg", OpBias: "bias", OpLoad
 	OpNeg: "neg", OpNot: "not", OpLNot: "lnot", OpEq: "eq", OpNe: "ne", OpLtS: "lts", OpLtU: "ltu",
 	OpLeS: "les", OpLeU: "leu", OpFAdd: "fadd", OpFSub: "fsub", OpFMul: "fmul", OpFDiv: "fdiv",
 	OpFNeg: "fneg", OpFEq: "feq", OpFNe: "fne", OpFLt: "flt", OpFLe: "fle", OpS2F: "s2f", OpU2F: "u2f",
-	OpF2S: "f2s", OpF32: "f32", OpDup: "dup", OpSwap: "swap", OpPop: "pop", OpIfZero: "ifzero", OpGoto: "goto"}
+	OpF2S: "f2s", OpF32: "f32", OpDup: "dup", OpSwap: "swap", OpPop: "pop", OpIfZero: "ifzero", OpGoto: "goto",
+	OpAssert: "assert"}
 
 func (o Op) String() string {
 	if o > 0 && o < opCount {
@@ -117,7 +119,7 @@ func (o Op) stackEffect() (pop, push int) {
 		return 1, 2
 	case OpSwap:
 		return 2, 2
-	case OpPop, OpIfZero:
+	case OpPop, OpIfZero, OpAssert:
 		return 1, 0
 	case OpGoto:
 		return 0, 0

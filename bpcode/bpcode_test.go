@@ -73,6 +73,8 @@ func TestEvalOperations(t *testing.T) {
 		{"swap sub", func(b *Builder) { b.Const(1); b.Const(5); b.Emit(OpSwap); b.Emit(OpSub) }, 4, ""},
 		{"zext", func(b *Builder) { b.Const(0x1ff); b.Sized(OpZext, 1) }, 0xff, ""},
 		{"bias", func(b *Builder) { b.Emit(OpBias); b.Const(3); b.Emit(OpAdd) }, 0x40003, ""},
+		{"assert holds", func(b *Builder) { b.Reg(6); b.Const(0x1000); b.Emit(OpEq); b.Emit(OpAssert); b.Const(5) }, 5, ""},
+		{"assert fails", func(b *Builder) { b.Reg(6); b.Const(0x2000); b.Emit(OpEq); b.Emit(OpAssert); b.Const(5) }, 0, "not the place"},
 		{"and short-circuits", func(b *Builder) {
 			// 0 && *(long*)8: the load is never reached.
 			end, f := b.Label(), b.Label()

@@ -2,6 +2,7 @@ package bpcode
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -12,6 +13,9 @@ type Machine interface {
 	Register(dwarf int) (uint64, error)
 	ReadMemory(addr uint64, buf []byte) error
 }
+
+// errAssert is the failure of OpAssert.
+var errAssert = errors.New("bpcode: not the place the program was compiled for")
 
 // Eval runs the program against m, with bias as the load bias of the binary it was compiled
 // for, and returns the word it leaves. Errors (a register or memory that cannot be read, a
@@ -112,6 +116,10 @@ func (p *Program) Eval(m Machine, bias uint64) (uint64, error) {
 			}
 		case OpGoto:
 			next = int(binary.LittleEndian.Uint16(arg))
+		case OpAssert:
+			if pop() == 0 {
+				return 0, errAssert
+			}
 		default:
 			b, a := pop(), pop()
 			v, err := binop(op, a, b)

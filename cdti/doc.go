@@ -207,6 +207,11 @@
 //	1108  GetLinkMapAck              r_debug u64 @8, r_brk u64 @16, r_state u32 @24, entry count u32 @28 (at most 4096),
 //	                                 entries @32: {l_addr u64, node u64, name length u32 @16 (at most 4096), name @24,
 //	                                 padded to 8}, in link-map order
+//	1109  EvaluateValue      Query   format u8 @4 (a bpcode.Format), load bias u64 @8, program length u32 @16
+//	                                 (1 to 4096), program @24: thread 0 is the process's leader; the value
+//	                                 printed, or CmdParmErr where the program fails (a process stopped
+//	                                 elsewhere than its place checks say, unreadable memory)
+//	1110  EvaluateValueAck           text length u32 @4 (at most 256), text @8
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
 //	1203  CallFunction       Update  entry u64 @8, toc u64 @16, timeout ms u32 @24 (0: 10 s, ≤ 3,600,000), return kind u8 @28,
@@ -299,6 +304,13 @@
 // output, and reports a Notify only for a hit that stops. A condition the agent cannot
 // evaluate (a bad pointer) stops with the extension reason SignalConditionError (101). A real
 // CNK answers CmdInval: the tool then decides every hit itself.
+//
+// EvaluateValue is a value compared across ranks: the tool compiles an expression for one
+// frame of one rank's stack into a bpcode program that recovers that frame's registers from
+// the thread's (the call frame information of every frame below it, compiled in) and checks
+// every frame's pc on the way, and sends the same program to many ranks in one Collective; the
+// ranks stopped at that place answer with their value, grouped by value on the way up, and
+// the others fail the check. A real CNK answers CmdInval: the tool then reads each rank itself.
 //
 // Breakpoint instructions on targets that are not Power. SetBreakpoint.Instruction and
 // ResetBreakpoint.Instruction are 32-bit fields sized for Power's fixed-width instructions. On

@@ -56,7 +56,12 @@ func seedMessages(t testing.TB) [][]byte {
 		// The link-map query and its ack, and a GetLinkMap over its bound, which does not decode.
 		&Query{Header: hdr(27), Commands: []Command{&GetAuxVectors{}, &GetLinkMap{RDebug: 0x7f0000003118},
 			&RawCommand{Type: TypeGetLinkMap, ThreadID: 5, Data: rawLinkMap(MaxLinkMapSize + 1)}}},
-		&QueryAck{Header: hdr(28), Results: linkMapResults()})
+		&QueryAck{Header: hdr(28), Results: linkMapResults()},
+		// An evaluation in a frame and its answers, and one whose program is over its bound.
+		&Query{Header: hdr(29), Commands: []Command{&EvaluateValue{Format: 1, Program: []byte{1, 2}},
+			&RawCommand{Type: TypeEvaluateValue, ThreadID: 5, Data: rawEvaluate(MaxEvaluateProgram + 1)}}},
+		&QueryAck{Header: hdr(30), Results: []Result{{Code: CmdSuccess, Ack: &EvaluateValueAck{Text: "42"}},
+			{Code: CmdAddrErr, Ack: &BareAck{Type: TypeEvaluateValueAck, ThreadID: 5}}}})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {
@@ -74,6 +79,13 @@ func seedMessages(t testing.TB) [][]byte {
 	b = b[:ToolMessageSize]
 	short.Header.put(b, MsgSessionAck, len(b))
 	return append(seeds, b)
+}
+
+// rawEvaluate is the payload of an EvaluateValue whose program has n bytes.
+func rawEvaluate(n uint32) []byte {
+	b := make([]byte, evaluateValueSize+int(n))
+	be.PutUint32(b[16:], n)
+	return b
 }
 
 // rawLinkMap is the payload of a GetLinkMap whose max length is n.

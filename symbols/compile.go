@@ -74,11 +74,16 @@ func (b *Binary) CompileCondition(expr string, pc uint64) (prog *bpcode.Program,
 // (number and quoted character) and booleans. Other types (floating-point, pointers,
 // enumerations, aggregates) are left to the front end's printing: an error wrapping
 // ErrNotCompiled.
-func (b *Binary) CompileValue(expr string, pc uint64) (prog *bpcode.Program, f bpcode.Format, err error) {
+func (b *Binary) CompileValue(expr string, pc uint64) (*bpcode.Program, bpcode.Format, error) {
 	c, n, err := b.compilerAt(expr, pc)
 	if err != nil {
 		return nil, 0, err
 	}
+	return c.value(expr, n)
+}
+
+// value compiles the value of the expression n (parsed from expr) and its format.
+func (c *compiler) value(expr string, n *node) (prog *bpcode.Program, f bpcode.Format, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			prog, err = nil, fmt.Errorf("compile %q: internal error: %v: %w", expr, r, ErrNotCompiled)
@@ -104,7 +109,7 @@ func (b *Binary) CompileValue(expr string, pc uint64) (prog *bpcode.Program, f b
 	if _, err := c.rvalue(v); err != nil {
 		return nil, 0, err
 	}
-	prog, err = c.bld.Program(b.Arch.ByteOrder == binary.BigEndian)
+	prog, err = c.bld.Program(c.b.Arch.ByteOrder == binary.BigEndian)
 	return prog, f, err
 }
 
@@ -141,6 +146,22 @@ type compiler struct {
 	lang  Language
 	chain []*scope // innermost first, up to the function
 	bld   bpcode.Builder
+	// frame, when not nil, recovers the registers of a caller's frame from the thread's
+	// (CompileValueInStack); without it the program reads the thread's own.
+	frame *unwound
+	// exe, when not nil, is the program's executable, whose globals a library's frame sees
+	// (CompileValueInStack); absBias is its load bias while one of them is compiled.
+	exe     *Module
+	absBias *uint64
+}
+
+// reg emits a push of register n of the frame compiled for.
+func (c *compiler) reg(n int) error {
+	if c.frame != nil {
+		return c.frame.emit(&c.bld, n)
+	}
+	c.bld.Reg(n)
+	return nil
 }
 
 // cv is a compiled operand: where its code left it.
@@ -316,6 +337,9 @@ func (c *compiler) global(name string) (cv, error) {
 			pick = &refs[i]
 		}
 	}
+	if pick == nil && c.exe != nil && c.exe.Bin != c.b && c.absBias == nil {
+		return c.exeGlobal(name)
+	}
 	if pick == nil {
 		if len(c.b.FunctionsNamed(name)) > 0 {
 			return cv{}, notCompiled("function %s", name)
@@ -361,9 +385,13 @@ func (c *compiler) location(name string, expr []byte, t *Type) (cv, error) {
 	switch {
 	case op == dwop.OpAddr:
 		a := r.Addr(c.b.Arch.PtrSize)
-		c.bld.Emit(bpcode.OpBias)
-		c.bld.Const(a)
-		c.bld.Emit(bpcode.OpAdd)
+		if c.absBias != nil {
+			c.bld.Const(a + *c.absBias) // another binary's: where the front end saw it loaded
+		} else {
+			c.bld.Emit(bpcode.OpBias)
+			c.bld.Const(a)
+			c.bld.Emit(bpcode.OpAdd)
+		}
 	case op >= dwop.OpReg0 && op <= dwop.OpReg31, op == dwop.OpRegx:
 		n := int(op - dwop.OpReg0)
 		if op == dwop.OpRegx {
@@ -382,7 +410,9 @@ func (c *compiler) location(name string, expr []byte, t *Type) (cv, error) {
 			n = int(r.Uleb())
 		}
 		off := r.Sleb()
-		c.bld.Reg(n)
+		if err := c.reg(n); err != nil {
+			return cv{}, err
+		}
 		c.bld.Const(uint64(off))
 		c.bld.Emit(bpcode.OpAdd)
 	case op == dwop.OpFbreg:
@@ -435,7 +465,9 @@ func (c *compiler) frameBase() error {
 		if err != nil || row.CFA.Expr != nil {
 			return notCompiled("CFA at %#x", c.pc)
 		}
-		c.bld.Reg(int(row.CFA.Reg))
+		if err := c.reg(int(row.CFA.Reg)); err != nil {
+			return err
+		}
 		c.bld.Const(uint64(row.CFA.Offset))
 		c.bld.Emit(bpcode.OpAdd)
 		return nil
@@ -444,13 +476,14 @@ func (c *compiler) frameBase() error {
 		if r.Err != nil || r.Off != len(expr) {
 			break
 		}
-		c.bld.Reg(int(op - dwop.OpBreg0))
+		if err := c.reg(int(op - dwop.OpBreg0)); err != nil {
+			return err
+		}
 		c.bld.Const(uint64(off))
 		c.bld.Emit(bpcode.OpAdd)
 		return nil
 	case op >= dwop.OpReg0 && op <= dwop.OpReg31 && len(expr) == 1:
-		c.bld.Reg(int(op - dwop.OpReg0))
-		return nil
+		return c.reg(int(op - dwop.OpReg0))
 	}
 	return notCompiled("frame base of %s (%s)", c.fn.Name, dwop.Disassemble(expr, c.b.Arch.ByteOrder, c.b.Arch.PtrSize))
 }
@@ -504,7 +537,9 @@ func (c *compiler) tlsAddress(name string, off uint64) error {
 	if !ok || reg.Set != arch.General {
 		return notCompiled("thread-local %s: no thread pointer", name)
 	}
-	c.bld.Reg(c.b.Arch.TPReg)
+	if err := c.reg(c.b.Arch.TPReg); err != nil {
+		return err
+	}
 	c.bld.Const(off - tlsOffset)
 	c.bld.Emit(bpcode.OpAdd)
 	return nil

@@ -60,7 +60,9 @@ func (c *compiler) rvalue(v cv) (cv, error) {
 		if k == scFloat {
 			return cv{}, notCompiled("a floating-point value in a register")
 		}
-		c.bld.Reg(v.reg)
+		if err := c.reg(v.reg); err != nil {
+			return cv{}, err
+		}
 	} else {
 		c.bld.Sized(bpcode.OpLoad, int(size))
 	}

@@ -32,6 +32,39 @@ func (m coreMachine) ReadMemory(addr uint64, buf []byte) error {
 	return err
 }
 
+// coreAtStopHere builds the C program src with gcc -g and opt into dir, runs it under gdb to
+// the line marked "stop here", runs gdb's arguments gdbArgs there, and has gdb dump a core:
+// the executable, the core and gdb's output.
+func coreAtStopHere(t *testing.T, dir, src, opt string, gdbArgs ...string) (exe, core string, out []byte) {
+	t.Helper()
+	gcc := needTool(t, "gcc")
+	gdb := needTool(t, "gdb")
+	src, err := filepath.Abs(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, core = filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c")), filepath.Join(dir, "core")
+	if out, err := exec.Command(gcc, "-g", opt, "-o", exe, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	text, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := 0
+	for i, l := range strings.Split(string(text), "\n") {
+		if strings.Contains(l, "stop here") {
+			line = i + 1
+		}
+	}
+	args := append([]string{"-nx", "-batch", "-ex", fmt.Sprintf("break %s:%d", filepath.Base(src), line), "-ex", "run"}, gdbArgs...)
+	out, err = exec.Command(gdb, append(args, "-ex", "generate-core-file "+core, "-ex", "kill", exe)...).CombinedOutput()
+	if _, serr := os.Stat(core); serr != nil {
+		t.Fatalf("gdb made no core (%v):\n%s", err, out)
+	}
+	return exe, core, out
+}
+
 // promoteConditions are conditions over promote.c's operands: each alone, negated, under
 // unary minus, plus and complement, and every pair compared, combined and shifted.
 func promoteConditions() []string {
@@ -60,27 +93,7 @@ func promoteConditions() []string {
 // by the front end — and with gdb. All three must agree on every condition, or the same
 // breakpoint would stop in one place and not in the other.
 func TestConditionsAgreeWithEvaluator(t *testing.T) {
-	gcc := needTool(t, "gcc")
-	gdb := needTool(t, "gdb")
 	dir := t.TempDir()
-	src, err := filepath.Abs("testdata/promote/promote.c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe, core := filepath.Join(dir, "promote"), filepath.Join(dir, "core")
-	if out, err := exec.Command(gcc, "-g", "-O0", "-o", exe, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, out)
-	}
-	text, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := 0
-	for i, l := range strings.Split(string(text), "\n") {
-		if strings.Contains(l, "stop here") {
-			line = i + 1
-		}
-	}
 	conds := promoteConditions()
 	// gdb decides every condition at the stop (1, 0, or E for an error) and dumps the core.
 	condFile, verdictFile := filepath.Join(dir, "conds"), filepath.Join(dir, "verdicts")
@@ -100,11 +113,7 @@ end`, verdictFile, condFile)
 	if err := os.WriteFile(scriptFile, []byte(script+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(gdb, "-nx", "-batch", "-ex", fmt.Sprintf("break promote.c:%d", line), "-ex", "run",
-		"-x", scriptFile, "-ex", "generate-core-file "+core, "-ex", "kill", exe).CombinedOutput()
-	if _, serr := os.Stat(core); serr != nil {
-		t.Fatalf("gdb made no core (%v):\n%s", err, out)
-	}
+	exe, core, out := coreAtStopHere(t, dir, "testdata/promote/promote.c", "-O0", "-x", scriptFile)
 	vb, err := os.ReadFile(verdictFile)
 	verdicts := strings.Fields(string(vb))
 	if err != nil || len(verdicts) != len(conds) {

@@ -67,6 +67,25 @@ func hasDWARF(f *elf.File) bool {
 }
 
 // buildID returns the GNU build-id note of f, or nil.
+// buildIDAddr is the link-time address of the build-id's bytes in the loaded image: false
+// when the binary has none, or not in an allocated note section.
+func (b *Binary) buildIDAddr() (uint64, bool) {
+	if len(b.BuildID) == 0 || b.file == nil {
+		return 0, false
+	}
+	for _, s := range b.file.Sections {
+		if s.Type != elf.SHT_NOTE || s.Flags&elf.SHF_ALLOC == 0 {
+			continue
+		}
+		if data, err := s.Data(); err == nil {
+			if i := bytes.Index(data, b.BuildID); i >= 0 {
+				return s.Addr + uint64(i), true
+			}
+		}
+	}
+	return 0, false
+}
+
 func buildID(f *elf.File) []byte {
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_NOTE {

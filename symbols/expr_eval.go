@@ -468,7 +468,7 @@ func (e *evaluator) typeOf(tn *typeName) (*Type, error) {
 		}
 	}
 	if t == nil {
-		return nil, fmt.Errorf("No symbol \"%s\" in current context.", tn.name)
+		return nil, &UnknownNameError{Name: tn.name}
 	}
 	for i := 0; i < tn.ptrs; i++ {
 		t = &Type{Kind: KindPointer, Size: int64(e.p.Arch.PtrSize), Elem: t, Lang: e.lang}

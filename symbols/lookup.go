@@ -122,9 +122,18 @@ func (p *Process) lookupScoped(name string, f *Frame, constants bool) (*Value, e
 		}
 	}
 	if found == nil {
-		return nil, fmt.Errorf("No symbol \"%s\" in current context.", name)
+		return nil, &UnknownNameError{Name: name}
 	}
 	return found()
+}
+
+// UnknownNameError is an expression's failure on a name that nothing in scope has: no local,
+// no global of any module, no function, type or enumeration constant. Where it is the reason,
+// the same expression fails the same way in every frame of the same code, whatever the values.
+type UnknownNameError struct{ Name string }
+
+func (e *UnknownNameError) Error() string {
+	return fmt.Sprintf("No symbol %q in current context.", e.Name)
 }
 
 // funcExternal reports whether a function has external linkage: marked so, or declared in a
@@ -155,7 +164,7 @@ func (p *Process) enumeratorValue(m *Module, f *Frame, r dieRef, name string) (*
 			return newBytesValue(p, m, f, t, b), nil
 		}
 	}
-	return nil, fmt.Errorf("No symbol \"%s\" in current context.", name)
+	return nil, &UnknownNameError{Name: name}
 }
 
 // functionValue is a function as a value: its address, of function type (a C++ method's

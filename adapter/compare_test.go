@@ -1,0 +1,120 @@
+package adapter
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hpcdap/hpcdap/rankset"
+)
+
+// TestCompareByAgentsAgreesWithFrontEnd compares values across 12 ranks of comparevals.c
+// paused at three kinds of places (in libc's sleep under two functions, some ranks with a null
+// pointer, and spinning, each at its own pc): locals of frames above libc's and of main, a
+// global, chars, booleans, a member through a pointer that is null on some ranks, a name only
+// some ranks' frames have, and a floating-point value the agents leave to the front end. Each
+// comparison of every rank, which the agents answer where they can, must equal each rank
+// compared alone (one rank: always the front end's own evaluation), rank by rank: the same
+// value or the same error. Directly connected agents and a tree of agents (fan-out 2).
+func TestCompareByAgentsAgreesWithFrontEnd(t *testing.T) {
+	p := compileC(t, "comparevals")
+	const np = 12
+	for _, c := range []struct {
+		name string
+		args map[string]any
+	}{
+		{"direct", map[string]any{"ranksPerAgent": 4}},
+		{"tree", map[string]any{"ranksPerAgent": 2, "fanout": 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := newDAP(t, viaPipe)
+			defer d.close()
+			args := map[string]any{"program": p.bin, "np": np}
+			for k, v := range c.args {
+				args[k] = v
+			}
+			d.launch(args)
+			d.call("configurationDone", nil, nil)
+			waitFor(t, "every rank ready", func() bool { return strings.Count(allOutput(d), "ready") >= np })
+			time.Sleep(100 * time.Millisecond) // into their waits
+			tid := d.ranks().Ranks[0].ThreadID
+			d.call("pause", map[string]any{"threadId": tid}, nil)
+			d.stopped()
+			for _, expr := range []string{"rank", "rank_id", "depth", "letter", "flag", "here", "twice",
+				"cp->v", "rank_id * 3 + depth", "weight", "n", "no_such_name"} {
+				var all CompareBody
+				d.call("hpcdap/compareExpression", map[string]any{"expression": expr}, &all)
+				got := byRank(t, all, np)
+				for r := range np {
+					var one CompareBody
+					d.call("hpcdap/compareExpression", map[string]any{"expression": expr, "ranks": fmt.Sprint(r)}, &one)
+					want := byRank(t, one, np)[r]
+					if got[r] != want || want == "" {
+						t.Errorf("%s: rank %d: %q among all ranks, %q alone", expr, r, got[r], want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// byRank returns each rank's outcome in a comparison: "= value" or "! error".
+func byRank(t *testing.T, b CompareBody, np int) []string {
+	t.Helper()
+	out := make([]string, np)
+	for _, g := range b.Groups {
+		for _, r := range rankset.MustParse(g.Ranks, np).Ranks() {
+			out[r] = "= " + g.Value
+		}
+	}
+	for _, e := range b.Errors {
+		for _, r := range rankset.MustParse(e.Ranks, np).Ranks() {
+			out[r] = "! " + e.Message
+		}
+	}
+	return out
+}
+
+// TestCompareAtOnePlaceTakesNoMessagePerRank compares a local of main across 16 ranks of
+// nap.c, all paused in libc's sleep, on two agents: the agents evaluate it and the answer comes
+// back grouped by value, so a comparison of a stop whose stacks are known costs the front end
+// fewer CDTI messages than there are ranks (evaluating rank by rank costs at least two a
+// rank).
+func TestCompareAtOnePlaceTakesNoMessagePerRank(t *testing.T) {
+	p := compileC(t, "nap")
+	const np = 16
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 8})
+	d.call("configurationDone", nil, nil)
+	waitFor(t, "every rank napping", func() bool { return strings.Count(allOutput(d), "napping") >= np })
+	time.Sleep(100 * time.Millisecond)
+	tid := d.ranks().Ranks[0].ThreadID
+	d.call("pause", map[string]any{"threadId": tid}, nil)
+	d.stopped()
+	var cmp CompareBody
+	d.call("hpcdap/compareExpression", map[string]any{"expression": "rank"}, &cmp)
+	m0 := *d.ranks().Messages
+	for _, expr := range []string{"rank", "rank_id"} {
+		d.call("hpcdap/compareExpression", map[string]any{"expression": expr}, &cmp)
+		var values []string
+		for _, g := range cmp.Groups {
+			if g.Count != 1 || g.Value != g.Ranks {
+				t.Errorf("%s: ranks %s have %s", expr, g.Ranks, g.Value)
+			}
+			values = append(values, g.Value)
+		}
+		if len(cmp.Groups) != np || len(cmp.Errors) != 0 {
+			t.Errorf("%s: %d groups, errors %+v", expr, len(cmp.Groups), cmp.Errors)
+		}
+		slices.Sort(values)
+	}
+	m1 := *d.ranks().Messages
+	if n := m1.Sent - m0.Sent + m1.Received - m0.Received; n >= np {
+		t.Errorf("two comparisons across %d ranks took %d CDTI messages", np, n)
+	} else {
+		t.Logf("two comparisons across %d ranks: %d CDTI messages", np, n)
+	}
+}

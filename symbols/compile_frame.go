@@ -1,0 +1,239 @@
+package symbols
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/hpcdap/hpcdap/arch"
+	"github.com/hpcdap/hpcdap/bpcode"
+	"github.com/hpcdap/hpcdap/symbols/cfi"
+)
+
+// CompileValueInStack compiles expr, as CompileValue does, for an agent to evaluate in
+// frames[k] of a stopped thread's stack (Process.Stack's frames), in any process stopped at
+// the same place: the program starts from the thread's registers, recovers those of each
+// caller up to frames[k] with the call frame information the front end's unwind used, and
+// asserts (bpcode.OpAssert) that every physical frame's pc is the one frames has, so that in a
+// process stopped anywhere else it fails instead of reading another frame. The value's load
+// bias is frames[k].Module.Bias. A frame through a signal handler, found without call frame
+// information, or below rules other than a register's saved slot or value (an expression) is
+// an error wrapping ErrNotCompiled; so are outer frames on Power, whose volatile registers
+// the front end's unwind clears.
+func CompileValueInStack(frames []*Frame, k int, expr string) (*bpcode.Program, bpcode.Format, error) {
+	if k < 0 || k >= len(frames) {
+		return nil, 0, fmt.Errorf("no frame %d: %w", k, ErrNotCompiled)
+	}
+	f := frames[k]
+	if f.Kind != FrameNormal || f.Function == nil || f.Module == nil {
+		return nil, 0, notCompiled("frame %d is %s, without a function", k, f.Kind)
+	}
+	us, err := unwindTo(frames, k)
+	if err != nil {
+		return nil, 0, err
+	}
+	lang := f.Function.Language()
+	if lang != LangC && lang != LangCPlusPlus && lang != LangFortran {
+		return nil, 0, fmt.Errorf("%s code: %w", lang, ErrNotCompiled)
+	}
+	if err := f.ensureChain(); err != nil {
+		return nil, 0, err
+	}
+	b := f.Module.Bin
+	c := &compiler{b: b, fn: f.Function, pc: f.lookupPC, lang: lang, frame: us[len(us)-1], exe: f.proc.Executable()}
+	for _, s := range f.chain {
+		c.chain = append([]*scope{s}, c.chain...)
+	}
+	n, err := parseExpr(expr, lang == LangFortran, func(name string) bool { _, ok := b.types[name]; return ok })
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := checkPlace(&c.bld, us); err != nil {
+		return nil, 0, err
+	}
+	return c.value(expr, n)
+}
+
+// CompilePlace compiles a program that answers 1 in a thread stopped at the place of
+// frames[0] to frames[k] (every physical frame's pc, recovered as CompileValueInStack
+// recovers them) and fails anywhere else: the ranks where an expression fails as it failed
+// in frames, for reasons of the code alone, are found by it.
+func CompilePlace(frames []*Frame, k int) (*bpcode.Program, error) {
+	if k < 0 || k >= len(frames) {
+		return nil, fmt.Errorf("no frame %d: %w", k, ErrNotCompiled)
+	}
+	us, err := unwindTo(frames, k)
+	if err != nil {
+		return nil, err
+	}
+	var b bpcode.Builder
+	if err := checkPlace(&b, us); err != nil {
+		return nil, err
+	}
+	b.Const(1)
+	return b.Program(frames[0].proc.Arch.ByteOrder == binary.BigEndian)
+}
+
+// unwindTo returns the registers of the physical frames of frames[0] to frames[k], innermost
+// first, as code.
+func unwindTo(frames []*Frame, k int) ([]*unwound, error) {
+	var phys []*Frame
+	for _, x := range frames[:k+1] {
+		switch x.Kind {
+		case FrameNormal:
+			phys = append(phys, x)
+		case FrameSignal:
+			return nil, notCompiled("frame %d is a signal handler's", x.Level)
+		}
+	}
+	if len(phys) == 0 {
+		return nil, notCompiled("no physical frame")
+	}
+	a := frames[0].proc.Arch
+	if len(phys) > 1 && a.IsPower() {
+		return nil, notCompiled("a caller's frame on Power")
+	}
+	us := []*unwound{{arch: a, pc: phys[0].PC}}
+	for i, x := range phys[1:] {
+		cf := phys[i]
+		if x.Uncertain || cf.Module == nil {
+			return nil, notCompiled("frame %d was found without call frame information", x.Level)
+		}
+		fde := cf.Module.Bin.frames.Lookup(cf.lookupPC)
+		if fde == nil {
+			return nil, notCompiled("no call frame information at %#x", cf.PC)
+		}
+		row, err := fde.RowAt(cf.lookupPC)
+		if err != nil {
+			return nil, notCompiled("call frame information at %#x: %v", cf.PC, err)
+		}
+		us = append(us, &unwound{arch: a, callee: us[i], row: row, pc: x.PC})
+	}
+	return us, nil
+}
+
+// checkPlace appends code that asserts each frame's pc.
+func checkPlace(b *bpcode.Builder, us []*unwound) error {
+	for _, u := range us {
+		if err := u.emit(b, u.arch.PCReg); err != nil {
+			return err
+		}
+		b.Const(u.pc)
+		b.Emit(bpcode.OpEq)
+		b.Emit(bpcode.OpAssert)
+	}
+	return nil
+}
+
+// unwound is one physical frame's registers as code that computes them: frame 0's are the
+// thread's; a caller's are recovered from its callee's by the callee's CFI row, as the front
+// end's unwind does (Process.applyRow): the stack pointer is the callee's CFA, the pc the
+// return address column, a register without a rule keeps the callee's value.
+type unwound struct {
+	arch   *arch.Arch
+	callee *unwound // nil: frame 0
+	row    *cfi.Row // the callee's row
+	pc     uint64   // the frame's pc where the front end unwound it
+}
+
+// emit appends code that pushes register n of the frame.
+func (u *unwound) emit(b *bpcode.Builder, n int) error {
+	if u.callee == nil {
+		b.Reg(n)
+		return nil
+	}
+	if n == u.arch.PCReg {
+		n = int(u.row.RAReg)
+		if r, ok := u.row.Regs[u.row.RAReg]; !ok || r.Kind == cfi.RuleUndefined {
+			return notCompiled("no return address in the row")
+		}
+	}
+	rule := u.row.Rule(uint64(n))
+	switch rule.Kind {
+	case cfi.RuleSameValue, cfi.RuleUnspecified:
+		if n == u.arch.SPReg {
+			return u.cfa(b)
+		}
+		return u.callee.emit(b, n)
+	case cfi.RuleOffset:
+		if err := u.cfa(b); err != nil {
+			return err
+		}
+		b.Const(uint64(rule.Offset))
+		b.Emit(bpcode.OpAdd)
+		b.Sized(bpcode.OpLoad, u.arch.PtrSize)
+		return nil
+	case cfi.RuleValOffset:
+		if err := u.cfa(b); err != nil {
+			return err
+		}
+		b.Const(uint64(rule.Offset))
+		b.Emit(bpcode.OpAdd)
+		return nil
+	case cfi.RuleRegister:
+		return u.callee.emit(b, int(rule.Reg))
+	}
+	return notCompiled("register %d of a caller's frame (rule %d)", n, rule.Kind)
+}
+
+// cfa appends code that pushes the callee's CFA.
+func (u *unwound) cfa(b *bpcode.Builder) error {
+	if u.row.CFA.Expr != nil {
+		return notCompiled("a CFA computed by an expression")
+	}
+	if err := u.callee.emit(b, int(u.row.CFA.Reg)); err != nil {
+		return err
+	}
+	b.Const(uint64(u.row.CFA.Offset))
+	b.Emit(bpcode.OpAdd)
+	return nil
+}
+
+// exeGlobal compiles a global of the executable with external linkage, seen from a library's
+// frame, as the front end's lookup finds it after the frame's own binary: at the address the
+// front end saw it loaded, after checking that the same executable is loaded there (its
+// build-id's bytes in memory).
+func (c *compiler) exeGlobal(name string) (cv, error) {
+	exe := c.exe
+	var pick *dieRef
+	for i, r := range exe.Bin.globals[name] {
+		if r.ext {
+			pick = &exe.Bin.globals[name][i]
+			break
+		}
+	}
+	if pick == nil {
+		return cv{}, notCompiled("no symbol %q in this binary or the executable", name)
+	}
+	at, ok := exe.Bin.buildIDAddr()
+	if !ok {
+		return cv{}, notCompiled("%s: the executable's build-id is not loaded", name)
+	}
+	id, order := exe.Bin.BuildID, exe.Bin.Arch.ByteOrder
+	for off := 0; off < len(id); {
+		n := 8
+		for n > len(id)-off {
+			n /= 2
+		}
+		c.bld.Const(at + exe.Bias + uint64(off))
+		c.bld.Sized(bpcode.OpLoad, n)
+		var v uint64
+		switch n {
+		case 8:
+			v = order.Uint64(id[off:])
+		case 4:
+			v = uint64(order.Uint32(id[off:]))
+		case 2:
+			v = uint64(order.Uint16(id[off:]))
+		default:
+			v = uint64(id[off])
+		}
+		c.bld.Const(v)
+		c.bld.Emit(bpcode.OpEq)
+		c.bld.Emit(bpcode.OpAssert)
+		off += n
+	}
+	b, bias := c.b, exe.Bias
+	c.b, c.absBias = exe.Bin, &bias
+	defer func() { c.b, c.absBias = b, nil }()
+	return c.variable(name, pick.off)
+}
