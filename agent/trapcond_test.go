@@ -293,6 +293,13 @@ func TestEvaluateValue(t *testing.T) {
 		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtText), Program: prog(hit)}, cdti.CmdParmErr, ""},
 		{&cdti.EvaluateValue{Format: 200, Program: prog(hit)}, cdti.CmdParmErr, ""},
 		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtSigned), Program: []byte{1, 0, 99}}, cdti.CmdParmErr, ""},
+		// The executable's bias from the link map ("" names it; prog is no PIE, its bias is 0)
+		// places hit where the thread is; a module outside the table or not loaded fails.
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtBool), Program: atModule(t, 0, hit), Modules: []string{""}},
+			cdti.CmdSuccess, "true"},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtBool), Program: atModule(t, 1, 0), Modules: []string{""}}, cdti.CmdParmErr, ""},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtBool), Program: atModule(t, 0, 0), Modules: []string{"/no/such.so"}},
+			cdti.CmdParmErr, ""},
 	} {
 		r := tt.query(0, c.cmd)
 		a, _ := r.Ack.(*cdti.EvaluateValueAck)
@@ -303,4 +310,20 @@ func TestEvaluateValue(t *testing.T) {
 	if i := binary64(tt.regs(0, 0), amd64.OffRDI); i != 7 {
 		t.Errorf("rdi = %d after the evaluations, want 7", i)
 	}
+}
+
+// atModule is a program that says whether the thread's pc is off bytes into module i.
+func atModule(t *testing.T, i int, off uint64) []byte {
+	t.Helper()
+	var b bpcode.Builder
+	b.ModBias(i)
+	b.Const(off)
+	b.Emit(bpcode.OpAdd)
+	b.Reg(amd64.DwarfRIP)
+	b.Emit(bpcode.OpEq)
+	p, err := b.Program(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Encode()
 }

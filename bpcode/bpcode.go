@@ -26,56 +26,58 @@ import (
 type Op byte
 
 // The operations. Operands follow the opcode byte, little-endian: Const an 8-byte word,
-// Reg a 2-byte DWARF register number, Load/Sext/Zext a 1-byte size in bytes, IfZero and
-// Goto a 2-byte absolute offset in the code, forward of the instruction.
+// Reg a 2-byte DWARF register number, Load/Sext/Zext a 1-byte size in bytes, ModBias a 1-byte
+// module index, IfZero and Goto a 2-byte absolute offset in the code, forward of the
+// instruction.
 const (
-	OpConst  Op = 1 + iota // push the operand
-	OpReg                  // push the register's value
-	OpBias                 // push the load bias of the binary the program was compiled for
-	OpLoad                 // pop an address, push the n bytes there (target byte order), zero-extended
-	OpSext                 // sign-extend the low n bytes of the top
-	OpZext                 // keep the low n bytes of the top
-	OpAdd                  // a b → a+b
-	OpSub                  // a b → a-b
-	OpMul                  // a b → a*b
-	OpDivS                 // signed a/b (b = 0 is an error)
-	OpDivU                 // unsigned a/b
-	OpRemS                 // signed a%b
-	OpRemU                 // unsigned a%b
-	OpAnd                  // bitwise and
-	OpOr                   // bitwise or
-	OpXor                  // bitwise exclusive or
-	OpShl                  // a << b (b ≥ 64 gives 0)
-	OpShrS                 // arithmetic a >> b
-	OpShrU                 // logical a >> b
-	OpNeg                  // -a
-	OpNot                  // ^a
-	OpLNot                 // a == 0 (1 or 0)
-	OpEq                   // a == b
-	OpNe                   // a != b
-	OpLtS                  // signed a < b
-	OpLtU                  // unsigned a < b
-	OpLeS                  // signed a <= b
-	OpLeU                  // unsigned a <= b
-	OpFAdd                 // float64 a+b
-	OpFSub                 // float64 a-b
-	OpFMul                 // float64 a*b
-	OpFDiv                 // float64 a/b
-	OpFNeg                 // float64 -a
-	OpFEq                  // float64 a == b
-	OpFNe                  // float64 a != b
-	OpFLt                  // float64 a < b
-	OpFLe                  // float64 a <= b
-	OpS2F                  // signed integer → float64
-	OpU2F                  // unsigned integer → float64
-	OpF2S                  // float64 → signed integer (truncated)
-	OpF32                  // float32 bits (low 32) → float64 bits
-	OpDup                  // a → a a
-	OpSwap                 // a b → b a
-	OpPop                  // a →
-	OpIfZero               // pop a; when a == 0 jump to the operand
-	OpGoto                 // jump to the operand
-	OpAssert               // pop a; when a == 0 the program fails (a place it was not compiled for)
+	OpConst   Op = 1 + iota // push the operand
+	OpReg                   // push the register's value
+	OpBias                  // push the load bias of the binary the program was compiled for
+	OpLoad                  // pop an address, push the n bytes there (target byte order), zero-extended
+	OpSext                  // sign-extend the low n bytes of the top
+	OpZext                  // keep the low n bytes of the top
+	OpAdd                   // a b → a+b
+	OpSub                   // a b → a-b
+	OpMul                   // a b → a*b
+	OpDivS                  // signed a/b (b = 0 is an error)
+	OpDivU                  // unsigned a/b
+	OpRemS                  // signed a%b
+	OpRemU                  // unsigned a%b
+	OpAnd                   // bitwise and
+	OpOr                    // bitwise or
+	OpXor                   // bitwise exclusive or
+	OpShl                   // a << b (b ≥ 64 gives 0)
+	OpShrS                  // arithmetic a >> b
+	OpShrU                  // logical a >> b
+	OpNeg                   // -a
+	OpNot                   // ^a
+	OpLNot                  // a == 0 (1 or 0)
+	OpEq                    // a == b
+	OpNe                    // a != b
+	OpLtS                   // signed a < b
+	OpLtU                   // unsigned a < b
+	OpLeS                   // signed a <= b
+	OpLeU                   // unsigned a <= b
+	OpFAdd                  // float64 a+b
+	OpFSub                  // float64 a-b
+	OpFMul                  // float64 a*b
+	OpFDiv                  // float64 a/b
+	OpFNeg                  // float64 -a
+	OpFEq                   // float64 a == b
+	OpFNe                   // float64 a != b
+	OpFLt                   // float64 a < b
+	OpFLe                   // float64 a <= b
+	OpS2F                   // signed integer → float64
+	OpU2F                   // unsigned integer → float64
+	OpF2S                   // float64 → signed integer (truncated)
+	OpF32                   // float32 bits (low 32) → float64 bits
+	OpDup                   // a → a a
+	OpSwap                  // a b → b a
+	OpPop                   // a →
+	OpIfZero                // pop a; when a == 0 jump to the operand
+	OpGoto                  // jump to the operand
+	OpAssert                // pop a; when a == 0 the program fails (a place it was not compiled for)
+	OpModBias               // push the load bias of module n of the program's module table (ModuleBiases)
 	opCount
 )
 
@@ -86,7 +88,7 @@ var opNames = [...]string{OpConst: "const", OpReg: "reg", OpBias: "bias", OpLoad
 	OpLeS: "les", OpLeU: "leu", OpFAdd: "fadd", OpFSub: "fsub", OpFMul: "fmul", OpFDiv: "fdiv",
 	OpFNeg: "fneg", OpFEq: "feq", OpFNe: "fne", OpFLt: "flt", OpFLe: "fle", OpS2F: "s2f", OpU2F: "u2f",
 	OpF2S: "f2s", OpF32: "f32", OpDup: "dup", OpSwap: "swap", OpPop: "pop", OpIfZero: "ifzero", OpGoto: "goto",
-	OpAssert: "assert"}
+	OpAssert: "assert", OpModBias: "modbias"}
 
 func (o Op) String() string {
 	if o > 0 && o < opCount {
@@ -102,7 +104,7 @@ func (o Op) operandSize() int {
 		return 8
 	case OpReg, OpIfZero, OpGoto:
 		return 2
-	case OpLoad, OpSext, OpZext:
+	case OpLoad, OpSext, OpZext, OpModBias:
 		return 1
 	}
 	return 0
@@ -111,7 +113,7 @@ func (o Op) operandSize() int {
 // stackEffect returns how many words o pops and pushes.
 func (o Op) stackEffect() (pop, push int) {
 	switch o {
-	case OpConst, OpReg, OpBias:
+	case OpConst, OpReg, OpBias, OpModBias:
 		return 0, 1
 	case OpLoad, OpSext, OpZext, OpNeg, OpNot, OpLNot, OpFNeg, OpS2F, OpU2F, OpF2S, OpF32:
 		return 1, 1

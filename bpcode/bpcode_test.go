@@ -3,6 +3,7 @@ package bpcode
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -13,6 +14,17 @@ type mem struct {
 	regs map[int]uint64
 	base uint64
 	data []byte
+}
+
+// ModuleBias places module 0 at 0x400000 and module 1 at 0x7f0000000000.
+func (m *mem) ModuleBias(i int) (uint64, error) {
+	switch i {
+	case 0:
+		return 0x400000, nil
+	case 1:
+		return 0x7f0000000000, nil
+	}
+	return 0, fmt.Errorf("module %d unknown", i)
 }
 
 func (m *mem) Register(r int) (uint64, error) {
@@ -74,6 +86,8 @@ func TestEvalOperations(t *testing.T) {
 		{"zext", func(b *Builder) { b.Const(0x1ff); b.Sized(OpZext, 1) }, 0xff, ""},
 		{"bias", func(b *Builder) { b.Emit(OpBias); b.Const(3); b.Emit(OpAdd) }, 0x40003, ""},
 		{"assert holds", func(b *Builder) { b.Reg(6); b.Const(0x1000); b.Emit(OpEq); b.Emit(OpAssert); b.Const(5) }, 5, ""},
+		{"module bias", func(b *Builder) { b.ModBias(1); b.Const(3); b.Emit(OpAdd) }, 0x7f0000000003, ""},
+		{"no module", func(b *Builder) { b.ModBias(5) }, 0, "module 5"},
 		{"assert fails", func(b *Builder) { b.Reg(6); b.Const(0x2000); b.Emit(OpEq); b.Emit(OpAssert); b.Const(5) }, 0, "not the place"},
 		{"and short-circuits", func(b *Builder) {
 			// 0 && *(long*)8: the load is never reached.

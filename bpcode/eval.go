@@ -14,6 +14,12 @@ type Machine interface {
 	ReadMemory(addr uint64, buf []byte) error
 }
 
+// ModuleBiases is a Machine that knows where the modules of a program's module table (a list
+// the program travels with) are loaded: the load bias of module i.
+type ModuleBiases interface {
+	ModuleBias(i int) (uint64, error)
+}
+
 // errAssert is the failure of OpAssert.
 var errAssert = errors.New("bpcode: not the place the program was compiled for")
 
@@ -116,6 +122,16 @@ func (p *Program) Eval(m Machine, bias uint64) (uint64, error) {
 			}
 		case OpGoto:
 			next = int(binary.LittleEndian.Uint16(arg))
+		case OpModBias:
+			mb, ok := m.(ModuleBiases)
+			if !ok {
+				return 0, fmt.Errorf("bpcode: module %d: no module table", arg[0])
+			}
+			v, err := mb.ModuleBias(int(arg[0]))
+			if err != nil {
+				return 0, err
+			}
+			push(v)
 		case OpAssert:
 			if pop() == 0 {
 				return 0, errAssert
@@ -249,6 +265,9 @@ func (b *Builder) Reg(r int) {
 	b.code = append(b.code, byte(OpReg))
 	b.code = binary.LittleEndian.AppendUint16(b.code, uint16(r))
 }
+
+// ModBias appends a push of the load bias of module i of the program's module table.
+func (b *Builder) ModBias(i int) { b.code = append(b.code, byte(OpModBias), byte(i)) }
 
 // Sized appends Load, Sext or Zext of n bytes.
 func (b *Builder) Sized(op Op, n int) { b.code = append(b.code, byte(op), byte(n)) }

@@ -207,10 +207,12 @@
 //	1108  GetLinkMapAck              r_debug u64 @8, r_brk u64 @16, r_state u32 @24, entry count u32 @28 (at most 4096),
 //	                                 entries @32: {l_addr u64, node u64, name length u32 @16 (at most 4096), name @24,
 //	                                 padded to 8}, in link-map order
-//	1109  EvaluateValue      Query   format u8 @4 (a bpcode.Format), load bias u64 @8, program length u32 @16
-//	                                 (1 to 4096), program @24: thread 0 is the process's leader; the value
-//	                                 printed, or CmdParmErr where the program fails (a process stopped
-//	                                 elsewhere than its place checks say, unreadable memory)
+//	1109  EvaluateValue      Query   format u8 @4 (a bpcode.Format), module count u16 @6 (≤ 256), program length
+//	                                 u32 @8 (1 to 4096), names length u32 @12 (≤ 16384), program @16, then the
+//	                                 module names (u16 length, bytes; "" the executable): thread 0 is the
+//	                                 process's leader; the value printed, or CmdParmErr where the program
+//	                                 fails (stopped elsewhere than its place checks say, unreadable memory,
+//	                                 a module not in the link map)
 //	1110  EvaluateValueAck           text length u32 @4 (at most 256), text @8
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
@@ -308,9 +310,12 @@
 // EvaluateValue is a value compared across ranks: the tool compiles an expression for one
 // frame of one rank's stack into a bpcode program that recovers that frame's registers from
 // the thread's (the call frame information of every frame below it, compiled in) and checks
-// every frame's pc on the way, and sends the same program to many ranks in one Collective; the
-// ranks stopped at that place answer with their value, grouped by value on the way up, and
-// the others fail the check. A real CNK answers CmdInval: the tool then reads each rank itself.
+// every frame's pc on the way, its addresses relative to the load biases of the modules it
+// names (which the agent reads from the process's link map, so that ranks whose modules are
+// loaded at different addresses share it), and sends the same program to many ranks in one
+// Collective; the ranks stopped at that place answer with their value, grouped by value on the
+// way up, and the others fail the check. A real CNK answers CmdInval: the tool then reads each
+// rank itself.
 //
 // Breakpoint instructions on targets that are not Power. SetBreakpoint.Instruction and
 // ResetBreakpoint.Instruction are 32-bit fields sized for Power's fixed-width instructions. On

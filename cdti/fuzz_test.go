@@ -58,7 +58,7 @@ func seedMessages(t testing.TB) [][]byte {
 			&RawCommand{Type: TypeGetLinkMap, ThreadID: 5, Data: rawLinkMap(MaxLinkMapSize + 1)}}},
 		&QueryAck{Header: hdr(28), Results: linkMapResults()},
 		// An evaluation in a frame and its answers, and one whose program is over its bound.
-		&Query{Header: hdr(29), Commands: []Command{&EvaluateValue{Format: 1, Program: []byte{1, 2}},
+		&Query{Header: hdr(29), Commands: []Command{&EvaluateValue{Format: 1, Program: []byte{1, 2}, Modules: []string{"", "libm"}},
 			&RawCommand{Type: TypeEvaluateValue, ThreadID: 5, Data: rawEvaluate(MaxEvaluateProgram + 1)}}},
 		&QueryAck{Header: hdr(30), Results: []Result{{Code: CmdSuccess, Ack: &EvaluateValueAck{Text: "42"}},
 			{Code: CmdAddrErr, Ack: &BareAck{Type: TypeEvaluateValueAck, ThreadID: 5}}}})
@@ -84,7 +84,7 @@ func seedMessages(t testing.TB) [][]byte {
 // rawEvaluate is the payload of an EvaluateValue whose program has n bytes.
 func rawEvaluate(n uint32) []byte {
 	b := make([]byte, evaluateValueSize+int(n))
-	be.PutUint32(b[16:], n)
+	be.PutUint32(b[8:], n)
 	return b
 }
 

@@ -405,3 +405,37 @@ func TestLinkMapAckMalformed(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluateValueMalformed: an EvaluateValue whose program or names are over their limits,
+// whose module count disagrees with its names, or that runs past its payload, is an error
+// naming the command; an ack whose text is over its limit too.
+func TestEvaluateValueMalformed(t *testing.T) {
+	c := &EvaluateValue{ThreadID: 1, Format: 1, Program: []byte{1, 0, 1, 2, 3}, Modules: []string{"", "/lib/libm.so.6"}}
+	good := make([]byte, c.EncodedSize())
+	c.Encode(good)
+	if got, err := DecodeCommand(TypeEvaluateValue, good); err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	bad := map[string]func(b []byte) []byte{
+		"no program":              func(b []byte) []byte { be.PutUint32(b[8:], 0); return b },
+		"program over the limit":  func(b []byte) []byte { be.PutUint32(b[8:], MaxEvaluateProgram+1); return b },
+		"names over the limit":    func(b []byte) []byte { be.PutUint32(b[12:], MaxEvaluateModules+1); return b },
+		"count over the limit":    func(b []byte) []byte { be.PutUint16(b[6:], MaxEvaluateModuleCount+1); return b },
+		"more modules than names": func(b []byte) []byte { be.PutUint16(b[6:], 3); return b },
+		"fewer modules":           func(b []byte) []byte { be.PutUint16(b[6:], 1); return b },
+		"a name past the names":   func(b []byte) []byte { be.PutUint16(b[16+5+2:], 200); return b },
+		"names cut":               func(b []byte) []byte { return b[:len(b)-1] },
+		"header cut":              func(b []byte) []byte { return b[:15] },
+	}
+	for what, f := range bad {
+		_, err := DecodeCommand(TypeEvaluateValue, f(bytes.Clone(good)))
+		if err == nil || !strings.Contains(err.Error(), "EvaluateValue") {
+			t.Errorf("%s: %v, want an error naming EvaluateValue", what, err)
+		}
+	}
+	long := make([]byte, evaluateValueAckSize+MaxValueText+1)
+	be.PutUint32(long[4:], MaxValueText+1)
+	if _, err := DecodeAck(TypeEvaluateValueAck, long); err == nil || !strings.Contains(err.Error(), "EvaluateValueAck") {
+		t.Errorf("a text over the limit: %v", err)
+	}
+}

@@ -141,15 +141,27 @@ func agentEvaluation(e rankEval, expr string) (*cdti.EvaluateValue, string) {
 		if k < 0 {
 			return nil, "no value: " + e.err.Error()
 		}
-		prog, err := symbols.CompilePlace(fr, k)
+		prog, mods, err := symbols.CompilePlace(fr, k)
 		if err != nil {
 			return nil, "no value (" + e.err.Error() + "), no probe: " + err.Error()
 		}
-		return &cdti.EvaluateValue{Format: uint8(bpcode.FmtUnsigned), Program: prog.Encode()}, ""
+		return &cdti.EvaluateValue{Format: uint8(bpcode.FmtUnsigned), Program: prog.Encode(), Modules: moduleNames(mods, e.stack.Frames[0].Process().Executable())}, ""
 	}
-	prog, format, err := symbols.CompileValueInStack(e.stack.Frames, e.frame, expr)
+	prog, format, mods, err := symbols.CompileValueInStack(e.stack.Frames, e.frame, expr)
 	if err != nil {
 		return nil, err.Error()
 	}
-	return &cdti.EvaluateValue{Format: uint8(format), Bias: e.stack.Frames[e.frame].Module.Bias, Program: prog.Encode()}, ""
+	return &cdti.EvaluateValue{Format: uint8(format), Program: prog.Encode(), Modules: moduleNames(mods, e.stack.Frames[0].Process().Executable())}, ""
+}
+
+// moduleNames names modules as the agent finds them in a process's link map: the executable
+// "", a library by the name the link map gives it (which Module.Path is).
+func moduleNames(mods []*symbols.Module, exe *symbols.Module) []string {
+	out := make([]string, len(mods))
+	for i, m := range mods {
+		if m != exe {
+			out[i] = m.Path
+		}
+	}
+	return out
 }

@@ -149,10 +149,13 @@ type compiler struct {
 	// frame, when not nil, recovers the registers of a caller's frame from the thread's
 	// (CompileValueInStack); without it the program reads the thread's own.
 	frame *unwound
-	// exe, when not nil, is the program's executable, whose globals a library's frame sees
-	// (CompileValueInStack); absBias is its load bias while one of them is compiled.
-	exe     *Module
-	absBias *uint64
+	// mods, when not nil, is the program's module table (CompileValueInStack): addresses are
+	// relative to a module's bias there (OpModBias), biasOf's for a global, instead of the
+	// one bias the program is evaluated with (OpBias). exe is the program's executable,
+	// whose globals a library's frame sees.
+	mods   *modTable
+	biasOf *Module
+	exe    *Module
 }
 
 // reg emits a push of register n of the frame compiled for.
@@ -337,7 +340,7 @@ func (c *compiler) global(name string) (cv, error) {
 			pick = &refs[i]
 		}
 	}
-	if pick == nil && c.exe != nil && c.exe.Bin != c.b && c.absBias == nil {
+	if pick == nil && c.exe != nil && c.exe.Bin != c.b && c.biasOf != c.exe {
 		return c.exeGlobal(name)
 	}
 	if pick == nil {
@@ -385,13 +388,15 @@ func (c *compiler) location(name string, expr []byte, t *Type) (cv, error) {
 	switch {
 	case op == dwop.OpAddr:
 		a := r.Addr(c.b.Arch.PtrSize)
-		if c.absBias != nil {
-			c.bld.Const(a + *c.absBias) // another binary's: where the front end saw it loaded
+		if c.mods != nil {
+			if err := c.mods.bias(&c.bld, c.biasOf); err != nil {
+				return cv{}, err
+			}
 		} else {
 			c.bld.Emit(bpcode.OpBias)
-			c.bld.Const(a)
-			c.bld.Emit(bpcode.OpAdd)
 		}
+		c.bld.Const(a)
+		c.bld.Emit(bpcode.OpAdd)
 	case op >= dwop.OpReg0 && op <= dwop.OpReg31, op == dwop.OpRegx:
 		n := int(op - dwop.OpReg0)
 		if op == dwop.OpRegx {

@@ -3,6 +3,7 @@ package symbols
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/hpcdap/hpcdap/arch"
 	"github.com/hpcdap/hpcdap/bpcode"
@@ -11,66 +12,73 @@ import (
 
 // CompileValueInStack compiles expr, as CompileValue does, for an agent to evaluate in
 // frames[k] of a stopped thread's stack (Process.Stack's frames), in any process stopped at
-// the same place: the program starts from the thread's registers, recovers those of each
-// caller up to frames[k] with the call frame information the front end's unwind used, and
-// asserts (bpcode.OpAssert) that every physical frame's pc is the one frames has, so that in a
-// process stopped anywhere else it fails instead of reading another frame. The value's load
-// bias is frames[k].Module.Bias. A frame through a signal handler, found without call frame
+// the same place of the same program, wherever its modules are loaded: the program starts
+// from the thread's registers, recovers those of each caller up to frames[k] with the call
+// frame information the front end's unwind used, and asserts (bpcode.OpAssert) that every
+// physical frame's pc is the one frames has, relative to its module's load bias, so that in a
+// process stopped anywhere else it fails instead of reading another frame. Its addresses are
+// relative to the biases of the modules it returns (bpcode.OpModBias i: mods[i]), which the
+// agent finds in the process's link map. A frame through a signal handler, found without call frame
 // information, or below rules other than a register's saved slot or value (an expression) is
 // an error wrapping ErrNotCompiled; so are outer frames on Power, whose volatile registers
 // the front end's unwind clears.
-func CompileValueInStack(frames []*Frame, k int, expr string) (*bpcode.Program, bpcode.Format, error) {
+func CompileValueInStack(frames []*Frame, k int, expr string) (*bpcode.Program, bpcode.Format, []*Module, error) {
 	if k < 0 || k >= len(frames) {
-		return nil, 0, fmt.Errorf("no frame %d: %w", k, ErrNotCompiled)
+		return nil, 0, nil, fmt.Errorf("no frame %d: %w", k, ErrNotCompiled)
 	}
 	f := frames[k]
 	if f.Kind != FrameNormal || f.Function == nil || f.Module == nil {
-		return nil, 0, notCompiled("frame %d is %s, without a function", k, f.Kind)
+		return nil, 0, nil, notCompiled("frame %d is %s, without a function", k, f.Kind)
 	}
 	us, err := unwindTo(frames, k)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	lang := f.Function.Language()
 	if lang != LangC && lang != LangCPlusPlus && lang != LangFortran {
-		return nil, 0, fmt.Errorf("%s code: %w", lang, ErrNotCompiled)
+		return nil, 0, nil, fmt.Errorf("%s code: %w", lang, ErrNotCompiled)
 	}
 	if err := f.ensureChain(); err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	b := f.Module.Bin
-	c := &compiler{b: b, fn: f.Function, pc: f.lookupPC, lang: lang, frame: us[len(us)-1], exe: f.proc.Executable()}
+	mods := &modTable{}
+	c := &compiler{b: b, fn: f.Function, pc: f.lookupPC, lang: lang, frame: us[len(us)-1], mods: mods,
+		biasOf: f.Module, exe: f.proc.Executable()}
 	for _, s := range f.chain {
 		c.chain = append([]*scope{s}, c.chain...)
 	}
 	n, err := parseExpr(expr, lang == LangFortran, func(name string) bool { _, ok := b.types[name]; return ok })
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	if err := checkPlace(&c.bld, us); err != nil {
-		return nil, 0, err
+	if err := checkPlace(&c.bld, us, mods); err != nil {
+		return nil, 0, nil, err
 	}
-	return c.value(expr, n)
+	prog, format, err := c.value(expr, n)
+	return prog, format, mods.mods, err
 }
 
 // CompilePlace compiles a program that answers 1 in a thread stopped at the place of
 // frames[0] to frames[k] (every physical frame's pc, recovered as CompileValueInStack
 // recovers them) and fails anywhere else: the ranks where an expression fails as it failed
 // in frames, for reasons of the code alone, are found by it.
-func CompilePlace(frames []*Frame, k int) (*bpcode.Program, error) {
+func CompilePlace(frames []*Frame, k int) (*bpcode.Program, []*Module, error) {
 	if k < 0 || k >= len(frames) {
-		return nil, fmt.Errorf("no frame %d: %w", k, ErrNotCompiled)
+		return nil, nil, fmt.Errorf("no frame %d: %w", k, ErrNotCompiled)
 	}
 	us, err := unwindTo(frames, k)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var b bpcode.Builder
-	if err := checkPlace(&b, us); err != nil {
-		return nil, err
+	mods := &modTable{}
+	if err := checkPlace(&b, us, mods); err != nil {
+		return nil, nil, err
 	}
 	b.Const(1)
-	return b.Program(frames[0].proc.Arch.ByteOrder == binary.BigEndian)
+	prog, err := b.Program(frames[0].proc.Arch.ByteOrder == binary.BigEndian)
+	return prog, mods.mods, err
 }
 
 // unwindTo returns the registers of the physical frames of frames[0] to frames[k], innermost
@@ -80,6 +88,9 @@ func unwindTo(frames []*Frame, k int) ([]*unwound, error) {
 	for _, x := range frames[:k+1] {
 		switch x.Kind {
 		case FrameNormal:
+			if x.Module == nil {
+				return nil, notCompiled("frame %d is in no known module", x.Level)
+			}
 			phys = append(phys, x)
 		case FrameSignal:
 			return nil, notCompiled("frame %d is a signal handler's", x.Level)
@@ -92,7 +103,7 @@ func unwindTo(frames []*Frame, k int) ([]*unwound, error) {
 	if len(phys) > 1 && a.IsPower() {
 		return nil, notCompiled("a caller's frame on Power")
 	}
-	us := []*unwound{{arch: a, pc: phys[0].PC}}
+	us := []*unwound{{arch: a, pc: phys[0].PC, mod: phys[0].Module}}
 	for i, x := range phys[1:] {
 		cf := phys[i]
 		if x.Uncertain || cf.Module == nil {
@@ -106,21 +117,45 @@ func unwindTo(frames []*Frame, k int) ([]*unwound, error) {
 		if err != nil {
 			return nil, notCompiled("call frame information at %#x: %v", cf.PC, err)
 		}
-		us = append(us, &unwound{arch: a, callee: us[i], row: row, pc: x.PC})
+		us = append(us, &unwound{arch: a, callee: us[i], row: row, pc: x.PC, mod: x.Module})
 	}
 	return us, nil
 }
 
-// checkPlace appends code that asserts each frame's pc.
-func checkPlace(b *bpcode.Builder, us []*unwound) error {
+// checkPlace appends code that asserts each frame's pc, relative to its module's bias.
+func checkPlace(b *bpcode.Builder, us []*unwound, mods *modTable) error {
 	for _, u := range us {
 		if err := u.emit(b, u.arch.PCReg); err != nil {
 			return err
 		}
-		b.Const(u.pc)
+		if err := mods.bias(b, u.mod); err != nil {
+			return err
+		}
+		b.Const(u.pc - u.mod.Bias)
+		b.Emit(bpcode.OpAdd)
 		b.Emit(bpcode.OpEq)
 		b.Emit(bpcode.OpAssert)
 	}
+	return nil
+}
+
+// modTable is the module table of a program: the modules whose load biases it reads.
+type modTable struct{ mods []*Module }
+
+// maxModules bounds a module table (OpModBias's operand is one byte).
+const maxModules = 256
+
+// bias appends a push of m's load bias in the process the program runs in.
+func (t *modTable) bias(b *bpcode.Builder, m *Module) error {
+	i := slices.Index(t.mods, m)
+	if i < 0 {
+		if len(t.mods) == maxModules {
+			return notCompiled("more than %d modules", maxModules)
+		}
+		i = len(t.mods)
+		t.mods = append(t.mods, m)
+	}
+	b.ModBias(i)
 	return nil
 }
 
@@ -133,6 +168,7 @@ type unwound struct {
 	callee *unwound // nil: frame 0
 	row    *cfi.Row // the callee's row
 	pc     uint64   // the frame's pc where the front end unwound it
+	mod    *Module  // the module of that pc
 }
 
 // emit appends code that pushes register n of the frame.
@@ -189,8 +225,8 @@ func (u *unwound) cfa(b *bpcode.Builder) error {
 }
 
 // exeGlobal compiles a global of the executable with external linkage, seen from a library's
-// frame, as the front end's lookup finds it after the frame's own binary: at the address the
-// front end saw it loaded, after checking that the same executable is loaded there (its
+// frame, as the front end's lookup finds it after the frame's own binary: relative to the
+// executable's bias, after checking that the executable there is the one compiled for (its
 // build-id's bytes in memory).
 func (c *compiler) exeGlobal(name string) (cv, error) {
 	exe := c.exe
@@ -214,7 +250,11 @@ func (c *compiler) exeGlobal(name string) (cv, error) {
 		for n > len(id)-off {
 			n /= 2
 		}
-		c.bld.Const(at + exe.Bias + uint64(off))
+		if err := c.mods.bias(&c.bld, exe); err != nil {
+			return cv{}, err
+		}
+		c.bld.Const(at + uint64(off))
+		c.bld.Emit(bpcode.OpAdd)
 		c.bld.Sized(bpcode.OpLoad, n)
 		var v uint64
 		switch n {
@@ -232,8 +272,8 @@ func (c *compiler) exeGlobal(name string) (cv, error) {
 		c.bld.Emit(bpcode.OpAssert)
 		off += n
 	}
-	b, bias := c.b, exe.Bias
-	c.b, c.absBias = exe.Bin, &bias
-	defer func() { c.b, c.absBias = b, nil }()
+	b, biasOf := c.b, c.biasOf
+	c.b, c.biasOf = exe.Bin, exe
+	defer func() { c.b, c.biasOf = b, biasOf }()
 	return c.variable(name, pick.off)
 }

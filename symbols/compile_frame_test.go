@@ -19,8 +19,8 @@ import (
 func TestValuesInStackAgreeWithEvaluator(t *testing.T) {
 	for _, opt := range []string{"-O0", "-O2"} {
 		t.Run(opt, func(t *testing.T) {
-			exe, core, _ := coreAtStopHere(t, t.TempDir(), "testdata/framevals/framevals.c", opt)
-			c, err := OpenCore(core, &CoreOptions{Executable: exe, Cache: testCache})
+			exe, corePath, _ := coreAtStopHere(t, t.TempDir(), "testdata/framevals/framevals.c", opt)
+			c, err := OpenCore(corePath, &CoreOptions{Executable: exe, Cache: testCache})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -29,7 +29,7 @@ func TestValuesInStackAgreeWithEvaluator(t *testing.T) {
 			if err != nil || len(frames) == 0 || frames[0].Name != "cmp" {
 				t.Fatalf("stack %v: %v", frames, err)
 			}
-			m := coreMachine{f: frames[0], c: c}
+			core := coreMachine{f: frames[0], c: c}
 			agree := map[string]int{} // function → values compiled and agreeing
 			var outer []string        // values compiled in a frame above the C library's
 			pastLibc := false
@@ -48,14 +48,14 @@ func TestValuesInStackAgreeWithEvaluator(t *testing.T) {
 				}
 				for _, name := range names {
 					want, werr := evalIn(f, name)
-					prog, format, cerr := CompileValueInStack(frames, k, name)
+					prog, format, mods, cerr := CompileValueInStack(frames, k, name)
 					if cerr != nil {
 						if !errors.Is(cerr, ErrNotCompiled) {
 							t.Errorf("frame %d (%s): %s: %v, not ErrNotCompiled", k, f.Name, name, cerr)
 						}
 						continue
 					}
-					got, gerr := prog.Eval(m, f.Module.Bias)
+					got, gerr := prog.Eval(stackMachine{core, mods, 0}, 0)
 					if werr != nil || gerr != nil {
 						if (werr == nil) != (gerr == nil) {
 							t.Errorf("frame %d (%s): %s: front end %q (%v), agent %v", k, f.Name, name, want, werr, gerr)
@@ -82,21 +82,21 @@ func TestValuesInStackAgreeWithEvaluator(t *testing.T) {
 				t.Errorf("recurse's mine compiled in %d of its 4 frames above the C library", n)
 			}
 			// Another place: frame 0's pc moved by one.
-			prog, _, err := CompileValueInStack(frames, len(frames)-1, "g_total")
+			prog, _, mods, err := CompileValueInStack(frames, len(frames)-1, "g_total")
 			if err != nil {
 				t.Fatalf("g_total in main: %v", err)
 			}
-			if _, err := prog.Eval(movedPC{m, frames[0].proc.Arch.PCReg}, frames[0].Module.Bias); err == nil {
+			if _, err := prog.Eval(stackMachine{core, mods, 1}, 0); err == nil {
 				t.Error("a program for main's frame ran in a process stopped one byte further")
 			}
-			place, err := CompilePlace(frames, len(frames)-1)
+			place, mods, err := CompilePlace(frames, len(frames)-1)
 			if err != nil {
 				t.Fatalf("place of the whole stack: %v", err)
 			}
-			if v, err := place.Eval(m, 0); v != 1 || err != nil {
+			if v, err := place.Eval(stackMachine{core, mods, 0}, 0); v != 1 || err != nil {
 				t.Errorf("the place probe at its place: %d, %v", v, err)
 			}
-			if _, err := place.Eval(movedPC{m, frames[0].proc.Arch.PCReg}, 0); err == nil {
+			if _, err := place.Eval(stackMachine{core, mods, 1}, 0); err == nil {
 				t.Error("the place probe passed one byte further")
 			}
 		})
@@ -115,16 +115,26 @@ func evalIn(f *Frame, expr string) (string, error) {
 	return v.String(), nil
 }
 
-// movedPC is a machine whose pc is one byte further than the stop's.
-type movedPC struct {
+// stackMachine runs a program of CompileValueInStack over a core's thread as an agent runs
+// it: frame 0's registers, the core's memory, the biases of the program's modules as the core
+// has them; with pcDelta, the thread's pc that much further than the stop's.
+type stackMachine struct {
 	coreMachine
-	pcReg int
+	mods    []*Module
+	pcDelta uint64
 }
 
-func (m movedPC) Register(n int) (uint64, error) {
+func (m stackMachine) Register(n int) (uint64, error) {
 	v, err := m.coreMachine.Register(n)
-	if n == m.pcReg {
-		v++
+	if n == m.f.proc.Arch.PCReg {
+		v += m.pcDelta
 	}
 	return v, err
+}
+
+func (m stackMachine) ModuleBias(i int) (uint64, error) {
+	if i >= len(m.mods) {
+		return 0, fmt.Errorf("module %d of %d", i, len(m.mods))
+	}
+	return m.mods[i].Bias, nil
 }
