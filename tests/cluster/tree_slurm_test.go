@@ -258,6 +258,9 @@ func TestDAPSlurmTree1024(t *testing.T) {
 		}
 	}
 
+	d.in("compare main's rank across the ranks")
+	d.compareRanks(n, rankset.Set{})
+
 	d.in("kill -9 interior agent 1")
 	tree, err := topology.New(len(workers), fanout)
 	if err != nil {
@@ -292,6 +295,7 @@ func TestDAPSlurmTree1024(t *testing.T) {
 			d.errorf("rank %d after the loss: %s, before: %s", r, got, merged[r])
 		}
 	}
+	d.compareRanks(n, lost)
 	d.in("continue and pause the rest")
 	d.call("continue", map[string]any{"threadId": ranks[0].ThreadID}, nil)
 	d.waitRanks(60*time.Second, "running", func(r rankState) bool { return r.State == "running" || lost.Contains(r.Rank) })
@@ -394,4 +398,57 @@ func TestDAPSlurmRanksPerAgent(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	d.ranks = nil
+}
+
+// compareRanks compares main's rank across every rank of the hung job (the agents evaluate it
+// in the frame of main, above the C library's, each rank's modules wherever randomisation put
+// them): each live rank's value is its number, alone in its group, and each lost rank is an
+// error. The values come back through the tree grouped: the comparison costs the front end
+// fewer CDTI messages than there are ranks.
+func (d *dapRun) compareRanks(n int, lost rankset.Set) {
+	d.t.Helper()
+	var cmp struct {
+		Groups []struct {
+			Value, Ranks string
+			Count        int
+		}
+		Errors []struct{ Message, Ranks string }
+	}
+	m0, t0 := d.messages(), time.Now()
+	d.call("hpcdap/compareExpression", map[string]any{"expression": "rank"}, &cmp)
+	took, msgs := time.Since(t0), d.messages()-m0
+	d.t.Logf("compare rank across %d ranks: %d groups, %d errors, %v, %d CDTI messages", n, len(cmp.Groups),
+		len(cmp.Errors), took.Round(time.Millisecond), msgs)
+	if msgs >= uint64(n) {
+		d.errorf("compare rank across %d ranks took %d CDTI messages", n, msgs)
+	}
+	if len(cmp.Groups) != n-lost.Len() {
+		d.errorf("compare rank: %d groups, want %d; errors %+v", len(cmp.Groups), n-lost.Len(), cmp.Errors)
+	}
+	for _, g := range cmp.Groups {
+		if g.Value != g.Ranks || g.Count != 1 {
+			d.errorf("compare rank: ranks %s (%d) have %s", g.Ranks, g.Count, g.Value)
+		}
+	}
+	var failed rankset.Set
+	for _, e := range cmp.Errors {
+		rs, err := rankset.Parse(e.Ranks, n)
+		if err != nil {
+			d.errorf("compare rank: error ranks %q: %v", e.Ranks, err)
+		}
+		failed = failed.Union(rs)
+	}
+	if failed.String() != lost.String() {
+		d.errorf("compare rank: errors for ranks %s, want the lost %s: %+v", failed, lost, cmp.Errors)
+	}
+}
+
+// messages is the count of CDTI messages the front end has exchanged with the job's agents.
+func (d *dapRun) messages() uint64 {
+	d.t.Helper()
+	var b struct {
+		Messages struct{ Sent, Received uint64 } `json:"messages"`
+	}
+	d.call("hpcdap/ranks", map[string]any{}, &b)
+	return b.Messages.Sent + b.Messages.Received
 }
