@@ -278,6 +278,7 @@
 // the command's format says. The program carries its own place checks and unwinding (package
 // symbols, CompileValueInStack): the agent reads no debugging information, only the link map
 // for the load biases of the modules the command names, at the first the program asks for.
+//
 // Limits: a step over a planted system call instruction that blocks keeps the other threads
 // stopped until it returns; a signal to deliver to a thread on a breakpoint is delivered by
 // that step (the handler runs first, returns to the breakpoint and hits it again), so a

@@ -226,6 +226,16 @@ func FuzzDecodeEval(f *testing.F) {
 }
 
 // TestFormatChar: a char in an agent's log point prints as the front end and gdb print it.
+// TestFormatBool prints a C bool as the front end does: a number other than 0 and 1 (a bool
+// set byte-wise) as that number.
+func TestFormatBool(t *testing.T) {
+	for v, want := range map[uint64]string{0: "false", 1: "true", 2: "2", 255: "255"} {
+		if got := FormatValue(FmtBool, v); got != want {
+			t.Errorf("FormatValue(FmtBool, %d) = %s, want %s", v, got, want)
+		}
+	}
+}
+
 func TestFormatChar(t *testing.T) {
 	for v, want := range map[uint64]string{
 		'a': `97 'a'`, 0: `0 '\000'`, '\r': `13 '\r'`, '\a': `7 '\a'`, '\v': `11 '\v'`, '\'': `39 '\''`,

@@ -52,7 +52,7 @@ const (
 	FmtSigned                 // decimal of a signed integer
 	FmtUnsigned               // decimal of an unsigned integer
 	FmtChar                   // a char: its number and the quoted character (65 'A')
-	FmtBool                   // true or false
+	FmtBool                   // true or false (another number in decimal)
 	FmtFloat                  // a float64, shortest form
 	FmtFloat32                // a float64 that came from a float: shortest form of the float
 	FmtPointer                // hexadecimal 0x...
@@ -228,10 +228,13 @@ func FormatValue(f Format, v uint64) string {
 		c := int64(v)
 		return strconv.FormatInt(c, 10) + " " + charLit(byte(c))
 	case FmtBool:
-		if v != 0 {
+		switch v {
+		case 0:
+			return "false"
+		case 1:
 			return "true"
 		}
-		return "false"
+		return strconv.FormatUint(v, 10) // a C bool holding another number, as the front end prints it
 	case FmtFloat:
 		return strconv.FormatFloat(math.Float64frombits(v), 'g', -1, 64)
 	case FmtFloat32:

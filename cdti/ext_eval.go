@@ -73,6 +73,23 @@ func (c *EvaluateValue) Encode(b []byte) {
 	}
 }
 
+func (c *EvaluateValue) validate() error {
+	switch {
+	case len(c.Program) == 0 || len(c.Program) > MaxEvaluateProgram:
+		return fmt.Errorf("%v: %d bytes of program, 1 to %d", TypeEvaluateValue, len(c.Program), MaxEvaluateProgram)
+	case len(c.Modules) > MaxEvaluateModuleCount:
+		return fmt.Errorf("%v: %d modules, at most %d", TypeEvaluateValue, len(c.Modules), MaxEvaluateModuleCount)
+	case c.namesSize() > MaxEvaluateModules:
+		return fmt.Errorf("%v: %d bytes of module names, at most %d", TypeEvaluateValue, c.namesSize(), MaxEvaluateModules)
+	}
+	for _, m := range c.Modules {
+		if len(m) > 0xffff {
+			return fmt.Errorf("%v: a module name of %d bytes", TypeEvaluateValue, len(m))
+		}
+	}
+	return nil
+}
+
 func decEvaluateValue(b []byte) (Command, error) {
 	if err := need(TypeEvaluateValue, b, evaluateValueSize); err != nil {
 		return nil, err

@@ -433,6 +433,12 @@ func TestEvaluateValueMalformed(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming EvaluateValue", what, err)
 		}
 	}
+	if err := Validate(&EvaluateValue{Program: make([]byte, MaxEvaluateProgram+1)}); err == nil {
+		t.Error("an EvaluateValue over MaxEvaluateProgram validated")
+	}
+	if err := Validate(&EvaluateValue{Program: []byte{1}, Modules: make([]string, MaxEvaluateModuleCount+1)}); err == nil {
+		t.Error("an EvaluateValue of too many modules validated")
+	}
 	long := make([]byte, evaluateValueAckSize+MaxValueText+1)
 	be.PutUint32(long[4:], MaxValueText+1)
 	if _, err := DecodeAck(TypeEvaluateValueAck, long); err == nil || !strings.Contains(err.Error(), "EvaluateValueAck") {

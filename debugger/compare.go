@@ -27,17 +27,12 @@ type RankValue struct {
 // level when not nil.
 func (j *Job) Compare(ctx context.Context, ranks []*Rank, expr string, level *int) []RankValue {
 	out := make([]RankValue, len(ranks))
-	done := j.compareByAgents(ctx, ranks, expr, level, out)
-	var rest []int
-	for i := range ranks {
-		if !done[i] {
-			rest = append(rest, i)
-		}
-	}
-	ForEach(len(rest), func(k int) {
-		i := rest[k]
-		v, t, err := j.EvalOnRank(ctx, ranks[i], expr, level)
-		out[i] = RankValue{Value: v, Err: err, Called: t}
+	j.compareByAgents(ctx, ranks, expr, level, out, func(idx []int) {
+		ForEach(len(idx), func(k int) {
+			i := idx[k]
+			v, t, err := j.EvalOnRank(ctx, ranks[i], expr, level)
+			out[i] = RankValue{Value: v, Err: err, Called: t}
+		})
 	})
 	return out
 }
@@ -92,6 +87,7 @@ func (j *Job) evalIn(ctx context.Context, r *Rank, expr string, level *int) (e r
 	if level != nil {
 		if *level >= len(ts.Frames) {
 			e.err = fmt.Errorf("no frame %d (the stack has %d)", *level, len(ts.Frames))
+			e.byName = false // the stack's depth, not its code
 			return e
 		}
 		e.frame = *level

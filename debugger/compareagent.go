@@ -2,7 +2,8 @@ package debugger
 
 import (
 	"context"
-	"fmt"
+	"sync"
+	"time"
 
 	"github.com/hpcdap/hpcdap/bpcode"
 	"github.com/hpcdap/hpcdap/cdti"
@@ -12,53 +13,87 @@ import (
 // Comparison by the agents. The front end evaluates the expression in one rank itself (the
 // representative), compiles it for the frame it was found in (symbols.CompileValueInStack: a
 // bpcode program that unwinds from the thread's registers to that frame and checks every pc
-// on the way) and sends that program to the other ranks reached through the same connection
-// with one EvaluateValue collective. The answer comes back through the tree of agents grouped
-// by value: the front end receives distinct values, not one message a rank. Ranks stopped
-// elsewhere fail the program's checks; a next round takes one of them as its representative,
-// up to compareRounds rounds.
+// on the way, relative to its modules' load biases) and sends that program to the other ranks
+// reached through the same connection with one EvaluateValue collective. The answer comes back
+// through the tree of agents grouped by value: the front end receives distinct values, not one
+// message a rank. Ranks stopped elsewhere fail the program's checks; a next round takes one
+// of them as its representative, up to compareRounds rounds, and the rounds end when one finds
+// no other rank at its representative's place.
 //
 // The choice of frame is the front end's (the innermost frame with the name in scope), and is
 // carried over only where it cannot depend on values: every frame tried before the one that
-// answered failed on an unknown name. The representative's value from its agent must equal
-// the front end's own, or the round ends: compiled and interpreted evaluation never disagree
-// unseen. What the compiler refuses (floating-point and pointer values, calls, frames found
-// without call frame information), and every rank no round answered, are evaluated by the
-// front end.
+// answered failed on an unknown name. An evaluation that failed on unknown names alone is
+// carried over the same way, to the ranks at the same place (a probe of every frame). The
+// representative's value from its agent must equal the front end's own, or the round ends:
+// compiled and interpreted evaluation never disagree unseen. What the compiler refuses
+// (floating-point and pointer values, calls, frames found without call frame information),
+// every rank whose agent does not answer in time, and every rank no round answers, are
+// evaluated by the front end. Left as a limit: a rank that loaded a library of its own
+// (dlopen) exporting the name is taken, at the same pcs, to see what the representative saw.
 
 // compareRounds bounds the representatives of one connection's ranks.
 const compareRounds = 8
 
-// compareByAgents evaluates what it can of a comparison through the agents, writing out[i]
-// for each rank i it answers, which it reports done.
-func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, level *int, out []RankValue) []bool {
-	done := make([]bool, len(ranks))
-	if len(ranks) < 2 || j.noCollective.Load() {
-		return done
-	}
+// compareByAgents evaluates a comparison: what it can through the agents, writing out[i] for
+// each rank i it answers, and the rest through front (the front end's own evaluation of the
+// ranks of those indexes). Each connection's ranks go to the front end as soon as its rounds
+// end, beside the other connections' rounds, and the rounds have half the time left, so that
+// a slow agent leaves the front end time for its ranks.
+func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, level *int, out []RankValue, front func([]int)) {
 	idx := make(map[*Rank]int, len(ranks))
 	var leaders []*Rank
+	var alone []int // ranks for the front end from the start
 	j.mu.Lock()
 	for i, r := range ranks {
 		if t := r.mainThread(); r.state == RankStopped && t != nil && t.LWP == r.Pid {
 			idx[r] = i
 			leaders = append(leaders, r)
+		} else {
+			alone = append(alone, i)
 		}
 	}
 	j.mu.Unlock()
-	groups, _ := j.collectiveGroups(leaders)
-	ForEach(len(groups), func(k int) {
-		j.compareRoundsOn(ctx, groups[k], expr, level, func(r *Rank, v RankValue) {
-			out[idx[r]], done[idx[r]] = v, true // every rank is in one group only
+	var groups [][]*Rank
+	if len(leaders) > 1 && !j.noCollective.Load() {
+		var single []*Rank
+		groups, single = j.collectiveGroups(leaders)
+		for _, r := range single {
+			alone = append(alone, idx[r])
+		}
+	} else {
+		for _, r := range leaders {
+			alone = append(alone, idx[r])
+		}
+	}
+	agentCtx := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		agentCtx, cancel = context.WithTimeout(ctx, time.Until(d)/2)
+		defer cancel()
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { front(alone) })
+	for _, g := range groups {
+		wg.Go(func() {
+			left := j.compareRoundsOn(agentCtx, g, expr, level, func(r *Rank, v RankValue) {
+				out[idx[r]] = v // every rank is in one group only
+			})
+			rest := make([]int, len(left))
+			for i, r := range left {
+				rest[i] = idx[r]
+			}
+			front(rest)
 		})
-	})
-	return done
+	}
+	wg.Wait()
 }
 
 // compareRoundsOn evaluates expr in ranks reached through one connection: each round, the
 // first rank not yet answered by the front end, then the others that are stopped at its place
-// by their agents. set records each rank answered.
-func (j *Job) compareRoundsOn(ctx context.Context, ranks []*Rank, expr string, level *int, set func(*Rank, RankValue)) {
+// by their agents. set records each rank answered; the ranks left are returned: those no round
+// reached, and those whose agent failed to answer (slow, or lost), which the front end tries
+// itself. The rounds end when one answers no rank but its representative.
+func (j *Job) compareRoundsOn(ctx context.Context, ranks []*Rank, expr string, level *int, set func(*Rank, RankValue)) (left []*Rank) {
 	for round := 0; round < compareRounds && len(ranks) > 1; round++ {
 		rep := ranks[0]
 		e := j.evalIn(ctx, rep, expr, level)
@@ -66,11 +101,11 @@ func (j *Job) compareRoundsOn(ctx context.Context, ranks []*Rank, expr string, l
 		cmd, why := agentEvaluation(e, expr)
 		if cmd == nil {
 			j.logf("compare %q: %d ranks from rank %d on, by the front end: %s", expr, len(ranks), rep.Num, why)
-			return
+			return append(left, ranks[1:]...)
 		}
 		ans, err := j.collective(ctx, ranks, 0, cmd)
 		if err != nil {
-			return
+			return append(left, ranks[1:]...)
 		}
 		want := e.value
 		if e.err != nil {
@@ -79,25 +114,32 @@ func (j *Job) compareRoundsOn(ctx context.Context, ranks []*Rank, expr string, l
 		if v, ok := evaluated(ans[rep]); !ok || v != want {
 			j.logf("compare %q: rank %d's agent answers %q (ok %v) where the front end has %q: by the front end",
 				expr, rep.Num, v, ok, want)
-			return
+			return append(left, ranks[1:]...)
 		}
-		var rest []*Rank
+		var next []*Rank
+		answered := 0
 		for _, r := range ranks[1:] {
 			a := ans[r]
 			v, ok := evaluated(a)
 			switch {
-			case unreachable(a.err):
-				set(r, RankValue{Err: fmt.Errorf("rank %d: its agent cannot be reached", r.Num)})
+			case a.err != nil:
+				left = append(left, r) // its agent did not answer: the front end tries
 			case ok && e.err != nil:
 				set(r, RankValue{Err: e.err}) // at the representative's place: its error
+				answered++
 			case ok:
 				set(r, RankValue{Value: v})
+				answered++
 			default:
-				rest = append(rest, r) // stopped elsewhere, or its agent could not say
+				next = append(next, r) // stopped elsewhere
 			}
 		}
-		ranks = rest
+		ranks = next
+		if answered == 0 {
+			break // no other rank at that place: places are not shared here
+		}
 	}
+	return append(left, ranks...)
 }
 
 // evaluated is the value of a rank's answer to EvaluateValue, if it has one.
@@ -129,11 +171,9 @@ func agentEvaluation(e rankEval, expr string) (*cdti.EvaluateValue, string) {
 		return nil, "no stack: " + e.err.Error()
 	case e.err != nil:
 		fr := e.stack.Frames
-		k := e.frame // the frame named, or the outermost one tried
-		for i := len(fr) - 1; k < 0 && i >= 0; i-- {
-			if fr[i].Function != nil {
-				k = i
-			}
+		k := e.frame // the frame named, or else the whole stack: every frame was tried
+		if k < 0 {
+			k = len(fr) - 1
 		}
 		for k >= 0 && k+1 < len(fr) && fr[k].Kind == symbols.FrameInline {
 			k++ // to the physical frame that holds it
@@ -145,23 +185,27 @@ func agentEvaluation(e rankEval, expr string) (*cdti.EvaluateValue, string) {
 		if err != nil {
 			return nil, "no value (" + e.err.Error() + "), no probe: " + err.Error()
 		}
-		return &cdti.EvaluateValue{Format: uint8(bpcode.FmtUnsigned), Program: prog.Encode(), Modules: moduleNames(mods, e.stack.Frames[0].Process().Executable())}, ""
+		return evaluateValue(bpcode.FmtUnsigned, prog, mods, e.stack)
 	}
 	prog, format, mods, err := symbols.CompileValueInStack(e.stack.Frames, e.frame, expr)
 	if err != nil {
 		return nil, err.Error()
 	}
-	return &cdti.EvaluateValue{Format: uint8(format), Program: prog.Encode(), Modules: moduleNames(mods, e.stack.Frames[0].Process().Executable())}, ""
+	return evaluateValue(format, prog, mods, e.stack)
 }
 
-// moduleNames names modules as the agent finds them in a process's link map: the executable
-// "", a library by the name the link map gives it (which Module.Path is).
-func moduleNames(mods []*symbols.Module, exe *symbols.Module) []string {
-	out := make([]string, len(mods))
+// evaluateValue is the EvaluateValue of a program compiled in stack, or why it cannot be sent.
+func evaluateValue(format bpcode.Format, prog *bpcode.Program, mods []*symbols.Module, stack *ThreadStack) (*cdti.EvaluateValue, string) {
+	exe := stack.Frames[0].Process().Executable()
+	names := make([]string, len(mods))
 	for i, m := range mods {
 		if m != exe {
-			out[i] = m.Path
+			names[i] = m.Path // as the link map names it
 		}
 	}
-	return out
+	c := &cdti.EvaluateValue{Format: uint8(format), Program: prog.Encode(), Modules: names}
+	if err := cdti.Validate(c); err != nil {
+		return nil, err.Error()
+	}
+	return c, ""
 }

@@ -27,10 +27,23 @@ func CompileValueInStack(frames []*Frame, k int, expr string) (*bpcode.Program, 
 		return nil, 0, nil, fmt.Errorf("no frame %d: %w", k, ErrNotCompiled)
 	}
 	f := frames[k]
-	if f.Kind != FrameNormal || f.Function == nil || f.Module == nil {
-		return nil, 0, nil, notCompiled("frame %d is %s, without a function", k, f.Kind)
+	if f.Function == nil || f.Module == nil {
+		return nil, 0, nil, notCompiled("frame %d has no function", k)
 	}
-	us, err := unwindTo(frames, k)
+	phys := k // the physical frame whose registers f has: an inline frame's is further out
+	switch f.Kind {
+	case FrameNormal:
+	case FrameInline:
+		for phys < len(frames) && frames[phys] != f.phys {
+			phys++
+		}
+		if phys == len(frames) {
+			return nil, 0, nil, notCompiled("frame %d: its physical frame is not in the stack", k)
+		}
+	default:
+		return nil, 0, nil, notCompiled("frame %d is a %s frame", k, f.Kind)
+	}
+	us, err := unwindTo(frames, phys)
 	if err != nil {
 		return nil, 0, nil, err
 	}
@@ -45,9 +58,7 @@ func CompileValueInStack(frames []*Frame, k int, expr string) (*bpcode.Program, 
 	mods := &modTable{}
 	c := &compiler{b: b, fn: f.Function, pc: f.lookupPC, lang: lang, frame: us[len(us)-1], mods: mods,
 		biasOf: f.Module, exe: f.proc.Executable()}
-	for _, s := range f.chain {
-		c.chain = append([]*scope{s}, c.chain...)
-	}
+	c.chain = f.scopeChain() // the blocks the front end's lookup sees from f, innermost first
 	n, err := parseExpr(expr, lang == LangFortran, func(name string) bool { _, ok := b.types[name]; return ok })
 	if err != nil {
 		return nil, 0, nil, err

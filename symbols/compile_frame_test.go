@@ -9,8 +9,8 @@ import (
 	"github.com/hpcdap/hpcdap/bpcode"
 )
 
-// TestValuesInStackAgreeWithEvaluator stops framevals.c (at -O0 and -O2) in the comparison
-// function qsort calls, under four frames of a recursion, and evaluates every integer
+// TestValuesInStackAgreeWithEvaluator stops framevals.c (at -O0 and -O2) in a call inlined
+// into the comparison function qsort calls, under four frames of a recursion, and evaluates every integer
 // variable of every frame both ways a comparison across ranks does: by the front end, in the
 // frame, and by a program CompileValueInStack made for that frame, run from frame 0's
 // registers as an agent runs it. Where the program compiles, both must print the same; the
@@ -26,7 +26,7 @@ func TestValuesInStackAgreeWithEvaluator(t *testing.T) {
 			}
 			defer c.Close()
 			frames, err := c.Process.Stack(c.Threads[0].Regs, &StackOptions{MaxFrames: 32})
-			if err != nil || len(frames) == 0 || frames[0].Name != "cmp" {
+			if err != nil || len(frames) < 2 || frames[0].Name != "order" || frames[0].Kind != FrameInline || frames[1].Name != "cmp" {
 				t.Fatalf("stack %v: %v", frames, err)
 			}
 			core := coreMachine{f: frames[0], c: c}
@@ -40,7 +40,7 @@ func TestValuesInStackAgreeWithEvaluator(t *testing.T) {
 				if f.Function == nil || f.Module != frames[0].Module {
 					continue
 				}
-				names := []string{"g_total", "g_level", "sink"}
+				names := []string{"g_total", "g_level", "g_odd", "sink"}
 				vars, _ := f.Locals()
 				args, _ := f.Args()
 				for _, v := range append(args, vars...) {
@@ -73,7 +73,7 @@ func TestValuesInStackAgreeWithEvaluator(t *testing.T) {
 				}
 			}
 			t.Logf("agreeing values by function %v; above the C library: %v", agree, outer)
-			for _, fn := range []string{"cmp", "sort_some", "recurse", "main"} {
+			for _, fn := range []string{"order", "cmp", "sort_some", "recurse", "main"} {
 				if agree[fn] == 0 {
 					t.Errorf("no value of %s compiled", fn)
 				}

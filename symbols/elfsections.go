@@ -66,7 +66,6 @@ func hasDWARF(f *elf.File) bool {
 	return false
 }
 
-// buildID returns the GNU build-id note of f, or nil.
 // buildIDAddr is the link-time address of the build-id's bytes in the loaded image: false
 // when the binary has none, or not in an allocated note section.
 func (b *Binary) buildIDAddr() (uint64, bool) {
@@ -86,6 +85,7 @@ func (b *Binary) buildIDAddr() (uint64, bool) {
 	return 0, false
 }
 
+// buildID returns the GNU build-id note of f, or nil.
 func buildID(f *elf.File) []byte {
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_NOTE {

@@ -1,16 +1,27 @@
 /* Values of the frames of a stopped stack, some of them behind the C library's frames: a
- * comparison function that qsort calls, under a recursion whose locals live across calls. */
+ * comparison function that qsort calls (stopped in a call inlined into it), under a recursion
+ * whose locals live across calls. */
 #include <stdlib.h>
+#include <string.h>
 
 volatile int sink;
 long g_total = 42;
 unsigned char g_level = 200;
+_Bool g_odd; /* holds 2: set byte-wise */
+
+static inline __attribute__((always_inline)) int order(int x, int y)
+{
+	int diff = x - y;
+	sink = diff; /* stop here */
+	return (x > y) - (x < y);
+}
 
 __attribute__((noinline)) static int cmp(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
-	sink = x - y; /* stop here */
-	return (x > y) - (x < y);
+	int r = order(x, y);
+	sink += r;
+	return r;
 }
 
 __attribute__((noinline)) static int sort_some(int depth, char tag, unsigned short width)
@@ -39,5 +50,6 @@ int main(int argc, char **argv)
 {
 	int base = argc + 4;
 	(void)argv;
+	memset(&g_odd, 2, sizeof g_odd);
 	return recurse(3, base) & 1;
 }
