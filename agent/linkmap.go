@@ -93,8 +93,21 @@ func (p *proc) walkLinkMap(im procimage.Image, dyn, size, rdebug uint64) (linkMa
 }
 
 // moduleBiases returns the load bias of every module of the process by its link-map name,
-// the executable's as "" (a static program's from its program headers).
+// the executable's as "" (a static program's from its program headers); read once a stop.
 func (p *proc) moduleBiases() (map[string]uint64, error) {
+	stopped := p.suspended || p.allStopped()
+	if stopped && p.biasesAt == p.evSeen+1 {
+		return p.biases, nil
+	}
+	m, err := p.readModuleBiases()
+	if err == nil && stopped {
+		p.biases, p.biasesAt = m, p.evSeen+1
+	}
+	return m, err
+}
+
+// readModuleBiases is moduleBiases read from the process.
+func (p *proc) readModuleBiases() (map[string]uint64, error) {
 	im, decodable := p.image()
 	if !decodable {
 		return nil, errors.New("no image of this target")

@@ -89,6 +89,12 @@ type proc struct {
 	mu     sync.Mutex
 	evSeen uint64 // events of the back end handled (handleEvent)
 	hooked bool   // trapHook is installed in the back end
+
+	// biases are the modules' load biases by link-map name (moduleBiases), read while the
+	// process was stopped, after biasesAt-1 events: the link map cannot have changed until
+	// the process runs again, which it does not without an event.
+	biases   map[string]uint64
+	biasesAt uint64
 }
 
 // access is the part of a process's state the message-level checks read (handler.Check), as

@@ -288,7 +288,7 @@ func TestEvaluateValue(t *testing.T) {
 	}{
 		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtSigned), Program: prog(hit)}, cdti.CmdSuccess, "7"},
 		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtChar), Program: prog(hit)}, cdti.CmdSuccess, `7 '\a'`},
-		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtBool), Program: prog(hit)}, cdti.CmdSuccess, "true"},
+		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtBool), Program: prog(hit)}, cdti.CmdSuccess, "7"}, // not 0 or 1
 		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtSigned), Program: prog(hit + 1)}, cdti.CmdParmErr, ""},
 		{&cdti.EvaluateValue{Format: uint8(bpcode.FmtText), Program: prog(hit)}, cdti.CmdParmErr, ""},
 		{&cdti.EvaluateValue{Format: 200, Program: prog(hit)}, cdti.CmdParmErr, ""},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -188,10 +189,18 @@ func (r *Router) applyLocal(c *Conn, h Header, req *Collective, ranks []uint32, 
 	if req.Flags&CollectiveQuietStop != 0 && req.Kind == MsgUpdate {
 		qs, _ = r.Local.(QuietStopper)
 	}
-	var dispatchMu sync.Mutex // one rank's request at a time holds the Conn's AfterReply list
+	// One rank's Update at a time holds the Conn's AfterReply list: what the agent does after
+	// an Update's ack (a CNK's resumption, its next Notify) follows that ack. Queries defer
+	// nothing: the ranks' Queries run side by side, each rank's on its own.
+	serial := req.Kind != MsgQuery
+	workers := min(len(ranks), collectiveLocalWorkers)
+	if !serial {
+		workers = min(workers, runtime.NumCPU()) // a Query's work is the agent's and its tracers'
+	}
+	var dispatchMu sync.Mutex
 	work := make(chan uint32)
 	var wg sync.WaitGroup
-	for range min(len(ranks), collectiveLocalWorkers) {
+	for range workers {
 		wg.Go(func() {
 			b := make([]byte, len(one))
 			for rank := range work {
@@ -200,6 +209,10 @@ func (r *Router) applyLocal(c *Conn, h Header, req *Collective, ranks []uint32, 
 				var wait func(context.Context) bool
 				if qs != nil {
 					wait = qs.QuietStop(c, rank)
+				}
+				if !serial {
+					add(*r.applyOne(c, req, rank, b))
+					continue
 				}
 				dispatchMu.Lock()
 				c.amu.Lock()

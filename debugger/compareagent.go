@@ -2,6 +2,8 @@ package debugger
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,21 +73,72 @@ func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, l
 		agentCtx, cancel = context.WithTimeout(ctx, time.Until(d)/2)
 		defer cancel()
 	}
+	// Each connection's ranks, by place where it is known: the rounds of each place run beside
+	// the others', and ranks alone at their place go straight to the front end.
+	places := j.comparePlaces(groups)
+	var parts [][]*Rank
+	for _, g := range groups {
+		by := map[string][]*Rank{}
+		var order []string
+		for _, r := range g {
+			k := places[r]
+			if _, seen := by[k]; !seen {
+				order = append(order, k)
+			}
+			by[k] = append(by[k], r)
+		}
+		for _, k := range order {
+			parts = append(parts, by[k])
+		}
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { front(alone) })
-	for _, g := range groups {
-		wg.Go(func() {
-			left := j.compareRoundsOn(agentCtx, g, expr, level, func(r *Rank, v RankValue) {
-				out[idx[r]] = v // every rank is in one group only
-			})
-			rest := make([]int, len(left))
-			for i, r := range left {
-				rest[i] = idx[r]
-			}
-			front(rest)
+	ForEach(len(parts), func(i int) {
+		left := j.compareRoundsOn(agentCtx, parts[i], expr, level, func(r *Rank, v RankValue) {
+			out[idx[r]] = v // every rank is in one part only
 		})
-	}
+		rest := make([]int, len(left))
+		for i, r := range left {
+			rest[i] = idx[r]
+		}
+		front(rest)
+	})
 	wg.Wait()
+}
+
+// comparePlaces names where each rank of groups is stopped when the front end knows it for
+// every rank without asking: the pcs of each main thread's stack unwound at this stop (as
+// parallel stacks leave them), each named by its module and offset, so that ranks whose
+// modules are loaded at different addresses share a name. Otherwise every name is "" (the
+// rounds find the places).
+func (j *Job) comparePlaces(groups [][]*Rank) map[*Rank]string {
+	out := map[*Rank]string{}
+	for _, g := range groups {
+		for _, r := range g {
+			ts := r.sym.cachedStack(r.Pid)
+			if ts == nil {
+				clear(out)
+				return out
+			}
+			var b strings.Builder
+			for _, f := range ts.Frames {
+				if f.Kind == symbols.FrameNormal || f.Kind == symbols.FrameSignal {
+					placePC(&b, f.Module, f.PC)
+				}
+			}
+			out[r] = b.String()
+		}
+	}
+	return out
+}
+
+// placePC writes a pc as comparePlaces names it: module and offset, or the address.
+func placePC(b *strings.Builder, m *symbols.Module, pc uint64) {
+	if m != nil {
+		fmt.Fprintf(b, "%s+%x/", m.Path, pc-m.Bias)
+	} else {
+		fmt.Fprintf(b, "%x/", pc)
+	}
 }
 
 // compareRoundsOn evaluates expr in ranks reached through one connection: each round, the

@@ -324,6 +324,17 @@ func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*ThreadStack, error)
 	return ts, ts.err
 }
 
+// cachedStack returns the stack of a thread unwound at this stop, if there is one: no round
+// trip.
+func (rs *rankSymbols) cachedStack(lwp int) *ThreadStack {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if ts := rs.stacks[lwp]; ts != nil && ts.err == nil {
+		return ts
+	}
+	return nil
+}
+
 // dropStack forgets the stack of a thread read at this stop (one written to, or run again
 // alone), so that the next read unwinds it anew.
 func (rs *rankSymbols) dropStack(lwp int) {
