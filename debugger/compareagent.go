@@ -38,9 +38,10 @@ const compareRounds = 8
 
 // compareByAgents evaluates a comparison: what it can through the agents, writing out[i] for
 // each rank i it answers, and the rest through front (the front end's own evaluation of the
-// ranks of those indexes). Each connection's ranks go to the front end as soon as its rounds
-// end, beside the other connections' rounds, and the rounds have half the time left, so that
-// a slow agent leaves the front end time for its ranks.
+// ranks of those indexes). The ranks of one connection (and one place, where comparePlaces
+// knows it) have their rounds beside the others', and what the rounds leave goes to the front
+// end as soon as they end; the rounds have half the time left, so that a slow agent leaves the
+// front end time for its ranks.
 func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, level *int, out []RankValue, front func([]int)) {
 	idx := make(map[*Rank]int, len(ranks))
 	var leaders []*Rank
