@@ -3,12 +3,12 @@ package adapter
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hpcdap/hpcdap/internal/testenv"
 )
 
 // TestTreeManagementPlane launches 8 ranks of chatter.c on 4 local agents (2 ranks each) at
@@ -133,52 +133,27 @@ func treeManagementPlane(t *testing.T, p *program, lost int) {
 // descriptors and whose remote port is one agent listens on.
 func connectionsTo(t testing.TB, from, agent int) int {
 	t.Helper()
-	type row struct{ local, remote, state, inode string }
-	var rows []row
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n")[1:] {
-			// "0: 0100007F:84B3 0100007F:9C41 01 ... uid timeout inode"
-			if f := strings.Fields(l); len(f) >= 10 {
-				rows = append(rows, row{f[1], f[2], f[3], f[9]})
-			}
-		}
+	socks, err := testenv.TCPSockets()
+	if err != nil {
+		t.Fatal(err)
 	}
-	port := func(addr string) string { _, p, _ := strings.Cut(addr, ":"); return p }
-	agentSockets, fromSockets := socketInodes(agent), socketInodes(from)
-	listening := map[string]bool{}
-	for _, r := range rows {
-		if r.state == "0A" && agentSockets[r.inode] { // TCP_LISTEN
-			listening[port(r.local)] = true
+	agentSockets, fromSockets := testenv.SocketInodes(agent), testenv.SocketInodes(from)
+	listening := map[int]bool{}
+	for _, s := range socks {
+		if s.Listening() && agentSockets[s.Inode] {
+			listening[s.LocalPort()] = true
 		}
 	}
 	if len(listening) == 0 {
 		t.Fatalf("agent pid %d listens on no TCP port", agent)
 	}
 	n := 0
-	for _, r := range rows {
-		if r.state == "01" && fromSockets[r.inode] && listening[port(r.remote)] { // TCP_ESTABLISHED
+	for _, s := range socks {
+		if s.Established() && fromSockets[s.Inode] && listening[s.RemotePort()] {
 			n++
 		}
 	}
 	return n
-}
-
-// socketInodes returns the inodes of the sockets among pid's descriptors.
-func socketInodes(pid int) map[string]bool {
-	out := map[string]bool{}
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, _ := os.ReadDir(dir)
-	for _, e := range ents {
-		link, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if ino, ok := strings.CutPrefix(link, "socket:["); err == nil && ok {
-			out[strings.TrimSuffix(ino, "]")] = true
-		}
-	}
-	return out
 }
 
 // agentConnections counts the TCP connections this process holds to the agents of a local

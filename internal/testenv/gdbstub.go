@@ -151,41 +151,13 @@ func unixListening(path string) (bool, error) {
 // tcpListening reports whether process pid has a TCP socket listening on port: an inode of a
 // listening socket of that port in /proc/net/tcp or tcp6 that is one of pid's descriptors.
 func tcpListening(pid, port int) (bool, error) {
-	inodes := map[string]bool{}
-	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(table)
-		if err != nil {
-			if os.IsNotExist(err) {
-				continue
-			}
-			return false, err
-		}
-		for _, l := range strings.Split(string(b), "\n")[1:] {
-			// sl local_address rem_address st ... inode: "0: 00000000:84B3 00000000:0000 0A ..."
-			fl := strings.Fields(l)
-			if len(fl) < 10 || fl[3] != "0A" { // TCP_LISTEN
-				continue
-			}
-			_, p, ok := strings.Cut(fl[1], ":")
-			if n, err := strconv.ParseUint(p, 16, 16); ok && err == nil && int(n) == port {
-				inodes[fl[9]] = true
-			}
-		}
-	}
-	if len(inodes) == 0 {
-		return false, nil
-	}
-	fds := fmt.Sprintf("/proc/%d/fd", pid)
-	ents, err := os.ReadDir(fds)
+	socks, err := TCPSockets()
 	if err != nil {
-		return false, nil // gone: waitStub finds out
+		return false, err
 	}
-	for _, e := range ents {
-		link, err := os.Readlink(filepath.Join(fds, e.Name()))
-		if err != nil {
-			continue
-		}
-		if ino, ok := strings.CutPrefix(link, "socket:["); ok && inodes[strings.TrimSuffix(ino, "]")] {
+	mine := SocketInodes(pid) // none when gone: waitStub finds out
+	for _, s := range socks {
+		if s.Listening() && s.LocalPort() == port && mine[s.Inode] {
 			return true, nil
 		}
 	}

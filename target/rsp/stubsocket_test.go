@@ -1,7 +1,6 @@
 package rsp
 
 import (
-	"bufio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,14 +43,25 @@ func TestStubListensOnPrivateUnixSocket(t *testing.T) {
 			if err != nil || fi.Mode().Perm() != 0o700 {
 				t.Fatalf("stub socket directory %s: %v, %v; want mode 0700", dir, fi.Mode(), err)
 			}
-			socks := socketInodes(t, pid)
-			tcp := tableInodes(t, "/proc/net/tcp", "/proc/net/tcp6")
-			unix := tableInodes(t, "/proc/net/unix")
+			socks := testenv.SocketInodes(pid)
+			if len(socks) == 0 {
+				t.Fatalf("emulator pid %d has no socket", pid)
+			}
+			tcp, err := testenv.TCPSockets()
+			if err != nil {
+				t.Fatal(err)
+			}
+			unix, err := testenv.UnixSocketInodes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tcp {
+				if socks[s.Inode] {
+					t.Errorf("emulator %s (%s) has a TCP socket (inode %s)", emu, p.Capabilities().EmulatorVersion, s.Inode)
+				}
+			}
 			var sawUnix bool
 			for ino := range socks {
-				if tcp[ino] {
-					t.Errorf("emulator %s (%s) has a TCP socket (inode %s)", emu, p.Capabilities().EmulatorVersion, ino)
-				}
 				sawUnix = sawUnix || unix[ino]
 			}
 			if !sawUnix {
@@ -66,50 +76,3 @@ func TestStubListensOnPrivateUnixSocket(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// socketInodes returns the inodes of the sockets a process has open.
-func socketInodes(t *testing.T, pid int) map[string]bool {
-	t.Helper()
-	dir := "/proc/" + strconv.Itoa(pid) + "/fd"
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, e := range ents {
-		l, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if ino, ok := strings.CutPrefix(l, "socket:["); ok && err == nil {
-			out[strings.TrimSuffix(ino, "]")] = true
-		}
-	}
-	return out
-}
-
-// tableInodes returns the socket inodes listed in /proc/net tables (the inode column).
-func tableInodes(t *testing.T, files ...string) map[string]bool {
-	t.Helper()
-	out := map[string]bool{}
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(fh)
-		header := true
-		col := 9 // tcp: sl local rem st queues tr retrnsmt uid timeout inode
-		if strings.HasSuffix(f, "unix") {
-			col = 6 // unix: Num RefCount Protocol Flags Type St Inode Path
-		}
-		for sc.Scan() {
-			if header {
-				header = false
-				continue
-			}
-			if fields := strings.Fields(sc.Text()); len(fields) > col {
-				out[fields[col]] = true
-			}
-		}
-		fh.Close()
-	}
-	return out
-}
