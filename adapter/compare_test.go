@@ -87,19 +87,32 @@ func byRank(t *testing.T, b CompareBody, np int) []string {
 // answer comes back grouped by value, so a comparison of a stop whose stacks are known costs
 // the front end fewer CDTI messages than there are ranks (evaluating rank by rank costs at
 // least two a rank); with address-space randomisation off (every rank's modules at the same
-// addresses) and on.
+// addresses) and on. And the same for workers.c through a tree of agents, whose rank 0 waits
+// elsewhere than the 15 others (a master and its workers).
 func TestCompareAtOnePlaceTakesNoMessagePerRank(t *testing.T) {
-	p := compileC(t, "nap")
-	for _, noASLR := range []bool{true, false} {
-		t.Run(fmt.Sprintf("disableASLR=%v", noASLR), func(t *testing.T) { compareAtOnePlace(t, p, noASLR) })
+	nap, workers := compileC(t, "nap"), compileC(t, "workers")
+	for _, c := range []struct {
+		name string
+		p    *program
+		args map[string]any
+	}{
+		{"disableASLR=true", nap, map[string]any{"ranksPerAgent": 8, "disableASLR": true}},
+		{"disableASLR=false", nap, map[string]any{"ranksPerAgent": 8, "disableASLR": false}},
+		{"master-workers-tree", workers, map[string]any{"ranksPerAgent": 2, "fanout": 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) { compareAtOnePlace(t, c.p, c.args) })
 	}
 }
 
-func compareAtOnePlace(t *testing.T, p *program, noASLR bool) {
+func compareAtOnePlace(t *testing.T, p *program, args map[string]any) {
 	const np = 16
 	d := newDAP(t, viaPipe)
 	defer d.close()
-	d.launch(map[string]any{"program": p.bin, "np": np, "ranksPerAgent": 8, "disableASLR": noASLR})
+	launch := map[string]any{"program": p.bin, "np": np}
+	for k, v := range args {
+		launch[k] = v
+	}
+	d.launch(launch)
 	d.call("configurationDone", nil, nil)
 	waitFor(t, "every rank napping", func() bool { return strings.Count(allOutput(d), "napping") >= np })
 	time.Sleep(100 * time.Millisecond)

@@ -95,7 +95,7 @@ func (p *proc) walkLinkMap(im procimage.Image, dyn, size, rdebug uint64) (linkMa
 // moduleBiases returns the load bias of every module of the process by its link-map name,
 // the executable's as "" (a static program's from its program headers); read once a stop.
 func (p *proc) moduleBiases() (map[string]uint64, error) {
-	stopped := p.suspended || p.allStopped()
+	stopped := p.allStopped()
 	if stopped && p.biasesAt == p.evSeen+1 {
 		return p.biases, nil
 	}

@@ -90,9 +90,9 @@ type proc struct {
 	evSeen uint64 // events of the back end handled (handleEvent)
 	hooked bool   // trapHook is installed in the back end
 
-	// biases are the modules' load biases by link-map name (moduleBiases), read while the
-	// process was stopped, after biasesAt-1 events: the link map cannot have changed until
-	// the process runs again, which it does not without an event.
+	// biases are the modules' load biases by link-map name (moduleBiases), read while every
+	// thread was stopped, after biasesAt-1 events of this back end: the link map cannot change
+	// until a thread runs again, and no thread stops again without an event.
 	biases   map[string]uint64
 	biasesAt uint64
 }
@@ -194,6 +194,7 @@ func (p *proc) setBackend(tp target.Process) {
 	p.tp = tp
 	p.events = tp.Events()
 	p.evSeen, p.hooked = 0, false
+	p.biases, p.biasesAt = nil, 0
 	p.info = tp.Info()
 	p.mach = machineFor(p.info)
 	p.snapMu.Lock()

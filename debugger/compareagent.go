@@ -76,26 +76,41 @@ func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, l
 	}
 	// Each connection's ranks, by place where it is known: the rounds of each place run beside
 	// the others', and ranks alone at their place go straight to the front end.
-	places := j.comparePlaces(groups)
-	var parts [][]*Rank
+	type part struct {
+		ranks []*Rank
+		known bool // one place, as comparePlaces knows it
+	}
+	var parts []part
 	for _, g := range groups {
+		keys := make([]string, len(g))
+		unknown := false
+		for i, r := range g {
+			keys[i] = j.comparePlace(r)
+			unknown = unknown || strings.HasSuffix(keys[i], "?")
+		}
 		by := map[string][]*Rank{}
 		var order []string
-		for _, r := range g {
-			k := places[r]
+		for i, r := range g {
+			k := keys[i]
+			if unknown {
+				// One rank's place unknown: the rounds find them all (a representative whose
+				// place is known would otherwise stand alone, and the next be unwound).
+				k, _, _ = strings.Cut(k, ":")
+				k += ":?"
+			}
 			if _, seen := by[k]; !seen {
 				order = append(order, k)
 			}
 			by[k] = append(by[k], r)
 		}
 		for _, k := range order {
-			parts = append(parts, by[k])
+			parts = append(parts, part{ranks: by[k], known: !strings.HasSuffix(k, "?")})
 		}
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { front(alone) })
 	ForEach(len(parts), func(i int) {
-		left := j.compareRoundsOn(agentCtx, parts[i], expr, level, func(r *Rank, v RankValue) {
+		left := j.compareRoundsOn(ctx, agentCtx, parts[i].ranks, parts[i].known, expr, level, func(r *Rank, v RankValue) {
 			out[idx[r]] = v // every rank is in one part only
 		})
 		rest := make([]int, len(left))
@@ -107,30 +122,26 @@ func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, l
 	wg.Wait()
 }
 
-// comparePlaces names where each rank of groups is stopped when the front end knows it for
-// every rank without asking: the pcs of each main thread's stack unwound at this stop (as
-// parallel stacks leave them), each named by its module and offset, so that ranks whose
-// modules are loaded at different addresses share a name. Otherwise every name is "" (the
-// rounds find the places).
-func (j *Job) comparePlaces(groups [][]*Rank) map[*Rank]string {
-	out := map[*Rank]string{}
-	for _, g := range groups {
-		for _, r := range g {
-			ts := r.sym.cachedStack(r.Pid)
-			if ts == nil {
-				clear(out)
-				return out
-			}
-			var b strings.Builder
-			for _, f := range ts.Frames {
-				if f.Kind == symbols.FrameNormal || f.Kind == symbols.FrameSignal {
-					placePC(&b, f.Module, f.PC)
-				}
-			}
-			out[r] = b.String()
+// comparePlace names where rank r is stopped, as far as the front end knows without asking
+// it: its executable, and the pcs of its main thread's stack when unwound at this stop, each
+// by its module and offset, so that ranks whose modules are loaded at different addresses
+// share a name. Without the stack the name is the executable's and ends in "?": a place the
+// rounds find.
+func (j *Job) comparePlace(r *Rank) string {
+	var b strings.Builder
+	b.WriteString(r.sym.executable())
+	b.WriteString(":")
+	ts := r.sym.cachedStack(r.Pid)
+	if ts == nil {
+		b.WriteString("?")
+		return b.String()
+	}
+	for _, f := range ts.Frames {
+		if f.Kind == symbols.FrameNormal || f.Kind == symbols.FrameSignal {
+			placePC(&b, f.Module, f.PC)
 		}
 	}
-	return out
+	return b.String()
 }
 
 // placePC writes a pc as comparePlaces names it: module and offset, or the address.
@@ -143,11 +154,14 @@ func placePC(b *strings.Builder, m *symbols.Module, pc uint64) {
 }
 
 // compareRoundsOn evaluates expr in ranks reached through one connection: each round, the
-// first rank not yet answered by the front end, then the others that are stopped at its place
-// by their agents. set records each rank answered; the ranks left are returned: those no round
-// reached, and those whose agent failed to answer (slow, or lost), which the front end tries
-// itself. The rounds end when one answers no rank but its representative.
-func (j *Job) compareRoundsOn(ctx context.Context, ranks []*Rank, expr string, level *int, set func(*Rank, RankValue)) (left []*Rank) {
+// first rank not yet answered by the front end (within ctx), then the others that are stopped
+// at its place by their agents (within agentCtx). set records each rank answered; the ranks
+// left are returned: those no round reached, and those whose agent failed to answer (slow, or
+// lost), which the front end tries itself. Ranks known to be at one place (known) end their
+// rounds when one answers no rank but its representative; ranks of unknown places go on, as
+// the next representative may stand where the others do.
+func (j *Job) compareRoundsOn(ctx, agentCtx context.Context, ranks []*Rank, known bool, expr string, level *int,
+	set func(*Rank, RankValue)) (left []*Rank) {
 	for round := 0; round < compareRounds && len(ranks) > 1; round++ {
 		rep := ranks[0]
 		e := j.evalIn(ctx, rep, expr, level)
@@ -157,7 +171,7 @@ func (j *Job) compareRoundsOn(ctx context.Context, ranks []*Rank, expr string, l
 			j.logf("compare %q: %d ranks from rank %d on, by the front end: %s", expr, len(ranks), rep.Num, why)
 			return append(left, ranks[1:]...)
 		}
-		ans, err := j.collective(ctx, ranks, 0, cmd)
+		ans, err := j.collective(agentCtx, ranks, 0, cmd)
 		if err != nil {
 			return append(left, ranks[1:]...)
 		}
@@ -189,8 +203,8 @@ func (j *Job) compareRoundsOn(ctx context.Context, ranks []*Rank, expr string, l
 			}
 		}
 		ranks = next
-		if answered == 0 {
-			break // no other rank at that place: places are not shared here
+		if answered == 0 && known {
+			break // no other rank at that place
 		}
 	}
 	return append(left, ranks...)

@@ -324,6 +324,13 @@ func (rs *rankSymbols) stack(ctx context.Context, lwp int) (*ThreadStack, error)
 	return ts, ts.err
 }
 
+// executable is the path of the rank's executable, as far as it is known.
+func (rs *rankSymbols) executable() string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.exe
+}
+
 // cachedStack returns the stack of a thread unwound at this stop, if there is one: no round
 // trip.
 func (rs *rankSymbols) cachedStack(lwp int) *ThreadStack {

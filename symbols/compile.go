@@ -99,6 +99,8 @@ func (c *compiler) value(expr string, n *node) (prog *bpcode.Program, f bpcode.F
 		return nil, 0, notCompiled("printing a value of type %s", typeLabel(v.t))
 	case s.Kind == KindChar:
 		f = bpcode.FmtChar
+	case s.Kind == KindBool && c.lang == LangFortran:
+		return nil, 0, notCompiled("printing a Fortran logical") // .TRUE. and .FALSE.
 	case s.Kind == KindBool:
 		f = bpcode.FmtBool
 	case signed(s):
