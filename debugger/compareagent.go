@@ -19,8 +19,9 @@ import (
 // reached through the same connection with one EvaluateValue collective. The answer comes back
 // through the tree of agents grouped by value: the front end receives distinct values, not one
 // message a rank. Ranks stopped elsewhere fail the program's checks; a next round takes one
-// of them as its representative, up to compareRounds rounds, and the rounds end when one finds
-// no other rank at its representative's place.
+// of them as its representative, up to compareRounds rounds. Where the front end holds every
+// rank's stack of this stop, it knows the places: each has its rounds, beside the others', and
+// they end when one finds no other rank at its representative's place.
 //
 // The choice of frame is the front end's (the innermost frame with the name in scope), and is
 // carried over only where it cannot depend on values: every frame tried before the one that
@@ -38,7 +39,7 @@ const compareRounds = 8
 
 // compareByAgents evaluates a comparison: what it can through the agents, writing out[i] for
 // each rank i it answers, and the rest through front (the front end's own evaluation of the
-// ranks of those indexes). The ranks of one connection (and one place, where comparePlaces
+// ranks of those indexes). The ranks of one connection (and one place, where comparePlace
 // knows it) have their rounds beside the others', and what the rounds leave goes to the front
 // end as soon as they end; the rounds have half the time left, so that a slow agent leaves the
 // front end time for its ranks.
@@ -78,7 +79,7 @@ func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, l
 	// the others', and ranks alone at their place go straight to the front end.
 	type part struct {
 		ranks []*Rank
-		known bool // one place, as comparePlaces knows it
+		known bool // one place, as comparePlace knows it
 	}
 	var parts []part
 	for _, g := range groups {
@@ -144,7 +145,7 @@ func (j *Job) comparePlace(r *Rank) string {
 	return b.String()
 }
 
-// placePC writes a pc as comparePlaces names it: module and offset, or the address.
+// placePC writes a pc as comparePlace names it: module and offset, or the address.
 func placePC(b *strings.Builder, m *symbols.Module, pc uint64) {
 	if m != nil {
 		fmt.Fprintf(b, "%s+%x/", m.Path, pc-m.Bias)
