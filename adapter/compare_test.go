@@ -2,6 +2,7 @@ package adapter
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +116,9 @@ func compareAtOnePlace(t *testing.T, p *program, args map[string]any) {
 	d.launch(launch)
 	d.call("configurationDone", nil, nil)
 	waitFor(t, "every rank napping", func() bool { return strings.Count(allOutput(d), "napping") >= np })
-	time.Sleep(100 * time.Millisecond)
+	for _, r := range d.ranks().Ranks {
+		waitFor(t, fmt.Sprintf("rank %d in its sleep", r.Rank), func() bool { return inSleep(r.Pid) })
+	}
 	tid := d.ranks().Ranks[0].ThreadID
 	d.call("pause", map[string]any{"threadId": tid}, nil)
 	d.stopped()
@@ -139,4 +142,11 @@ func compareAtOnePlace(t *testing.T, p *program, args map[string]any) {
 	} else {
 		t.Logf("two comparisons across %d ranks: %d CDTI messages", np, n)
 	}
+}
+
+// inSleep reports whether process pid is blocked in clock_nanosleep (x86-64 system call 230),
+// where nap.c and workers.c wait once they said they are ready.
+func inSleep(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+	return err == nil && strings.HasPrefix(string(b), "230 ")
 }
