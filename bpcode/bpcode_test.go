@@ -205,6 +205,21 @@ func FuzzDecodeEval(f *testing.F) {
 		f.Add((&Site{Cond: p, HitOp: HitGE, HitN: 3, Log: []LogPart{{Text: "v ", Format: FmtSigned, Expr: p}}}).Encode())
 	}
 	f.Add([]byte{1, 0, byte(OpConst), 0, 0, 0, 0, 0, 0, 0, 0, byte(OpF32)})
+	// A program of a frame's value: its pc checked relative to a module's bias, then a load.
+	var v Builder
+	v.Reg(16)
+	v.ModBias(1)
+	v.Const(0x1136)
+	v.Emit(OpAdd)
+	v.Emit(OpEq)
+	v.Emit(OpAssert)
+	v.ModBias(0)
+	v.Const(8)
+	v.Emit(OpAdd)
+	v.Sized(OpLoad, 4)
+	if p, err := v.Program(false); err == nil {
+		f.Add(p.Encode())
+	}
 	m := &mem{regs: map[int]uint64{6: 0x1000, 7: 0x1010}, base: 0x1000, data: make([]byte, 64)}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if p, err := Decode(data); err == nil {
