@@ -213,7 +213,7 @@
 //	                                 process's leader; the value printed, or CmdParmErr where the program
 //	                                 fails (stopped elsewhere than its place checks say, unreadable memory,
 //	                                 a module not in the link map)
-//	1110  EvaluateValueAck           text length u32 @4 (at most 256), text @8
+//	1110  EvaluateValueAck           text length u32 @8 (at most 256), text @16
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
 //	1203  CallFunction       Update  entry u64 @8, toc u64 @16, timeout ms u32 @24 (0: 10 s, ≤ 3,600,000), return kind u8 @28,

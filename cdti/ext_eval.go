@@ -23,8 +23,9 @@ const (
 // module names, each a u16 length and its bytes.
 const evaluateValueSize = 16
 
-// evaluateValueAckSize: thread id uint32 @0, length u32 @4, text @8.
-const evaluateValueAckSize = 8
+// evaluateValueAckSize: thread id uint32 @0, pad, length u32 @8, pad, text @16 (longer than a
+// bare 8-byte ack, which a failed command answers with).
+const evaluateValueAckSize = 16
 
 // EvaluateValue asks the agent for one value of a stopped process, as a tool compares a
 // variable across ranks: Program (a bpcode program the tool compiled for one place of the
@@ -136,7 +137,7 @@ func (a *EvaluateValueAck) Thread() uint32           { return a.ThreadID }
 func (a *EvaluateValueAck) EncodedSize() int         { return evaluateValueAckSize + len(a.Text) }
 func (a *EvaluateValueAck) Encode(b []byte) {
 	be.PutUint32(b, a.ThreadID)
-	be.PutUint32(b[4:], uint32(len(a.Text)))
+	be.PutUint32(b[8:], uint32(len(a.Text)))
 	copy(b[evaluateValueAckSize:], a.Text)
 }
 
@@ -144,7 +145,7 @@ func decEvaluateValueAck(b []byte) (Ack, error) {
 	if err := need(TypeEvaluateValueAck, b, evaluateValueAckSize); err != nil {
 		return nil, err
 	}
-	n := be.Uint32(b[4:])
+	n := be.Uint32(b[8:])
 	if n > MaxValueText {
 		return nil, fmt.Errorf("%v: %d bytes of text, at most %d", TypeEvaluateValueAck, n, MaxValueText)
 	}

@@ -440,7 +440,7 @@ func TestEvaluateValueMalformed(t *testing.T) {
 		t.Error("an EvaluateValue of too many modules validated")
 	}
 	long := make([]byte, evaluateValueAckSize+MaxValueText+1)
-	be.PutUint32(long[4:], MaxValueText+1)
+	be.PutUint32(long[8:], MaxValueText+1)
 	if _, err := DecodeAck(TypeEvaluateValueAck, long); err == nil || !strings.Contains(err.Error(), "EvaluateValueAck") {
 		t.Errorf("a text over the limit: %v", err)
 	}
