@@ -255,7 +255,7 @@ func (c *compiler) exeGlobal(name string) (cv, error) {
 	if !ok {
 		return cv{}, notCompiled("%s: the executable's build-id is not loaded", name)
 	}
-	id, order := exe.Bin.BuildID, exe.Bin.Arch.ByteOrder
+	id := exe.Bin.BuildID
 	for off := 0; off < len(id); {
 		n := 8
 		for n > len(id)-off {
@@ -267,18 +267,7 @@ func (c *compiler) exeGlobal(name string) (cv, error) {
 		c.bld.Const(at + uint64(off))
 		c.bld.Emit(bpcode.OpAdd)
 		c.bld.Sized(bpcode.OpLoad, n)
-		var v uint64
-		switch n {
-		case 8:
-			v = order.Uint64(id[off:])
-		case 4:
-			v = uint64(order.Uint32(id[off:]))
-		case 2:
-			v = uint64(order.Uint16(id[off:]))
-		default:
-			v = uint64(id[off])
-		}
-		c.bld.Const(v)
+		c.bld.Const(uintFrom(id[off:off+n], exe.Bin.Arch))
 		c.bld.Emit(bpcode.OpEq)
 		c.bld.Emit(bpcode.OpAssert)
 		off += n

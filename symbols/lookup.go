@@ -129,11 +129,12 @@ func (p *Process) lookupScoped(name string, f *Frame, constants bool) (*Value, e
 
 // UnknownNameError is an expression's failure on a name that nothing in scope has: no local,
 // no global of any module, no function, type or enumeration constant. Where it is the reason,
-// the same expression fails the same way in every frame of the same code, whatever the values.
+// the same expression fails the same way in every frame of the same code with the same
+// modules loaded, whatever the values.
 type UnknownNameError struct{ Name string }
 
 func (e *UnknownNameError) Error() string {
-	return fmt.Sprintf("No symbol %q in current context.", e.Name)
+	return fmt.Sprintf("No symbol \"%s\" in current context.", e.Name)
 }
 
 // funcExternal reports whether a function has external linkage: marked so, or declared in a
