@@ -15,7 +15,7 @@ func (p *proc) evaluateValue(th *pthread, c *cdti.EvaluateValue) cdti.Result {
 	tid := uint32(th.tid)
 	f := bpcode.Format(c.Format)
 	prog, err := bpcode.Decode(c.Program)
-	if err != nil || f == bpcode.FmtText || bpcode.FormatValue(f, 0) == "" {
+	if err != nil || !f.Valued() {
 		return fail(cdti.CmdParmErr, tid)
 	}
 	var text string

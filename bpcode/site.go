@@ -59,6 +59,10 @@ const (
 	fmtCount
 )
 
+// Valued reports whether f is a format of a value (not FmtText, nor one this package does not
+// know).
+func (f Format) Valued() bool { return f != FmtText && f < fmtCount }
+
 // LogPart is text followed, unless its Format is FmtText, by the value of a program.
 type LogPart struct {
 	Text   string

@@ -13,7 +13,7 @@ import (
 // rank evaluates in its innermost frame where the expression can be evaluated (a rank
 // blocked in a library call has no locals in its innermost frame). Ranks stopped at the same
 // place are evaluated by their agents (compareagent.go); the others, and every rank the
-// agents cannot answer for, by the front end (EvalOnRank).
+// agents cannot answer for, by the front end (evalIn).
 
 // RankValue is one rank's part of a comparison: its value or why it has none, and the thread a
 // function ran in when the expression called one.
@@ -23,25 +23,17 @@ type RankValue struct {
 	Called *Thread
 }
 
-// Compare evaluates expr in the main thread of each of ranks, as EvalOnRank does, in frame
-// level when not nil.
+// Compare evaluates expr in the main thread of each of ranks, in frame level when not nil.
 func (j *Job) Compare(ctx context.Context, ranks []*Rank, expr string, level *int) []RankValue {
 	out := make([]RankValue, len(ranks))
 	j.compareByAgents(ctx, ranks, expr, level, out, func(idx []int) {
 		ForEach(len(idx), func(k int) {
 			i := idx[k]
-			v, t, err := j.EvalOnRank(ctx, ranks[i], expr, level)
-			out[i] = RankValue{Value: v, Err: err, Called: t}
+			e := j.evalIn(ctx, ranks[i], expr, level)
+			out[i] = RankValue{Value: e.value, Err: e.err, Called: e.called}
 		})
 	})
 	return out
-}
-
-// EvalOnRank evaluates expr in rank r's main thread. called is that thread when the
-// expression called a function in it.
-func (j *Job) EvalOnRank(ctx context.Context, r *Rank, expr string, level *int) (v string, called *Thread, err error) {
-	e := j.evalIn(ctx, r, expr, level)
-	return e.value, e.called, e.err
 }
 
 // rankEval is an evaluation in one rank: the value, or why there is none; the frame it was
@@ -57,7 +49,8 @@ type rankEval struct {
 	called *Thread
 }
 
-// evalIn is EvalOnRank, telling where the value was found.
+// evalIn evaluates expr in rank r's main thread, by the front end, telling where the value
+// was found; called is that thread when the expression called a function in it.
 func (j *Job) evalIn(ctx context.Context, r *Rank, expr string, level *int) (e rankEval) {
 	e.frame, e.byName = -1, true
 	j.mu.Lock()
