@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-dap"
 )
 
 // TestTreeCollectives runs 8 ranks of a program that never ends on 4 local agents (2 ranks
@@ -16,6 +18,7 @@ import (
 //   - the pause of every rank is one request and one reduced answer (a quiet collective stop:
 //     no Notify per rank), and every rank is then stopped;
 //   - the continue of every rank is one request and one answer, and every rank runs;
+//   - the thread lists at the next stop are one request;
 //   - a breakpoint moved on every rank is two collectives (the originals read, one list that
 //     plants and removes) and every rank then hits it; removing it is two collectives;
 //   - after kill -9 of interior agent 1, its own ranks (2-3) are named lost, and the others,
@@ -63,6 +66,7 @@ func TestTreeCollectives(t *testing.T) {
 	}
 	states("stopped")
 	exchanged("pause", before, 1, 1)
+	d.call("threads", nil, nil) // the threads named: what the thread library says is read once
 
 	before = messages()
 	d.call("continue", map[string]any{"threadId": tid}, nil)
@@ -71,6 +75,14 @@ func TestTreeCollectives(t *testing.T) {
 
 	d.call("pause", map[string]any{"threadId": tid}, nil)
 	d.stopped()
+	// The thread lists of the stop: one collective, one answer.
+	before = messages()
+	var threads dap.ThreadsResponseBody
+	d.call("threads", nil, &threads)
+	if len(threads.Threads) != 8 {
+		t.Errorf("the threads of 8 stopped ranks: %d threads", len(threads.Threads))
+	}
+	exchanged("the threads of a stop", before, 1, 1)
 	// A new breakpoint after the ranks ran has their link maps read again, rank by rank (the
 	// libraries may have changed; one Query a rank, its state with it): done here by a first
 	// breakpoint, at the sleep. Moving it to the tick at the same stop is then two collectives

@@ -317,8 +317,9 @@
 // (libc's, -O2 code) hides its caller, and the walk stops at the first implausible frame
 // pointer. The front end unwinds with CFI when it needs exact frames.
 //
-// Others: GetThreadList lists every LWP, leader first; GetAuxVectors gives the auxiliary
-// vector as uint64 words, its first 15 pairs and AT_NULL when longer than the ack holds;
+// Others: GetThreadList (and ListThreads, sized to its list) lists every LWP, leader first;
+// GetAuxVectors gives the auxiliary vector as uint64 words, its first 15 pairs and AT_NULL
+// when longer than the ack holds;
 // GetProcessData gives the rank, the pid as tgid, the [heap] mapping (end and break) and the
 // span of the other mappings as the mmap range (end addresses inclusive, as the CNK's), and the
 // time since the process started as jobTime; GetTargetInfo, GetRegisterSet and SetRegisterSet

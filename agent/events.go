@@ -230,6 +230,7 @@ func (p *proc) onExec(ev target.Event) {
 	p.scratch, p.scratchOff, p.scratchTries, p.shstk = nil, false, 0, 0 // the pages went with the old image
 	p.startBP, p.startSig = 0, 0
 	p.propWatch = nil
+	p.biases, p.biasesAt, p.links = nil, 0, linkCache{}
 	th := p.thread(ev.Tid)
 	*th = pthread{tid: ev.Tid, stopped: true, pc: ev.PC, held: th.held, holder: th.holder}
 	p.leader = ev.Tid

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -163,5 +165,102 @@ func TestGetLinkMap(t *testing.T) {
 	if st := tt.waitTermination(0); !st.Exited() || st.ExitCode() != 0 {
 		t.Errorf("exit %+v, want 0", st)
 	}
-	out.waitFor(t, "done 1.5403")
+	out.waitFor(t, "done 2.5403") // cos(1) + loaded + reloaded
+}
+
+// TestGetModuleMemory: stopped in testdata/libs.c (a PIE, libm linked, libz opened), a
+// GetModuleMemory of each module of the link map ("" the executable) reads what GetMemory reads
+// at the module's bias plus the offset (its ELF header at offset 0) and says that address; a
+// module not loaded, and an offset where nothing is mapped, fail with CmdParmErr. Stopped
+// again once libz is closed and liblzma opened (the link map's names learned at the first stop
+// must not answer for the second), libz fails and liblzma is read where the link map now puts
+// it.
+func TestGetModuleMemory(t *testing.T) {
+	exe := filepath.Join(t.TempDir(), "libs")
+	if out, err := exec.Command("gcc", "-g", "-O0", "-o", exe, "testdata/libs.c", "-lm").CombinedOutput(); err != nil {
+		t.Fatalf("gcc libs.c: %v\n%s", err, out)
+	}
+	h := newHarness(t, "")
+	h.spawn(1, exe)
+	tt, _ := startStopped(t, h, 1)
+	rs, err := tt.c.Query(ctx(), 0, &cdti.GetAuxVectors{})
+	if err != nil || rs[0].Code != cdti.CmdSuccess {
+		t.Fatalf("GetAuxVectors: %v %v", err, rs)
+	}
+	aux := procimage.AuxvFromWords(rs[0].Ack.(*cdti.GetAuxVectorsAck).Words)
+	bias := aux.Entry() - testenv.ELFEntry(t, exe)
+	stopIn := func(fn string) map[string]uint64 {
+		t.Helper()
+		at := bias + testenv.NMSymbol(t, exe, fn)
+		tt.setBreak(0, at)
+		tt.cont(0)
+		if n := tt.signalNotify(); n.InstAddress != at {
+			t.Fatalf("stopped at %#x, want %s() at %#x", n.InstAddress, fn, at)
+		}
+		r := tt.query(0, &cdti.GetLinkMap{MaxLength: cdti.MaxLinkMapSize})
+		lm, _ := r.Ack.(*cdti.GetLinkMapAck)
+		if r.Code != cdti.CmdSuccess || lm == nil {
+			t.Fatalf("GetLinkMap: %v", r.Code)
+		}
+		out := map[string]uint64{}
+		for _, e := range lm.Entries {
+			if _, err := os.Stat(e.Name); e.Name == "" || err == nil { // not the vdso, named by no file
+				out[e.Name] = e.Bias
+			}
+		}
+		return out
+	}
+	readAll := func(mods map[string]uint64) {
+		t.Helper()
+		for name, at := range mods {
+			for _, off := range []uint64{0, 0x40} {
+				r := tt.query(0, &cdti.GetModuleMemory{Module: name, Offset: off, Length: 64, SpecAccess: cdti.SpecAccessUseThreadState})
+				a, _ := r.Ack.(*cdti.GetModuleMemoryAck)
+				want, err := tt.c.ReadMemory(ctx(), 0, 0, at+off, 64, cdti.SpecAccessUseThreadState)
+				switch {
+				case err != nil:
+					t.Fatalf("GetMemory of %q at %#x: %v", name, at+off, err)
+				case r.Code != cdti.CmdSuccess || a == nil:
+					t.Errorf("GetModuleMemory of %q at +%#x: %v", name, off, r.Code)
+				case a.Addr != at+off || !bytes.Equal(a.Data, want):
+					t.Errorf("GetModuleMemory of %q at +%#x: %#x % x, GetMemory at %#x: % x", name, off, a.Addr, a.Data, at+off, want)
+				case off == 0 && string(a.Data[:4]) != "\x7fELF":
+					t.Errorf("%q at its bias: % x, not an ELF header", name, a.Data[:4])
+				}
+			}
+		}
+	}
+	fails := func(c *cdti.GetModuleMemory) {
+		t.Helper()
+		if r := tt.query(0, c); r.Code != cdti.CmdParmErr {
+			t.Errorf("GetModuleMemory of %q at +%#x: %v, want CmdParmErr", c.Module, c.Offset, r.Code)
+		}
+	}
+	named := func(mods map[string]uint64, lib string) string {
+		t.Helper()
+		for name := range mods {
+			if strings.Contains(name, lib) {
+				return name
+			}
+		}
+		t.Fatalf("%s not in the link map: %v", lib, mods)
+		return ""
+	}
+
+	first := stopIn("loaded")
+	libz := named(first, "libz.so")
+	if len(first) < 4 { // the executable, libm, libz, libc (and ld.so)
+		t.Errorf("link map of %d files: %v", len(first), first)
+	}
+	readAll(first)
+	fails(&cdti.GetModuleMemory{Module: "/no/such.so", Length: 8})
+	fails(&cdti.GetModuleMemory{Module: "", Offset: 1 << 46, Length: 8})
+
+	second := stopIn("reloaded")
+	if _, still := second[libz]; still {
+		t.Fatalf("%s still in the link map after dlclose: %v", libz, second)
+	}
+	named(second, "liblzma.so")
+	readAll(second)
+	fails(&cdti.GetModuleMemory{Module: libz, Length: 8})
 }

@@ -95,6 +95,9 @@ type proc struct {
 	// until a thread runs again, and no thread stops again without an event.
 	biases   map[string]uint64
 	biasesAt uint64
+	// links is what walks of the link map learned that stays true while the program image
+	// does (walkLinkMap), forgotten at an exec and a back end change.
+	links linkCache
 }
 
 // access is the part of a process's state the message-level checks read (handler.Check), as
@@ -195,6 +198,7 @@ func (p *proc) setBackend(tp target.Process) {
 	p.events = tp.Events()
 	p.evSeen, p.hooked = 0, false
 	p.biases, p.biasesAt = nil, 0
+	p.links = linkCache{}
 	p.info = tp.Info()
 	p.mach = machineFor(p.info)
 	p.snapMu.Lock()

@@ -65,12 +65,12 @@ func (p *proc) queryOne(th *pthread, c cdti.Command) cdti.Result {
 	switch c := c.(type) {
 	case *cdti.GetMemory:
 		return p.getMemory(tid, c)
+	case *cdti.GetModuleMemory:
+		return p.getModuleMemory(tid, c)
 	case *cdti.GetThreadList:
-		a := &cdti.GetThreadListAck{ThreadID: tid}
-		for _, x := range p.sortedTids() {
-			a.Threads = append(a.Threads, cdti.ThreadEntry{TID: uint32(x)})
-		}
-		return ok(a)
+		return ok(&cdti.GetThreadListAck{ThreadID: tid, Threads: p.threadEntries()})
+	case *cdti.ListThreads:
+		return ok(&cdti.ListThreadsAck{ThreadID: tid, Threads: p.threadEntries()})
 	case *cdti.GetAuxVectors:
 		return ok(&cdti.GetAuxVectorsAck{ThreadID: tid, Words: auxForCDTI(p.auxWords())})
 	case *cdti.GetProcessData:
@@ -134,6 +134,30 @@ func (p *proc) getMemory(tid uint32, c *cdti.GetMemory) cdti.Result {
 		}
 	}
 	return ok(&cdti.GetMemoryAck{ThreadID: tid, Addr: c.Addr, Length: c.Length, Data: buf})
+}
+
+// threadEntries lists the process's threads for GetThreadList and ListThreads.
+func (p *proc) threadEntries() []cdti.ThreadEntry {
+	var out []cdti.ThreadEntry
+	for _, x := range p.sortedTids() {
+		out = append(out, cdti.ThreadEntry{TID: uint32(x)})
+	}
+	return out
+}
+
+// getModuleMemory reads as getMemory does, at an address relative to a module's load bias.
+func (p *proc) getModuleMemory(tid uint32, c *cdti.GetModuleMemory) cdti.Result {
+	biases, err := p.moduleBiases()
+	bias, loaded := biases[c.Module]
+	if err != nil || !loaded {
+		return fail(cdti.CmdParmErr, tid)
+	}
+	r := p.getMemory(tid, &cdti.GetMemory{ThreadID: tid, Addr: bias + c.Offset, Length: c.Length, SpecAccess: c.SpecAccess})
+	a, read := r.Ack.(*cdti.GetMemoryAck)
+	if r.Code != cdti.CmdSuccess || !read {
+		return fail(r.Code, tid)
+	}
+	return ok(&cdti.GetModuleMemoryAck{ThreadID: tid, Addr: a.Addr, Length: a.Length, Data: a.Data})
 }
 
 // auxForCDTI fits the auxiliary vector into GetAuxVectorsAck: type/value pairs up to and

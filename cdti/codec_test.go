@@ -57,8 +57,8 @@ func TestCommandRoundTrip(t *testing.T) {
 			t.Errorf("no round-trip sample for %v", ct)
 		}
 	}
-	if len(CommandTypes()) != 13+26+10 {
-		t.Errorf("%d command types registered, want 13 query + 26 update + 10 extension", len(CommandTypes()))
+	if len(CommandTypes()) != 13+26+12 {
+		t.Errorf("%d command types registered, want 13 query + 26 update + 12 extension", len(CommandTypes()))
 	}
 }
 

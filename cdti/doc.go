@@ -214,6 +214,14 @@
 //	                                 fails (stopped elsewhere than its place checks say, unreadable memory,
 //	                                 a module not in the link map)
 //	1110  EvaluateValueAck           text length u32 @8 (at most 256), text @16
+//	1111  GetModuleMemory    Query   length u32 @4 (at most 65024), offset u64 @8, spec access u32 @16, name length
+//	                                 u16 @20 (at most 4096), module name @24 ("" the executable): reads at the
+//	                                 module's load bias (from the link map) plus the offset; CmdParmErr for a
+//	                                 module not in the link map or unreadable memory
+//	1112  GetModuleMemoryAck         address read u64 @8, length u32 @16, data @20 (as GetMemoryAck; 24 + length bytes)
+//	1113  ListThreads        Query   (threadID only): GetThreadList's list in an ack of its own length
+//	1114  ListThreadsAck             entry count u32 @8 (at most 1024), entries @16: {tid u32, info u32}, as
+//	                                 GetThreadListAck's
 //	1201  SetRegisterSet     Update  set u32 @8, length u32 @12, native register-set bytes @16
 //	1202  SetRegisterSetAck          (threadID only)
 //	1203  CallFunction       Update  entry u64 @8, toc u64 @16, timeout ms u32 @24 (0: 10 s, ≤ 3,600,000), return kind u8 @28,

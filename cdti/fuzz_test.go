@@ -61,7 +61,14 @@ func seedMessages(t testing.TB) [][]byte {
 		&Query{Header: hdr(29), Commands: []Command{&EvaluateValue{Format: 1, Program: []byte{1, 2}, Modules: []string{"", "libm"}},
 			&RawCommand{Type: TypeEvaluateValue, ThreadID: 5, Data: rawEvaluate(MaxEvaluateProgram + 1)}}},
 		&QueryAck{Header: hdr(30), Results: []Result{{Code: CmdSuccess, Ack: &EvaluateValueAck{Text: "42"}},
-			{Code: CmdAddrErr, Ack: &BareAck{Type: TypeEvaluateValueAck, ThreadID: 5}}}})
+			{Code: CmdAddrErr, Ack: &BareAck{Type: TypeEvaluateValueAck, ThreadID: 5}}}},
+		// A read relative to a module and its answers.
+		&Query{Header: hdr(31), Commands: []Command{&GetModuleMemory{Module: "/lib/libc.so.6", Offset: 0x1000, Length: 16}, &GetModuleMemory{Length: 8}}},
+		&QueryAck{Header: hdr(32), Results: []Result{{Code: CmdSuccess, Ack: &GetModuleMemoryAck{Addr: 0x7f0000001000, Length: 2, Data: []byte{1, 2}}},
+			{Code: CmdParmErr, Ack: &GetModuleMemoryAck{Length: 8}}}},
+		// A thread list sized to its threads and its answer.
+		&Query{Header: hdr(33), Commands: []Command{&ListThreads{ThreadID: 3}}},
+		&QueryAck{Header: hdr(34), Results: []Result{{Code: CmdSuccess, Ack: &ListThreadsAck{Threads: []ThreadEntry{{TID: 7}, {TID: 8, CommThread: true}}}}}})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {

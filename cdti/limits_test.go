@@ -445,3 +445,67 @@ func TestEvaluateValueMalformed(t *testing.T) {
 		t.Errorf("a text over the limit: %v", err)
 	}
 }
+
+// TestGetModuleMemoryMalformed: a GetModuleMemory whose name is over its limit or runs past its
+// payload, or whose length is over MaxMemorySize, is an error naming the command; an ack whose
+// length runs past its data too.
+func TestGetModuleMemoryMalformed(t *testing.T) {
+	c := &GetModuleMemory{ThreadID: 1, Module: "/lib/libc.so.6", Offset: 0x1000, Length: 512, SpecAccess: SpecAccessUseThreadState}
+	good := make([]byte, c.EncodedSize())
+	c.Encode(good)
+	if got, err := DecodeCommand(TypeGetModuleMemory, good); err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	bad := map[string]func(b []byte) []byte{
+		"name over the limit": func(b []byte) []byte { be.PutUint16(b[20:], MaxModuleNameSize+1); return b },
+		"name past the end":   func(b []byte) []byte { be.PutUint16(b[20:], uint16(len(c.Module)+1)); return b },
+		"name cut":            func(b []byte) []byte { return b[:len(b)-1] },
+		"header cut":          func(b []byte) []byte { return b[:23] },
+	}
+	for what, f := range bad {
+		_, err := DecodeCommand(TypeGetModuleMemory, f(bytes.Clone(good)))
+		if err == nil || !strings.Contains(err.Error(), "GetModuleMemory") {
+			t.Errorf("%s: %v, want an error naming GetModuleMemory", what, err)
+		}
+	}
+	if err := Validate(&GetModuleMemory{Length: MaxMemorySize + 1}); !errors.Is(err, ErrMemoryTooLarge) {
+		t.Errorf("a GetModuleMemory over MaxMemorySize: %v", err)
+	}
+	if err := Validate(&GetModuleMemory{Module: strings.Repeat("x", MaxModuleNameSize+1)}); err == nil {
+		t.Error("a GetModuleMemory of a name over MaxModuleNameSize validated")
+	}
+	var cmds []Command
+	for _, x := range SplitGetModuleMemory(3, "", 0x10, 2*MaxMemorySize+5, 0) {
+		cmds = append(cmds, x)
+	}
+	if len(cmds) != 3 || cmds[2].(*GetModuleMemory).Offset != 0x10+2*MaxMemorySize || cmds[2].(*GetModuleMemory).Length != 5 {
+		t.Errorf("split: %+v", cmds)
+	}
+	ack := make([]byte, 20+4)
+	be.PutUint32(ack[16:], 5)
+	if _, err := DecodeAck(TypeGetModuleMemoryAck, ack); err == nil || !strings.Contains(err.Error(), "GetModuleMemoryAck") {
+		t.Errorf("an ack whose length runs past its data: %v", err)
+	}
+}
+
+// TestListThreadsAckMalformed: a ListThreadsAck of more threads than MaxThreadIDs, or whose
+// entries run past its payload, is an error naming the ack.
+func TestListThreadsAckMalformed(t *testing.T) {
+	a := &ListThreadsAck{ThreadID: 1, Threads: []ThreadEntry{{TID: 10}, {TID: 11}}}
+	good := make([]byte, a.EncodedSize())
+	a.Encode(good)
+	bad := map[string]func(b []byte) []byte{
+		"count over the limit": func(b []byte) []byte { be.PutUint32(b[8:], MaxThreadIDs+1); return b },
+		"entries cut":          func(b []byte) []byte { return b[:len(b)-1] },
+		"header cut":           func(b []byte) []byte { return b[:15] },
+	}
+	for what, f := range bad {
+		if _, err := DecodeAck(TypeListThreadsAck, f(bytes.Clone(good))); err == nil || !strings.Contains(err.Error(), "ListThreadsAck") {
+			t.Errorf("%s: %v, want an error naming ListThreadsAck", what, err)
+		}
+	}
+	many := &ListThreadsAck{Threads: make([]ThreadEntry, MaxThreadIDs+5)}
+	if n := many.EncodedSize(); n != 16+8*MaxThreadIDs {
+		t.Errorf("an ack of %d threads encodes %d bytes, want the first %d threads' %d", len(many.Threads), n, MaxThreadIDs, 16+8*MaxThreadIDs)
+	}
+}

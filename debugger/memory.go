@@ -134,15 +134,8 @@ func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan, first ...cdt
 	if m.live.Load() {
 		spans = nil
 	}
-	cmds := slices.Clone(first)
-	var at []int // index of each span's first command
-	for _, s := range spans {
-		at = append(at, len(cmds))
-		cmds = append(cmds, cdti.SplitGetMemory(0, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)...)
-	}
-	m.mu.Lock()
-	epoch := m.epoch
-	m.mu.Unlock()
+	cmds, at := spanCommands(spans, first)
+	epoch := m.currentEpoch()
 	if len(cmds) == 0 {
 		return nil
 	}
@@ -150,30 +143,71 @@ func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan, first ...cdt
 	if err != nil || len(res) != len(cmds) {
 		return nil
 	}
+	m.keep(epoch, spans, at, res)
+	return res[:len(first)]
+}
+
+// spanCommands returns the command list that reads spans after the commands first, and the
+// index of each span's first command in it.
+func spanCommands(spans []memSpan, first []cdti.Command) (cmds []cdti.Command, at []int) {
+	cmds = slices.Clone(first)
+	for _, s := range spans {
+		at = append(at, len(cmds))
+		cmds = append(cmds, cdti.SplitGetMemory(0, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)...)
+	}
+	return cmds, at
+}
+
+// currentEpoch returns the cache's epoch, taken before a read whose data keep will store.
+func (m *rankMemory) currentEpoch() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch
+}
+
+// keep stores in the transient cache the spans that res, the results of a command list that
+// reads them (span i from index at[i]: spanCommands' list, or GetModuleMemory's), read whole
+// at their addresses, unless the cache was reset since epoch. An empty span is skipped.
+func (m *rankMemory) keep(epoch int, spans []memSpan, at []int, res []cdti.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.epoch != epoch {
-		return res[:len(first)]
+		return
 	}
 	if m.scratch == nil {
 		m.scratch = blocks{}
 	}
 	for i, s := range spans {
-		end := len(cmds)
+		end := len(res)
 		if i+1 < len(at) {
 			end = at[i+1]
 		}
 		data := make([]byte, 0, s.hi-s.lo)
 		for k := at[i]; k < end && k < len(res); k++ {
-			if a, ok := res[k].Ack.(*cdti.GetMemoryAck); ok && res[k].Code == cdti.CmdSuccess {
-				data = append(data, a.Data...)
+			addr, d, ok := memoryRead(res[k])
+			if !ok || addr != s.lo+uint64(len(data)) {
+				break
 			}
+			data = append(data, d...)
 		}
-		if len(data) == int(s.hi-s.lo) {
+		if s.lo < s.hi && len(data) == int(s.hi-s.lo) {
 			m.scratch.put(s.lo, data)
 		}
 	}
-	return res[:len(first)]
+}
+
+// memoryRead returns the address and data of a successful GetMemory or GetModuleMemory.
+func memoryRead(r cdti.Result) (addr uint64, data []byte, ok bool) {
+	if r.Code != cdti.CmdSuccess {
+		return 0, nil, false
+	}
+	switch a := r.Ack.(type) {
+	case *cdti.GetMemoryAck:
+		return a.Addr, a.Data, true
+	case *cdti.GetModuleMemoryAck:
+		return a.Addr, a.Data, true
+	}
+	return 0, nil, false
 }
 
 // cached reports whether the block at a is cached in either map; m.mu must be held.

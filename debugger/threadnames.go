@@ -119,16 +119,21 @@ type labelPlan struct {
 // nearest to it.
 type planSpan struct {
 	module string // the module's path
+	name   string // the module as the process's link map names it ("" the executable)
 	lo, hi uint64 // offsets from its bias (modulo 2⁶⁴)
 }
 
-// learned records what the leading rank, whose modules are mods, read and lets the others go
-// (once: later calls do nothing).
+// learned records what the leading rank, whose modules are mods (the executable first, as
+// rankSymbols lists them), read and lets the others go (once: later calls do nothing).
 func (p *labelPlan) learned(mods []*symbols.Module, spans []memSpan) {
 	p.once.Do(func() {
 		for _, s := range spans {
 			if m := nearestModule(mods, s); m != nil {
-				p.spans = append(p.spans, planSpan{module: m.Path, lo: s.lo - m.Bias, hi: s.hi - m.Bias})
+				ps := planSpan{module: m.Path, name: m.Path, lo: s.lo - m.Bias, hi: s.hi - m.Bias}
+				if m == mods[0] {
+					ps.name = ""
+				}
+				p.spans = append(p.spans, ps)
 			}
 		}
 		close(p.ready)
@@ -137,19 +142,43 @@ func (p *labelPlan) learned(mods []*symbols.Module, spans []memSpan) {
 
 // rebased returns the plan's ranges at the load addresses of mods.
 func (p *labelPlan) rebased(mods []*symbols.Module) []memSpan {
+	var out []memSpan
+	for _, s := range p.placed(mods) {
+		if s.lo < s.hi {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// placed returns each of the plan's ranges at the load addresses of mods, in the plan's
+// order: an empty span for one whose module mods lack (or that wraps around).
+func (p *labelPlan) placed(mods []*symbols.Module) []memSpan {
 	bias := make(map[string]uint64, len(mods))
 	for _, m := range mods {
 		if _, dup := bias[m.Path]; !dup {
 			bias[m.Path] = m.Bias
 		}
 	}
-	var out []memSpan
-	for _, s := range p.spans {
+	out := make([]memSpan, len(p.spans))
+	for i, s := range p.spans {
 		if b, ok := bias[s.module]; ok && s.lo+b < s.hi+b {
-			out = append(out, memSpan{s.lo + b, s.hi + b})
+			out[i] = memSpan{s.lo + b, s.hi + b}
 		}
 	}
 	return out
+}
+
+// commands returns the command list that reads the plan's ranges relative to their modules,
+// after the commands first (the same list for every rank of the plan's files, wherever each
+// loaded them), and the index of each range's first command.
+func (p *labelPlan) commands(first ...cdti.Command) (cmds []cdti.Command, at []int) {
+	cmds = slices.Clone(first)
+	for _, s := range p.spans {
+		at = append(at, len(cmds))
+		cmds = append(cmds, cdti.SplitGetModuleMemory(0, s.name, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)...)
+	}
+	return cmds, at
 }
 
 // nearestModule returns the module of mods that holds s or, if none does, the one at the

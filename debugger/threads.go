@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
@@ -67,43 +68,71 @@ func (j *Job) threadFor(r *Rank, lwp int) *Thread {
 	return j.addThread(r, lwp)
 }
 
+// threadRefresh is the reading of one stopped rank's threads for its stop: what is known
+// before its thread list is read (beginRefresh) and what the list is then made into
+// (endRefresh). The list is read by the rank alone (readThreads) or with other ranks of its
+// connection in one collective (threadscoll.go).
+type threadRefresh struct {
+	r    *Rank
+	gen  int
+	plan *labelPlan // the first labelling of the rank's threads follows it
+	mods []*symbols.Module
+	lead bool // the rank leads plan (its reads are recorded for the others)
+}
+
 // refreshThreads reads a stopped rank's thread list once per stop.
 func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
+	if t := j.beginRefresh(ctx, r); t != nil {
+		j.readThreads(ctx, t)
+	}
+}
+
+// beginRefresh returns the refresh of r's threads, or nil when its list was read at this stop
+// or it is not stopped.
+func (j *Job) beginRefresh(ctx context.Context, r *Rank) *threadRefresh {
 	j.mu.Lock()
 	fresh := r.threadsGen == r.gen || r.state != RankStopped
-	gen := r.gen
-	j.mu.Unlock()
-	if fresh {
-		return
-	}
+	t := &threadRefresh{r: r, gen: r.gen}
 	// The first labelling of a rank's threads follows the plan of its module layout: the
 	// first rank of the layout leads it, the others read the list and the thread library's
 	// data together (threadnames.go).
-	j.mu.Lock()
 	first := r.labels == nil
 	j.mu.Unlock()
-	var plan *labelPlan
-	var mods []*symbols.Module
-	lead := false
+	if fresh {
+		return nil
+	}
 	if first {
 		if m, err := r.sym.modules(ctx, false); err == nil && len(m) > 0 {
-			mods = m
-			plan, lead = j.labelPlan(mods)
+			t.mods = m
+			t.plan, t.lead = j.labelPlan(m)
 		}
 	}
-	if lead {
-		defer plan.learned(nil, nil) // if the labelling did not get to it
+	return t
+}
+
+// readThreads reads t's thread list by itself (with the plan's memory when it follows one)
+// and ends the refresh.
+func (j *Job) readThreads(ctx context.Context, t *threadRefresh) {
+	if t.lead {
+		defer t.plan.learned(nil, nil) // if the labelling did not get to it
 	}
 	var list []cdti.ThreadEntry
-	if plan != nil && !lead {
-		list = r.sym.listWithPlan(ctx, plan, mods)
+	if t.plan != nil && !t.lead {
+		list = t.r.sym.listWithPlan(ctx, t.plan, t.mods)
 	}
 	if list == nil {
 		var err error
-		if list, err = r.node.client.ThreadList(ctx, uint32(r.Num)); err != nil {
+		if list, err = t.r.node.client.ThreadList(ctx, uint32(t.r.Num)); err != nil {
 			return
 		}
 	}
+	j.endRefresh(ctx, t, list)
+}
+
+// endRefresh names the threads of list, t's rank's thread list as just read (labelling them
+// from the thread library when one is new), and records them for the stop.
+func (j *Job) endRefresh(ctx context.Context, t *threadRefresh, list []cdti.ThreadEntry) {
+	r := t.r
 	// A thread's pthread_t and start routine do not change while it lives: the thread
 	// library's list is read again only when a thread it has not labelled is there.
 	j.mu.Lock()
@@ -120,12 +149,12 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 		lwps[i] = int(e.TID)
 	}
 	if labels == nil {
-		labels = r.sym.threadLabels(ctx, lwps, plan, lead)
+		labels = r.sym.threadLabels(ctx, lwps, t.plan, t.lead)
 	}
 	hw := r.hardwareThreads(ctx, lwps)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if r.gen != gen {
+	if r.gen != t.gen {
 		return
 	}
 	r.labels = labels
@@ -133,19 +162,19 @@ func (j *Job) refreshThreads(ctx context.Context, r *Rank) {
 	for _, e := range list {
 		lwp := int(e.TID)
 		alive[lwp] = true
-		t := j.addThread(r, lwp)
-		t.Name = threadName(r, lwp, labels[lwp], hw[lwp])
+		th := j.addThread(r, lwp)
+		th.Name = threadName(r, lwp, labels[lwp], hw[lwp])
 	}
 	kept := r.threads[:0]
-	for _, t := range r.threads {
-		if alive[t.LWP] || t.LWP == r.leader {
-			kept = append(kept, t)
+	for _, th := range r.threads {
+		if alive[th.LWP] || th.LWP == r.leader {
+			kept = append(kept, th)
 		} else {
-			delete(j.threads, t.ID)
+			delete(j.threads, th.ID)
 		}
 	}
 	r.threads = kept
-	r.threadsGen = gen
+	r.threadsGen = t.gen
 }
 
 // Thread returns the thread with DAP id id, or nil.
@@ -156,39 +185,51 @@ func (j *Job) Thread(id int) *Thread {
 }
 
 // LiveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel,
-// each bounded by ctx and DefaultTimeout) and returns copies of the threads of the ranks that
+// each bounded by ctx and DefaultTimeout; those sharing a connection with one collective,
+// threadscoll.go) and returns copies of the threads of the ranks that
 // have not exited, in rank order: every rank's main thread, and the others while the list
 // holds fewer than max.
 func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
-	var done chan struct{}
-	n := 0
+	var stale []*Rank
 	for _, r := range j.ranks {
 		j.mu.Lock()
-		stale := r.state == RankStopped && r.threadsGen != r.gen
+		if r.state == RankStopped && r.threadsGen != r.gen {
+			stale = append(stale, r)
+		}
 		j.mu.Unlock()
-		if stale {
-			if done == nil {
-				// Only a stop's first request reads: a repeated one costs no timer.
-				done = make(chan struct{}, len(j.ranks))
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-				defer cancel()
+	}
+	if len(stale) > 0 {
+		// Only a stop's first request reads: a repeated one costs no timer.
+		ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+		groups, single := j.collectiveGroups(stale)
+		var wg sync.WaitGroup
+		for _, g := range groups {
+			for c := range slices.Chunk(g, maxThreadListCollective) {
+				wg.Go(func() {
+					defer j.recoverPanic(fmt.Sprintf("threads of %d ranks", len(c)))
+					j.refreshThreadsCollective(ctx, c)
+				})
 			}
-			n++
-			go func() {
-				defer func() { done <- struct{}{} }()
+		}
+		for _, r := range single {
+			wg.Go(func() {
 				defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
 				j.refreshThreads(ctx, r)
-			}()
+			})
 		}
-	}
-	for range n {
-		<-done
+		wg.Wait()
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.liveThreadsLocked(max)
 }
+
+// maxThreadListCollective bounds the ranks of one collective that reads thread lists: each
+// rank's answer takes up to 8 KiB (a list of MaxThreadIDs threads) and a few KiB of the thread
+// library's data, and one collective's answer must stay within what a client puts together
+// (cdti's bound on a split answer's parts).
+const maxThreadListCollective = 2048
 
 // KnownThreads returns what LiveThreads would when no stopped rank's thread list is to be
 // read, without waiting for anything; ok is false when one is (the caller then uses
