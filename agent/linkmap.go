@@ -56,18 +56,12 @@ type linkMap struct {
 }
 
 // linkCache is what walks of a process's link map learned that holds for the life of its
-// program image: r_debug's address (set once by the dynamic linker; 0 until then), and the
-// name of each entry seen, by the entry's address and its l_addr, l_name and l_ld words (an
-// entry freed by dlclose and another object loaded at the same address differs in them). A
-// walk then reads r_debug and each entry's words, and no name it has read before: a module's
-// bias costs a read an entry, not a read an entry and its name.
+// program image: r_debug's address, set once by the dynamic linker (0 until then). Entries'
+// names are read at every walk: a library loaded where a closed one was can reuse its entry,
+// its name's block, its bias and its dynamic section's place, and differ in its name alone.
 type linkCache struct {
 	rdebug uint64
-	names  map[linkKey]string
 }
-
-// linkKey identifies a link-map entry and its name.
-type linkKey struct{ node, addr, name, ld uint64 }
 
 // walkLinkMap walks the link map from r_debug at rdebug, or, when 0, from the dynamic section
 // at dyn (size bytes), or, when 0 too, the one the auxiliary vector's program headers name.
@@ -99,26 +93,13 @@ func (p *proc) walkLinkMap(im procimage.Image, dyn, size, rdebug uint64) (linkMa
 	if err != nil {
 		return linkMap{}, cdti.CmdParmErr
 	}
-	if p.links.names == nil {
-		p.links.names = map[linkKey]string{}
-	}
 	// A name that cannot be read leaves its entry out, as the front end's own walk does.
 	objs, err := im.LinkObjects(rd.Map, func(e procimage.LinkEntry) (string, error) {
-		k := linkKey{e.Node, e.Addr, e.Name, e.Ld}
-		if name, seen := p.links.names[k]; seen {
-			return name, nil
-		}
-		name, err := im.CString(e.Name, procimage.MaxPath)
-		if err == nil {
-			p.links.names[k] = name
-		}
+		name, _ := im.CString(e.Name, procimage.MaxPath)
 		return name, nil
 	})
 	if err != nil || len(objs) > cdti.MaxLinkMapEntries { // (procimage's own bound is the same)
 		return linkMap{}, cdti.CmdParmErr
-	}
-	if len(p.links.names) > 2*len(objs)+64 {
-		p.links.names = nil // entries dlclose freed: forgotten at the next walk
 	}
 	if own {
 		p.links.rdebug = rdebug

@@ -172,7 +172,7 @@ func TestGetLinkMap(t *testing.T) {
 // GetModuleMemory of each module of the link map ("" the executable) reads what GetMemory reads
 // at the module's bias plus the offset (its ELF header at offset 0) and says that address; a
 // module not loaded, and an offset where nothing is mapped, fail with CmdParmErr. Stopped
-// again once libz is closed and liblzma opened (the link map's names learned at the first stop
+// again once libz is closed and liblzma opened (what the first stop learned of the link map
 // must not answer for the second), libz fails and liblzma is read where the link map now puts
 // it.
 func TestGetModuleMemory(t *testing.T) {
