@@ -240,7 +240,7 @@ func TestThreadNamesOfRanksAgainstGDB(t *testing.T) {
 // other rank's libraries (GetModuleMemory). Every rank's threads are named as gdb names them,
 // and the ranks after the first still take one CDTI message together.
 func TestThreadNamesOfRanksAgainstGDBWithASLR(t *testing.T) {
-	if b, err := os.ReadFile("/proc/sys/kernel/randomize_va_space"); err != nil || strings.TrimSpace(string(b)) == "0" {
+	if !randomised() {
 		t.Skip("address-space randomisation is off on this machine")
 	}
 	threadNamesTakeOneMessage(t, true)
@@ -250,8 +250,8 @@ func TestThreadNamesOfRanksAgainstGDBWithASLR(t *testing.T) {
 // took one CDTI message more than those of one rank alone.
 func threadNamesTakeOneMessage(t *testing.T, aslr bool) {
 	const np = 4
-	alone := threadNamesOfRanksAgainstGDB(t, 1, aslr)
-	sent := threadNamesOfRanksAgainstGDB(t, np, aslr)
+	alone := threadNamesOfRanksAgainstGDB(t, 1, aslr, 8)
+	sent := threadNamesOfRanksAgainstGDB(t, np, aslr, 8)
 	t.Logf("first threads: %d CDTI messages sent for %d ranks, %d for one", sent, np, alone)
 	if sent > alone+1 {
 		t.Errorf("the first threads of %d ranks sent %d CDTI messages; one rank alone sent %d, so want at most %d (one collective for the ranks after the first)",
@@ -259,14 +259,36 @@ func threadNamesTakeOneMessage(t *testing.T, aslr bool) {
 	}
 }
 
-// threadNamesOfRanksAgainstGDB launches np ranks of tlsthreads (with address-space
-// randomisation if aslr), stops each where its eight threads are parked, checks every rank's
+// TestThreadNamesOfManyThreadsAgainstGDB: ranks of 33 threads each, randomised, so that the
+// thread library's data the first rank read (a descriptor a thread, in mappings of their own)
+// is more than one command list carries: the ranks after the first read it with a few
+// collectives, fewer messages than they are ranks, and every thread is named as gdb names it.
+func TestThreadNamesOfManyThreadsAgainstGDB(t *testing.T) {
+	const np, workers = 6, 32
+	aslr := randomised()
+	alone := threadNamesOfRanksAgainstGDB(t, 1, aslr, workers)
+	sent := threadNamesOfRanksAgainstGDB(t, np, aslr, workers)
+	t.Logf("first threads: %d CDTI messages sent for %d ranks of %d threads, %d for one", sent, np, workers+1, alone)
+	if sent-alone >= np-1 {
+		t.Errorf("the first threads of %d ranks sent %d CDTI messages, one rank alone %d: want fewer than one a rank after the first",
+			np, sent, alone)
+	}
+}
+
+// randomised reports whether the machine randomises address-space layouts.
+func randomised() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/randomize_va_space")
+	return err == nil && strings.TrimSpace(string(b)) != "0"
+}
+
+// threadNamesOfRanksAgainstGDB launches np ranks of tlsthreads of workers threads beside main
+// (with address-space randomisation if aslr), stops each where its threads are parked, checks every rank's
 // thread names against gdb's after a detach, and returns the CDTI messages the front end sent
 // for the first threads request. With aslr, the ranks' libraries must lie at different
 // addresses.
-func threadNamesOfRanksAgainstGDB(t *testing.T, np int, aslr bool) uint64 {
+func threadNamesOfRanksAgainstGDB(t *testing.T, np int, aslr bool, workers int) uint64 {
 	t.Helper()
-	p := compileC(t, "tlsthreads", "-pthread")
+	p := compileC(t, "tlsthreads", "-pthread", fmt.Sprintf("-DNWORKERS=%d", workers))
 	d := newDAP(t, viaPipe)
 	defer d.end()
 	d.launch(map[string]any{"program": p.bin, "np": np, "stopMode": "rank", "disableASLR": !aslr})
@@ -304,16 +326,16 @@ func threadNamesOfRanksAgainstGDB(t *testing.T, np int, aslr bool) uint64 {
 		pt, _ := strconv.ParseUint(m[4], 16, 64)
 		seen[lwp] = view{rank, m[2], pt}
 	}
-	if len(threads.Threads) != np*9 {
-		t.Fatalf("%d threads, the job has %d", len(threads.Threads), np*9)
+	if len(threads.Threads) != np*(workers+1) {
+		t.Fatalf("%d threads, the job has %d", len(threads.Threads), np*(workers+1))
 	}
 	// Detach; every rank goes on to park all its threads, which stay as they were named.
 	d.call("disconnect", map[string]any{"terminateDebuggee": false}, nil)
 	for _, r := range ranks {
 		waitFor(t, "the rank to be untraced", func() bool { return procStatus(r.Pid, "TracerPid") == "0" })
 		oracle := gdbThreadsOracle(t, r.Pid)
-		if len(oracle) != 9 {
-			t.Errorf("rank %d: gdb lists %d threads, want 9", r.Rank, len(oracle))
+		if len(oracle) != workers+1 {
+			t.Errorf("rank %d: gdb lists %d threads, want %d", r.Rank, len(oracle), workers+1)
 		}
 		for lwp, g := range oracle {
 			v, ok := seen[lwp]

@@ -279,6 +279,13 @@
 // symbols, CompileValueInStack): the agent reads no debugging information, only the link map
 // for the load biases of the modules the command names, at the first the program asks for.
 //
+// Module-relative reads (GetModuleMemory): the agent reads at the named module's load bias
+// plus the offset, as GetMemory does (traps shadowed). The biases come from one walk of the
+// link map a stop while every thread is stopped, and r_debug's address, once the dynamic
+// linker has set it, from the first walk of a program image (an exec forgets it); every
+// entry's name is read again at every walk (a library loaded where a closed one was can
+// reuse its entry and differ in its name alone).
+//
 // Limits: a step over a planted system call instruction that blocks keeps the other threads
 // stopped until it returns; a signal to deliver to a thread on a breakpoint is delivered by
 // that step (the handler runs first, returns to the breakpoint and hits it again), so a

@@ -190,22 +190,26 @@ func Batch(kind MessageType, cmds []Command) ([][]Command, error) {
 // SplitGetMemory returns the GetMemory commands that read length bytes at addr, each of at most
 // MaxMemorySize bytes, in address order.
 func SplitGetMemory(tid uint32, addr uint64, length int, spec SpecAccess) []Command {
-	var cmds []Command
-	for off := 0; off < length; off += MaxMemorySize {
-		n := min(length-off, MaxMemorySize)
-		cmds = append(cmds, &GetMemory{ThreadID: tid, Addr: addr + uint64(off), Length: uint32(n), SpecAccess: spec})
-	}
-	return cmds
+	return splitMemory(length, func(off, n int) Command {
+		return &GetMemory{ThreadID: tid, Addr: addr + uint64(off), Length: uint32(n), SpecAccess: spec}
+	})
 }
 
 // SplitSetMemory returns the SetMemory commands that write data at addr, each of at most
 // MaxMemorySize bytes, in address order. The commands share data's memory.
 func SplitSetMemory(tid uint32, addr uint64, data []byte, spec SpecAccess, shared SharedMemoryAccess) []Command {
+	return splitMemory(len(data), func(off, n int) Command {
+		return &SetMemory{ThreadID: tid, Addr: addr + uint64(off), SpecAccess: spec,
+			SharedMemory: shared, Data: data[off : off+n : off+n]}
+	})
+}
+
+// splitMemory returns the commands piece makes for each piece of length bytes of memory, at
+// most MaxMemorySize bytes each, in order: off is a piece's offset, n its length.
+func splitMemory(length int, piece func(off, n int) Command) []Command {
 	var cmds []Command
-	for off := 0; off < len(data); off += MaxMemorySize {
-		n := min(len(data)-off, MaxMemorySize)
-		cmds = append(cmds, &SetMemory{ThreadID: tid, Addr: addr + uint64(off), SpecAccess: spec,
-			SharedMemory: shared, Data: data[off : off+n : off+n]})
+	for off := 0; off < length; off += MaxMemorySize {
+		cmds = append(cmds, piece(off, min(length-off, MaxMemorySize)))
 	}
 	return cmds
 }

@@ -540,6 +540,40 @@ func joinCollective(parts []*CollectiveAck) *CollectiveAck {
 	return a
 }
 
+// BatchCollective cuts cmds, in order, into the command lists of as few Collectives of kind
+// (MsgQuery or MsgUpdate) as carry them: at most MaxCommands each, a request that fits a
+// Query or Update, and an ack that fits one group of a CollectiveAck (a little less than a
+// QueryAck: see Batch, which cuts for those). An action command ends its list. A command too
+// large for any list is an error naming it.
+func BatchCollective(kind MessageType, cmds []Command) ([][]Command, error) {
+	var out [][]Command
+	b := NewBuilder(kind)
+	ack := CommandMessageSize
+	for i, c := range cmds {
+		if err := b.checkCommand(c); err != nil {
+			return nil, fmt.Errorf("%w (command %d of the batch)", err, i)
+		}
+		next := round8(ack) + c.AckSize()
+		if len(b.cmds) > 0 && (b.checkRoom(c) != nil || next > maxCollectiveReply) {
+			out = append(out, b.cmds)
+			b.Reset()
+			next = round8(CommandMessageSize) + c.AckSize()
+		}
+		if next > maxCollectiveReply {
+			return nil, fmt.Errorf("cdti: %v command %d of the batch (%v): %w: a collective's ack of %d bytes alone (limit %d)",
+				kind, i, c.CommandType(), ErrTooLarge, next, maxCollectiveReply)
+		}
+		if err := b.Add(c); err != nil { // cannot fail: checkCommand passed, and the room was made
+			return nil, err
+		}
+		ack = next
+	}
+	if len(b.cmds) > 0 {
+		out = append(out, b.cmds)
+	}
+	return out, nil
+}
+
 // Collective applies the commands (all of kind MsgQuery or all MsgUpdate, as in one Query or
 // Update) to every rank of ranks through the agent and those below it, in one request, and
 // returns the reduced answer. flags may ask for CollectiveQuietStop. Against an agent

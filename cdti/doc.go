@@ -217,7 +217,8 @@
 //	1111  GetModuleMemory    Query   length u32 @4 (at most 65024), offset u64 @8, spec access u32 @16, name length
 //	                                 u16 @20 (at most 4096), module name @24 ("" the executable): reads at the
 //	                                 module's load bias (from the link map) plus the offset; CmdParmErr for a
-//	                                 module not in the link map or unreadable memory
+//	                                 module not in the link map or unreadable memory, CmdLngthErr for a
+//	                                 length over the limit
 //	1112  GetModuleMemoryAck         address read u64 @8, length u32 @16, data @20 (as GetMemoryAck; 24 + length bytes)
 //	1113  ListThreads        Query   (threadID only): GetThreadList's list in an ack of its own length
 //	1114  ListThreadsAck             entry count u32 @8 (at most 1024), entries @16: {tid u32, info u32}, as
@@ -324,6 +325,15 @@
 // Collective; the ranks stopped at that place answer with their value, grouped by value on the
 // way up, and the others fail the check. A real CNK answers CmdInval: the tool then reads each
 // rank itself.
+//
+// ListThreads and GetModuleMemory serve the thread lists of a stop, read for every rank of a
+// connection with one Collective: ListThreads answers GetThreadList's list in an ack as long
+// as the list (GetThreadListAck is always 8 KiB, which a Collective would carry for every
+// rank), and GetModuleMemory reads at an offset from a module's load bias, which the agent
+// finds in the process's link map by name, so that the same command list reads the same data
+// in ranks whose layouts address-space randomisation made different (the tool replays there
+// the reads one rank made to name its threads). Its ack says the address read, which the tool
+// checks against its own view of the rank's modules. A real CNK answers CmdInval to both.
 //
 // Breakpoint instructions on targets that are not Power. SetBreakpoint.Instruction and
 // ResetBreakpoint.Instruction are 32-bit fields sized for Power's fixed-width instructions. On

@@ -101,12 +101,9 @@ func decGetModuleMemoryAck(b []byte) (Ack, error) {
 // SplitGetModuleMemory returns the GetModuleMemory commands that read length bytes at offset
 // from module's bias, each of at most MaxMemorySize bytes, in address order.
 func SplitGetModuleMemory(tid uint32, module string, offset uint64, length int, spec SpecAccess) []Command {
-	var cmds []Command
-	for off := 0; off < length; off += MaxMemorySize {
-		n := min(length-off, MaxMemorySize)
-		cmds = append(cmds, &GetModuleMemory{ThreadID: tid, Module: module, Offset: offset + uint64(off), Length: uint32(n), SpecAccess: spec})
-	}
-	return cmds
+	return splitMemory(length, func(off, n int) Command {
+		return &GetModuleMemory{ThreadID: tid, Module: module, Offset: offset + uint64(off), Length: uint32(n), SpecAccess: spec}
+	})
 }
 
 func init() {

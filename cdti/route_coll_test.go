@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -438,6 +439,62 @@ func TestRankRangesWithin(t *testing.T) {
 			if r.Lo == r.Hi && r.Stride != 1 {
 				t.Errorf("within(%d, %d): single rank %v with a stride", c.lo, c.hi, r)
 			}
+		}
+	}
+}
+
+// TestBatchCollective: command lists too long or whose acks are too large for one Collective
+// are cut, in order, into lists each of which encodes as a Collective, while a Query of the
+// largest list Batch makes would not (its ack is within a QueryAck's bound, not a group's).
+func TestBatchCollective(t *testing.T) {
+	var reads []Command
+	for i := range 40 {
+		reads = append(reads, &GetModuleMemory{Module: "/lib/libc.so.6", Offset: uint64(i) * 512, Length: 512})
+	}
+	wide := []Command{&ListThreads{}}
+	for i := range 15 {
+		wide = append(wide, &GetMemory{Addr: uint64(i) << 16, Length: 4000})
+	}
+	for _, c := range []struct {
+		name string
+		cmds []Command
+		want int
+	}{
+		{"40 reads", reads, 3},
+		{"a list and 15 reads of 4000 bytes", wide, 2},
+		{"one list", []Command{&ListThreads{}}, 1},
+	} {
+		lists, err := BatchCollective(MsgQuery, c.cmds)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var all []Command
+		for i, l := range lists {
+			if _, err := Encode(&Collective{Ranks: RanksOf(0, 1), Kind: MsgQuery, Commands: l}); err != nil {
+				t.Errorf("%s: list %d of %d commands: %v", c.name, i, len(l), err)
+			}
+			all = append(all, l...)
+		}
+		if len(lists) != c.want || !reflect.DeepEqual(all, c.cmds) {
+			t.Errorf("%s: %d lists of %d commands in all, want %d lists of the %d in order", c.name, len(lists), len(all), c.want, len(c.cmds))
+		}
+	}
+	// A list at a Query's bound (an ack of 65,472 bytes) that a Collective cannot carry.
+	full := []Command{&GetMemory{Length: MaxMemorySize}, &GetMemory{Length: 96}}
+	batches, err := Batch(MsgQuery, full)
+	if err != nil || len(batches) != 1 {
+		t.Fatalf("Batch: %d lists, %v; want the one", len(batches), err)
+	}
+	if _, err := Encode(&Collective{Ranks: RanksOf(0), Kind: MsgQuery, Commands: batches[0]}); err == nil {
+		t.Fatal("a Collective of a Query's largest list encoded")
+	}
+	lists, err := BatchCollective(MsgQuery, full)
+	if err != nil || len(lists) != 2 {
+		t.Fatalf("BatchCollective at the bound: %d lists, %v; want 2", len(lists), err)
+	}
+	for i, l := range lists {
+		if _, err := Encode(&Collective{Ranks: RanksOf(0), Kind: MsgQuery, Commands: l}); err != nil {
+			t.Errorf("list %d of %d commands at the bound: %v", i, len(l), err)
 		}
 	}
 }

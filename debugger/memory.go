@@ -150,10 +150,18 @@ func (m *rankMemory) prefetch(ctx context.Context, spans []memSpan, first ...cdt
 // spanCommands returns the command list that reads spans after the commands first, and the
 // index of each span's first command in it.
 func spanCommands(spans []memSpan, first []cdti.Command) (cmds []cdti.Command, at []int) {
+	return readCommands(first, len(spans), func(i int) []cdti.Command {
+		return cdti.SplitGetMemory(0, spans[i].lo, int(spans[i].hi-spans[i].lo), cdti.SpecAccessUseThreadState)
+	})
+}
+
+// readCommands returns first followed by the commands read(i) makes for each of n ranges, and
+// the index of each range's first command in the list.
+func readCommands(first []cdti.Command, n int, read func(i int) []cdti.Command) (cmds []cdti.Command, at []int) {
 	cmds = slices.Clone(first)
-	for _, s := range spans {
+	for i := range n {
 		at = append(at, len(cmds))
-		cmds = append(cmds, cdti.SplitGetMemory(0, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)...)
+		cmds = append(cmds, read(i)...)
 	}
 	return cmds, at
 }

@@ -70,7 +70,7 @@ func (j *Job) CollectThreadStacks(ctx context.Context, set rankset.Set) []*RankS
 		}
 	}
 	j.mu.Unlock()
-	ForEach(len(stopped), func(i int) { j.refreshThreads(ctx, stopped[i]) })
+	j.refreshStale(ctx, stopped)
 	var out []*RankStack
 	j.mu.Lock()
 	for _, r := range stopped {

@@ -26,6 +26,9 @@ type threadLabel struct {
 // data was read with its list, listWithPlan).
 func (rs *rankSymbols) threadLabels(ctx context.Context, lwps []int, plan *labelPlan, lead bool) map[int]threadLabel {
 	out := map[int]threadLabel{}
+	if rs.ensure(ctx) != nil {
+		return out // no symbols, no memory: the threads are named by their LWPs
+	}
 	// The thread library's data is read once here, not again at this stop: its pages are not
 	// kept.
 	defer rs.mem.dropScratch()
@@ -173,12 +176,10 @@ func (p *labelPlan) placed(mods []*symbols.Module) []memSpan {
 // after the commands first (the same list for every rank of the plan's files, wherever each
 // loaded them), and the index of each range's first command.
 func (p *labelPlan) commands(first ...cdti.Command) (cmds []cdti.Command, at []int) {
-	cmds = slices.Clone(first)
-	for _, s := range p.spans {
-		at = append(at, len(cmds))
-		cmds = append(cmds, cdti.SplitGetModuleMemory(0, s.name, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)...)
-	}
-	return cmds, at
+	return readCommands(first, len(p.spans), func(i int) []cdti.Command {
+		s := p.spans[i]
+		return cdti.SplitGetModuleMemory(0, s.name, s.lo, int(s.hi-s.lo), cdti.SpecAccessUseThreadState)
+	})
 }
 
 // nearestModule returns the module of mods that holds s or, if none does, the one at the

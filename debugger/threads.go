@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/hpcdap/hpcdap/cdti"
 	"github.com/hpcdap/hpcdap/symbols"
@@ -185,51 +184,27 @@ func (j *Job) Thread(id int) *Thread {
 }
 
 // LiveThreads refreshes the thread lists of stopped ranks (once per stop each, in parallel,
-// each bounded by ctx and DefaultTimeout; those sharing a connection with one collective,
-// threadscoll.go) and returns copies of the threads of the ranks that
+// each bounded by ctx and DefaultTimeout; those sharing a connection with collectives,
+// refreshStale) and returns copies of the threads of the ranks that
 // have not exited, in rank order: every rank's main thread, and the others while the list
 // holds fewer than max.
 func (j *Job) LiveThreads(ctx context.Context, max int) []Thread {
-	var stale []*Rank
+	stale := false
+	j.mu.Lock()
 	for _, r := range j.ranks {
-		j.mu.Lock()
-		if r.state == RankStopped && r.threadsGen != r.gen {
-			stale = append(stale, r)
-		}
-		j.mu.Unlock()
+		stale = stale || (r.state == RankStopped && r.threadsGen != r.gen)
 	}
-	if len(stale) > 0 {
+	j.mu.Unlock()
+	if stale {
 		// Only a stop's first request reads: a repeated one costs no timer.
 		ctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 		defer cancel()
-		groups, single := j.collectiveGroups(stale)
-		var wg sync.WaitGroup
-		for _, g := range groups {
-			for c := range slices.Chunk(g, maxThreadListCollective) {
-				wg.Go(func() {
-					defer j.recoverPanic(fmt.Sprintf("threads of %d ranks", len(c)))
-					j.refreshThreadsCollective(ctx, c)
-				})
-			}
-		}
-		for _, r := range single {
-			wg.Go(func() {
-				defer j.recoverPanic(fmt.Sprintf("threads of rank %d", r.Num))
-				j.refreshThreads(ctx, r)
-			})
-		}
-		wg.Wait()
+		j.refreshStale(ctx, j.ranks)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.liveThreadsLocked(max)
 }
-
-// maxThreadListCollective bounds the ranks of one collective that reads thread lists: each
-// rank's answer takes up to 8 KiB (a list of MaxThreadIDs threads) and a few KiB of the thread
-// library's data, and one collective's answer must stay within what a client puts together
-// (cdti's bound on a split answer's parts).
-const maxThreadListCollective = 2048
 
 // KnownThreads returns what LiveThreads would when no stopped rank's thread list is to be
 // read, without waiting for anything; ok is false when one is (the caller then uses

@@ -1,11 +1,13 @@
-/* Eight workers with thread-local variables, parked so that their state stays fixed while a
- * debugger attaches, detaches and another attaches. */
+/* Eight workers (NWORKERS, -DNWORKERS=N for more) with thread-local variables, parked so that
+ * their state stays fixed while a debugger attaches, detaches and another attaches. */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#ifndef NWORKERS
 #define NWORKERS 8
+#endif
 
 __thread int tlsvar = 999;            /* initialised TLS (.tdata): main keeps 999 */
 __thread long tlsarr[3];              /* zero-initialised TLS (.tbss) */
