@@ -278,13 +278,29 @@ func (a *GetThreadListAck) Encode(b []byte) {
 	be.PutUint32(b, a.ThreadID)
 	ts := a.Threads[:min(len(a.Threads), MaxThreadIDs)]
 	be.PutUint32(b[8:], uint32(len(ts)))
+	putThreadEntries(b[12:], ts)
+}
+
+// putThreadEntries writes thread list entries at b: the thread id, then the info word with the
+// commthread bit.
+func putThreadEntries(b []byte, ts []ThreadEntry) {
 	for i, t := range ts {
-		e := b[12+8*i:]
+		e := b[8*i:]
 		be.PutUint32(e, t.TID)
 		if t.CommThread {
 			be.PutUint32(e[4:], 1<<31)
 		}
 	}
+}
+
+// threadEntries reads n thread list entries at b (which holds them).
+func threadEntries(b []byte, n int) []ThreadEntry {
+	ts := list[ThreadEntry](n)
+	for i := range ts {
+		e := b[8*i:]
+		ts[i] = ThreadEntry{TID: be.Uint32(e), CommThread: be.Uint32(e[4:])&(1<<31) != 0}
+	}
+	return ts
 }
 
 func decGetThreadListAck(b []byte) (Ack, error) {
@@ -295,12 +311,7 @@ func decGetThreadListAck(b []byte) (Ack, error) {
 	if n > MaxThreadIDs {
 		return nil, fmt.Errorf("%v: %d threads (limit %d)", TypeGetThreadListAck, n, MaxThreadIDs)
 	}
-	a := &GetThreadListAck{ThreadID: be.Uint32(b), Threads: list[ThreadEntry](int(n))}
-	for i := range a.Threads {
-		e := b[12+8*i:]
-		a.Threads[i] = ThreadEntry{TID: be.Uint32(e), CommThread: be.Uint32(e[4:])&(1<<31) != 0}
-	}
-	return a, nil
+	return &GetThreadListAck{ThreadID: be.Uint32(b), Threads: threadEntries(b[12:], int(n))}, nil
 }
 
 // GetAuxVectors reads the process's auxiliary vector.

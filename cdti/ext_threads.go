@@ -46,13 +46,7 @@ func (a *ListThreadsAck) Encode(b []byte) {
 	be.PutUint32(b, a.ThreadID)
 	ts := a.Threads[:min(len(a.Threads), MaxThreadIDs)]
 	be.PutUint32(b[8:], uint32(len(ts)))
-	for i, t := range ts {
-		e := b[listThreadsAckBase+8*i:]
-		be.PutUint32(e, t.TID)
-		if t.CommThread {
-			be.PutUint32(e[4:], 1<<31)
-		}
-	}
+	putThreadEntries(b[listThreadsAckBase:], ts)
 }
 
 func decListThreadsAck(b []byte) (Ack, error) {
@@ -66,12 +60,7 @@ func decListThreadsAck(b []byte) (Ack, error) {
 	if err := need(TypeListThreadsAck, b, listThreadsAckBase+8*int(n)); err != nil {
 		return nil, err
 	}
-	a := &ListThreadsAck{ThreadID: be.Uint32(b), Threads: list[ThreadEntry](int(n))}
-	for i := range a.Threads {
-		e := b[listThreadsAckBase+8*i:]
-		a.Threads[i] = ThreadEntry{TID: be.Uint32(e), CommThread: be.Uint32(e[4:])&(1<<31) != 0}
-	}
-	return a, nil
+	return &ListThreadsAck{ThreadID: be.Uint32(b), Threads: threadEntries(b[listThreadsAckBase:], int(n))}, nil
 }
 
 func init() {
