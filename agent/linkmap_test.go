@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hpcdap/hpcdap/cdti"
@@ -263,4 +264,61 @@ func TestGetModuleMemory(t *testing.T) {
 	named(second, "liblzma.so")
 	readAll(second)
 	fails(&cdti.GetModuleMemory{Module: libz, Length: 8})
+}
+
+// TestModuleMemoryAfterExec: a program whose link map was walked (r_debug's address kept for
+// its image) execs itself; in the new image, whose dynamic linker and libraries are loaded
+// elsewhere (address-space randomisation), GetModuleMemory reads libc where /proc/PID/maps
+// now maps it: nothing of the old image's walk answers for the new one.
+func TestModuleMemoryAfterExec(t *testing.T) {
+	h := newHarness(t, "")
+	h.spawn(1, progBin, "exec")
+	tt, _ := startStopped(t, h, 1)
+	pid := h.rankPid(0)
+	libcAt := func() (name string, bias uint64) {
+		t.Helper()
+		r := tt.query(0, &cdti.GetLinkMap{MaxLength: cdti.MaxLinkMapSize})
+		lm, _ := r.Ack.(*cdti.GetLinkMapAck)
+		if r.Code != cdti.CmdSuccess || lm == nil {
+			t.Fatalf("GetLinkMap: %v", r.Code)
+		}
+		for _, e := range lm.Entries {
+			if strings.Contains(e.Name, "libc.so") {
+				name = e.Name
+				bias = e.Bias
+			}
+		}
+		starts, err := testenv.ProcMapStarts(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		real, _ := filepath.EvalSymlinks(name)
+		if name == "" || starts[real] != bias {
+			t.Fatalf("libc %q at %#x in the link map, /proc/%d/maps %#x", name, bias, pid, starts[real])
+		}
+		r = tt.query(0, &cdti.GetModuleMemory{Module: name, Length: 16, SpecAccess: cdti.SpecAccessUseThreadState})
+		if a, _ := r.Ack.(*cdti.GetModuleMemoryAck); r.Code != cdti.CmdSuccess || a == nil || a.Addr != bias || string(a.Data[:4]) != "\x7fELF" {
+			t.Fatalf("GetModuleMemory of %q: %v %+v, want the ELF header at %#x", name, r.Code, r.Ack, bias)
+		}
+		return name, bias
+	}
+	main := testenv.NMSymbol(t, progBin, "main")
+	tt.setBreak(0, main)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != main {
+		t.Fatalf("stopped at %#x, want main at %#x", n.InstAddress, main)
+	}
+	_, before := libcAt()
+	tt.cont(0) // on to the exec, which takes the breakpoint with the old image
+	if n := tt.signalNotify(); n.Signal != uint32(syscall.SIGTRAP) || n.Reason != cdti.SignalGeneric {
+		t.Fatalf("exec notify %+v, want SIGTRAP Generic", n)
+	}
+	tt.setBreak(0, main)
+	tt.cont(0)
+	if n := tt.signalNotify(); n.InstAddress != main {
+		t.Fatalf("stopped at %#x, want the new image's main at %#x", n.InstAddress, main)
+	}
+	if _, after := libcAt(); after == before {
+		t.Logf("libc at %#x in both images: the layouts are not randomised here", after)
+	}
 }
