@@ -39,8 +39,8 @@ const compareRounds = 8
 
 // compareByAgents evaluates a comparison: what it can through the agents, writing out[i] for
 // each rank i it answers, and the rest through front (the front end's own evaluation of the
-// ranks of those indexes). The ranks of one connection (and one place, where comparePlace
-// knows it) have their rounds beside the others', and what the rounds leave goes to the front
+// ranks of those indexes). The ranks of one connection (and one place, where placeOf knows
+// it) have their rounds beside the others', and what the rounds leave goes to the front
 // end as soon as they end; the rounds have half the time left, so that a slow agent leaves the
 // front end time for its ranks.
 func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, level *int, out []RankValue, front func([]int)) {
@@ -79,25 +79,24 @@ func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, l
 	// the others', and ranks alone at their place go straight to the front end.
 	type part struct {
 		ranks []*Rank
-		known bool // one place, as comparePlace knows it
+		known bool // one place, as placeOf knows it
 	}
 	var parts []part
 	for _, g := range groups {
-		keys := make([]string, len(g))
+		places := make([]comparePlace, len(g))
 		unknown := false
 		for i, r := range g {
-			keys[i] = j.comparePlace(r)
-			unknown = unknown || strings.HasSuffix(keys[i], "?")
+			places[i] = j.placeOf(r)
+			unknown = unknown || !places[i].known
 		}
-		by := map[string][]*Rank{}
-		var order []string
+		by := map[comparePlace][]*Rank{}
+		var order []comparePlace
 		for i, r := range g {
-			k := keys[i]
+			k := places[i]
 			if unknown {
 				// One rank's place unknown: the rounds find them all (a representative whose
 				// place is known would otherwise stand alone, and the next be unwound).
-				k, _, _ = strings.Cut(k, ":")
-				k += ":?"
+				k = comparePlace{exe: k.exe}
 			}
 			if _, seen := by[k]; !seen {
 				order = append(order, k)
@@ -105,7 +104,7 @@ func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, l
 			by[k] = append(by[k], r)
 		}
 		for _, k := range order {
-			parts = append(parts, part{ranks: by[k], known: !strings.HasSuffix(k, "?")})
+			parts = append(parts, part{ranks: by[k], known: k.known})
 		}
 	}
 	var wg sync.WaitGroup
@@ -123,35 +122,36 @@ func (j *Job) compareByAgents(ctx context.Context, ranks []*Rank, expr string, l
 	wg.Wait()
 }
 
-// comparePlace names where rank r is stopped, as far as the front end knows without asking
-// it: its executable, and the pcs of its main thread's stack when unwound at this stop, each
-// by its module and offset, so that ranks whose modules are loaded at different addresses
-// share a name. Without the stack the name is the executable's and ends in "?": a place the
-// rounds find.
-func (j *Job) comparePlace(r *Rank) string {
-	var b strings.Builder
-	b.WriteString(r.sym.executable())
-	b.WriteString(":")
-	ts := r.sym.cachedStack(r.Pid)
-	if ts == nil {
-		b.WriteString("?")
-		return b.String()
-	}
-	for _, f := range ts.Frames {
-		if f.Kind == symbols.FrameNormal || f.Kind == symbols.FrameSignal {
-			placePC(&b, f.Module, f.PC)
-		}
-	}
-	return b.String()
+// comparePlace is where a rank is stopped, as far as the front end knows without asking it:
+// its executable and, when its main thread's stack was unwound at this stop (known), the pcs
+// of that stack, each by its module and offset, so that ranks whose modules are loaded at
+// different addresses share a place. An unknown place is one the rounds find.
+type comparePlace struct {
+	exe   string
+	pcs   string
+	known bool
 }
 
-// placePC writes a pc as comparePlace names it: module and offset, or the address.
-func placePC(b *strings.Builder, m *symbols.Module, pc uint64) {
-	if m != nil {
-		fmt.Fprintf(b, "%s+%x/", m.Path, pc-m.Bias)
-	} else {
-		fmt.Fprintf(b, "%x/", pc)
+// placeOf returns where rank r is stopped, as comparePlace says.
+func (j *Job) placeOf(r *Rank) comparePlace {
+	p := comparePlace{exe: r.sym.executable()}
+	ts := r.sym.cachedStack(r.Pid)
+	if ts == nil {
+		return p
 	}
+	var b strings.Builder
+	for _, f := range ts.Frames {
+		if f.Kind != symbols.FrameNormal && f.Kind != symbols.FrameSignal {
+			continue
+		}
+		if f.Module != nil {
+			fmt.Fprintf(&b, "%s+%x/", f.Module.Path, f.PC-f.Module.Bias)
+		} else {
+			fmt.Fprintf(&b, "%x/", f.PC)
+		}
+	}
+	p.pcs, p.known = b.String(), true
+	return p
 }
 
 // compareRoundsOn evaluates expr in ranks reached through one connection: each round, the
