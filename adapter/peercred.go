@@ -70,22 +70,36 @@ func tcpPeerUID(c *net.TCPConn) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	var rows []tcpRow
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		r, err := readTCPTable(f)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return 0, err
+	// The table is read again when a row is missing from it: a socket closed between two of
+	// the kernel's pages of it shifts the rest, and a row can be skipped as well as repeated.
+	for tries := 1; ; tries++ {
+		var rows []tcpRow
+		for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+			r, err := readTCPTable(f)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return 0, err
+			}
+			rows = append(rows, r...)
 		}
-		rows = append(rows, r...)
+		uid, err := peerUID(rows, la, ra, own)
+		if !errors.Is(err, errNotInTable) || tries == 3 {
+			return uid, err
+		}
 	}
-	return peerUID(rows, la, ra, own)
 }
 
+// errNotInTable is what peerUID's error wraps when the server's socket or the peer's is not in
+// the table read.
+var errNotInTable = errors.New("not in the socket table")
+
 // peerUID picks the peer's uid from socket table rows: the server's own row (local la, remote
-// ra, inode own) must be there, and exactly one live row for the peer (local ra, remote la).
+// ra, inode own) must be there, and exactly one live socket for the peer (local ra, remote
+// la). A socket may be listed twice: the kernel writes the table a page per read, and a
+// socket opened or closed between two reads shifts the rest.
 func peerUID(rows []tcpRow, la, ra *net.TCPAddr, own uint64) (int, error) {
 	sawOwn := false
-	uid, live, dead := -1, 0, 0
+	uid, dead := -1, 0
+	live := map[uint64]bool{} // the peer's live sockets, by inode
 	for _, r := range rows {
 		switch {
 		case r.inode == own && addrMatches(r.local, la) && addrMatches(r.remote, ra):
@@ -95,19 +109,19 @@ func peerUID(rows []tcpRow, la, ra *net.TCPAddr, own uint64) (int, error) {
 				dead++
 				continue
 			}
-			live++
+			live[r.inode] = true
 			uid = r.uid
 		}
 	}
 	switch {
 	case !sawOwn:
-		return 0, fmt.Errorf("socket inode %d of %s not in the socket table", own, ra)
-	case live == 0 && dead > 0:
+		return 0, fmt.Errorf("socket inode %d of %s: %w", own, ra, errNotInTable)
+	case len(live) == 0 && dead > 0:
 		return 0, fmt.Errorf("peer %s closed its socket before its user could be checked", ra)
-	case live == 0:
-		return 0, fmt.Errorf("peer %s is not a socket of this host: cannot tell its user", ra)
-	case live > 1:
-		return 0, fmt.Errorf("peer %s: %d live sockets claim the address", ra, live)
+	case len(live) == 0:
+		return 0, fmt.Errorf("peer %s is not a socket of this host (%w): cannot tell its user", ra, errNotInTable)
+	case len(live) > 1:
+		return 0, fmt.Errorf("peer %s: %d live sockets claim the address", ra, len(live))
 	}
 	return uid, nil
 }
