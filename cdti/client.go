@@ -423,6 +423,17 @@ func (c *Client) readLoop() {
 			if !c.pushNotify(n) {
 				return
 			}
+		case h.Type == MsgExits:
+			m, err := DecodeMessage(b)
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			for _, n := range m.(*Exits).Notifies() {
+				if !c.pushNotify(n) {
+					return
+				}
+			}
 		case h.Type == MsgErrorAck:
 			c.errorAck(h)
 		case h.Type.IsAck():

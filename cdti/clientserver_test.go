@@ -411,6 +411,12 @@ func TestRelay(t *testing.T) {
 // HelloAck; it fails the test if the agent does not prove the token.
 func rawHello(t *testing.T, rw io.ReadWriter, token []byte) *HelloAck {
 	t.Helper()
+	return rawHelloVersion(t, rw, token, ExtensionVersion)
+}
+
+// rawHelloVersion is rawHello for a tool of extension version v.
+func rawHelloVersion(t *testing.T, rw io.ReadWriter, token []byte, v uint32) *HelloAck {
+	t.Helper()
 	exchange := func(m *Hello) *HelloAck {
 		b, err := Encode(m)
 		if err != nil {
@@ -430,9 +436,9 @@ func rawHello(t *testing.T, rw io.ReadWriter, token []byte) *HelloAck {
 		return reply.(*HelloAck)
 	}
 	mine := NewNonce()
-	ch := exchange(&Hello{Header: hdr(1), ExtVersion: ExtensionVersion, Nonce: mine})
+	ch := exchange(&Hello{Header: hdr(1), ExtVersion: v, Nonce: mine})
 	if !hmac.Equal(ch.Proof, HelloProof(token, HelloRoleAgent, mine, ch.Nonce)) {
 		t.Fatalf("the agent's proof %x is wrong", ch.Proof)
 	}
-	return exchange(&Hello{Header: hdr(2), ExtVersion: ExtensionVersion, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)})
+	return exchange(&Hello{Header: hdr(2), ExtVersion: v, Proof: HelloProof(token, HelloRoleTool, ch.Nonce, mine)})
 }

@@ -224,6 +224,8 @@ func TestMessageRoundTrip(t *testing.T) {
 		{&Update{Header: hdr(17), Commands: []Command{&SetMemory{ThreadID: 1, Addr: 2, Data: []byte{1, 2, 3}},
 			&SendSignal{ThreadID: 1, Signal: 2}, &ContinueProcess{}}}, 304 + 40 + 16 + 8},
 		{&QueryAck{Header: rcFail}, 304},
+		{&Exits{Header: hdr(18), Groups: []ExitGroup{{JobID: 7, ToolID: 3, Ranks: RankRanges{{0, 62, 2}}},
+			{JobID: 7, ToolID: 3, Status: 3 << 8, Ranks: RanksOf(1, 5, 6)}}}, 48 + 24 + 16 + 24 + 24},
 	}
 	for _, tc := range msgs {
 		t.Run(tc.m.MessageType().String(), func(t *testing.T) {

@@ -115,7 +115,7 @@ var messageTypeNames = map[MessageType]string{
 	MsgControl: "Control", MsgControlAck: "ControlAck", MsgHello: "Hello", MsgHelloAck: "HelloAck",
 	MsgGatherStacks: "GatherStacks", MsgGatherStacksAck: "GatherStacksAck",
 	MsgCollective: "Collective", MsgCollectiveAck: "CollectiveAck",
-	MsgSession: "Session", MsgSessionAck: "SessionAck",
+	MsgSession: "Session", MsgSessionAck: "SessionAck", MsgExits: "Exits",
 }
 
 func (t MessageType) String() string {

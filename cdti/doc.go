@@ -9,7 +9,7 @@
 // starts every tool message): ErrorAck, Attach, AttachAck, Detach, DetachAck, Query, QueryAck,
 // Update, UpdateAck, SetupJob, SetupJobAck, Notify, NotifyAck, Control, ControlAck, and the
 // extension messages Hello and HelloAck (and those of the tree: GatherStacks, Collective,
-// Session and their acks). Encode turns one into bytes; DecodeMessage turns bytes
+// Session and their acks, and Exits). Encode turns one into bytes; DecodeMessage turns bytes
 // back (types it does not know come back as *RawMessage). All integers are big-endian at the
 // offsets of IBM's header; padding is zero. ReadFrame and WriteFrame move whole messages over a
 // byte stream, reading exactly header.length bytes and refusing lengths outside [32, 65536].
@@ -121,6 +121,13 @@
 // resumed; the kept notifications come first), and only a link not resumed in time drops
 // the tool as after its exit. A connection the agent itself closes (Conn.Close) is not held.
 //
+// Exits. A job's end is reduced on the way up too: a Conn whose tool said extension version 3
+// coalesces the Termination Notifies given to it (its own agent's, and those its Router
+// relays) and the Exits relayed to it into one Exits, ranks grouped by wait status as strided
+// ranges. The first report waits at most Server.ExitDelay (2 ms) for others; any other message
+// written on the connection, and its Close, send what waits first, so that a report is never
+// overtaken. The Client hands each rank's Termination Notify to its receiver as before.
+//
 // Faults. When the link to a child breaks, the Router heals the tree for the tool connection
 // it served: it dials the child again with the session (within 3 s, well inside the grace
 // the child's children hold the session for), and, if the child is gone, adopts
@@ -195,6 +202,10 @@
 //	5107  SessionAck         message state u32 @40 (0 new: the session starts here, 1 resumed: this
 //	                                 connection took over the held one, 2 ended: the agent dropped the
 //	                                 session and closes), pad
+//	5108  Exits              message group count u32 @40, pad; from @48 the groups, each {job id u64, tool id u32,
+//	                                 wait status u32, range count u32, pad, the ranks as strided ranges (as in
+//	                                 5103) padded to 8}: the Termination Notifies of those ranks, sent to a tool of
+//	                                 extension version 3 or later (never answered)
 //	1101  GetTargetInfo      Query   (threadID only)
 //	1102  GetTargetInfoAck           ELF e_machine u16 @8, byte order u8 @10 (1 LSB, 2 MSB), pointer size u8 @11,
 //	                                 page size u32 @12, pid u32 @16, path length u32 @20, executable path @24

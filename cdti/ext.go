@@ -12,8 +12,9 @@ import (
 
 // ExtensionVersion is the version of this package's extensions (Hello, the extension commands),
 // sent in Hello and HelloAck. Version 2 proves the session token by challenge and response
-// instead of sending it.
-const ExtensionVersion = 2
+// instead of sending it; a tool of version 3 accepts Exits (a Termination Notify of several
+// ranks).
+const ExtensionVersion = 3
 
 // Extension command types: numbers BG/Q never assigned, so that a real CNK answers CmdInval.
 // Query extensions are 1101…1199, update extensions 1201…1299; ack = command + 1.

@@ -68,7 +68,9 @@ func seedMessages(t testing.TB) [][]byte {
 			{Code: CmdParmErr, Ack: &GetModuleMemoryAck{Length: 8}}}},
 		// A thread list sized to its threads and its answer.
 		&Query{Header: hdr(33), Commands: []Command{&ListThreads{ThreadID: 3}}},
-		&QueryAck{Header: hdr(34), Results: []Result{{Code: CmdSuccess, Ack: &ListThreadsAck{Threads: []ThreadEntry{{TID: 7}, {TID: 8, CommThread: true}}}}}})
+		&QueryAck{Header: hdr(34), Results: []Result{{Code: CmdSuccess, Ack: &ListThreadsAck{Threads: []ThreadEntry{{TID: 7}, {TID: 8, CommThread: true}}}}}},
+		// The exits of several ranks.
+		&Exits{Header: hdr(35), Groups: []ExitGroup{{JobID: 1, ToolID: 2, Ranks: RankRanges{{0, 62, 2}, {63, 63, 1}}}, {Status: 256, Ranks: RanksOf(1, 9)}}})
 	for _, m := range msgs {
 		b, err := EncodeLax(m)
 		if err != nil {

@@ -98,6 +98,7 @@ func init() {
 		MsgCollectiveAck:   decCollectiveAck,
 		MsgSession:         decSession,
 		MsgSessionAck:      decSessionAck,
+		MsgExits:           decExits,
 	}
 }
 

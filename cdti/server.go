@@ -113,6 +113,9 @@ type Server struct {
 	// WriteTimeout bounds every write (acks and notifications); 0 means 30 s. A write that
 	// times out closes the connection, so a peer that stops reading cannot block the agent.
 	WriteTimeout time.Duration
+	// ExitDelay bounds how long a Termination report waits for others to share its message
+	// (see Exits); 0 means 2 ms.
+	ExitDelay time.Duration
 	// ErrorLog receives connection errors; nil discards them (CloseHandler still sees them).
 	ErrorLog *log.Logger
 	// ResumeGrace is how long a connection that names a tool session (a Router's link, see
@@ -260,8 +263,9 @@ type Conn struct {
 	cancel context.CancelFunc
 	hello  *Hello
 
-	wmu       sync.Mutex // serializes writes; guards nc's replacement and the session state below
+	wmu       sync.Mutex // serializes writes; guards nc's replacement, exits and the session state below
 	notifySeq atomic.Uint32
+	exits     exitBatch // Termination reports waiting to be sent as one Exits (ext_exits.go)
 
 	// The tool session the connection relays (session.go), and its state when held.
 	session    [SessionIDSize]byte
@@ -318,17 +322,25 @@ func (c *Conn) SetValue(v any) {
 // tool session (only a break of its transport holds it for a resumption).
 func (c *Conn) Close() error {
 	c.wmu.Lock()
+	c.flushExitsLocked(closeFlushTimeout) // what waits is sent: nothing is lost to the close
 	nc := c.nc
 	c.closing, c.ending = true, true
 	c.wmu.Unlock()
 	return nc.Close()
 }
 
+// closeFlushTimeout bounds the write of the exit reports Close sends before it closes.
+const closeFlushTimeout = time.Second
+
 // Notify sends an unsolicited Notify. It may be called from any goroutine at any time, also
 // concurrently with the acks the framework writes. Header fields left zero are filled: Service
 // (ServiceToolctl), SequenceID (a per-connection counter), and Version (ProtocolVersion) except
-// for a Termination notify, which CNK sends with version 0.
+// for a Termination notify, which CNK sends with version 0. To a peer that accepts Exits, a
+// Termination notify is sent within an Exits, perhaps with others (see Exits).
 func (c *Conn) Notify(n *Notify) error {
+	if n.Kind == NotifyTypeTermination && c.acceptsExits() {
+		return c.reportExits([]ExitGroup{{JobID: n.JobID, ToolID: n.ToolID, Status: n.Exit, Ranks: RanksOf(n.Rank)}})
+	}
 	m := *n
 	if m.Service == 0 {
 		m.Service = ServiceToolctl
@@ -352,10 +364,17 @@ func (c *Conn) Send(m Message) error {
 }
 
 // SendEncoded writes one encoded message as it is (a frame relayed from toolctld, for
-// instance), after checking its length field. Like Notify it is safe for concurrent use.
+// instance), after checking its length field. Like Notify it is safe for concurrent use. The
+// exit reports of a Termination Notify or an Exits are sent as Notify sends them: within an
+// Exits to a peer that accepts it, and as Termination Notifies to one that does not.
 func (c *Conn) SendEncoded(frame []byte) error {
 	if err := WriteFrame(io.Discard, frame); err != nil {
 		return err
+	}
+	if groups, ok := exitsOf(frame); ok {
+		if h, _ := ParseHeader(frame); c.acceptsExits() || h.Type == MsgExits {
+			return c.reportExits(groups)
+		}
 	}
 	return c.write(frame)
 }
@@ -374,14 +393,23 @@ func (c *Conn) AfterReply(f func()) {
 	f()
 }
 
+// write sends one encoded message after the exit reports waiting (see Exits).
 func (c *Conn) write(b []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if err := c.flushExitsLocked(c.srv.writeTimeout()); err != nil {
+		return err
+	}
+	return c.writeLocked(b, c.srv.writeTimeout())
+}
+
+// writeLocked sends one encoded message, c.wmu held, within timeout.
+func (c *Conn) writeLocked(b []byte, timeout time.Duration) error {
 	if c.suspended {
 		c.keep(b)
 		return nil
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(c.srv.writeTimeout()))
+	c.nc.SetWriteDeadline(time.Now().Add(timeout))
 	if _, err := c.nc.Write(b); err != nil {
 		// A partial write leaves the stream unusable. A connection that names a session is
 		// held until resumed: the frame is kept or dropped.

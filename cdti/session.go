@@ -415,7 +415,7 @@ func (closedConn) Close() error              { return nil }
 // keep keeps a frame written while the connection is held, if it is a Notify (acks of
 // requests are dropped: the Router above answered them when its link broke).
 func (c *Conn) keep(b []byte) {
-	if h, _ := ParseHeader(b); h.Type != MsgNotify {
+	if h, _ := ParseHeader(b); h.Type != MsgNotify && h.Type != MsgExits {
 		return
 	}
 	if len(c.held) >= maxHeldNotifies {
