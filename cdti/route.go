@@ -522,7 +522,9 @@ func (r *Router) readLink(c *Conn, addr string, l *link) {
 			}
 			continue
 		}
-		delete(l.pending, h.SequenceID)
+		if h.Type.IsAck() { // a notification's sequence id is the agent's, not a request's
+			delete(l.pending, h.SequenceID)
+		}
 		l.mu.Unlock()
 		if c.SendEncoded(b) != nil {
 			break
