@@ -215,3 +215,58 @@ func TestTreeEndHealsNothing(t *testing.T) {
 		t.Errorf("the session's end made agents heal their management plane %d times:\n%s", n, logs)
 	}
 }
+
+// TestTreeLogPointsAcrossHeal runs 4 ranks of spin.c on 4 local agents (one rank each) at
+// fan-out 2 (0 → 1 → 3, 0 → 2) with a log point at tick, planted before the job starts, and
+// kills interior agent 1 (kill -9): rank 3, below it, is adopted by the root, and the log
+// point goes on printing for ranks 0, 2 and 3 with no stop, its hits (each a stop the front
+// end continues) reaching the front end through the healed tree.
+func TestTreeLogPointsAcrossHeal(t *testing.T) {
+	t.Parallel()
+	p := compileC(t, "spin")
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "np": 4, "ranksPerAgent": 1, "fanout": 2})
+	var sb SetBreakpointsResponseBodyExt
+	d.call("setBreakpoints", map[string]any{"source": map[string]any{"path": p.src}, "breakpoints": []map[string]any{
+		{"line": p.line(t, "tick"), "logMessage": "logged ticks={ticks}"}}}, &sb)
+	if len(sb.Breakpoints) != 1 || !sb.Breakpoints[0].Verified {
+		t.Fatalf("log point: %+v", sb)
+	}
+	d.call("configurationDone", nil, nil)
+	ranks := d.ranks().Ranks
+	t.Cleanup(func() {
+		for _, r := range ranks {
+			syscall.Kill(r.Pid, syscall.SIGKILL)
+		}
+	})
+	logged := func(r int) int { return strings.Count(allOutput(d), fmt.Sprintf("[%d] logged ticks=", r)) }
+	for r := range 4 {
+		waitFor(t, fmt.Sprintf("rank %d's log point", r), func() bool { return logged(r) > 0 })
+	}
+	agent := parentPid(t, ranks[1].Pid)
+	if err := syscall.Kill(agent, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitForExit(t, agent)
+	waitOutput(t, d, "lost 1 of 4 ranks (an agent on the way to them is gone): 1;")
+	for _, r := range []int{0, 2, 3} {
+		n := logged(r)
+		waitFor(t, fmt.Sprintf("rank %d's log point after the heal", r), func() bool { return logged(r) >= n+3 })
+	}
+	waitFor(t, "rank 1 exited, the others running", func() bool {
+		for _, r := range d.ranks().Ranks {
+			if want := map[bool]string{true: "exited", false: "running"}[r.Rank == 1]; r.State != want {
+				return false
+			}
+		}
+		return true
+	})
+	if _, err := d.c.WaitEvent("stopped", 0, nil); err == nil {
+		t.Error("a log point stopped the session")
+	}
+	if out := allOutput(d); strings.Count(out, "lost 1 of 4") != 1 {
+		t.Errorf("the loss is not reported once:\n%s", out)
+	}
+	d.call("disconnect", map[string]any{"terminateDebuggee": true}, nil)
+}

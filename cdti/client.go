@@ -72,7 +72,7 @@ type Client struct {
 
 	nmu      sync.Mutex
 	ncond    *sync.Cond
-	nq       []*Notify
+	nq       []queued
 	nended   bool
 	notifyCh chan *Notify
 	// lastNotify is the number of the signal notification last delivered per rank (repeated);
@@ -429,10 +429,8 @@ func (c *Client) readLoop() {
 				c.fail(err)
 				return
 			}
-			for _, n := range m.(*Exits).Notifies() {
-				if !c.pushNotify(n) {
-					return
-				}
+			if !c.pushQueued(queued{x: newExitsCursor(m.(*Exits))}) {
+				return
 			}
 		case h.Type == MsgErrorAck:
 			c.errorAck(h)
@@ -527,15 +525,25 @@ func (c *Client) repeated(n *Notify) bool {
 	return false
 }
 
+// queued is a notification waiting for its receiver: a Notify, or the rest of an Exits.
+type queued struct {
+	n *Notify
+	x *exitsCursor
+}
+
 // pushNotify queues a notification; it fails the connection when the queue is full.
-func (c *Client) pushNotify(n *Notify) bool {
+func (c *Client) pushNotify(n *Notify) bool { return c.pushQueued(queued{n: n}) }
+
+// pushQueued queues a notification, an Exits counting as one (it holds at most a message's
+// bytes); it fails the connection when the queue is full.
+func (c *Client) pushQueued(q queued) bool {
 	c.nmu.Lock()
 	if len(c.nq) >= c.opts.NotifyLimit {
 		c.nmu.Unlock()
 		c.fail(fmt.Errorf("%w: %d notifications not received", ErrNotifyOverflow, c.opts.NotifyLimit))
 		return false
 	}
-	c.nq = append(c.nq, n)
+	c.nq = append(c.nq, q)
 	c.ncond.Signal()
 	c.nmu.Unlock()
 	return true
@@ -553,9 +561,14 @@ func (c *Client) pump() {
 			c.nmu.Unlock()
 			return
 		}
-		n := c.nq[0]
-		c.nq[0] = nil
-		c.nq = c.nq[1:]
+		n, more := c.nq[0].n, false
+		if x := c.nq[0].x; x != nil {
+			n, more = x.pop()
+		}
+		if !more {
+			c.nq[0] = queued{}
+			c.nq = c.nq[1:]
+		}
 		c.nmu.Unlock()
 		select {
 		case c.notifyCh <- n:

@@ -3,6 +3,7 @@ package cdti
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -139,7 +140,7 @@ func TestExitsFlushedByClose(t *testing.T) {
 func TestExitsFull(t *testing.T) {
 	c, sc := exitsServer(t, time.Hour)
 	_, before := c.Messages()
-	const n = 20000 // squares: no three in a progression, so half a range each
+	const n = 20000 // squares: their distances grow, so that a range holds two at most
 	for i := range uint32(n) {
 		if err := sc.Notify(termination(i*i, ExitStatus(i%2))); err != nil {
 			t.Fatal(err)
@@ -156,6 +157,71 @@ func TestExitsFull(t *testing.T) {
 	}
 	if _, after := c.Messages(); after-before < 2 {
 		t.Errorf("%d messages for %d reports of scattered ranks: they cannot fit one", after-before, n)
+	}
+}
+
+// TestExitsInterleaved: the reports of agents whose ranks interleave (a cyclic mapping: every
+// third rank on each) go up as one message of a group a set, their ranks never listed, and
+// an Exits of more ranks than the Client's queue holds is received whole.
+func TestExitsInterleaved(t *testing.T) {
+	c, sc := exitsServer(t, time.Hour)
+	_, before := c.Messages()
+	const n = 300000 // more than NotifyLimit's 65,536
+	for first := range uint32(3) {
+		b, err := Encode(&Exits{Header: hdr(9), Groups: []ExitGroup{{JobID: 77, ToolID: 5, Ranks: RankRanges{{first, n - 3 + first, 3}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.SendEncoded(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc.Close()
+	seen := make([]bool, n)
+	for range n {
+		x := nextNotify(t, c)
+		if x.Rank >= n || seen[x.Rank] || x.Kind != NotifyTypeTermination {
+			t.Fatalf("%+v: not a report sent, or sent twice", x)
+		}
+		seen[x.Rank] = true
+	}
+	if _, after := c.Messages(); after-before != 1 {
+		t.Errorf("%d messages for the reports of 3 interleaved sets, want 1", after-before)
+	}
+}
+
+// TestExitsBehindCNK: an agent that answers as a CNK sends one Termination Notify a rank, to
+// a tool of this version too.
+func TestExitsBehindCNK(t *testing.T) {
+	a := newMemAgent(4096)
+	a.ext = false
+	s := startServer(t, a)
+	s.srv.CNK = true
+	s.srv.ExitDelay = time.Hour
+	c := s.dial(t, "tcp", ClientOptions{})
+	sc := recvConn(t, a.opened)
+	_, before := c.Messages()
+	for r := range uint32(3) {
+		if err := sc.Notify(termination(r, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := range uint32(3) {
+		if n := nextNotify(t, c); n.Rank != r || n.Kind != NotifyTypeTermination {
+			t.Fatalf("%+v, want rank %d's Termination", n, r)
+		}
+	}
+	if _, after := c.Messages(); after-before != 3 {
+		t.Errorf("%d messages for 3 exits behind a CNK, want 3", after-before)
+	}
+}
+
+// TestExitsAfterClose: a report on a connection closed is an error, as any write is.
+func TestExitsAfterClose(t *testing.T) {
+	_, sc := exitsServer(t, time.Hour)
+	sc.Close()
+	if err := sc.Notify(termination(1, 0)); err == nil {
+		t.Error("a report on a closed connection: no error")
 	}
 }
 
@@ -218,8 +284,8 @@ func TestExitsMalformed(t *testing.T) {
 		"header only":      func(b []byte) []byte { return setLen(b[:44]) },
 	}
 	for what, f := range bad {
-		if _, err := DecodeMessage(f(bytes.Clone(good))); err == nil || !strings.Contains(err.Error(), "Exits") {
-			t.Errorf("%s: %v, want an error naming Exits", what, err)
+		if _, err := DecodeMessage(f(bytes.Clone(good))); !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "Exits") {
+			t.Errorf("%s: %v, want a malformed Exits", what, err)
 		}
 	}
 	if _, err := Encode(&Exits{Header: hdr(1)}); err == nil {
@@ -227,5 +293,77 @@ func TestExitsMalformed(t *testing.T) {
 	}
 	if _, err := Encode(&Exits{Header: hdr(1), Groups: []ExitGroup{{Status: 1}}}); err == nil {
 		t.Error("an Exits group of no rank encoded")
+	}
+}
+
+// TestRouterReducesExits: in a tree of 7 agents at fan-out 2, 3 ranks each, every agent
+// reports its ranks' ends (status rank % 2) on its connection up; each level merges what it
+// relays into what it reports itself, and the tool receives the 21 reports in one message
+// (the root's reports wait here until the next message, its ack of a Query, sends them).
+func TestRouterReducesExits(t *testing.T) {
+	const n, per = 7, 3
+	srvs, root := simTreeWith(t, n, 2, per, simSpec{exits: func(i int) time.Duration {
+		if i == 0 {
+			return time.Hour
+		}
+		return 0
+	}})
+	c := dialRoot(t, root)
+	ctx := testCtx(t)
+	for i := range n { // a link to every agent
+		if _, err := c.Traceback(ctx, uint32(i*per), 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	upstream := func(s *Server) *Conn {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.conns) != 1 {
+			t.Fatalf("%d connections to agent %s, want its parent's alone", len(s.conns), s.Node)
+		}
+		for sc := range s.conns {
+			return sc
+		}
+		return nil
+	}
+	for i, s := range srvs {
+		sc := upstream(s)
+		for r := uint32(i * per); r < uint32(i*per+per); r++ {
+			if err := sc.Notify(termination(r, ExitStatus(r%2))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	top := upstream(srvs[0])
+	waitFor := time.Now().Add(10 * time.Second)
+	for {
+		top.wmu.Lock()
+		held := 0
+		for _, g := range top.exits.groups {
+			held += g.Ranks.Count()
+		}
+		top.wmu.Unlock()
+		if held == n*per {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatalf("the root holds %d reports, want %d", held, n*per)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, before := c.Messages()
+	if _, err := c.Traceback(ctx, 1, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, after := c.Messages(); after-before != 2 {
+		t.Errorf("%d messages for the ends of %d ranks and an ack, want 2", after-before, n*per)
+	}
+	seen := map[uint32]bool{}
+	for range n * per {
+		x := nextNotify(t, c)
+		if x.Kind != NotifyTypeTermination || x.Rank >= n*per || seen[x.Rank] || x.Exit != ExitStatus(x.Rank%2) {
+			t.Fatalf("%+v: not a report sent, or sent twice", x)
+		}
+		seen[x.Rank] = true
 	}
 }

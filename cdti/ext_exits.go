@@ -2,13 +2,15 @@ package cdti
 
 import (
 	"fmt"
-	"sort"
+	"net"
+	"slices"
 	"time"
 )
 
 // Exits (extension message 5108) reports the end of several ranks' processes in one message,
-// reduced: one group per (job, tool, wait status), with the ranks that ended so as strided
-// ranges. It stands for the Termination Notifies of those ranks, which CNK sends one a rank.
+// reduced: groups of ranks of one job that ended with one same wait status for one tool, as
+// strided ranges. It stands for the Termination Notifies of those ranks, which CNK sends one
+// a rank. Several groups may share a job, tool and status.
 //
 // A Conn whose peer said ExtensionVersion 3 or later in its Hello coalesces the Termination
 // Notifies it is given (Notify, or SendEncoded for a relayed one) and the Exits relayed to it
@@ -18,7 +20,9 @@ import (
 // up: 1,024 ranks that end with status 0 reach the tool as a few messages of a few ranges
 // each. The Client turns an Exits back into the Termination Notifies it stands for (version 0,
 // the Exits' sequence id), in rank order within each group, so that its receivers see no
-// difference. A peer of an older version is sent one Notify a rank, as before.
+// difference; it queues an Exits as one notification, whatever its number of ranks. A peer of
+// an older version, and any tool of an agent that answers as a CNK, is sent one Notify a rank,
+// as before.
 type Exits struct {
 	Header
 	Groups []ExitGroup
@@ -52,9 +56,8 @@ func (s *Server) exitDelay() time.Duration {
 // u32, wait status u32, range count u32, 4 bytes padding, and its ranges (lo, hi, stride u32
 // each) padded to 8.
 const (
-	exitsBaseSize  = 48
-	exitGroupSize  = 24
-	maxExitsGroups = (MaxFrameSize - exitsBaseSize) / (exitGroupSize + rangeBytes)
+	exitsBaseSize = 48
+	exitGroupSize = 24
 )
 
 func (m *Exits) MessageType() MessageType { return MsgExits }
@@ -120,20 +123,40 @@ func decExits(h Header, b []byte) (Message, error) {
 	return m, nil
 }
 
-// Notifies returns the Termination Notifies m stands for, in its groups' order and each
-// group's in rank order.
-func (m *Exits) Notifies() []*Notify {
-	var out []*Notify
-	for _, g := range m.Groups {
-		for _, r := range g.Ranks.Ranks() {
-			out = append(out, &Notify{
-				Header: Header{Service: m.Service, Type: MsgNotify, Rank: r, SequenceID: m.SequenceID,
-					Length: notifySize, JobID: g.JobID, ToolID: g.ToolID},
-				Kind: NotifyTypeTermination, Exit: g.Status,
-			})
-		}
+// exitsCursor hands out the Termination Notifies an Exits stands for one at a time, in its
+// groups' order and each group's in rank order, without listing its ranks (a set of a few
+// bytes may hold millions).
+type exitsCursor struct {
+	m    *Exits
+	g, r int    // the group and range of the next rank
+	next uint64 // the next rank, within range r
+}
+
+func newExitsCursor(m *Exits) *exitsCursor {
+	return &exitsCursor{m: m, next: uint64(m.Groups[0].Ranks[0].Lo)}
+}
+
+// pop returns the next rank's Termination Notify, and whether more follow.
+func (x *exitsCursor) pop() (*Notify, bool) {
+	g := x.m.Groups[x.g]
+	rg := g.Ranks[x.r]
+	n := &Notify{
+		Header: Header{Service: x.m.Service, Type: MsgNotify, Rank: uint32(x.next), SequenceID: x.m.SequenceID,
+			Length: notifySize, JobID: g.JobID, ToolID: g.ToolID},
+		Kind: NotifyTypeTermination, Exit: g.Status,
 	}
-	return out
+	x.next += uint64(rg.Stride)
+	if x.next > uint64(rg.Hi) {
+		x.r++
+		if x.r == len(g.Ranks) {
+			x.g, x.r = x.g+1, 0
+			if x.g == len(x.m.Groups) {
+				return n, false
+			}
+		}
+		x.next = uint64(x.m.Groups[x.g].Ranks[x.r].Lo)
+	}
+	return n, true
 }
 
 // exitKey is what the ranks of one ExitGroup share.
@@ -143,15 +166,22 @@ type exitKey struct {
 	status ExitStatus
 }
 
-// exitBatch is the reports a Conn holds for its next Exits (guarded by Conn.wmu).
+// exitBatch is the reports a Conn holds for its next Exits (guarded by Conn.wmu): groups in
+// the order they came, a key's ranks that come after its last group's extending that group
+// (an agent's processes reported in rank order, the next agent's after them), others making
+// a group of their own, so that adding a report never lists a set's ranks.
 type exitBatch struct {
-	groups map[exitKey]RankRanges
-	size   int         // the encoded size of an Exits of them, bounded above
-	timer  *time.Timer // sends them when it fires
+	groups []ExitGroup
+	last   map[exitKey]int // each key's last group
+	size   int             // the encoded size of an Exits of groups
+	timer  *time.Timer     // sends them when it fires
 }
 
-// acceptsExits reports whether the peer accepts Exits (see Exits).
-func (c *Conn) acceptsExits() bool { return c.hello != nil && c.hello.ExtVersion >= exitsVersion }
+// acceptsExits reports whether the peer accepts Exits (see Exits): a tool of extension
+// version 3 or later, and never behind a CNK (a real one sends one Notify a rank).
+func (c *Conn) acceptsExits() bool {
+	return !c.srv.CNK && c.hello != nil && c.hello.ExtVersion >= exitsVersion
+}
 
 // reportExits adds the ended ranks of groups to the reports waiting on c, sends them when
 // they would no longer fit one message, and otherwise has them sent within ExitDelay. A peer
@@ -159,11 +189,13 @@ func (c *Conn) acceptsExits() bool { return c.hello != nil && c.hello.ExtVersion
 func (c *Conn) reportExits(groups []ExitGroup) error {
 	if !c.acceptsExits() {
 		for _, g := range groups {
-			for _, r := range g.Ranks.Ranks() {
-				err := c.Notify(&Notify{Header: Header{Rank: r, JobID: g.JobID, ToolID: g.ToolID},
-					Kind: NotifyTypeTermination, Exit: g.Status})
-				if err != nil {
-					return err
+			for _, rg := range g.Ranks {
+				for r := uint64(rg.Lo); r <= uint64(rg.Hi); r += uint64(rg.Stride) {
+					err := c.Notify(&Notify{Header: Header{Rank: uint32(r), JobID: g.JobID, ToolID: g.ToolID},
+						Kind: NotifyTypeTermination, Exit: g.Status})
+					if err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -171,25 +203,13 @@ func (c *Conn) reportExits(groups []ExitGroup) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.closing && !c.suspended {
+		return fmt.Errorf("write: %w", net.ErrClosed)
+	}
 	for _, g := range groups {
-		k := exitKey{g.JobID, g.ToolID, g.Status}
-		if c.exits.size+exitGroupSize+round8(rangeBytes*len(g.Ranks)) > MaxFrameSize || len(c.exits.groups) >= maxExitsGroups {
-			if err := c.flushExitsLocked(c.srv.writeTimeout()); err != nil {
-				return err
-			}
+		if err := c.addExitsLocked(exitKey{g.JobID, g.ToolID, g.Status}, g.Ranks); err != nil {
+			return err
 		}
-		if c.exits.groups == nil {
-			c.exits.groups = make(map[exitKey]RankRanges)
-			c.exits.size = exitsBaseSize
-		}
-		old, had := c.exits.groups[k]
-		was := len(old)
-		merged := addRanks(old, g.Ranks)
-		c.exits.size += round8(rangeBytes*len(merged)) - round8(rangeBytes*was)
-		if !had {
-			c.exits.size += exitGroupSize
-		}
-		c.exits.groups[k] = merged
 	}
 	if c.exits.timer == nil && len(c.exits.groups) > 0 {
 		c.exits.timer = time.AfterFunc(c.srv.exitDelay(), c.flushExits)
@@ -197,24 +217,55 @@ func (c *Conn) reportExits(groups []ExitGroup) error {
 	return nil
 }
 
-// addRanks returns the union of set, which it may modify, and more. Ranks that come after
-// the set's (those of an agent's processes reported in rank order, or of the next agent) are
-// appended in constant time each.
-func addRanks(set, more RankRanges) RankRanges {
-	if len(set) == 0 || more[0].Lo <= set[len(set)-1].Hi {
-		return set.Union(more)
+// addExitsLocked adds the ranks rs of key k to the batch, c.wmu held, sending the batch first
+// whenever they would not fit in its message.
+func (c *Conn) addExitsLocked(k exitKey, rs RankRanges) error {
+	for len(rs) > 0 {
+		if c.exits.groups == nil {
+			c.exits.last = make(map[exitKey]int)
+			c.exits.size = exitsBaseSize
+		}
+		// After the key's last group: extend it. appendRange changes only the last range
+		// of what it extends, so the extension is tried on a copy of that range alone.
+		if i, ok := c.exits.last[k]; ok {
+			cur := c.exits.groups[i].Ranks
+			if rs[0].Lo > cur[len(cur)-1].Hi {
+				tail := RankRanges{cur[len(cur)-1]}
+				for _, r := range rs {
+					tail = appendRange(tail, r)
+				}
+				merged := len(cur) - 1 + len(tail)
+				if grow := round8(rangeBytes*merged) - round8(rangeBytes*len(cur)); c.exits.size+grow <= MaxFrameSize {
+					c.exits.groups[i].Ranks = append(cur[:len(cur)-1], tail...)
+					c.exits.size += grow
+					return nil
+				}
+			}
+		}
+		// A group of its own, of as many ranges as fit.
+		room := (MaxFrameSize - c.exits.size - exitGroupSize) / rangeBytes
+		if room < 1 {
+			if err := c.flushExitsLocked(c.srv.writeTimeout()); err != nil {
+				return err
+			}
+			continue
+		}
+		part := rs[:min(room, len(rs))]
+		rs = rs[len(part):]
+		c.exits.last[k] = len(c.exits.groups)
+		c.exits.groups = append(c.exits.groups, ExitGroup{JobID: k.job, ToolID: k.tool, Status: k.status, Ranks: slices.Clone(part)})
+		c.exits.size += exitGroupSize + round8(rangeBytes*len(part))
 	}
-	for _, r := range more {
-		set = appendRange(set, r)
-	}
-	return set
+	return nil
 }
 
-// flushExits sends the reports waiting on c.
+// flushExits sends the reports waiting on c (ExitDelay's timer).
 func (c *Conn) flushExits() {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.flushExitsLocked(c.srv.writeTimeout())
+	if err := c.flushExitsLocked(c.srv.writeTimeout()); err != nil {
+		c.srv.logf("cdti: connection %d: exit reports: %v", c.id, err)
+	}
 }
 
 // flushExitsLocked sends the reports waiting on c as one Exits within timeout, c.wmu held.
@@ -226,13 +277,9 @@ func (c *Conn) flushExitsLocked(timeout time.Duration) error {
 	if len(c.exits.groups) == 0 {
 		return nil
 	}
-	m := &Exits{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion, SequenceID: c.notifySeq.Add(1)}}
-	for k, rs := range c.exits.groups {
-		m.Groups = append(m.Groups, ExitGroup{JobID: k.job, ToolID: k.tool, Status: k.status, Ranks: rs})
-	}
-	sort.Slice(m.Groups, func(i, j int) bool { return m.Groups[i].Ranks[0].Lo < m.Groups[j].Ranks[0].Lo })
-	c.exits.groups, c.exits.size = nil, 0
-	b, err := Encode(m)
+	m := &Exits{Header: Header{Service: ServiceToolctl, Version: ProtocolVersion, SequenceID: c.notifySeq.Add(1)}, Groups: c.exits.groups}
+	c.exits = exitBatch{}
+	b, err := Encode(m) // within MaxFrameSize: addExitsLocked counted every byte
 	if err != nil {
 		return err
 	}
@@ -240,24 +287,18 @@ func (c *Conn) flushExitsLocked(timeout time.Duration) error {
 }
 
 // exitsOf returns the exit reports an encoded message carries: a Termination Notify's or an
-// Exits' (ok false for any other message, or one that does not decode).
-func exitsOf(frame []byte) (groups []ExitGroup, ok bool) {
-	h, err := ParseHeader(frame)
-	if err != nil || (h.Type != MsgNotify && h.Type != MsgExits) {
-		return nil, false
-	}
-	m, err := DecodeMessage(frame)
-	if err != nil {
-		return nil, false
-	}
-	switch m := m.(type) {
-	case *Notify:
-		if m.Kind != NotifyTypeTermination {
-			return nil, false
+// Exits' (ok false for any other message). A malformed Exits is an error.
+func exitsOf(frame []byte) (groups []ExitGroup, ok bool, err error) {
+	h, _ := ParseHeader(frame)
+	switch {
+	case h.Type == MsgNotify && len(frame) >= notifySize && NotifyKind(be.Uint32(frame[40:])) == NotifyTypeTermination:
+		return []ExitGroup{{JobID: h.JobID, ToolID: h.ToolID, Status: ExitStatus(be.Uint32(frame[48:])), Ranks: RanksOf(h.Rank)}}, true, nil
+	case h.Type == MsgExits:
+		m, err := DecodeMessage(frame)
+		if err != nil {
+			return nil, false, err
 		}
-		return []ExitGroup{{JobID: m.JobID, ToolID: m.ToolID, Status: m.Exit, Ranks: RanksOf(m.Rank)}}, true
-	case *Exits:
-		return m.Groups, true
+		return m.(*Exits).Groups, true, nil
 	}
-	return nil, false
+	return nil, false, nil
 }

@@ -109,6 +109,7 @@ type simSpec struct {
 	stack   func(index int, r uint32) []uint64 // the ranks' stacks (nil: stackOf)
 	local   func(i int, a *stackAgent) any     // agent i's Router's Local handler (nil: a itself)
 	timeout func(i int) time.Duration          // agent i's Router's Timeout (nil: 10 s each)
+	exits   func(i int) time.Duration          // agent i's Server's ExitDelay (nil: the default)
 }
 
 // simTreeWith is simTree with the agents as spec makes them.
@@ -149,6 +150,9 @@ func simTreeWith(t testing.TB, n, k, perAgent int, spec simSpec) ([]*Server, str
 		rt := &Router{Local: h, Token: []byte(testToken), Timeout: timeout}
 		rt.SetChildren(route(i).Children)
 		srvs[i] = &Server{Token: []byte(testToken), Node: fmt.Sprint("node", i), Handler: rt}
+		if spec.exits != nil {
+			srvs[i].ExitDelay = spec.exits(i)
+		}
 		go srvs[i].Serve(lns[i])
 	}
 	t.Cleanup(func() {

@@ -371,7 +371,11 @@ func (c *Conn) SendEncoded(frame []byte) error {
 	if err := WriteFrame(io.Discard, frame); err != nil {
 		return err
 	}
-	if groups, ok := exitsOf(frame); ok {
+	groups, ok, err := exitsOf(frame)
+	if err != nil {
+		return err
+	}
+	if ok {
 		if h, _ := ParseHeader(frame); c.acceptsExits() || h.Type == MsgExits {
 			return c.reportExits(groups)
 		}

@@ -93,6 +93,15 @@ func TestSessionResume(t *testing.T) {
 			t.Fatalf("notify while held: %v", err)
 		}
 	}
+	// Two ranks' ends and a stop after them: kept as one Exits, then the stop.
+	for r := range uint32(2) {
+		if err := c.Notify(&Notify{Header: Header{Rank: 3 + r}, Kind: NotifyTypeTermination, Exit: 256}); err != nil {
+			t.Fatalf("exit while held: %v", err)
+		}
+	}
+	if err := c.Notify(&Notify{Header: Header{Rank: 5}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
+		t.Fatalf("notify while held: %v", err)
+	}
 	select {
 	case <-a.closed:
 		t.Fatal("the handler was told of the close of a held connection")
@@ -117,6 +126,28 @@ func TestSessionResume(t *testing.T) {
 		}
 		if n, ok := m.(*Notify); !ok || n.Rank != uint32(i) {
 			t.Fatalf("kept notification %d: %+v", i, m)
+		}
+	}
+	for _, want := range []MessageType{MsgExits, MsgNotify} {
+		b, err := ReadFrame(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := m.(type) {
+		case *Exits:
+			if want != MsgExits || len(m.Groups) != 1 || !m.Groups[0].Ranks.Equal(RanksOf(3, 4)) || m.Groups[0].Status != 256 {
+				t.Fatalf("kept %+v, want the Exits of ranks 3 and 4", m)
+			}
+		case *Notify:
+			if want != MsgNotify || m.Rank != 5 || m.Kind != NotifyTypeSignal {
+				t.Fatalf("kept %+v, want rank 5's stop after the exits", m)
+			}
+		default:
+			t.Fatalf("kept %v, want %v", m.MessageType(), want)
 		}
 	}
 	if err := c.Notify(&Notify{Header: Header{Rank: 9}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
