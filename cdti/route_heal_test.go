@@ -428,3 +428,75 @@ func TestRouterKeepsOrderAcrossHeal(t *testing.T) {
 		t.Fatalf("the child saw the requests in the order %v, want %v", child.seen, want)
 	}
 }
+
+// gateAgent serves rank 1 and answers a Query only once gate is closed; it passes each
+// connection and Query on.
+type gateAgent struct {
+	gate    chan struct{}
+	opened  chan *Conn
+	queried chan uint32 // each Query's sequence id
+}
+
+func (a *gateAgent) Opened(c *Conn)            { a.opened <- c }
+func (a *gateAgent) Closed(c *Conn, err error) {}
+
+func (a *gateAgent) Query(c *Conn, m *Query) ([]Result, ReturnCode) {
+	a.queried <- m.SequenceID
+	<-a.gate
+	return make([]Result, len(m.Commands)), Success
+}
+
+// TestRouterRequestOutlivesNotifyOfItsNumber: a notification that carries the sequence id of a
+// request on its way (an agent numbers its notifications on its own) does not make the Router
+// forget the request: when the link then breaks, the request is answered, timed out, instead
+// of waiting for its caller's time.
+func TestRouterRequestOutlivesNotifyOfItsNumber(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := &gateAgent{gate: make(chan struct{}), opened: make(chan *Conn, 4), queried: make(chan uint32, 4)}
+	defer close(child.gate)
+	csrv := &Server{Token: []byte(testToken), Handler: &Router{Local: child, Token: []byte(testToken)}}
+	go csrv.Serve(ln)
+	t.Cleanup(func() { csrv.Close() })
+	rt := &Router{Local: &stackAgent{ranks: []uint32{0}}, Token: []byte(testToken), Timeout: time.Minute}
+	rt.SetChildren([]Route{{Addr: ln.Addr().String(), Ranks: []uint32{1}}})
+	rootLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := &Server{Token: []byte(testToken), Handler: rt}
+	go root.Serve(rootLn)
+	t.Cleanup(func() { root.Close() })
+	tool := dialRoot(t, rootLn.Addr().String())
+
+	res := make(chan error, 1)
+	go func() {
+		_, err := tool.Query(testCtx(t), 1, &GetThreadList{})
+		res <- err
+	}()
+	link := recv(t, child.opened, "opened for the root's link")
+	var seq uint32
+	select {
+	case seq = <-child.queried:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the query did not reach the child")
+	}
+	if err := link.Notify(&Notify{Header: Header{Rank: 1, SequenceID: seq}, Kind: NotifyTypeSignal, Signal: NotifySignal{Signal: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-tool.Notifications():
+		if n.SequenceID != seq {
+			t.Fatalf("notification %+v, want sequence id %d", n, seq)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the notification did not reach the tool")
+	}
+	link.Close() // the link breaks, the request on its way
+	var rc *ReturnCodeError
+	if err := <-res; !errors.As(err, &rc) || rc.Code != RequestFailed {
+		t.Fatalf("the query across the break: %v, want it answered RequestFailed", err)
+	}
+}
