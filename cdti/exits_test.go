@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -45,6 +46,20 @@ func nextNotify(t *testing.T, c *Client) *Notify {
 		t.Fatal("no notification in 10 s")
 		return nil
 	}
+}
+
+// readMessage reads and decodes one message from r, failing the test if it cannot.
+func readMessage(t *testing.T, r io.Reader) Message {
+	t.Helper()
+	b, err := ReadFrame(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeMessage(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 func termination(rank uint32, status ExitStatus) *Notify {
@@ -245,14 +260,7 @@ func TestExitsToOlderTool(t *testing.T) {
 		rank   uint32
 		status ExitStatus
 	}{{1, 0}, {4, 256}, {6, 256}, {8, 256}} {
-		b, err := ReadFrame(br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := DecodeMessage(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := readMessage(t, br)
 		n, ok := m.(*Notify)
 		if !ok || n.Kind != NotifyTypeTermination || n.Rank != want.rank || n.Exit != want.status || n.Length != notifySize {
 			t.Fatalf("%#v, want the Termination Notify of rank %d", m, want.rank)

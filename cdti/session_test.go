@@ -116,27 +116,13 @@ func TestSessionResume(t *testing.T) {
 	}
 	recv(t, a.opened, "opened for the resuming connection") // the transport's own, soon closed
 	for i := range 3 {
-		b, err := ReadFrame(br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := DecodeMessage(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := readMessage(t, br)
 		if n, ok := m.(*Notify); !ok || n.Rank != uint32(i) {
 			t.Fatalf("kept notification %d: %+v", i, m)
 		}
 	}
 	for _, want := range []MessageType{MsgExits, MsgNotify} {
-		b, err := ReadFrame(br)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := DecodeMessage(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := readMessage(t, br)
 		switch m := m.(type) {
 		case *Exits:
 			if want != MsgExits || len(m.Groups) != 1 || !m.Groups[0].Ranks.Equal(RanksOf(3, 4)) || m.Groups[0].Status != 256 {
