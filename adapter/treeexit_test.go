@@ -8,9 +8,10 @@ import (
 )
 
 // TestTreeExits launches 8 ranks on 4 local agents (2 ranks each) at fan-out 2, stops them
-// all at a breakpoint's first hit, and continues them to their end, the breakpoint removed, each with the exit code rank % 3:
-// their Termination reports come up the tree reduced (cdti.Exits, grouped by status), and
-// every rank's own code must reach the client, once, before the session's end.
+// all at a breakpoint's first hit, and continues them to their end, the breakpoint removed,
+// each with the exit code rank % 3: their Termination reports come up the tree reduced
+// (cdti.Exits, grouped by status), and every rank's own code must reach the client, once,
+// before the session's end. (The count of messages is cdti's TestRouterReducesExits'.)
 func TestTreeExits(t *testing.T) {
 	t.Parallel()
 	p := compileC(t, "exitcodes")

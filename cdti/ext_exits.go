@@ -14,9 +14,9 @@ import (
 //
 // A Conn whose peer said ExtensionVersion 3 or later in its Hello coalesces the Termination
 // Notifies it is given (Notify, or SendEncoded for a relayed one) and the Exits relayed to it
-// into one Exits: the first report waits at most Server.ExitDelay (2 ms) for others, and any other message
-// written on the connection, or its Close, sends what waits first, so that no report is ever
-// sent after a message that followed it. A tree of agents thus reduces a job's end on the way
+// into one Exits: the first report waits at most Server.ExitDelay (2 ms) for others, and any
+// other message written on the connection, or its Close, sends what waits first, so that no
+// report is ever sent after a message that followed it. A tree of agents thus reduces a job's end on the way
 // up: 1,024 ranks that end with status 0 reach the tool as a few messages of a few ranges
 // each. The Client turns an Exits back into the Termination Notifies it stands for (version 0,
 // the Exits' sequence id), in rank order within each group, so that its receivers see no

@@ -366,7 +366,8 @@ func (c *Conn) Send(m Message) error {
 // SendEncoded writes one encoded message as it is (a frame relayed from toolctld, for
 // instance), after checking its length field. Like Notify it is safe for concurrent use. The
 // exit reports of a Termination Notify or an Exits are sent as Notify sends them: within an
-// Exits to a peer that accepts it, and as Termination Notifies to one that does not.
+// Exits to a peer that accepts it, and as Termination Notifies to one that does not; a
+// malformed Exits is an error, and nothing is sent.
 func (c *Conn) SendEncoded(frame []byte) error {
 	if err := WriteFrame(io.Discard, frame); err != nil {
 		return err
