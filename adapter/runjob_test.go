@@ -292,3 +292,47 @@ func TestRunjobSubset(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunjobTree launches 4 ranks through runjob on the emulated BG/Q, one compute node per
+// I/O node, so that runjob starts 4 agents, each the job's own (owned: it ends with its
+// front end's connections), and puts them in a tree at fan-out 2 (0 → 1, 2; 1 → 3): the
+// front end reaches the CNKs of every I/O node through the root's relays, stops every rank
+// at a breakpoint, releases each, runs the job to its end with every rank's exit code, and
+// ends the owned tree (the root, then the agents below it). An I/O node's agent relays its
+// ranks' frames to toolctld, and those of the agents below it to them.
+func TestRunjobTree(t *testing.T) {
+	const np = 4
+	p, _, root := runjobProgram(t)
+	d := newDAP(t, viaPipe)
+	defer d.close()
+	d.launch(map[string]any{"program": p.bin, "launcher": "runjob", "np": np, "fanout": 2, "env": map[string]any{"READY_DIR": t.TempDir()},
+		"launcherArgs": []string{"--ranks-per-node", "1", "--cn-per-ion", "1", "--root", root}})
+	if bps := d.setBreakpoints(p.src, p.line(t, "leaf")); len(bps) != 1 || !bps[0].Verified {
+		t.Fatalf("breakpoint %+v", bps)
+	}
+	d.call("configurationDone", nil, nil)
+	hit := map[int]bool{}
+	for stops := 0; len(hit) < np; stops++ {
+		st := d.stopped()
+		if st.Reason != "breakpoint" {
+			t.Fatalf("stop %d: %+v", stops, st)
+		}
+		for _, r := range d.ranks().Ranks {
+			if r.StopReason != "breakpoint" || hit[r.Rank] {
+				continue
+			}
+			hit[r.Rank] = true
+			frames := d.stackTrace(r.ThreadID)
+			var ev dap.EvaluateResponseBody
+			d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": frames[0].Id, "context": "repl"}, &ev)
+		}
+		if stops > 2*np {
+			t.Fatalf("%d stops, ranks at the breakpoint: %v", stops, hit)
+		}
+		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
+	}
+	if _, err := d.c.WaitEvent("terminated", 2*time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkExits(t, d, bgqExit)
+}

@@ -170,7 +170,7 @@ func New(cfg Config) (*Agent, error) {
 	a.srv = &cdti.Server{Handler: a.router, Token: []byte(cfg.Token), Node: node, ErrorLog: logger, CNK: cfg.CNK}
 	if cfg.CIOS != nil {
 		a.cios = newCIOSRelay(cfg.CIOS, a.logf, a.frontEndOpened, a.frontEndClosed)
-		a.srv.Handler = a.cios
+		a.router.Local = a.cios // its ranks' frames go to toolctld, those of agents below it to them
 		go cfg.CIOS.heartbeat(CIOSHeartbeat, a.done, a.logf)
 	}
 	return a, nil

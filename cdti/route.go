@@ -26,7 +26,7 @@ const ErrorCodeUnreachable = 113
 
 // Router is a Server handler for an agent of the tree overlay. A message addressed (by its
 // header's rank) to a rank this agent serves goes to Local, as if Local were the Server's
-// handler; a message to a rank served below goes, unaltered, to the child on the way to it,
+// handler (a Local that is a RelayHandler, such as a BG/Q I/O node's agent, gets the frame); a message to a rank served below goes, unaltered, to the child on the way to it,
 // over a connection of its own per upstream connection (so that a child sees each tool as
 // the agent at the root sees it, and a tool that leaves releases its ranks everywhere), and
 // every message that child sends back (acks and Notify) goes up unaltered.
@@ -252,6 +252,9 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 		return c.Send(ReplyTo(h, ToolRankNotFound, 0))
 	}
 	if !below || ackFor(h.Type) == 0 {
+		if x, ok := r.Local.(RelayHandler); ok { // a relay of its own (a BG/Q I/O node's agent)
+			return x.Relay(c, frame)
+		}
 		return c.HandleWith(r.Local, frame)
 	}
 	return r.relayAlong(c, h, frame, p, false)
@@ -262,6 +265,9 @@ func (r *Router) Relay(c *Conn, frame []byte) error {
 // would (ToolRankNotFound); a Router without such a handler (the tool's own, DialTree's, has
 // no Local at all) refuses it the same way itself, rather than as a type it does not know.
 func localServes(local any, t MessageType) bool {
+	if _, ok := local.(RelayHandler); ok {
+		return true // it answers every frame, as toolctld would
+	}
 	var ok bool
 	switch t {
 	case MsgAttach:
