@@ -231,11 +231,21 @@ func (s *Server) Close() error {
 	for l := range s.listeners {
 		l.Close()
 	}
+	conns := make([]*Conn, 0, len(s.conns))
 	for c := range s.conns {
-		c.Close()
-		c.haltOnce.Do(func() { close(c.halt) })
+		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// Each sends the exit reports it holds first (Conn.Close): at once, so that peers that
+	// stopped reading cost the bound of one such write, not one each.
+	var closing sync.WaitGroup
+	for _, c := range conns {
+		closing.Go(func() {
+			c.Close()
+			c.haltOnce.Do(func() { close(c.halt) })
+		})
+	}
+	closing.Wait()
 	s.wg.Wait()
 	return nil
 }
