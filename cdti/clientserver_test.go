@@ -407,6 +407,36 @@ func TestRelay(t *testing.T) {
 	}
 }
 
+// TestRouterRelayLocal: a Router whose Local is a relay (a BG/Q I/O node's agent) passes its
+// own ranks' frames to it, and the tree's GatherStacks and Collective too, which the far end
+// refuses as a CNK's toolctld does: not answered half by the Router.
+func TestRouterRelayLocal(t *testing.T) {
+	a := newMemAgent(4096)
+	upstream := startServer(t, a)
+	upstream.srv.CNK = true
+	up, err := net.Dial("tcp", upstream.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	if ack := rawHello(t, up, []byte(testToken)); ack.ReturnCode != Success {
+		t.Fatalf("upstream hello: %v", ack.ReturnCode)
+	}
+	relay := startServer(t, &Router{Local: &relayAgent{up: up}, Token: []byte(testToken)})
+	c := relay.dial(t, "tcp", ClientOptions{ToolID: 4})
+	ctx := testCtx(t)
+	got, err := c.ReadMemory(ctx, 2, 0, a.base+10, 100, SpecAccessUseThreadState)
+	if err != nil || !bytes.Equal(got, memPattern(a.base+10, 100)) {
+		t.Fatalf("read through the Router's relay: %v", err)
+	}
+	if _, err := c.GatherStacks(ctx, 0); !errors.Is(err, UnsupportedType) {
+		t.Errorf("GatherStacks through the Router's relay: %v, want UnsupportedType", err)
+	}
+	if _, err := c.Collective(ctx, 0, RanksOf(2), &GetThreadList{}); !errors.Is(err, UnsupportedType) {
+		t.Errorf("Collective through the Router's relay: %v, want UnsupportedType", err)
+	}
+}
+
 // rawHello authenticates a raw connection as a tool holding token and returns the final
 // HelloAck; it fails the test if the agent does not prove the token.
 func rawHello(t *testing.T, rw io.ReadWriter, token []byte) *HelloAck {

@@ -26,7 +26,8 @@ const ErrorCodeUnreachable = 113
 
 // Router is a Server handler for an agent of the tree overlay. A message addressed (by its
 // header's rank) to a rank this agent serves goes to Local, as if Local were the Server's
-// handler (a Local that is a RelayHandler, such as a BG/Q I/O node's agent, gets the frame); a message to a rank served below goes, unaltered, to the child on the way to it,
+// handler (a Local that is a RelayHandler, such as a BG/Q I/O node's agent, gets the frame,
+// and answers GatherStacks and Collective for its whole subtree, as its far end does); a message to a rank served below goes, unaltered, to the child on the way to it,
 // over a connection of its own per upstream connection (so that a child sees each tool as
 // the agent at the root sees it, and a tool that leaves releases its ranks everywhere), and
 // every message that child sends back (acks and Notify) goes up unaltered.
@@ -235,6 +236,9 @@ func (r *Router) sessionOf(c *Conn) [SessionIDSize]byte {
 // Relay routes one frame (RelayHandler).
 func (r *Router) Relay(c *Conn, frame []byte) error {
 	h, _ := ParseHeader(frame)
+	if x, ok := r.Local.(RelayHandler); ok && (h.Type == MsgGatherStacks || h.Type == MsgCollective) {
+		return x.Relay(c, frame) // refused as a CNK's toolctld refuses them, not half answered
+	}
 	switch h.Type {
 	case MsgGatherStacks:
 		return r.gather(c, h, frame)
