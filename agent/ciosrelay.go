@@ -13,8 +13,9 @@ import (
 	"github.com/hpcdap/hpcdap/ppc64"
 )
 
-// ciosRelay is the CDTI handler of an agent that is a CIOS tool (a cdti.RelayHandler): each
-// message from the front end goes unaltered to the toolctld of its rank's compute node, over
+// ciosRelay is the CDTI handler of an agent that is a CIOS tool (a cdti.RelayHandler, its
+// Router's local handler): each message from the front end for a rank of its own goes
+// unaltered to the toolctld of its rank's compute node, over
 // one socket per compute node and front-end connection, and every message toolctld sends back
 // (acks, Notify) goes up unaltered. Every connection speaks with the one tool id jobctld gave
 // the agent, which toolctld lets one socket attach at a time: a second front-end connection
@@ -186,9 +187,24 @@ func (l *ciosLink) forward(h cdti.Header, m cdti.Message, frame []byte) error {
 		l.sent[h.SequenceID] = m
 	}
 	l.mu.Unlock()
+	return l.write(frame)
+}
+
+// ciosWriteTimeout bounds one write to a toolctld: one that stops reading loses its link (its
+// node's ranks are unreachable) rather than block the front end's connection, and with it
+// every agent below this one in the tree.
+const ciosWriteTimeout = 10 * time.Second
+
+// write sends one frame down within ciosWriteTimeout; a write that fails closes the socket,
+// whose reader then tells the front end.
+func (l *ciosLink) write(frame []byte) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
+	l.nc.SetWriteDeadline(time.Now().Add(ciosWriteTimeout))
 	_, err := l.nc.Write(frame)
+	if err != nil {
+		l.nc.Close()
+	}
 	return err
 }
 
@@ -373,9 +389,7 @@ func (l *ciosLink) call(m cdti.Message, timeout time.Duration) (cdti.Message, er
 	h.Service, h.Version, h.SequenceID = cdti.ServiceToolctl, cdti.ProtocolVersion, seq
 	b, err := cdti.Encode(m)
 	if err == nil {
-		l.wmu.Lock()
-		_, err = l.nc.Write(b)
-		l.wmu.Unlock()
+		err = l.write(b)
 	}
 	if err != nil {
 		l.mu.Lock()

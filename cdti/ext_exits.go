@@ -203,7 +203,7 @@ func (c *Conn) reportExits(groups []ExitGroup) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.closing && !c.suspended {
+	if c.done || (c.closing && !c.suspended) {
 		return fmt.Errorf("write: %w", net.ErrClosed)
 	}
 	for _, g := range groups {

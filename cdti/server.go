@@ -236,8 +236,9 @@ func (s *Server) Close() error {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	// Each sends the exit reports it holds first (Conn.Close): at once, so that peers that
-	// stopped reading cost the bound of one such write, not one each.
+	// Each sends the exit reports it holds first (Conn.Close): all at once, so that peers
+	// that stopped reading cost the bound of one such write (after any write in progress),
+	// not one each.
 	var closing sync.WaitGroup
 	for _, c := range conns {
 		closing.Go(func() {
@@ -340,7 +341,7 @@ func (c *Conn) Close() error {
 }
 
 // closeFlushTimeout bounds the write of the exit reports Close sends before it closes.
-const closeFlushTimeout = time.Second
+const closeFlushTimeout = 5 * time.Second
 
 // Notify sends an unsolicited Notify. It may be called from any goroutine at any time, also
 // concurrently with the acks the framework writes. Header fields left zero are filled: Service
