@@ -58,33 +58,15 @@ func TestRunjobSession(t *testing.T) {
 		t.Fatalf("breakpoint %+v", bps)
 	}
 	d.call("configurationDone", nil, nil)
-	hit := map[int]bool{}
-	for stops := 0; len(hit) < np; stops++ {
-		st := d.stopped()
-		if st.Reason != "breakpoint" {
-			t.Fatalf("stop %d: %+v", stops, st)
-		}
-		for _, r := range d.ranks().Ranks {
-			if r.StopReason != "breakpoint" || hit[r.Rank] {
-				continue
-			}
-			hit[r.Rank] = true
-			frames := d.stackTrace(r.ThreadID)
-			if o, ok := oracle[r.Rank]; ok {
-				for i, w := range o.dump.Frames {
-					if i >= len(frames) || frames[i].Name != w.Name || frames[i].Line != w.Line {
-						t.Errorf("rank %d frame %d: %v; gdb %s line %d", r.Rank, i, frameNames(frames), w.Name, w.Line)
-					}
+	releaseAtLeaf(t, d, np, func(r RankState, frames []dap.StackFrame) {
+		if o, ok := oracle[r.Rank]; ok {
+			for i, w := range o.dump.Frames {
+				if i >= len(frames) || frames[i].Name != w.Name || frames[i].Line != w.Line {
+					t.Errorf("rank %d frame %d: %v; gdb %s line %d", r.Rank, i, frameNames(frames), w.Name, w.Line)
 				}
 			}
-			var ev dap.EvaluateResponseBody
-			d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": frames[0].Id, "context": "repl"}, &ev)
 		}
-		if stops > 2*np {
-			t.Fatalf("%d stops, ranks at the breakpoint: %v", stops, hit)
-		}
-		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
-	}
+	})
 	if _, err := d.c.WaitEvent("terminated", 2*time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -311,6 +293,18 @@ func TestRunjobTree(t *testing.T) {
 		t.Fatalf("breakpoint %+v", bps)
 	}
 	d.call("configurationDone", nil, nil)
+	releaseAtLeaf(t, d, np, nil)
+	if _, err := d.c.WaitEvent("terminated", 2*time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkExits(t, d, bgqExit)
+}
+
+// releaseAtLeaf continues the job until each of its np ranks has stopped at the breakpoint
+// in bgq.c's leaf, checking each rank's stack there with check (if not nil) and releasing it
+// from its loop (release = 1), and continues it once more.
+func releaseAtLeaf(t *testing.T, d *dapSession, np int, check func(r RankState, frames []dap.StackFrame)) {
+	t.Helper()
 	hit := map[int]bool{}
 	for stops := 0; len(hit) < np; stops++ {
 		st := d.stopped()
@@ -323,6 +317,9 @@ func TestRunjobTree(t *testing.T) {
 			}
 			hit[r.Rank] = true
 			frames := d.stackTrace(r.ThreadID)
+			if check != nil {
+				check(r, frames)
+			}
 			var ev dap.EvaluateResponseBody
 			d.call("evaluate", map[string]any{"expression": "release = 1", "frameId": frames[0].Id, "context": "repl"}, &ev)
 		}
@@ -331,8 +328,4 @@ func TestRunjobTree(t *testing.T) {
 		}
 		d.call("continue", map[string]any{"threadId": st.ThreadId}, nil)
 	}
-	if _, err := d.c.WaitEvent("terminated", 2*time.Minute, nil); err != nil {
-		t.Fatal(err)
-	}
-	checkExits(t, d, bgqExit)
 }

@@ -260,17 +260,7 @@ func TestAckThenNotifyOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	recv := func() Message {
-		b, err := ReadFrame(cs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := DecodeMessage(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
+	recv := func() Message { return readMessage(t, cs) }
 	if m := rawHello(t, cs, []byte(testToken)); m.Node != "node7" || m.Hdr().ReturnCode != Success {
 		t.Fatalf("hello ack %#v", m)
 	}
@@ -378,17 +368,26 @@ func (r *relayAgent) Relay(c *Conn, frame []byte) error {
 	return err
 }
 
-func TestRelay(t *testing.T) {
+// relayUpstream starts a memAgent server (answering as a CNK if cnk) and returns it with a
+// connection to it that said Hello, which a relayAgent forwards to.
+func relayUpstream(t *testing.T, cnk bool) (*memAgent, net.Conn) {
+	t.Helper()
 	a := newMemAgent(4096)
 	upstream := startServer(t, a)
+	upstream.srv.CNK = cnk
 	up, err := net.Dial("tcp", upstream.ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer up.Close()
+	t.Cleanup(func() { up.Close() })
 	if ack := rawHello(t, up, []byte(testToken)); ack.ReturnCode != Success {
 		t.Fatalf("upstream hello: %v", ack.ReturnCode)
 	}
+	return a, up
+}
+
+func TestRelay(t *testing.T) {
+	a, up := relayUpstream(t, false)
 	relay := startServer(t, &relayAgent{up: up})
 	c := relay.dial(t, "tcp", ClientOptions{ToolID: 4})
 	ctx := testCtx(t)
@@ -411,17 +410,7 @@ func TestRelay(t *testing.T) {
 // own ranks' frames to it, and the tree's GatherStacks and Collective too, which the far end
 // refuses as a CNK's toolctld does: not answered half by the Router.
 func TestRouterRelayLocal(t *testing.T) {
-	a := newMemAgent(4096)
-	upstream := startServer(t, a)
-	upstream.srv.CNK = true
-	up, err := net.Dial("tcp", upstream.ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	if ack := rawHello(t, up, []byte(testToken)); ack.ReturnCode != Success {
-		t.Fatalf("upstream hello: %v", ack.ReturnCode)
-	}
+	a, up := relayUpstream(t, true)
 	relay := startServer(t, &Router{Local: &relayAgent{up: up}, Token: []byte(testToken)})
 	c := relay.dial(t, "tcp", ClientOptions{ToolID: 4})
 	ctx := testCtx(t)
