@@ -15,8 +15,8 @@ import (
 
 // ciosRelay is the CDTI handler of an agent that is a CIOS tool (a cdti.RelayHandler, its
 // Router's local handler): each message from the front end for a rank of its own goes
-// unaltered to the toolctld of its rank's compute node, over
-// one socket per compute node and front-end connection, and every message toolctld sends back
+// unaltered to the toolctld of its rank's compute node, over one socket per compute node and
+// front-end connection, and every message toolctld sends back
 // (acks, Notify) goes up unaltered. Every connection speaks with the one tool id jobctld gave
 // the agent, which toolctld lets one socket attach at a time: a second front-end connection
 // attaching while the first is attached is refused (ToolIdConflict), as on BG/Q. toolctld takes only Attach, Detach, Query, Update and Control: the

@@ -27,10 +27,12 @@ const ErrorCodeUnreachable = 113
 // Router is a Server handler for an agent of the tree overlay. A message addressed (by its
 // header's rank) to a rank this agent serves goes to Local, as if Local were the Server's
 // handler (a Local that is a RelayHandler, such as a BG/Q I/O node's agent, gets the frame,
-// and answers GatherStacks and Collective for its whole subtree, as its far end does); a message to a rank served below goes, unaltered, to the child on the way to it,
-// over a connection of its own per upstream connection (so that a child sees each tool as
-// the agent at the root sees it, and a tool that leaves releases its ranks everywhere), and
-// every message that child sends back (acks and Notify) goes up unaltered.
+// and answers GatherStacks and Collective for its whole subtree, as its far end does); a
+// message to a rank served below goes, unaltered, to the child on the way to it, over a
+// connection of its own per upstream connection (so that a child sees each tool as the agent
+// at the root sees it, and a tool that leaves releases its ranks everywhere), and every
+// message that child sends back (acks and Notify) goes up unaltered, but for the exit reports
+// its connection up coalesces (Exits).
 //
 // Sessions. Each link names, right after its Hello, the tool session it relays (Session: one
 // random id per tool connection at the root, the same on every link below), and when the

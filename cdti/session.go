@@ -412,8 +412,8 @@ type closedConn struct{ net.Conn }
 func (closedConn) Write([]byte) (int, error) { return 0, net.ErrClosed }
 func (closedConn) Close() error              { return nil }
 
-// keep keeps a frame written while the connection is held, if it is a Notify (acks of
-// requests are dropped: the Router above answered them when its link broke).
+// keep keeps a frame written while the connection is held, if it is a Notify or an Exits
+// (acks of requests are dropped: the Router above answered them when its link broke).
 func (c *Conn) keep(b []byte) {
 	if h, _ := ParseHeader(b); h.Type != MsgNotify && h.Type != MsgExits {
 		return
