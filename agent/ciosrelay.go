@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -195,14 +196,16 @@ func (l *ciosLink) forward(h cdti.Header, m cdti.Message, frame []byte) error {
 // every agent below this one in the tree.
 const ciosWriteTimeout = 10 * time.Second
 
-// write sends one frame down within ciosWriteTimeout; a write that fails closes the socket,
-// whose reader then tells the front end.
+// write sends one frame down within ciosWriteTimeout. A write that timed out closes the
+// socket, whose reader then tells the front end; one that failed because toolctld closed it
+// leaves the socket to its reader, which first passes up what toolctld sent before (the
+// ErrorAck of a refusal, see refusal).
 func (l *ciosLink) write(frame []byte) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	l.nc.SetWriteDeadline(time.Now().Add(ciosWriteTimeout))
 	_, err := l.nc.Write(frame)
-	if err != nil {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
 		l.nc.Close()
 	}
 	return err
